@@ -1,0 +1,164 @@
+#include "core/config/config_node.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+namespace pipelab {
+
+void ConfigSource::add_override(const std::string& path, const std::string& text) {
+  overrides_[path] = text;
+}
+
+std::string ConfigSource::override_for(const std::string& path) const {
+  // The longest overridden prefix of `path` ("a.b" covers "a.b" and "a.b.c").
+  for (std::string p = path;;) {
+    auto it = overrides_.find(p);
+    if (it != overrides_.end()) return it->second;
+    const size_t dot = p.rfind('.');
+    if (dot == std::string::npos) return {};
+    p.resize(dot);
+  }
+}
+
+void ConfigSource::remember(const std::string& path, const std::string& where) const {
+  where_[path] = where;
+}
+
+std::string ConfigSource::where(const std::string& path) const {
+  const std::string over = override_for(path);
+  if (!over.empty()) return over;
+  auto it = where_.find(path);
+  return it != where_.end() ? it->second : file_;
+}
+
+void ConfigSource::fail(const std::string& path, const std::string& problem,
+                        const std::string& fix) const {
+  throw ConfigError(fmt::format("{}: {}: {}. Fix: {}.", where(path), path.empty() ? "(top level)" : path,
+                                problem, fix));
+}
+
+std::string format_mark(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null() || mark.line < 0) return file;
+  return fmt::format("{}:{}:{}", file, mark.line + 1, mark.column + 1);
+}
+
+ConfigNode::ConfigNode(YAML::Node node, std::shared_ptr<const ConfigSource> source,
+                       std::string path)
+    : node_(std::move(node)), source_(std::move(source)), path_(std::move(path)) {
+  source_->remember(path_, where());
+}
+
+std::string ConfigNode::child_path(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+bool ConfigNode::has(const std::string& key) const {
+  return node_.IsMap() && node_[key].IsDefined();
+}
+
+ConfigNode ConfigNode::child(const std::string& key) const {
+  PIPELAB_ASSERT(has(key), "missing key {}", child_path(key));
+  return ConfigNode(node_[key], source_, child_path(key));
+}
+
+std::vector<std::string> ConfigNode::keys() const {
+  std::vector<std::string> out;
+  if (!node_.IsMap()) return out;
+  for (const auto& kv : node_) out.push_back(kv.first.as<std::string>());
+  return out;
+}
+
+std::string ConfigNode::where() const {
+  const std::string over = source_->override_for(path_);
+  if (!over.empty()) return over;
+  return format_mark(source_->file(), node_.Mark());
+}
+
+std::string ConfigNode::where_key(const std::string& key) const {
+  const std::string over = source_->override_for(child_path(key));
+  if (!over.empty()) return over;
+  if (node_.IsMap()) {
+    for (const auto& kv : node_) {
+      if (kv.first.Scalar() == key) return format_mark(source_->file(), kv.first.Mark());
+    }
+  }
+  return where();
+}
+
+void ConfigNode::fail(const std::string& problem, const std::string& fix) const {
+  throw ConfigError(fmt::format("{}: {}: {}. Fix: {}.", where(),
+                                path_.empty() ? "(top level)" : path_, problem, fix));
+}
+
+std::string ConfigNode::text() const { return node_.IsScalar() ? node_.Scalar() : std::string(); }
+
+void ConfigNode::expect_map(const std::string& what) const {
+  if (!node_.IsDefined() || node_.IsNull() || node_.IsMap()) return;
+  fail(fmt::format("expected a mapping ({}), got {}", what,
+                   node_.IsSequence() ? "a list" : "'" + node_.Scalar() + "'"),
+       fmt::format("write {} as `key: value` lines or {{key: value, ...}}",
+                   path_.empty() ? "the file" : path_));
+}
+
+YAML::Node load_yaml_file(const std::string& path) {
+  if (!std::filesystem::exists(path)) {
+    throw ConfigError(fmt::format("{}: file not found. Fix: check the path (working directory is {}).",
+                                  path, std::filesystem::current_path().string()));
+  }
+  try {
+    return YAML::LoadFile(path);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(fmt::format("{}: invalid YAML: {}. Fix: correct the syntax at that place.",
+                                  format_mark(path, e.mark), e.msg));
+  } catch (const YAML::BadFile&) {
+    throw ConfigError(fmt::format("{}: cannot read the file. Fix: check its permissions.", path));
+  }
+}
+
+void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
+                     ConfigSource& source) {
+  for (const std::string& item : overrides) {
+    const std::string text = "--set " + item;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw ConfigError(fmt::format("{}: expected key.path=value. Fix: write e.g. --set optimizer.lr=0.05.", text));
+    }
+    const std::string path = item.substr(0, eq);
+    YAML::Node value;
+    try {
+      value = YAML::Load(item.substr(eq + 1));
+    } catch (const YAML::ParserException& e) {
+      throw ConfigError(fmt::format("{}: the value is not valid YAML ({}). Fix: quote it or use [a, b] for lists.",
+                                    text, e.msg));
+    }
+    if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    YAML::Node cursor = root;
+    size_t start = 0;
+    for (;;) {
+      const size_t dot = path.find('.', start);
+      const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (key.empty()) {
+        throw ConfigError(fmt::format("{}: empty key in '{}'. Fix: write key paths like run.epochs.", text, path));
+      }
+      if (!cursor.IsMap()) {
+        throw ConfigError(fmt::format("{}: '{}' is not a section, so '{}' cannot be set inside it. Fix: check the key path.",
+                                      text, path.substr(0, start ? start - 1 : 0), key));
+      }
+      if (dot == std::string::npos) {
+        cursor[key] = value;
+        break;
+      }
+      YAML::Node next = cursor[key];
+      if (!next.IsDefined() || next.IsNull()) {
+        cursor[key] = YAML::Node(YAML::NodeType::Map);
+        next = cursor[key];
+      }
+      cursor.reset(next);
+      start = dot + 1;
+    }
+    source.add_override(path, text);
+  }
+}
+
+}  // namespace pipelab

@@ -1,0 +1,67 @@
+#include "core/device/device.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <fmt/format.h>
+
+#include "core/util/error.h"
+
+#ifdef PIPELAB_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace pipelab::device {
+
+bool cuda_available() { return torch::cuda::is_available(); }
+
+int cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); }
+
+c10::Device parse(const std::string& text) {
+  c10::Device d(c10::kCPU);
+  try {
+    d = c10::Device(text);
+  } catch (const std::exception&) {
+    throw UserError(fmt::format("'{}' is not a device. Fix: use cpu, cuda or cuda:N.", text));
+  }
+  if (d.is_cpu()) return d;
+  if (!d.is_cuda()) {
+    throw UserError(fmt::format("device '{}' is not supported. Fix: use cpu or cuda:N.", text));
+  }
+  const int count = cuda_device_count();
+  const int index = d.has_index() ? d.index() : 0;
+  if (index >= count) {
+    throw UserError(fmt::format("device '{}' is not available: this machine has {} CUDA device(s). "
+                                "Fix: use cpu or cuda:0..cuda:{}.",
+                                text, count, count - 1));
+  }
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+at::Generator make_generator(const c10::Device& device, uint64_t seed) {
+  if (device.is_cuda()) {
+#ifdef PIPELAB_WITH_CUDA
+    at::Generator gen = at::cuda::detail::createCUDAGenerator(device.index());
+    gen.set_current_seed(seed);
+    return gen;
+#else
+    throw UserError("this pipelab was built against a LibTorch without CUDA. Fix: use cpu devices.");
+#endif
+  }
+  return at::detail::createCPUGenerator(seed);
+}
+
+std::string describe_runtime() {
+  const int gpus = cuda_device_count();
+  return fmt::format("LibTorch {} ({} GPU{}, {} intra-op threads)", TORCH_VERSION, gpus, gpus == 1 ? "" : "s",
+                     at::get_num_threads());
+}
+
+}  // namespace pipelab::device

@@ -1,0 +1,34 @@
+#pragma once
+/// Two error tiers (docs/style.md, habit 6): a user's mistake throws UserError with a message
+/// that says what was wrong and how to fix it; a broken internal invariant is an assertion
+/// (InternalError). Only main() in tools/ turns exceptions into exit codes.
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace pipelab {
+
+/// A mistake in the user's input (config, file, dataset, command line). Exit code 2.
+class UserError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A bug in pipelab: an invariant that should always hold did not.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+}  // namespace pipelab
+
+/// Checks an internal invariant; throws InternalError naming the source location.
+#define PIPELAB_ASSERT(cond, ...)                                                          \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      throw ::pipelab::InternalError(fmt::format("{}:{}: internal error: {} ({})",        \
+                                                 __FILE__, __LINE__, #cond,               \
+                                                 fmt::format(__VA_ARGS__)));              \
+    }                                                                                      \
+  } while (false)
