@@ -1,0 +1,23 @@
+#pragma once
+/// Schedule generators: pure functions of (stages, micro-batches), golden-tested in
+/// tests/golden/. See docs/reference-schemes.md §2.
+#include "core/schedule/schedule.h"
+
+namespace pipelab::schedules {
+
+/// Naive sequential model parallelism (§2.3): for each micro-batch, F on every stage, then
+/// B, then every stage steps. Utilisation 1/D.
+Schedule naive(int stages, int micro_batches);
+
+/// GPipe fill-drain (§2.2): every stage runs F0..F(m-1), then B(m-1)..B0 (torchgpipe runs
+/// each partition's backward in reverse micro-batch order), then one update.
+Schedule gpipe(int stages, int micro_batches);
+
+/// 1F1B (§2.1): stage r runs w_r = D-1-r warm-up forwards, then F(w_r+i) B(i) U, then
+/// drains the remaining backwards, each followed by an update.
+Schedule one_f_one_b(int stages, int micro_batches);
+
+/// Forward passes only (evaluation): F0..F(n-1) on every stage.
+Schedule forward_only(int stages, int micro_batches);
+
+}  // namespace pipelab::schedules
