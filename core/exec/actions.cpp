@@ -1,0 +1,95 @@
+#include "core/exec/actions.h"
+
+#include <chrono>
+
+#include "core/util/error.h"
+
+namespace pipelab {
+namespace {
+
+/// Adds the wall time of its scope to an ActionTime.
+class Timed {
+ public:
+  explicit Timed(ActionTime& t) : t_(t), start_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    t_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    ++t_.count;
+  }
+
+ private:
+  ActionTime& t_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+void ExecStats::reset(int stages) {
+  const size_t n = static_cast<size_t>(stages);
+  forward.assign(n, {});
+  backward.assign(n, {});
+  update.assign(n, {});
+  const size_t edges = n > 0 ? n - 1 : 0;
+  bytes_forward.assign(edges, 0);
+  bytes_backward.assign(edges, 0);
+  messages_forward.assign(edges, 0);
+  messages_backward.assign(edges, 0);
+  wall_seconds = 0;
+}
+
+void begin_run(std::vector<StageSlot>& slots, int micro_batches, RunMode mode) {
+  for (StageSlot& slot : slots) {
+    if (!slot.stage) continue;
+    slot.stage->set_training(mode == RunMode::Train);
+    if (mode == RunMode::Train) slot.policy->begin(*slot.stage, micro_batches);
+  }
+}
+
+void end_run(std::vector<StageSlot>& slots, RunMode mode) {
+  if (mode != RunMode::Train) return;
+  for (StageSlot& slot : slots) {
+    if (slot.stage) slot.policy->end(*slot.stage);
+  }
+}
+
+Message run_forward(StageSlot& slot, int mb, Message in, Feed& feed, RunMode mode, ExecStats& stats) {
+  Stage& stage = *slot.stage;
+  Timed timed(stats.forward[static_cast<size_t>(stage.index())]);
+  if (stage.is_first()) in.value = feed.input(mb);
+  PIPELAB_ASSERT(in.value.defined(), "stage {}: forward of micro-batch {} has no input", stage.index(), mb);
+  in.value = in.value.to(stage.device(), /*non_blocking=*/true);
+  const at::Tensor target = stage.is_last() ? feed.target(mb).to(stage.device(), true) : at::Tensor();
+  ForwardResult result;
+  if (mode == RunMode::Eval) {
+    result = stage.evaluate(in.value, target);
+  } else {
+    slot.policy->before_forward(stage, mb, in);
+    ForwardOptions options;
+    options.checkpoint = slot.policy->checkpoint(mb);
+    options.target = target;
+    options.loss_scale = feed.loss_scale(mb);
+    result = stage.forward(mb, in.value, options);
+  }
+  Message out{result.activation, in.tag};
+  if (mode == RunMode::Train) slot.policy->after_forward(stage, mb, out);
+  if (stage.is_last()) {
+    feed.on_result(mb, {result.loss, result.correct, result.count});
+    return {};
+  }
+  return out;
+}
+
+Message run_backward(StageSlot& slot, int mb, const Message& in, ExecStats& stats) {
+  Stage& stage = *slot.stage;
+  Timed timed(stats.backward[static_cast<size_t>(stage.index())]);
+  slot.policy->before_backward(stage, mb);
+  Message out{stage.backward(mb, in.value), in.tag};
+  slot.policy->after_backward(stage, mb);
+  return out;
+}
+
+void run_update(StageSlot& slot, ExecStats& stats) {
+  Timed timed(stats.update[static_cast<size_t>(slot.stage->index())]);
+  slot.policy->update(*slot.stage);
+}
+
+}  // namespace pipelab

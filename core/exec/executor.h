@@ -1,0 +1,72 @@
+#pragma once
+/// Executors interpret a schedule over a set of stages (design.md, "Executors"). They are
+/// interchangeable and numerically identical: every one of them runs each action through
+/// the same functions (exec/actions.h), so results depend only on per-stage order.
+#include <functional>
+#include <vector>
+
+#include "core/config/registry.h"
+#include "core/exec/message.h"
+#include "core/scheme/scheme.h"
+
+namespace pipelab {
+
+/// A stage the executor drives, with its scheme policy. `stage` is null for stages that
+/// live in another process (distributed executor).
+struct StageSlot {
+  Stage* stage = nullptr;
+  StagePolicy* policy = nullptr;
+};
+
+enum class RunMode { Train, Eval };
+
+/// The loss side of one micro-batch, reported by the last stage.
+struct MicroBatchResult {
+  at::Tensor loss;     ///< scaled mean loss (0-d, detached)
+  at::Tensor correct;  ///< top-1 hits
+  int64_t count = 0;
+};
+
+/// Where micro-batch data comes from and where results go, for one schedule run.
+/// Called from stage threads (input: first stage, target/on_result: last stage), so
+/// implementations must be thread-safe.
+class Feed {
+ public:
+  virtual ~Feed() = default;
+  virtual at::Tensor input(int mb) = 0;
+  virtual at::Tensor target(int mb) = 0;
+  /// Factor on micro-batch mb's mean loss (its share of the mini-batch).
+  virtual double loss_scale(int /*mb*/) { return 1.0; }
+  virtual void on_result(int mb, const MicroBatchResult& result) = 0;
+};
+
+/// Count and total seconds of one action kind.
+struct ActionTime {
+  int64_t count = 0;
+  double seconds = 0;
+  double mean() const { return count ? seconds / static_cast<double>(count) : 0; }
+};
+
+/// What an executor measured: per-stage action times and per-edge traffic.
+/// Each entry has a single writer (the stage that ran the action or sent the message).
+struct ExecStats {
+  std::vector<ActionTime> forward, backward, update;
+  /// Edge r carries stage r -> r+1 (forward) and r+1 -> r (backward).
+  std::vector<int64_t> bytes_forward, bytes_backward, messages_forward, messages_backward;
+  double wall_seconds = 0;
+  void reset(int stages);
+};
+
+/// A registered executor (`run.executor: sequential`).
+class Executor : public Component {
+ public:
+  static constexpr const char* kKind = "executor";
+  /// Runs `schedule` (already validated) over `slots` (one per stage).
+  virtual void run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) = 0;
+  ExecStats& stats() { return stats_; }
+
+ protected:
+  ExecStats stats_;
+};
+
+}  // namespace pipelab

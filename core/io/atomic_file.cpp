@@ -1,0 +1,66 @@
+#include "core/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/util/error.h"
+
+namespace pipelab {
+namespace {
+
+[[noreturn]] void io_error(const std::string& what, const std::string& path) {
+  throw UserError(fmt::format("{}: cannot {} ({}). Fix: check that the folder exists and is writable.",
+                              path, what, std::strerror(errno)));
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& data) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_error("create a temporary file", tmp);
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      io_error("write", tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    io_error("rename the temporary file to", path);
+  }
+}
+
+void append_line(const std::string& path, const std::string& line) {
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  if (!out) io_error("open for appending", path);
+  out << line << '\n';
+  out.flush();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw UserError(fmt::format("{}: cannot read the file (does it exist?). Fix: check the path.", path));
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace pipelab

@@ -1,0 +1,38 @@
+#include "core/model/model.h"
+
+#include "core/util/seed.h"
+
+#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
+
+namespace pipelab {
+
+torch::Tensor Loss::correct(const torch::Tensor& output, const torch::Tensor& target) const {
+  torch::NoGradGuard no_grad;
+  return output.argmax(1).eq(target).sum();
+}
+
+torch::Tensor CrossEntropyLoss::compute(const torch::Tensor& output, const torch::Tensor& target) const {
+  return torch::nn::functional::cross_entropy(output, target);
+}
+
+uint64_t block_seed(uint64_t seed, size_t index) { return mix_seed(seed, 0xB10C, index); }
+
+Block build_block(const ModelDef& def, size_t index, uint64_t seed) {
+  torch::manual_seed(block_seed(seed, index));
+  return {def.blocks.at(index).name, def.blocks.at(index).make()};
+}
+
+std::string shape_text(c10::IntArrayRef sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
+int64_t count_parameters(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace pipelab

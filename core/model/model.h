@@ -1,0 +1,80 @@
+#pragma once
+/// A model is an ordered list of named blocks plus a loss (design.md, "Stages"). Blocks
+/// are built lazily from seeds, so a process builds only the blocks of its own stages and
+/// every block's initial weights depend only on (seed, block index).
+#include <torch/nn/modules/container/any.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config/registry.h"
+
+namespace pipelab {
+
+/// What a model needs to know about its data.
+struct DataSpec {
+  std::vector<int64_t> input_shape;  ///< one example, e.g. {1, 28, 28} or {784}
+  int64_t classes = 0;
+  bool integer_input = false;        ///< token ids (int64) rather than features
+};
+
+/// A classification loss: mean over the batch, plus a top-1 hit count.
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  /// Mean loss over the batch (a 0-d tensor with grad).
+  virtual torch::Tensor compute(const torch::Tensor& output, const torch::Tensor& target) const = 0;
+  /// Number of top-1 hits (0-d int64, no grad).
+  virtual torch::Tensor correct(const torch::Tensor& output, const torch::Tensor& target) const;
+};
+
+/// Cross-entropy on logits [N, classes] with integer targets [N].
+class CrossEntropyLoss : public Loss {
+ public:
+  torch::Tensor compute(const torch::Tensor& output, const torch::Tensor& target) const override;
+};
+
+/// One named block: a module mapping one tensor to one tensor.
+struct Block {
+  std::string name;
+  torch::nn::AnyModule module;
+};
+
+/// How to build one block (called under a block-specific seed).
+struct BlockRecipe {
+  std::string name;
+  std::function<torch::nn::AnyModule()> make;
+};
+
+/// A model before instantiation: block recipes, loss, and named stage splits.
+struct ModelDef {
+  std::vector<BlockRecipe> blocks;
+  std::shared_ptr<Loss> loss;
+  /// Named balances ("spectrain_4" -> blocks per stage), selectable as `balance: <name>`.
+  std::map<std::string, std::vector<int>> named_balances;
+};
+
+/// Builds block `index` of `def` with its weights seeded from (seed, index).
+Block build_block(const ModelDef& def, size_t index, uint64_t seed);
+
+/// The seed of block `index` under run seed `seed` (splitmix64 of both).
+uint64_t block_seed(uint64_t seed, size_t index);
+
+/// "[2, 3]".
+std::string shape_text(c10::IntArrayRef sizes);
+
+/// Number of parameters (elements) of a module.
+int64_t count_parameters(const torch::nn::Module& module);
+
+/// A registered model family (`model: {type: mlp, ...}`).
+class ModelFactory : public Component {
+ public:
+  static constexpr const char* kKind = "model";
+  /// The blocks and loss for data described by `data`. Mismatches are UserErrors.
+  virtual ModelDef define(const DataSpec& data) const = 0;
+};
+
+}  // namespace pipelab

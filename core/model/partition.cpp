@@ -1,0 +1,114 @@
+#include "core/model/partition.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace pipelab {
+
+Balance ConfigValue<Balance>::read(const ConfigNode& n) {
+  Balance b;
+  if (n.yaml().IsSequence()) {
+    b.kind = Balance::Kind::Counts;
+    b.counts = ConfigValue<std::vector<int>>::read(n);
+    return b;
+  }
+  const std::string text = ConfigValue<std::string>::read(n);
+  if (text == "auto") return b;
+  b.kind = Balance::Kind::Named;
+  b.name = text;
+  return b;
+}
+
+YAML::Node ConfigValue<Balance>::write(const Balance& b) {
+  switch (b.kind) {
+    case Balance::Kind::Auto: return YAML::Node("auto");
+    case Balance::Kind::Named: return YAML::Node(b.name);
+    case Balance::Kind::Counts: return ConfigValue<std::vector<int>>::write(b.counts);
+  }
+  return {};
+}
+
+std::vector<int> balance_by_weight(const std::vector<double>& weights, int parts) {
+  const size_t n = weights.size();
+  const size_t k = static_cast<size_t>(parts);
+  PIPELAB_ASSERT(parts >= 1 && n >= k, "cannot split {} blocks into {} stages", n, parts);
+  std::vector<double> prefix(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + weights[i];
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[j][i]: smallest possible largest-group sum for the first i blocks in j groups.
+  std::vector<std::vector<double>> best(k + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<size_t>> cut(k + 1, std::vector<size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (size_t j = 1; j <= k; ++j) {
+    for (size_t i = j; i <= n; ++i) {
+      for (size_t c = j - 1; c < i; ++c) {
+        const double cost = std::max(best[j - 1][c], prefix[i] - prefix[c]);
+        if (cost < best[j][i]) {
+          best[j][i] = cost;
+          cut[j][i] = c;
+        }
+      }
+    }
+  }
+  std::vector<int> counts(k);
+  for (size_t j = k, i = n; j >= 1; --j) {
+    counts[j - 1] = static_cast<int>(i - cut[j][i]);
+    i = cut[j][i];
+  }
+  return counts;
+}
+
+std::vector<int> resolve_balance(const Balance& balance, int stages,
+                                 const std::vector<int64_t>& block_params,
+                                 const std::map<std::string, std::vector<int>>& named,
+                                 const ConfigSource& source) {
+  const int blocks = static_cast<int>(block_params.size());
+  if (stages > blocks) {
+    source.fail("partition.stages",
+                fmt::format("{} stages but the model has only {} blocks", stages, blocks),
+                fmt::format("use at most {} stages", blocks));
+  }
+  std::vector<int> counts;
+  switch (balance.kind) {
+    case Balance::Kind::Auto: {
+      std::vector<double> w(block_params.begin(), block_params.end());
+      // Parameter-free blocks (activations, pooling) still cost something.
+      for (double& x : w) x = std::max(x, 1.0);
+      return balance_by_weight(w, stages);
+    }
+    case Balance::Kind::Named: {
+      auto it = named.find(balance.name);
+      if (it == named.end()) {
+        std::vector<std::string> names{"auto"};
+        for (const auto& kv : named) names.push_back(kv.first);
+        source.fail("partition.balance", fmt::format("this model has no split named '{}'", balance.name),
+                    fmt::format("use one of: {}", join(closest_first(balance.name, names), ", ")));
+      }
+      counts = it->second;
+      break;
+    }
+    case Balance::Kind::Counts: counts = balance.counts; break;
+  }
+  if (static_cast<int>(counts.size()) != stages) {
+    source.fail("partition.balance",
+                fmt::format("{} entries for {} stages", counts.size(), stages),
+                fmt::format("give one block count per stage, or set partition.stages: {}", counts.size()));
+  }
+  for (int c : counts) {
+    if (c < 1) {
+      source.fail("partition.balance", fmt::format("every stage needs at least one block, got {}", describe_value(counts)),
+                  "use counts >= 1");
+    }
+  }
+  const int sum = std::accumulate(counts.begin(), counts.end(), 0);
+  if (sum != blocks) {
+    source.fail("partition.balance",
+                fmt::format("the counts {} sum to {}, but the model has {} blocks", describe_value(counts), sum, blocks),
+                fmt::format("make them sum to {} (see `pipelab describe` for the block list) or use balance: auto",
+                            blocks));
+  }
+  return counts;
+}
+
+}  // namespace pipelab

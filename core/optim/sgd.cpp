@@ -1,0 +1,93 @@
+/// SGD with momentum, dampening, Nesterov and coupled weight decay, exactly as torch.optim.SGD
+/// (reference-schemes.md F1): G = g + lambda W; v_1 = G, v_k = mu v + (1 - tau) G;
+/// d = G + mu v (Nesterov) or v; W <- W - lr d.
+#include <ATen/ATen.h>
+
+#include "core/optim/optimizer.h"
+
+namespace pipelab {
+namespace {
+
+struct SgdOptions {
+  double lr = 0;
+  double momentum = 0;
+  double dampening = 0;
+  bool nesterov = false;
+  double weight_decay = 0;
+  template <class V>
+  void fields(V& v) {
+    v.required("lr", lr, "base learning rate", positive);
+    v("momentum", momentum, "momentum factor mu", in_half_open(0, 1));
+    v("dampening", dampening, "dampening tau of the momentum", in_range(0, 1));
+    v("nesterov", nesterov, "Nesterov momentum");
+    v("weight_decay", weight_decay, "L2 penalty lambda (added to the gradient)", non_negative);
+  }
+  void check(const ConfigNode& node) const {
+    if (nesterov && (momentum <= 0 || dampening != 0)) {
+      node.child("nesterov").fail("Nesterov momentum needs momentum > 0 and dampening 0",
+                                  "set momentum (e.g. 0.9) and dampening: 0, or nesterov: false");
+    }
+  }
+};
+
+class Sgd : public Optimizer {
+ public:
+  Sgd(std::vector<at::Tensor> params, const SgdOptions& o)
+      : Optimizer(std::move(params), o.lr), o_(o), buffers_(params_.size()) {}
+
+  at::Tensor direction(size_t i) const override {
+    return o_.momentum != 0 ? buffers_.at(i) : last_grad_.at(i);
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> state() const override {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      if (buffers_[i].defined()) out.emplace_back(std::to_string(i) + ".momentum_buffer", buffers_[i]);
+    }
+    return out;
+  }
+
+  void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state) override {
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      at::Tensor b = find_state(state, i, "momentum_buffer");
+      if (b.defined()) buffers_[i] = b.to(params_[i].options()).clone();
+    }
+  }
+
+ protected:
+  at::Tensor update(size_t i, at::Tensor& p, const at::Tensor& grad) override {
+    at::Tensor d = o_.weight_decay != 0 ? grad.add(p, o_.weight_decay) : grad;
+    const at::Tensor consumed = d;
+    if (o_.momentum != 0) {
+      at::Tensor& buf = buffers_[i];
+      if (!buf.defined()) {
+        buf = d.clone();
+      } else {
+        buf.mul_(o_.momentum).add_(d, 1 - o_.dampening);
+      }
+      d = o_.nesterov ? d.add(buf, o_.momentum) : buf;
+    }
+    p.add_(d, -lr_);
+    return consumed;
+  }
+
+ private:
+  SgdOptions o_;
+  std::vector<at::Tensor> buffers_;
+};
+
+class SgdFactory : public Configured<OptimizerFactory, SgdOptions> {
+ public:
+  using Configured::Configured;
+  std::unique_ptr<Optimizer> make(std::vector<at::Tensor> params) const override {
+    return std::make_unique<Sgd>(std::move(params), options_);
+  }
+  double base_lr() const override { return options_.lr; }
+};
+
+}  // namespace
+
+PIPELAB_REGISTER(OptimizerFactory, SgdFactory, "sgd",
+                 "SGD with momentum, dampening, Nesterov and L2 weight decay (torch.optim.SGD)");
+
+}  // namespace pipelab

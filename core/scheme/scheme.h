@@ -1,0 +1,60 @@
+#pragma once
+/// A scheme = a schedule generator + a weight policy + a gradient route + an options struct
+/// (design.md, "The one idea"). Nothing about a scheme lives anywhere else: executors and
+/// the runner call these hooks and never ask which scheme is running.
+#include <memory>
+#include <vector>
+
+#include "core/config/registry.h"
+#include "core/exec/message.h"
+#include "core/schedule/schedule.h"
+#include "core/stage/stage.h"
+
+namespace pipelab {
+
+/// Per-stage hooks around the actions of one stage: which weights F and B see, what U does,
+/// and per-action choices such as checkpointing. One instance per stage, used by that
+/// stage's thread only.
+class StagePolicy {
+ public:
+  virtual ~StagePolicy() = default;
+  /// Start of a training schedule run over `micro_batches` micro-batches.
+  virtual void begin(Stage& /*stage*/, int /*micro_batches*/) {}
+  /// Whether the forward of `mb` keeps only its input and is recomputed in backward.
+  virtual bool checkpoint(int /*mb*/) const { return false; }
+  virtual void before_forward(Stage& /*stage*/, int /*mb*/, Message& /*in*/) {}
+  virtual void after_forward(Stage& /*stage*/, int /*mb*/, Message& /*out*/) {}
+  virtual void before_backward(Stage& /*stage*/, int /*mb*/) {}
+  virtual void after_backward(Stage& /*stage*/, int /*mb*/) {}
+  /// The U action. The default applies one optimizer step with the scheduled LR.
+  virtual void update(Stage& stage) { stage.step(); }
+  /// End of a training schedule run: every micro-batch has completed (a flush).
+  virtual void end(Stage& /*stage*/) {}
+};
+
+/// What one schedule run covers.
+enum class Span {
+  MiniBatch,  ///< one mini-batch, split into micro_batches() micro-batches (flush per mini-batch)
+  Epoch,      ///< every mini-batch of an epoch, one micro-batch id each (flush per epoch)
+};
+
+/// A registered training scheme (`scheme: {type: gpipe, chunks: 8}`).
+class Scheme : public Component {
+ public:
+  static constexpr const char* kKind = "scheme";
+  /// The number of stages this scheme runs when the partition asks for `requested`.
+  virtual int stages(int requested) const { return requested; }
+  virtual Span span() const { return Span::MiniBatch; }
+  /// Micro-batches per mini-batch (GPipe's chunks); 1 for schemes without micro-batching.
+  virtual int micro_batches() const { return 1; }
+  /// The schedule of one run over `units` micro-batches (or mini-batches) on `stages` stages.
+  virtual Schedule schedule(int stages, int units) const = 0;
+  /// Per-stage bound on in-flight micro-batches, checked by the validator (empty: none).
+  virtual std::vector<int> max_in_flight(int /*stages*/) const { return {}; }
+  /// The policy of stage `stage` of `stages`; the default uses the latest weights.
+  virtual std::unique_ptr<StagePolicy> make_policy(int /*stage*/, int /*stages*/) const {
+    return std::make_unique<StagePolicy>();
+  }
+};
+
+}  // namespace pipelab

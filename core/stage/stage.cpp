@@ -1,0 +1,139 @@
+#include "core/stage/stage.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "core/device/device.h"
+#include "core/nn/context.h"
+#include "core/util/error.h"
+
+namespace pipelab {
+
+Stage::Stage(StageSpec spec)
+    : index_(spec.index), count_(spec.count), blocks_(std::move(spec.blocks)),
+      container_(std::make_shared<torch::nn::Module>("Stage")), loss_(std::move(spec.loss)),
+      device_(spec.device) {
+  PIPELAB_ASSERT(!blocks_.empty(), "stage {} has no blocks", index_);
+  PIPELAB_ASSERT(static_cast<bool>(loss_) == is_last(), "only the last stage has the loss");
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    container_->register_module(blocks_[i].name, blocks_[i].module.ptr());
+    // Seeded by the block's index in the model, so masks do not depend on the partition.
+    generators_.push_back(device::make_generator(device_, block_seed(~spec.seed, spec.first_block + i)));
+  }
+  container_->to(device_);
+}
+
+at::Tensor Stage::run_blocks(at::Tensor x) {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    nn::GeneratorScope scope(&generators_[i]);
+    x = blocks_[i].module.forward(x);
+  }
+  return x;
+}
+
+std::vector<at::Tensor> Stage::rng_states() const {
+  std::vector<at::Tensor> out;
+  out.reserve(generators_.size());
+  for (const at::Generator& g : generators_) {
+    std::lock_guard<std::mutex> lock(const_cast<at::Generator&>(g).mutex());
+    out.push_back(g.get_state());
+  }
+  return out;
+}
+
+void Stage::set_rng_states(const std::vector<at::Tensor>& states) {
+  for (size_t i = 0; i < generators_.size(); ++i) {
+    std::lock_guard<std::mutex> lock(generators_[i].mutex());
+    generators_[i].set_state(states[i]);
+  }
+}
+
+ForwardResult Stage::forward(int mb, const at::Tensor& x_in, const ForwardOptions& options) {
+  PIPELAB_ASSERT(!saved_.count(mb), "stage {}: forward of micro-batch {} twice", index_, mb);
+  Saved s;
+  // After stage 0 the input is a leaf that collects the gradient to send back.
+  s.input = is_first() ? x_in : x_in.detach().requires_grad_(true);
+  s.target = options.target;
+  s.loss_scale = options.loss_scale;
+  s.checkpointed = options.checkpoint;
+  ForwardResult result;
+  at::Tensor out;
+  if (options.checkpoint) {
+    s.rng = rng_states();
+    at::NoGradGuard no_grad;
+    out = run_blocks(s.input);
+  } else {
+    out = run_blocks(s.input);
+  }
+  if (is_last()) {
+    PIPELAB_ASSERT(options.target.defined(), "last stage needs targets");
+    at::Tensor loss = loss_->compute(out, options.target);
+    if (options.loss_scale != 1.0) loss = loss * options.loss_scale;
+    result.correct = loss_->correct(out, options.target);
+    result.count = out.size(0);
+    result.loss = loss.detach();
+    if (!options.checkpoint) s.output = loss;
+  } else {
+    result.activation = out.detach();
+    result.count = out.size(0);
+    if (!options.checkpoint) s.output = out;
+  }
+  saved_.emplace(mb, std::move(s));
+  return result;
+}
+
+at::Tensor Stage::backward(int mb, const at::Tensor& dy) {
+  auto it = saved_.find(mb);
+  PIPELAB_ASSERT(it != saved_.end(), "stage {}: backward of micro-batch {} without forward", index_, mb);
+  Saved s = std::move(it->second);
+  saved_.erase(it);
+  at::Tensor out = s.output;
+  if (s.checkpointed) {
+    // Recompute with the generator states of the original forward (same dropout masks),
+    // then put the generators back where they were.
+    const std::vector<at::Tensor> now = rng_states();
+    set_rng_states(s.rng);
+    {
+      nn::RecomputeGuard recomputing;
+      at::AutoGradMode grad(true);
+      out = run_blocks(s.input);
+      if (is_last()) {
+        out = loss_->compute(out, s.target);
+        if (s.loss_scale != 1.0) out = out * s.loss_scale;
+      }
+    }
+    set_rng_states(now);
+  }
+  if (is_last()) {
+    torch::autograd::backward({out});
+  } else {
+    PIPELAB_ASSERT(dy.defined(), "stage {}: backward of micro-batch {} needs a gradient", index_, mb);
+    torch::autograd::backward({out}, {dy.to(out.device())});
+  }
+  return is_first() ? at::Tensor() : s.input.grad();
+}
+
+void Stage::step() {
+  PIPELAB_ASSERT(optimizer_ != nullptr, "stage {} has no optimizer", index_);
+  if (lr_at_) optimizer_->set_lr(lr_at_(optimizer_->steps()));
+  optimizer_->step();
+  optimizer_->zero_grad();
+}
+
+ForwardResult Stage::evaluate(const at::Tensor& x, const at::Tensor& target) {
+  at::NoGradGuard no_grad;
+  ForwardResult result;
+  at::Tensor out = run_blocks(x);
+  result.count = out.size(0);
+  if (is_last()) {
+    result.loss = loss_->compute(out, target);
+    result.correct = loss_->correct(out, target);
+  } else {
+    result.activation = out;
+  }
+  return result;
+}
+
+void Stage::set_training(bool training) { container_->train(training); }
+
+}  // namespace pipelab

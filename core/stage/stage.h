@@ -1,0 +1,107 @@
+#pragma once
+/// A stage owns a consecutive run of blocks, its device, its optimizer and what it keeps
+/// per in-flight micro-batch. It offers forward(mb, x), backward(mb, dy) -> dx and step(),
+/// and knows nothing about schemes (design.md, "Stages").
+#include <ATen/core/Generator.h>
+#include <torch/nn/module.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/model/model.h"
+#include "core/optim/optimizer.h"
+
+namespace pipelab {
+
+/// How a forward runs.
+struct ForwardOptions {
+  /// Keep only the input and RNG states; recompute the forward inside backward.
+  bool checkpoint = false;
+  /// On the last stage: the targets, and the factor applied to this micro-batch's mean
+  /// loss (its share of the mini-batch, so gradients add up to the mini-batch mean).
+  at::Tensor target;
+  double loss_scale = 1.0;
+};
+
+/// What a forward produced: the activation to send on, or on the last stage the loss.
+struct ForwardResult {
+  at::Tensor activation;  ///< detached output (not on the last stage)
+  at::Tensor loss;        ///< detached scaled mean loss (last stage)
+  at::Tensor correct;     ///< top-1 hits (last stage)
+  int64_t count = 0;      ///< examples in the micro-batch
+};
+
+/// Everything a stage is made of.
+struct StageSpec {
+  int index = 0;
+  int count = 1;
+  std::vector<Block> blocks;
+  size_t first_block = 0;         ///< model index of blocks[0]
+  std::shared_ptr<Loss> loss;     ///< non-null only on the last stage
+  c10::Device device = c10::kCPU;
+  uint64_t seed = 0;              ///< run seed; block i's generator is seeded from (seed, i)
+};
+
+class Stage {
+ public:
+  explicit Stage(StageSpec spec);
+
+  int index() const { return index_; }
+  int count() const { return count_; }
+  bool is_first() const { return index_ == 0; }
+  bool is_last() const { return index_ + 1 == count_; }
+  const c10::Device& device() const { return device_; }
+
+  /// Container of the blocks; parameter names are "<block>.<param>".
+  torch::nn::Module& module() { return *container_; }
+  const std::vector<Block>& blocks() const { return blocks_; }
+  std::vector<at::Tensor> parameters() const { return container_->parameters(); }
+
+  void set_optimizer(std::unique_ptr<Optimizer> optimizer) { optimizer_ = std::move(optimizer); }
+  Optimizer& optimizer() { return *optimizer_; }
+  /// The LR to use for the update after `steps` updates (set by the runner).
+  void set_lr_schedule(std::function<double(int64_t)> lr_at) { lr_at_ = std::move(lr_at); }
+
+  /// Training forward of micro-batch `mb`; keeps what backward needs.
+  ForwardResult forward(int mb, const at::Tensor& x, const ForwardOptions& options = {});
+  /// Backward of micro-batch `mb`; `dy` is the gradient of the output (undefined on the
+  /// last stage, which starts from its loss). Returns dx (undefined on the first stage).
+  at::Tensor backward(int mb, const at::Tensor& dy);
+  /// One optimizer update with the scheduled LR, then the gradients are dropped.
+  void step();
+  /// Evaluation forward (no grad, no saved state); on the last stage also the loss.
+  ForwardResult evaluate(const at::Tensor& x, const at::Tensor& target = {});
+
+  /// Train or eval mode of every block.
+  void set_training(bool training);
+  /// Micro-batches whose forward ran and whose backward has not.
+  size_t in_flight() const { return saved_.size(); }
+
+ private:
+  struct Saved {
+    at::Tensor input;                 ///< what the blocks received (a grad-requiring leaf after stage 0)
+    at::Tensor output;                ///< output (or loss on the last stage) with its graph
+    std::vector<at::Tensor> rng;      ///< generator states, for a checkpointed forward
+    bool checkpointed = false;
+    at::Tensor target;
+    double loss_scale = 1.0;
+  };
+
+  at::Tensor run_blocks(at::Tensor x);
+  std::vector<at::Tensor> rng_states() const;
+  void set_rng_states(const std::vector<at::Tensor>& states);
+
+  int index_, count_;
+  std::vector<Block> blocks_;
+  std::shared_ptr<torch::nn::Module> container_;
+  std::shared_ptr<Loss> loss_;
+  c10::Device device_;
+  std::vector<at::Generator> generators_;  ///< one per block (nn/context.h)
+  std::unique_ptr<Optimizer> optimizer_;
+  std::function<double(int64_t)> lr_at_;
+  std::map<int, Saved> saved_;
+};
+
+}  // namespace pipelab
