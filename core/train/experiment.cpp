@@ -1,0 +1,89 @@
+#include "core/train/experiment.h"
+
+#include <filesystem>
+
+namespace pipelab {
+namespace {
+
+/// `executor: sequential` is short for `executor: {type: sequential}`.
+ConfigNode executor_section(const ConfigNode& run) {
+  if (!run.has("executor")) {
+    YAML::Node node(YAML::NodeType::Map);
+    node["type"] = "sequential";
+    return ConfigNode(node, run.source(), run.child_path("executor"));
+  }
+  const ConfigNode n = run.child("executor");
+  if (n.yaml().IsScalar()) {
+    YAML::Node node(YAML::NodeType::Map);
+    node["type"] = n.yaml();
+    return ConfigNode(node, run.source(), n.path());
+  }
+  return n;
+}
+
+template <class Base>
+std::unique_ptr<Base> required_section(const ConfigNode& root, const std::string& key) {
+  if (!root.has(key)) {
+    root.fail(fmt::format("missing the '{}' section", key),
+              fmt::format("add `{}: {{type: <name>, ...}}` with one of: {}", key,
+                          join(Registry<Base>::get().names(), ", ")));
+  }
+  return Registry<Base>::get().create(root.child(key));
+}
+
+}  // namespace
+
+Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> source, const std::string& name) {
+  const ConfigNode top(root, source, "");
+  top.expect_map("an experiment with model, dataset, partition, scheme, optimizer and run sections");
+  Experiment e;
+  e.name = name;
+  e.source = source;
+  static const std::vector<std::string> kSections{"model", "dataset", "partition", "scheme", "optimizer",
+                                                  "lr_schedule", "run", "init", "pipelab"};
+  for (const std::string& key : top.keys()) {
+    if (std::find(kSections.begin(), kSections.end(), key) == kSections.end()) {
+      throw ConfigError(fmt::format("{}: {}: unknown section '{}'. Fix: remove it or use one of: {}.",
+                                    top.where_key(key), key, key, join(closest_first(key, kSections), ", ")));
+    }
+  }
+  e.model = required_section<ModelFactory>(top, "model");
+  e.dataset = required_section<DatasetFactory>(top, "dataset");
+  e.scheme = required_section<Scheme>(top, "scheme");
+  e.optimizer = required_section<OptimizerFactory>(top, "optimizer");
+  e.lr_schedule = top.has("lr_schedule") ? Registry<LrSchedule>::get().create(top.child("lr_schedule"))
+                                         : Registry<LrSchedule>::get().create_default("constant");
+  if (top.has("partition")) e.partition = read_options<PartitionOptions>(top.child("partition"));
+  if (!top.has("run")) {
+    top.fail("missing the 'run' section", "add `run: {epochs: <n>, batch_size: <n>}`");
+  }
+  const ConfigNode run = top.child("run");
+  e.run = read_options<RunOptions>(run, {"executor"});
+  e.executor = Registry<Executor>::get().create(executor_section(run));
+  if (top.has("init")) e.init = read_options<InitOptions>(top.child("init"));
+  if (e.run.output.empty()) e.run.output = "runs/" + name;
+  return e;
+}
+
+Experiment Experiment::load(const std::string& path, const std::vector<std::string>& overrides) {
+  auto source = std::make_shared<ConfigSource>(path);
+  YAML::Node root = load_yaml_file(path);
+  apply_overrides(root, overrides, *source);
+  return from_tree(root, source, std::filesystem::path(path).stem().string());
+}
+
+Experiment Experiment::parse(const std::string& yaml, const std::string& name,
+                             const std::vector<std::string>& overrides) {
+  auto source = std::make_shared<ConfigSource>(name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(fmt::format("{}: invalid YAML: {}. Fix: correct the syntax at that place.",
+                                  format_mark(name, e.mark), e.msg));
+  }
+  apply_overrides(root, overrides, *source);
+  return from_tree(root, source, std::filesystem::path(name).stem().string());
+}
+
+}  // namespace pipelab

@@ -1,0 +1,90 @@
+#pragma once
+/// An experiment file, read in one place into typed options and registered components.
+/// Top-level sections: model, dataset, partition, scheme, optimizer, lr_schedule, run,
+/// init (and `pipelab`, the provenance a run writes into its resolved config).
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/data/dataset.h"
+#include "core/exec/executor.h"
+#include "core/model/model.h"
+#include "core/model/partition.h"
+#include "core/optim/lr_schedule.h"
+#include "core/optim/optimizer.h"
+#include "core/scheme/scheme.h"
+
+namespace pipelab {
+
+/// The `run:` section.
+struct RunOptions {
+  enum class Dtype { Float32, Float64 };
+  int epochs = 0;
+  int64_t batch_size = 0;
+  std::optional<int64_t> eval_batch_size;
+  int64_t seed = 0;
+  std::vector<std::string> devices{"cpu"};
+  std::string output;
+  std::optional<std::string> data_dir;
+  int threads = 0;
+  Dtype dtype = Dtype::Float32;
+  int checkpoint_every = 0;
+  bool progress = true;
+  template <class V>
+  void fields(V& v) {
+    v.required("epochs", epochs, "training epochs", positive);
+    v.required("batch_size", batch_size, "mini-batch size", positive);
+    v("eval_batch_size", eval_batch_size, "evaluation batch size (default: batch_size)");
+    v("seed", seed, "seed of weights, data order, dropout", non_negative);
+    v("devices", devices, "one device for all stages, or one per stage: cpu, cuda:N", non_empty);
+    v("output", output, "result folder (default: runs/<file name>)");
+    v("data_dir", data_dir, "dataset folder (default: $PIPELAB_DATA_DIR, else ./data)");
+    v("threads", threads, "intra-op threads (0 = LibTorch's default)", non_negative);
+    v.choice("dtype", dtype, Choices<Dtype>{{"float32", Dtype::Float32}, {"float64", Dtype::Float64}},
+             "parameter and activation precision");
+    v("checkpoint_every", checkpoint_every, "save weights every N epochs (0: only at the end)", non_negative);
+    v("progress", progress, "show a progress bar (plain lines when not a terminal)");
+  }
+  void check(const ConfigNode& node) const {
+    if (eval_batch_size && *eval_batch_size <= 0) {
+      node.child("eval_batch_size").fail("must be > 0", "set run.eval_batch_size to a positive integer");
+    }
+  }
+};
+
+/// The `init:` section: start from weights written by torch.save(model.state_dict()).
+struct InitOptions {
+  std::optional<std::string> from;
+  bool strict = true;
+  template <class V>
+  void fields(V& v) {
+    v("from", from, ".pt file with a state dict keyed by <block>.<param>");
+    v("strict", strict, "every parameter and buffer of the model must be in the file");
+  }
+};
+
+/// A fully read experiment: components plus options, and where each came from.
+struct Experiment {
+  std::string name;
+  std::shared_ptr<const ConfigSource> source;
+  std::unique_ptr<ModelFactory> model;
+  std::unique_ptr<DatasetFactory> dataset;
+  std::unique_ptr<Scheme> scheme;
+  std::unique_ptr<OptimizerFactory> optimizer;
+  std::unique_ptr<LrSchedule> lr_schedule;
+  std::unique_ptr<Executor> executor;
+  PartitionOptions partition;
+  RunOptions run;
+  InitOptions init;
+
+  /// Reads an experiment file with `--set` overrides. Throws ConfigError.
+  static Experiment load(const std::string& path, const std::vector<std::string>& overrides = {});
+  /// Reads an experiment from YAML text (`name` stands in for the file in messages).
+  static Experiment parse(const std::string& yaml, const std::string& name,
+                          const std::vector<std::string>& overrides = {});
+  /// Reads an already-loaded tree.
+  static Experiment from_tree(YAML::Node root, std::shared_ptr<ConfigSource> source, const std::string& name);
+};
+
+}  // namespace pipelab

@@ -1,0 +1,81 @@
+#include "core/train/feeds.h"
+
+#include <ATen/ATen.h>
+
+#include "core/util/error.h"
+
+namespace pipelab {
+
+std::vector<int64_t> chunk_sizes(int64_t n, int chunks) {
+  PIPELAB_ASSERT(n > 0 && chunks > 0, "{} examples in {} chunks", n, chunks);
+  const int64_t size = (n + chunks - 1) / chunks;
+  std::vector<int64_t> out;
+  for (int64_t start = 0; start < n; start += size) out.push_back(std::min(size, n - start));
+  return out;
+}
+
+double LossTotals::add(const MicroBatchResult& r) {
+  const double value = r.loss.item<double>();
+  loss += value;
+  correct += r.correct.item<int64_t>();
+  count += r.count;
+  return value;
+}
+
+void LossTotals::add(const LossTotals& t) {
+  loss += t.loss;
+  correct += t.correct;
+  count += t.count;
+}
+
+at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype) {
+  return at::isFloatingType(x.scalar_type()) && x.scalar_type() != dtype ? x.to(dtype) : x;
+}
+
+// With one micro-batch the scale is exactly 1 and the Stage skips the multiplication, so
+// naive model parallelism stays bit-identical to single-device training.
+ChunkFeed::ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype) {
+  const int64_t n = batch.x.size(0);
+  if (chunks == 1) {
+    xs_.push_back(cast_input(batch.x, dtype));
+    ys_.push_back(batch.y);
+    scales_.push_back(1.0);
+    return;
+  }
+  int64_t start = 0;
+  for (const int64_t size : chunk_sizes(n, chunks)) {
+    xs_.push_back(cast_input(batch.x.narrow(0, start, size), dtype));
+    ys_.push_back(batch.y.narrow(0, start, size));
+    scales_.push_back(static_cast<double>(size) / static_cast<double>(n));
+    start += size;
+  }
+}
+
+void ChunkFeed::on_result(int, const MicroBatchResult& r) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  totals_.add(r);
+}
+
+LoaderFeed::LoaderFeed(DataLoader& loader, at::ScalarType dtype,
+                       std::function<void(int, const MicroBatchResult&)> on_result)
+    : loader_(loader), dtype_(dtype), on_result_(std::move(on_result)) {}
+
+at::Tensor LoaderFeed::input(int mb) {
+  Batch b = loader_.batch(mb);
+  std::lock_guard<std::mutex> lock(mutex_);
+  targets_[mb] = b.y;
+  return cast_input(b.x, dtype_);
+}
+
+at::Tensor LoaderFeed::target(int mb) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = targets_.find(mb);
+  PIPELAB_ASSERT(it != targets_.end(), "target of micro-batch {} requested before its input", mb);
+  at::Tensor y = it->second;
+  targets_.erase(it);
+  return y;
+}
+
+void LoaderFeed::on_result(int mb, const MicroBatchResult& r) { on_result_(mb, r); }
+
+}  // namespace pipelab

@@ -1,0 +1,70 @@
+#pragma once
+/// The feeds the runner hands to executors: one mini-batch split into micro-batches
+/// (GPipe-style spans), or the mini-batches of a loader's epoch (1F1B spans, evaluation).
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "core/data/loader.h"
+#include "core/exec/executor.h"
+
+namespace pipelab {
+
+/// Sizes of the micro-batches of a mini-batch of `n` examples split `chunks` ways, with
+/// torchgpipe's chunk semantics: ceil(n / chunks) each, the last one smaller, so there can
+/// be fewer than `chunks` of them (n = 6, chunks = 4 -> 2, 2, 2).
+std::vector<int64_t> chunk_sizes(int64_t n, int chunks);
+
+/// Loss, hits and examples accumulated over micro-batches (plain numbers: reading them
+/// costs one .item() each, as in any training loop that logs its loss).
+struct LossTotals {
+  double loss = 0;  ///< sum of reported (scaled) losses
+  int64_t correct = 0;
+  int64_t count = 0;
+  /// Adds one micro-batch; returns its loss.
+  double add(const MicroBatchResult& r);
+  void add(const LossTotals& t);
+};
+
+/// One mini-batch split into micro-batches. Micro-batch i's mean loss is scaled by n_i / N,
+/// so the gradients accumulated over micro-batches are exactly those of the mean loss over
+/// the whole mini-batch (reference-schemes.md F8), and the reported losses add up to it.
+class ChunkFeed : public Feed {
+ public:
+  ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype);
+  int count() const { return static_cast<int>(xs_.size()); }
+  at::Tensor input(int mb) override { return xs_.at(static_cast<size_t>(mb)); }
+  at::Tensor target(int mb) override { return ys_.at(static_cast<size_t>(mb)); }
+  double loss_scale(int mb) override { return scales_.at(static_cast<size_t>(mb)); }
+  void on_result(int mb, const MicroBatchResult& r) override;
+  const LossTotals& totals() const { return totals_; }
+
+ private:
+  std::vector<at::Tensor> xs_, ys_;
+  std::vector<double> scales_;
+  std::mutex mutex_;
+  LossTotals totals_;
+};
+
+/// Mini-batch j of a loader's current epoch as micro-batch j, fetched when the first stage
+/// asks for it; each result goes to `on_result(j, result)`.
+class LoaderFeed : public Feed {
+ public:
+  LoaderFeed(DataLoader& loader, at::ScalarType dtype,
+             std::function<void(int, const MicroBatchResult&)> on_result);
+  at::Tensor input(int mb) override;
+  at::Tensor target(int mb) override;
+  void on_result(int mb, const MicroBatchResult& r) override;
+
+ private:
+  DataLoader& loader_;
+  at::ScalarType dtype_;
+  std::function<void(int, const MicroBatchResult&)> on_result_;
+  std::mutex mutex_;
+  std::map<int, at::Tensor> targets_;
+};
+
+/// Casts floating-point inputs to the run's dtype; integer inputs (token ids) stay.
+at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype);
+
+}  // namespace pipelab

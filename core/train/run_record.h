@@ -1,0 +1,61 @@
+#pragma once
+/// A run's folder (README, "How results are laid out"):
+///   config.yaml          resolved configuration + pipelab version and git revision
+///   metrics/steps.csv    step, epoch, loss, lr             (+ steps.jsonl)
+///   metrics/epochs.csv   per-epoch train/test loss and accuracy, times (+ epochs.jsonl)
+///   summary.json         final and best accuracy, throughput, status
+///   checkpoints/*.pt     state dicts that Python's torch.load reads
+///   log.txt              the human-readable epoch lines and summary
+/// Files are appended line by line or replaced atomically, so an interrupted run keeps
+/// every finished epoch and never leaves a half-written summary or checkpoint. Step lines
+/// reach the disk at least once a second and at every epoch end (a flush per step would
+/// cost a system call per step).
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+namespace pipelab {
+
+struct StepMetrics {
+  int64_t step = 0;
+  int epoch = 0;
+  double loss = 0;
+  double lr = 0;
+};
+
+struct EpochMetrics {
+  int epoch = 0;  ///< 1-based
+  double train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0, lr = 0;
+  double seconds = 0, train_seconds = 0, eval_seconds = 0;
+  double samples_per_second = 0, data_wait_fraction = 0;
+  /// Bytes sent forward / backward over all stage boundaries per training step.
+  double bytes_forward_per_step = 0, bytes_backward_per_step = 0;
+};
+
+class RunRecord {
+ public:
+  explicit RunRecord(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
+  /// True when `dir` holds a finished run (a summary.json).
+  static bool finished(const std::string& dir);
+  /// Creates the folder and writes config.yaml and the CSV headers. A folder with a
+  /// finished run is a UserError unless `overwrite`.
+  void begin(const YAML::Node& resolved_config, bool overwrite);
+  void step(const StepMetrics& m);
+  void epoch(const EpochMetrics& m);
+  void log(const std::string& line);
+  void summary(const std::string& json);
+  std::string checkpoint_path(const std::string& name) const;
+
+ private:
+  /// Appends a line and hands it to the OS (the stream stays open between steps).
+  static void write_line(std::ofstream& out, const std::string& line);
+
+  std::string dir_;
+  std::ofstream steps_csv_, steps_jsonl_, epochs_csv_, epochs_jsonl_, log_;
+  std::chrono::steady_clock::time_point last_step_flush_;
+};
+
+}  // namespace pipelab

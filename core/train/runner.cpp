@@ -1,0 +1,176 @@
+/// The training loop: epochs of schedule runs through the executor, evaluation, records.
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include "core/schedule/generators.h"
+#include "core/schedule/timeline.h"
+#include "core/train/feeds.h"
+#include "core/train/runner.h"
+#include "core/train/state_dict.h"
+#include "core/util/progress.h"
+
+namespace pipelab {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double percent(int64_t hits, int64_t count) {
+  return count ? 100.0 * static_cast<double>(hits) / static_cast<double>(count) : 0.0;
+}
+
+}  // namespace
+
+EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged) {
+  Executor& executor = *e_.executor;
+  executor.stats().reset(stage_count());
+  train_->start_epoch(epoch);
+  const int64_t steps = train_->batches();
+  Progress progress(fmt::format("epoch {}/{}", epoch + 1, e_.run.epochs), steps, e_.run.progress && !options_.quiet);
+  LossTotals totals;
+  int64_t done = 0;
+  // Records one finished mini-batch; false once the loss is no longer finite.
+  const auto finish_step = [&](double loss) {
+    record.step({global_step, epoch + 1, loss, lr_at(global_step)});
+    ++global_step;
+    ++done;
+    progress.update(done, fmt::format("loss {:.4f}", loss));
+    return std::isfinite(loss);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  if (e_.scheme->span() == Span::MiniBatch) {
+    for (int64_t j = 0; j < steps && !diverged; ++j) {
+      ChunkFeed feed(train_->batch(j), e_.scheme->micro_batches(), dtype_);
+      executor.run(train_schedule(feed.count()), slots_, feed, RunMode::Train);
+      totals.add(feed.totals());
+      diverged = !finish_step(feed.totals().loss);
+    }
+  } else {
+    LoaderFeed feed(*train_, dtype_, [&](int, const MicroBatchResult& r) {
+      if (!finish_step(totals.add(r))) diverged = true;
+    });
+    executor.run(train_schedule(static_cast<int>(steps)), slots_, feed, RunMode::Train);
+  }
+  EpochMetrics m;
+  m.epoch = epoch + 1;
+  m.train_seconds = seconds_since(start);
+  m.train_loss = done ? totals.loss / static_cast<double>(done) : 0;
+  m.train_acc = percent(totals.correct, totals.count);
+  m.lr = lr_at(global_step - 1);
+  m.samples_per_second = static_cast<double>(totals.count) / std::max(m.train_seconds, 1e-9);
+  m.data_wait_fraction = train_->take_wait_seconds() / std::max(m.train_seconds, 1e-9);
+  last_train_stats_ = executor.stats();
+  const ExecStats& st = last_train_stats_;
+  for (size_t k = 0; k < st.bytes_forward.size(); ++k) {
+    m.bytes_forward_per_step += static_cast<double>(st.bytes_forward[k]) / static_cast<double>(std::max<int64_t>(done, 1));
+    m.bytes_backward_per_step += static_cast<double>(st.bytes_backward[k]) / static_cast<double>(std::max<int64_t>(done, 1));
+  }
+  progress.finish(fmt::format("loss {:.4f}", m.train_loss));
+  return m;
+}
+
+void Runner::evaluate(EpochMetrics& m) {
+  const auto start = std::chrono::steady_clock::now();
+  test_->start_epoch(0);
+  double loss_sum = 0;
+  int64_t correct = 0, count = 0;
+  LoaderFeed feed(*test_, dtype_, [&](int, const MicroBatchResult& r) {
+    loss_sum += r.loss.item<double>() * static_cast<double>(r.count);
+    correct += r.correct.item<int64_t>();
+    count += r.count;
+  });
+  if (!eval_schedule_.stages()) eval_schedule_ = schedules::forward_only(stage_count(), static_cast<int>(test_->batches()));
+  if (test_->batches() > 0) e_.executor->run(eval_schedule_, slots_, feed, RunMode::Eval);
+  m.test_loss = count ? loss_sum / static_cast<double>(count) : 0;
+  m.test_acc = percent(correct, count);
+  m.eval_seconds = seconds_since(start);
+}
+
+void Runner::save_checkpoint(const RunRecord& record, const std::string& name) {
+  save_tensor_dict(record.checkpoint_path(name), model_state(stages()));
+}
+
+RunSummary Runner::run() {
+  RunRecord record(e_.run.output);
+  record.begin(resolved_config(), options_.overwrite);
+  RunSummary summary;
+  summary.dir = e_.run.output;
+  for (const auto& s : stages_) summary.parameters += count_parameters(s->module());
+  const auto start = std::chrono::steady_clock::now();
+  int64_t global_step = 0;
+  bool diverged = false;
+  double wait = 0, train_time = 0;
+  for (int epoch = 0; epoch < e_.run.epochs && !diverged; ++epoch) {
+    const auto epoch_start = std::chrono::steady_clock::now();
+    EpochMetrics m = train_epoch(epoch, record, global_step, diverged);
+    evaluate(m);
+    m.seconds = seconds_since(epoch_start);
+    wait += m.data_wait_fraction * m.train_seconds;
+    train_time += m.train_seconds;
+    record.epoch(m);
+    const std::string line = fmt::format(
+        "epoch {:>3}  train loss {:.4f}  acc {:6.2f}%  |  test loss {:.4f}  acc {:6.2f}%  |  lr {:.3g}  {}",
+        m.epoch, m.train_loss, m.train_acc, m.test_loss, m.test_acc, m.lr, format_duration(m.seconds));
+    record.log(line);
+    if (!options_.quiet) std::cout << line << std::endl;
+    if (m.test_acc > summary.best_test_acc || summary.history.empty()) {
+      summary.best_test_acc = m.test_acc;
+      summary.best_epoch = m.epoch;
+    }
+    summary.history.push_back(m);
+    if (e_.run.checkpoint_every > 0 && m.epoch % e_.run.checkpoint_every == 0) {
+      save_checkpoint(record, fmt::format("epoch_{}.pt", m.epoch));
+    }
+  }
+  if (diverged) summary.status = "diverged";
+  save_checkpoint(record, "final.pt");
+  summary.seconds = seconds_since(start);
+  summary.data_wait_fraction = train_time > 0 ? wait / train_time : 0;
+  finish_summary(summary);
+  record.summary(summary_json(e_, summary, stage_count()));
+  const std::string text = format_summary(e_, summary, stage_count());
+  for (size_t p = 0, q; p < text.size(); p = q + 1) {
+    q = text.find('\n', p);
+    if (q == std::string::npos) q = text.size();
+    record.log(text.substr(p, q - p));
+  }
+  if (!options_.quiet) std::cout << text << std::flush;
+  return summary;
+}
+
+void Runner::finish_summary(RunSummary& s) const {
+  if (s.history.empty()) return;
+  int64_t samples = 0;
+  double seconds = 0;
+  for (const EpochMetrics& m : s.history) {
+    samples += static_cast<int64_t>(std::llround(m.samples_per_second * m.train_seconds));
+    seconds += m.train_seconds;
+  }
+  s.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
+  // The schedule of one run (one mini-batch, or one epoch) replayed with unit costs and
+  // with the per-stage action times measured in the last epoch.
+  const int stages = stage_count();
+  const int units = e_.scheme->span() == Span::MiniBatch
+                        ? static_cast<int>(chunk_sizes(e_.run.batch_size, e_.scheme->micro_batches()).size())
+                        : static_cast<int>(train_->batches());
+  const Schedule schedule = e_.scheme->schedule(stages, units);
+  s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
+  const ExecStats& st = last_train_stats_;
+  CostModel measured;
+  for (int r = 0; r < stages; ++r) {
+    const size_t ur = static_cast<size_t>(r);
+    measured.forward.push_back(st.forward[ur].mean());
+    measured.backward.push_back(st.backward[ur].mean());
+    measured.update.push_back(st.update[ur].mean());
+  }
+  const Timeline t = simulate_timeline(schedule, measured);
+  s.bubble_measured = t.bubble_fraction;
+  const double per_run_samples = e_.scheme->span() == Span::MiniBatch
+                                     ? static_cast<double>(e_.run.batch_size)
+                                     : static_cast<double>(train_->batches() * e_.run.batch_size);
+  s.simulated_samples_per_second = t.makespan > 0 ? per_run_samples / t.makespan : 0;
+}
+
+}  // namespace pipelab

@@ -1,0 +1,85 @@
+#pragma once
+/// One runner for every scheme (docs/style.md, habit 11): builds the stages from an
+/// Experiment, trains for the configured epochs through the configured executor,
+/// evaluates each epoch and writes the run's folder. Variation lives in YAML and in
+/// registered components, never here.
+#include <memory>
+#include <vector>
+
+#include "core/data/loader.h"
+#include "core/train/experiment.h"
+#include "core/train/run_record.h"
+
+namespace pipelab {
+
+struct RunnerOptions {
+  bool overwrite = false;  ///< replace a finished run in the output folder
+  bool quiet = false;      ///< no progress bar and no epoch lines on stdout
+};
+
+/// What a run produced (also written to summary.json).
+struct RunSummary {
+  std::string status = "finished";  ///< finished | diverged
+  std::string dir;
+  std::vector<EpochMetrics> history;
+  int best_epoch = 0;
+  double best_test_acc = 0;
+  double seconds = 0;
+  double samples_per_second = 0;
+  double data_wait_fraction = 0;
+  double bubble_ideal = 0;     ///< bubble fraction of the schedule with unit costs (F = B = 1)
+  double bubble_measured = 0;  ///< ... with the measured per-stage F/B/U times
+  double simulated_samples_per_second = 0;  ///< if each stage had its own device
+  int64_t parameters = 0;
+};
+
+class Runner {
+ public:
+  /// Builds and checks everything (data, model, partition, stages, optimizers, schedules)
+  /// without writing anything, so a bad configuration leaves no partial output.
+  explicit Runner(Experiment& experiment, RunnerOptions options = {});
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  /// Trains and evaluates; writes the run folder; returns the summary.
+  RunSummary run();
+
+  std::vector<Stage*> stages() const;
+  int stage_count() const { return static_cast<int>(stages_.size()); }
+  const std::vector<int>& balance() const { return balance_; }
+  const DatasetSplits& data() const { return data_; }
+  /// The configuration as resolved (defaults filled in, balance as counts), with provenance.
+  YAML::Node resolved_config() const;
+
+ private:
+  void build_stages();
+  void check_schedules() const;
+  const Schedule& train_schedule(int units);
+  double lr_at(int64_t step) const;
+  EpochMetrics train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged);
+  void evaluate(EpochMetrics& m);
+  void save_checkpoint(const RunRecord& record, const std::string& name);
+  void finish_summary(RunSummary& s) const;
+
+  Experiment& e_;
+  RunnerOptions options_;
+  at::ScalarType dtype_;
+  DatasetSplits data_;
+  ModelDef def_;
+  std::vector<int> balance_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::vector<std::unique_ptr<StagePolicy>> policies_;
+  std::vector<StageSlot> slots_;
+  std::unique_ptr<DataLoader> train_, test_;
+  std::map<int, Schedule> schedules_;
+  ExecStats last_train_stats_;  ///< what the executor measured in the last training epoch
+  Schedule eval_schedule_;
+};
+
+/// The end-of-run summary for people: epoch table, accuracy, throughput, pipeline figures.
+std::string format_summary(const Experiment& e, const RunSummary& s, int stages);
+/// summary.json.
+std::string summary_json(const Experiment& e, const RunSummary& s, int stages);
+
+}  // namespace pipelab

@@ -1,0 +1,161 @@
+/// Runner construction: everything is built and checked before anything is written.
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/device/device.h"
+#include "core/schedule/generators.h"
+#include "core/schedule/validate.h"
+#include "core/train/feeds.h"
+#include "core/train/runner.h"
+#include "core/train/state_dict.h"
+#include "core/util/provenance.h"
+
+namespace pipelab {
+
+Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), options_(options) {
+  const RunOptions& run = e_.run;
+  if (run.threads > 0) at::set_num_threads(run.threads);
+  dtype_ = run.dtype == RunOptions::Dtype::Float64 ? at::kDouble : at::kFloat;
+  DataContext context;
+  context.seed = static_cast<uint64_t>(run.seed);
+  const char* env = std::getenv("PIPELAB_DATA_DIR");
+  context.data_dir = run.data_dir ? *run.data_dir : env ? env : "data";
+  data_ = e_.dataset->load(context);
+  def_ = e_.model->define(data_.spec);
+  build_stages();
+  const int64_t spe = std::max<int64_t>(data_.train->size() / run.batch_size, 0);
+  if (spe == 0) {
+    e_.source->fail("run.batch_size",
+                    fmt::format("the training set has {} examples, fewer than one batch of {}", data_.train->size(),
+                                run.batch_size),
+                    "use a smaller batch size or more training examples");
+  }
+  train_ = std::make_unique<DataLoader>(data_.train, LoaderOptions{run.batch_size, true, true, static_cast<uint64_t>(run.seed)});
+  test_ = std::make_unique<DataLoader>(
+      data_.test, LoaderOptions{run.eval_batch_size.value_or(run.batch_size), false, false, 0});
+  check_schedules();
+}
+
+Runner::~Runner() = default;
+
+void Runner::build_stages() {
+  const RunOptions& run = e_.run;
+  const int requested = e_.partition.stages;
+  const int stages = e_.scheme->stages(requested);
+  const uint64_t seed = static_cast<uint64_t>(run.seed);
+  std::vector<Block> blocks;
+  std::vector<int64_t> params;
+  for (size_t i = 0; i < def_.blocks.size(); ++i) {
+    blocks.push_back(build_block(def_, i, seed));
+    params.push_back(count_parameters(*blocks.back().module.ptr()));
+  }
+  // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
+  balance_ = stages == requested
+                 ? resolve_balance(e_.partition.balance, stages, params, def_.named_balances, *e_.source)
+                 : balance_by_weight(std::vector<double>(params.size(), 1.0), stages);
+  if (run.devices.size() != 1 && static_cast<int>(run.devices.size()) != stages) {
+    e_.source->fail("run.devices", fmt::format("{} devices for {} stages", run.devices.size(), stages),
+                    fmt::format("give one device for all stages or exactly {}", stages));
+  }
+  std::vector<c10::Device> devices;
+  for (const std::string& d : run.devices) {
+    try {
+      devices.push_back(device::parse(d));
+    } catch (const UserError& err) {
+      throw ConfigError(fmt::format("{}: run.devices: {}", e_.source->where("run.devices"), err.what()));
+    }
+  }
+  size_t next = 0;
+  for (int r = 0; r < stages; ++r) {
+    StageSpec spec;
+    spec.index = r;
+    spec.count = stages;
+    spec.first_block = next;
+    for (int k = 0; k < balance_[static_cast<size_t>(r)]; ++k) spec.blocks.push_back(std::move(blocks[next++]));
+    spec.loss = r + 1 == stages ? def_.loss : nullptr;
+    spec.device = devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(r)];
+    spec.seed = seed;
+    auto stage = std::make_unique<Stage>(std::move(spec));
+    if (dtype_ != at::kFloat) stage->module().to(dtype_);
+    stages_.push_back(std::move(stage));
+  }
+  if (e_.init.from) {
+    const std::string& path = *e_.init.from;
+    if (!std::filesystem::is_regular_file(path)) {
+      e_.source->fail("init.from", fmt::format("file '{}' not found", path),
+                      "give the path of a .pt file written by torch.save(model.state_dict(), path)");
+    }
+    load_model_state(this->stages(), load_tensor_dict(path), e_.init.strict, path);
+  }
+  for (int r = 0; r < stages; ++r) {
+    Stage& s = *stages_[static_cast<size_t>(r)];
+    s.set_optimizer(e_.optimizer->make(s.parameters()));
+    s.set_lr_schedule([this](int64_t step) { return lr_at(step); });
+    policies_.push_back(e_.scheme->make_policy(r, stages));
+    slots_.push_back({&s, policies_.back().get()});
+  }
+}
+
+void Runner::check_schedules() const {
+  const int stages = stage_count();
+  const std::vector<int> bound = e_.scheme->max_in_flight(stages);
+  if (e_.scheme->span() == Span::MiniBatch) {
+    const int m = e_.scheme->micro_batches();
+    if (m > e_.run.batch_size) {
+      e_.source->fail("run.batch_size",
+                      fmt::format("scheme {} splits each mini-batch into {} micro-batches, but a mini-batch has only "
+                                  "{} examples",
+                                  e_.scheme->type(), m, e_.run.batch_size),
+                      fmt::format("use run.batch_size >= {} or fewer micro-batches", m));
+    }
+    const int units = static_cast<int>(chunk_sizes(e_.run.batch_size, m).size());
+    validate_schedule(e_.scheme->schedule(stages, units), {bound});
+  } else {
+    validate_schedule(e_.scheme->schedule(stages, static_cast<int>(train_->batches())), {bound});
+  }
+  validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1))));
+}
+
+const Schedule& Runner::train_schedule(int units) {
+  auto it = schedules_.find(units);
+  if (it == schedules_.end()) it = schedules_.emplace(units, e_.scheme->schedule(stage_count(), units)).first;
+  return it->second;
+}
+
+double Runner::lr_at(int64_t step) const {
+  return e_.optimizer->base_lr() * e_.lr_schedule->factor_at_step(step, train_->batches(), e_.run.epochs);
+}
+
+std::vector<Stage*> Runner::stages() const {
+  std::vector<Stage*> out;
+  for (const auto& s : stages_) out.push_back(s.get());
+  return out;
+}
+
+YAML::Node Runner::resolved_config() const {
+  YAML::Node root(YAML::NodeType::Map);
+  YAML::Node meta(YAML::NodeType::Map);
+  meta["version"] = pipelab_version();
+  meta["git_revision"] = git_revision();
+  meta["runtime"] = device::describe_runtime();
+  root["pipelab"] = meta;
+  root["model"] = e_.model->resolved();
+  root["dataset"] = e_.dataset->resolved();
+  PartitionOptions partition;
+  partition.stages = stage_count();
+  partition.balance.kind = Balance::Kind::Counts;
+  partition.balance.counts = balance_;
+  root["partition"] = write_options(partition);
+  root["scheme"] = e_.scheme->resolved();
+  root["optimizer"] = e_.optimizer->resolved();
+  root["lr_schedule"] = e_.lr_schedule->resolved();
+  YAML::Node run = write_options(e_.run);
+  run["executor"] = e_.executor->resolved();
+  root["run"] = run;
+  if (e_.init.from) root["init"] = write_options(e_.init);
+  return root;
+}
+
+}  // namespace pipelab
