@@ -1,0 +1,33 @@
+/// pipelab run FILE [--set key.path=value ...] [--overwrite] [--quiet]
+#include "core/train/runner.h"
+#include "tools/cli/options.h"
+
+namespace pipelab::cli {
+
+int run(const Args& args) {
+  po::options_description options("options");
+  std::string file;
+  std::vector<std::string> sets;
+  options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
+      "set", po::value(&sets)->composing(), "override a value: --set optimizer.lr=0.05 (repeatable)")(
+      "overwrite", "replace a finished run in the output folder")(
+      "quiet,q", "no progress bar and no per-epoch lines");
+  po::positional_options_description positional;
+  positional.add("file", 1);
+  po::variables_map vm;
+  if (!parse(args, "pipelab run FILE [--set key.path=value ...] [--overwrite] [--quiet]\n\n"
+                   "Trains the experiment in FILE and writes its results to run.output\n"
+                   "(config.yaml, metrics/, summary.json, checkpoints/).",
+             options, positional, vm)) {
+    return 0;
+  }
+  Experiment experiment = Experiment::load(file, sets);
+  RunnerOptions ro;
+  ro.overwrite = vm.count("overwrite") > 0;
+  ro.quiet = vm.count("quiet") > 0;
+  Runner runner(experiment, ro);
+  const RunSummary summary = runner.run();
+  return summary.status == "finished" ? 0 : 3;
+}
+
+}  // namespace pipelab::cli

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs everything pipelab needs on a fresh Debian bookworm machine (as root), then
+# configures and builds it (Release) into build/. Safe to run again: what is installed
+# is reused, and the build is incremental.
+#
+#   tools/setup.sh                # install + build
+#   PIPELAB_BUILD_DIR=b tools/setup.sh -DPIPELAB_BENCH=OFF   # extra CMake arguments pass through
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${PIPELAB_BUILD_DIR:-build}
+python=${PYTHON:-python3}
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# 1. Debian packages: compiler, CMake/Ninja, Python, and the C++ libraries.
+packages=(build-essential cmake ninja-build ccache git python3 python3-pip
+          libyaml-cpp-dev libeigen3-dev libboost-program-options-dev
+          libgtest-dev libgmock-dev libspdlog-dev libfmt-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_if_needed apt-get update -q
+  sudo_if_needed apt-get install -y -q "${missing[@]}"
+else
+  say "Debian packages present"
+fi
+
+# 2. LibTorch: the one inside PyPI's torch wheel (CUDA-enabled; it also runs on CPU).
+#    A torch that is already installed is reused.
+if ! command -v "$python" >/dev/null; then python=python3; fi
+if "$python" -c 'import torch' 2>/dev/null; then
+  say "reusing torch $("$python" -c 'import torch; print(torch.__version__)')"
+else
+  say "installing torch from PyPI (a few GB with its CUDA libraries)"
+  # Debian marks its Python as externally managed (PEP 668); pipelab needs torch where
+  # CMake and the interop tests find it, so it goes into that Python.
+  "$python" -m pip install torch || "$python" -m pip install --break-system-packages torch
+fi
+torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+
+# 3. Configure and build.
+if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  say "warning: no CUDA toolkit (nvcc) found; the CUDA-enabled LibTorch's CMake files may need it"
+fi
+say "configuring $build_dir/"
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$torch_prefix" -DPython3_EXECUTABLE="$(command -v "$python")" "$@" >/dev/null
+say "building (a few minutes the first time on 2 cores)"
+cmake --build "$build_dir"
+say "done: $build_dir/pipelab --help"
