@@ -1,0 +1,194 @@
+// Optimizers against values computed by hand from reference-schemes.md F1/F2 (scalar
+// double arithmetic in the test, not the implementation), against LibTorch's own
+// optimizers, and the LR schedules against their formulas.
+#include <gtest/gtest.h>
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+
+#include "core/optim/lr_schedule.h"
+#include "core/optim/optimizer.h"
+#include "tests/support/helpers.h"
+
+namespace pipelab {
+namespace {
+
+std::unique_ptr<Optimizer> make(const std::string& yaml, at::Tensor p) {
+  auto source = std::make_shared<ConfigSource>("opt.yaml");
+  auto factory = Registry<OptimizerFactory>::get().create(ConfigNode(YAML::Load(yaml), source, "optimizer"));
+  return factory->make({p});
+}
+
+/// Runs steps with the given raw gradients on a scalar parameter starting at 1.
+std::vector<double> trajectory(const std::string& yaml, const std::vector<double>& grads,
+                               std::vector<double>* directions = nullptr) {
+  at::Tensor w = at::ones({1}, at::kDouble);
+  auto opt = make(yaml, w);
+  std::vector<double> out;
+  for (double g : grads) {
+    w.mutable_grad() = at::full({1}, g, at::kDouble);
+    opt->step();
+    opt->zero_grad();
+    out.push_back(w.item<double>());
+    if (directions) directions->push_back(opt->direction(0).item<double>());
+  }
+  return out;
+}
+
+TEST(Optimizer, SgdMomentumWeightDecayByHand) {
+  // F1 with mu = 0.9, lambda = 0.1, lr = 0.5: G1 = 0.2 + 0.1 = 0.3, v1 = 0.3, W1 = 0.85;
+  // G2 = -0.4 + 0.085 = -0.315, v2 = 0.27 - 0.315 = -0.045, W2 = 0.8725.
+  std::vector<double> d;
+  const auto w = trajectory("{type: sgd, lr: 0.5, momentum: 0.9, weight_decay: 0.1}", {0.2, -0.4}, &d);
+  EXPECT_NEAR(w[0], 0.85, 1e-15);
+  EXPECT_NEAR(w[1], 0.8725, 1e-15);
+  EXPECT_NEAR(d[0], 0.3, 1e-15);
+  EXPECT_NEAR(d[1], -0.045, 1e-15);
+}
+
+TEST(Optimizer, SgdDampeningNesterovPlain) {
+  // Dampening 0.5: v2 = 0.27 + 0.5 * -0.315 = 0.1125, W2 = 0.85 - 0.05625.
+  EXPECT_NEAR(trajectory("{type: sgd, lr: 0.5, momentum: 0.9, dampening: 0.5, weight_decay: 0.1}", {0.2, -0.4})[1],
+              0.79375, 1e-15);
+  // Nesterov: d1 = 0.3 + 0.27 = 0.57, W1 = 0.715; G2 = -0.4 + 0.0715 = -0.3285,
+  // v2 = 0.27 - 0.3285 = -0.0585, d2 = -0.3285 - 0.05265, W2 = 0.715 + 0.5 * 0.38115.
+  const auto n = trajectory("{type: sgd, lr: 0.5, momentum: 0.9, nesterov: true, weight_decay: 0.1}", {0.2, -0.4});
+  EXPECT_NEAR(n[0], 0.715, 1e-15);
+  EXPECT_NEAR(n[1], 0.905575, 1e-15);
+  // Without momentum the direction is the gradient itself.
+  std::vector<double> d;
+  EXPECT_NEAR(trajectory("{type: sgd, lr: 0.5}", {0.2}, &d)[0], 0.9, 1e-15);
+  EXPECT_NEAR(d[0], 0.2, 1e-15);
+}
+
+/// F2 in scalar arithmetic (torch semantics: eps after the bias-corrected square root).
+std::vector<double> adam_by_hand(const std::vector<double>& grads, double lr, double wd, bool decoupled) {
+  const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  double w = 1, m = 0, u = 0;
+  std::vector<double> out;
+  for (size_t t = 1; t <= grads.size(); ++t) {
+    double g = grads[t - 1];
+    if (decoupled) {
+      w *= 1 - lr * wd;
+    } else {
+      g += wd * w;
+    }
+    m = b1 * m + (1 - b1) * g;
+    u = b2 * u + (1 - b2) * g * g;
+    const double mhat = m / (1 - std::pow(b1, t)), uhat = u / (1 - std::pow(b2, t));
+    w -= lr * mhat / (std::sqrt(uhat) + eps);
+    out.push_back(w);
+  }
+  return out;
+}
+
+TEST(Optimizer, AdamAndAdamWByHand) {
+  const std::vector<double> g{0.2, -0.4, 0.05};
+  const auto adam = trajectory("{type: adam, lr: 0.1, weight_decay: 0.01}", g);
+  const auto adamw = trajectory("{type: adamw, lr: 0.1, weight_decay: 0.01}", g);
+  const auto adam_ref = adam_by_hand(g, 0.1, 0.01, false), adamw_ref = adam_by_hand(g, 0.1, 0.01, true);
+  for (size_t i = 0; i < g.size(); ++i) {
+    EXPECT_NEAR(adam[i], adam_ref[i], 1e-14);
+    EXPECT_NEAR(adamw[i], adamw_ref[i], 1e-14);
+  }
+  // Step 1 in closed form: m_hat = g, sqrt(u_hat) = |g|, so W1 = 1 - 0.1 g / (|g| + 1e-8).
+  EXPECT_NEAR(trajectory("{type: adam, lr: 0.1}", {0.2})[0], 1 - 0.1 * 0.2 / (0.2 + 1e-8), 1e-15);
+  EXPECT_NEAR(trajectory("{type: adamw, lr: 0.1, weight_decay: 0.01}", {0.2})[0],
+              0.999 - 0.1 * 0.2 / (0.2 + 1e-8), 1e-15);
+  // The direction is the bias-corrected ratio m_hat / (sqrt(u_hat) + eps).
+  std::vector<double> d;
+  trajectory("{type: adam, lr: 0.1}", {0.2}, &d);
+  EXPECT_NEAR(d[0], 0.2 / (0.2 + 1e-8), 1e-15);
+}
+
+TEST(Optimizer, MatchesLibTorchOptimizers) {
+  torch::manual_seed(3);
+  const at::Tensor start = at::randn({5, 4}, at::kDouble);
+  std::vector<at::Tensor> grads;
+  for (int i = 0; i < 6; ++i) grads.push_back(at::randn({5, 4}, at::kDouble));
+  const auto compare = [&](const std::string& yaml, torch::optim::Optimizer&& reference, at::Tensor& ref_param) {
+    at::Tensor mine = start.clone();
+    auto opt = make(yaml, mine);
+    for (const at::Tensor& g : grads) {
+      mine.mutable_grad() = g.clone();
+      ref_param.mutable_grad() = g.clone();
+      opt->step();
+      reference.step();
+    }
+    EXPECT_LT((mine - ref_param).abs().max().item<double>(), 1e-14) << yaml;
+  };
+  {
+    at::Tensor p = start.clone();
+    compare("{type: sgd, lr: 0.1, momentum: 0.9, dampening: 0.1, weight_decay: 0.01}",
+            torch::optim::SGD({p}, torch::optim::SGDOptions(0.1).momentum(0.9).dampening(0.1).weight_decay(0.01)), p);
+  }
+  {
+    at::Tensor p = start.clone();
+    compare("{type: sgd, lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.01}",
+            torch::optim::SGD({p}, torch::optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01)), p);
+  }
+  {
+    at::Tensor p = start.clone();
+    compare("{type: adam, lr: 0.01, weight_decay: 0.01}",
+            torch::optim::Adam({p}, torch::optim::AdamOptions(0.01).weight_decay(0.01)), p);
+  }
+  {
+    at::Tensor p = start.clone();
+    compare("{type: adamw, lr: 0.01, weight_decay: 0.01}",
+            torch::optim::AdamW({p}, torch::optim::AdamWOptions(0.01).weight_decay(0.01)), p);
+  }
+}
+
+TEST(Optimizer, StateRoundTrip) {
+  at::Tensor a = at::ones({3}, at::kDouble), b = at::ones({3}, at::kDouble);
+  auto oa = make("{type: adam, lr: 0.1}", a);
+  a.mutable_grad() = at::full({3}, 0.5, at::kDouble);
+  oa->step();
+  auto ob = make("{type: adam, lr: 0.1}", b);
+  b.copy_(a);
+  ob->load_state(oa->state());
+  ob->set_steps(oa->steps());
+  a.mutable_grad() = at::full({3}, -0.25, at::kDouble);
+  b.mutable_grad() = at::full({3}, -0.25, at::kDouble);
+  oa->step();
+  ob->step();
+  EXPECT_TRUE(at::equal(a, b));
+}
+
+double lr_factor(const std::string& yaml, double epoch, int total = 4) {
+  auto source = std::make_shared<ConfigSource>("lr.yaml");
+  return Registry<LrSchedule>::get().create(ConfigNode(YAML::Load(yaml), source, "lr_schedule"))->factor(epoch, total);
+}
+
+TEST(LrSchedule, Formulas) {
+  // SpecTrain F5: (1 - e/E)^2, e 0-based; the last epoch uses 1/E^2.
+  EXPECT_DOUBLE_EQ(lr_factor("{type: polynomial, power: 2}", 0), 1);
+  EXPECT_DOUBLE_EQ(lr_factor("{type: polynomial, power: 2}", 1), 0.5625);
+  EXPECT_DOUBLE_EQ(lr_factor("{type: polynomial, power: 2}", 3), 1.0 / 16);
+  EXPECT_DOUBLE_EQ(lr_factor("{type: multistep, milestones: [2, 4]}", 1.99), 1);
+  EXPECT_DOUBLE_EQ(lr_factor("{type: multistep, milestones: [2, 4]}", 2), 0.1);
+  EXPECT_NEAR(lr_factor("{type: multistep, milestones: [2, 4], gamma: 0.5}", 4), 0.25, 1e-15);
+  EXPECT_NEAR(lr_factor("{type: step, step_size: 3}", 5), 0.1, 1e-15);
+  EXPECT_NEAR(lr_factor("{type: cosine}", 2), 0.5, 1e-15);
+  EXPECT_NEAR(lr_factor("{type: cosine, min_factor: 0.2}", 4), 0.2, 1e-15);
+  EXPECT_DOUBLE_EQ(lr_factor("{type: constant}", 3), 1);
+  // Linear warm-up from 0.1 over 2 epochs, on top of the shape.
+  EXPECT_NEAR(lr_factor("{type: constant, warmup_epochs: 2, warmup_start_factor: 0.1}", 1), 0.55, 1e-15);
+  EXPECT_NEAR(lr_factor("{type: cosine, warmup_epochs: 2}", 0.5), 0.25 * 0.5 * (1 + std::cos(M_PI * 0.125)), 1e-15);
+}
+
+TEST(LrSchedule, Granularity) {
+  auto source = std::make_shared<ConfigSource>("lr.yaml");
+  const auto per_epoch = Registry<LrSchedule>::get().create(ConfigNode(YAML::Load("{type: cosine}"), source, "s"));
+  const auto per_step =
+      Registry<LrSchedule>::get().create(ConfigNode(YAML::Load("{type: cosine, granularity: step}"), source, "s"));
+  // Step 15 of 10 per epoch: epoch 1 (per epoch) or 1.5 (per step) of 4.
+  EXPECT_NEAR(per_epoch->factor_at_step(15, 10, 4), 0.5 * (1 + std::cos(M_PI * 0.25)), 1e-15);
+  EXPECT_NEAR(per_step->factor_at_step(15, 10, 4), 0.5 * (1 + std::cos(M_PI * 1.5 / 4)), 1e-15);
+}
+
+}  // namespace
+}  // namespace pipelab

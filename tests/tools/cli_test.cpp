@@ -1,0 +1,70 @@
+// The pipelab command: --help everywhere, exit code 2 with one clear message for a user's
+// mistake, the schedule printer, and the quickstart experiment (shortened) end to end.
+#include <gtest/gtest.h>
+
+#include "tests/support/helpers.h"
+
+namespace pipelab {
+namespace {
+
+std::pair<int, std::string> pipelab(const std::string& args) { return testing::shell(std::string(PIPELAB_BINARY) + " " + args); }
+
+TEST(Cli, HelpEverywhere) {
+  for (const char* cmd : {"--help", "run --help", "list --help", "schedule --help"}) {
+    const auto [code, out] = pipelab(cmd);
+    EXPECT_EQ(code, 0) << cmd << "\n" << out;
+    EXPECT_NE(out.find("usage: pipelab"), std::string::npos) << cmd << "\n" << out;
+  }
+}
+
+TEST(Cli, UserMistakesExitWithTwo) {
+  auto [code, out] = pipelab("sceduel");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("unknown command 'sceduel'; valid: schedule"), std::string::npos) << out;
+  std::tie(code, out) = pipelab("run");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("'--file' is required"), std::string::npos) << out;
+  std::tie(code, out) = pipelab("run /no/such.yaml");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("error: /no/such.yaml: file not found"), std::string::npos) << out;
+  testing::TempDir dir;
+  testing::write_text(dir.file("bad.yaml"), "model: {type: mlp, sizes: [4, 2]}\nrun: {epochs: 1}\n");
+  std::tie(code, out) = pipelab("run " + dir.file("bad.yaml"));
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("missing the 'dataset' section"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one message: " << out;
+  std::tie(code, out) = pipelab("schedule --scheme gpip");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("valid: gpipe"), std::string::npos) << out;
+}
+
+TEST(Cli, ScheduleAndList) {
+  auto [code, out] = pipelab("schedule --scheme gpipe --stages 4 --microbatches 8");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("0F0 0F1 0F2 0F3 0F4 0F5 0F6 0F7 0B7"), std::string::npos) << out;
+  EXPECT_NE(out.find("bubble fraction 0.2727"), std::string::npos) << out;
+  std::tie(code, out) = pipelab("list scheme gpipe");
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("chunks"), std::string::npos) << out;
+  std::tie(code, out) = pipelab("list");
+  for (const char* name : {"single", "naive", "gpipe", "mlp", "cnn", "synthetic", "tensors", "sgd", "adam", "adamw", "cosine",
+                           "sequential"}) {
+    EXPECT_NE(out.find(std::string(" ") + name + " "), std::string::npos) << name;
+  }
+}
+
+TEST(Cli, QuickstartRuns) {
+  testing::TempDir dir;
+  const auto [code, out] =
+      pipelab(std::string("run ") + PIPELAB_SOURCE_DIR + "/experiments/quickstart.yaml --set run.epochs=1 --set dataset.samples=2048 " +
+              "--set run.output=" + dir.file("q"));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("test accuracy"), std::string::npos) << out;
+  EXPECT_NE(out.find("bubble"), std::string::npos) << out;
+  EXPECT_NE(testing::read_text(dir.file("q/summary.json")).find("\"status\": \"finished\""), std::string::npos);
+  // Not a terminal: plain progress lines, no carriage returns.
+  EXPECT_EQ(out.find('\r'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipelab
