@@ -2,6 +2,8 @@
 /// A scheme = a schedule generator + a weight policy + a gradient route + an options struct
 /// (design.md, "The one idea"). Nothing about a scheme lives anywhere else: executors and
 /// the runner call these hooks and never ask which scheme is running.
+#include <ATen/core/ivalue.h>
+
 #include <memory>
 #include <vector>
 
@@ -30,6 +32,10 @@ class StagePolicy {
   virtual void update(Stage& stage) { stage.step(); }
   /// End of a training schedule run: every micro-batch has completed (a flush).
   virtual void end(Stage& /*stage*/) {}
+  /// What the policy carries from one epoch to the next (e.g. a weight-stash ring), for
+  /// resumable checkpoints; None when it carries nothing.
+  virtual c10::IValue state() const { return {}; }
+  virtual void load_state(Stage& /*stage*/, const c10::IValue& /*state*/) {}
 };
 
 /// What one schedule run covers.

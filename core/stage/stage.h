@@ -79,6 +79,10 @@ class Stage {
   /// Micro-batches whose forward ran and whose backward has not.
   size_t in_flight() const { return saved_.size(); }
 
+  /// States of the blocks' generators (for checkpoints and recomputation).
+  std::vector<at::Tensor> rng_states() const;
+  void set_rng_states(const std::vector<at::Tensor>& states);
+
  private:
   struct Saved {
     at::Tensor input;                 ///< what the blocks received (a grad-requiring leaf after stage 0)
@@ -90,8 +94,6 @@ class Stage {
   };
 
   at::Tensor run_blocks(at::Tensor x);
-  std::vector<at::Tensor> rng_states() const;
-  void set_rng_states(const std::vector<at::Tensor>& states);
 
   int index_, count_;
   std::vector<Block> blocks_;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include "core/io/atomic_file.h"
 #include "core/io/json.h"
@@ -14,6 +15,41 @@ namespace pipelab {
 
 bool RunRecord::finished(const std::string& dir) { return fs::exists(fs::path(dir) / "summary.json"); }
 
+const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields() {
+  static const std::vector<std::pair<std::string, double EpochMetrics::*>> fields{
+      {"train_loss", &EpochMetrics::train_loss},
+      {"train_acc", &EpochMetrics::train_acc},
+      {"test_loss", &EpochMetrics::test_loss},
+      {"test_acc", &EpochMetrics::test_acc},
+      {"lr", &EpochMetrics::lr},
+      {"seconds", &EpochMetrics::seconds},
+      {"train_seconds", &EpochMetrics::train_seconds},
+      {"eval_seconds", &EpochMetrics::eval_seconds},
+      {"samples_per_second", &EpochMetrics::samples_per_second},
+      {"data_wait_fraction", &EpochMetrics::data_wait_fraction},
+      {"bytes_forward_per_step", &EpochMetrics::bytes_forward_per_step},
+      {"bytes_backward_per_step", &EpochMetrics::bytes_backward_per_step}};
+  return fields;
+}
+
+namespace {
+
+std::string emit(const YAML::Node& node) {
+  YAML::Emitter out;
+  out << node;
+  return std::string(out.c_str()) + "\n";
+}
+
+/// The first `keep` lines of a file (all of them if it has fewer).
+void keep_lines(const fs::path& path, size_t keep) {
+  std::istringstream in(fs::exists(path) ? read_file(path.string()) : std::string());
+  std::string out, line;
+  for (size_t n = 0; n < keep && std::getline(in, line); ++n) out += line + "\n";
+  write_file_atomic(path.string(), out);
+}
+
+}  // namespace
+
 void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
   if (finished(dir_) && !overwrite) {
     throw UserError(fmt::format("{} already holds a finished run. Fix: pass --overwrite to replace it, or choose "
@@ -24,16 +60,51 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
   fs::create_directories(fs::path(dir_) / "metrics", ec);
   fs::create_directories(fs::path(dir_) / "checkpoints", ec);
   if (ec) throw UserError(fmt::format("{}: cannot create the run folder ({}).", dir_, ec.message()));
-  for (const char* stale : {"summary.json", "metrics/steps.jsonl", "metrics/epochs.jsonl", "log.txt"}) {
+  for (const char* stale : {"summary.json", "metrics/steps.jsonl", "metrics/epochs.jsonl", "log.txt",
+                            "checkpoints/state.pt"}) {
     fs::remove(fs::path(dir_) / stale, ec);
   }
-  YAML::Emitter out;
-  out << resolved_config;
-  write_file_atomic((fs::path(dir_) / "config.yaml").string(), std::string(out.c_str()) + "\n");
+  write_file_atomic((fs::path(dir_) / "config.yaml").string(), emit(resolved_config));
   write_file_atomic((fs::path(dir_) / "metrics/steps.csv").string(), "step,epoch,loss,lr\n");
-  write_file_atomic((fs::path(dir_) / "metrics/epochs.csv").string(),
-                    "epoch,train_loss,train_acc,test_loss,test_acc,lr,seconds,train_seconds,eval_seconds,"
-                    "samples_per_second,data_wait_fraction,bytes_forward_per_step,bytes_backward_per_step\n");
+  std::string header = "epoch";
+  for (const auto& [name, field] : epoch_fields()) header += "," + name;
+  write_file_atomic((fs::path(dir_) / "metrics/epochs.csv").string(), header + "\n");
+  open_streams();
+}
+
+void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
+  // Provenance (version, git revision) may differ; the experiment itself may not.
+  const auto without_provenance = [](YAML::Node n) {
+    YAML::Node copy = YAML::Clone(n);
+    copy.remove("pipelab");
+    return emit(copy);
+  };
+  const std::string saved = read_file((fs::path(dir_) / "config.yaml").string());
+  if (without_provenance(YAML::Load(saved)) != without_provenance(resolved_config)) {
+    throw UserError(fmt::format("{} holds an interrupted run of a different configuration (see its config.yaml). "
+                                "Fix: resume with the same file and --set values, or choose another run.output.",
+                                dir_));
+  }
+  // Keep the header plus the lines of finished epochs.
+  std::istringstream steps(read_file((fs::path(dir_) / "metrics/steps.csv").string()));
+  std::string line;
+  size_t step_lines = 0;
+  std::getline(steps, line);
+  while (std::getline(steps, line)) {
+    const size_t a = line.find(','), b = line.find(',', a + 1);
+    if (a == std::string::npos || std::stoi(line.substr(a + 1, b - a - 1)) > epochs_done) break;
+    ++step_lines;
+  }
+  const size_t epochs = static_cast<size_t>(epochs_done);
+  keep_lines(fs::path(dir_) / "metrics/steps.csv", step_lines + 1);
+  keep_lines(fs::path(dir_) / "metrics/steps.jsonl", step_lines);
+  keep_lines(fs::path(dir_) / "metrics/epochs.csv", epochs + 1);
+  keep_lines(fs::path(dir_) / "metrics/epochs.jsonl", epochs);
+  keep_lines(fs::path(dir_) / "log.txt", epochs);
+  open_streams();
+}
+
+void RunRecord::open_streams() {
   const auto open = [&](std::ofstream& out, const char* name) {
     out.open(fs::path(dir_) / name, std::ios::app | std::ios::binary);
     if (!out) throw UserError(fmt::format("{}/{}: cannot open for writing.", dir_, name));
@@ -64,27 +135,15 @@ void RunRecord::step(const StepMetrics& m) {
 void RunRecord::epoch(const EpochMetrics& m) {
   steps_csv_.flush();
   steps_jsonl_.flush();
-  write_line(epochs_csv_, fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", m.epoch, json::number(m.train_loss),
-                          json::number(m.train_acc), json::number(m.test_loss), json::number(m.test_acc),
-                          json::number(m.lr), json::number(m.seconds), json::number(m.train_seconds),
-                          json::number(m.eval_seconds), json::number(m.samples_per_second),
-                          json::number(m.data_wait_fraction), json::number(m.bytes_forward_per_step),
-                          json::number(m.bytes_backward_per_step)));
-  write_line(epochs_jsonl_, json::Object()
-                  .add("epoch", m.epoch)
-                  .add("train_loss", m.train_loss)
-                  .add("train_acc", m.train_acc)
-                  .add("test_loss", m.test_loss)
-                  .add("test_acc", m.test_acc)
-                  .add("lr", m.lr)
-                  .add("seconds", m.seconds)
-                  .add("train_seconds", m.train_seconds)
-                  .add("eval_seconds", m.eval_seconds)
-                  .add("samples_per_second", m.samples_per_second)
-                  .add("data_wait_fraction", m.data_wait_fraction)
-                  .add("bytes_forward_per_step", m.bytes_forward_per_step)
-                  .add("bytes_backward_per_step", m.bytes_backward_per_step)
-                  .str());
+  std::string csv = std::to_string(m.epoch);
+  json::Object o;
+  o.add("epoch", m.epoch);
+  for (const auto& [name, field] : epoch_fields()) {
+    csv += "," + json::number(m.*field);
+    o.add(name, m.*field);
+  }
+  write_line(epochs_csv_, csv);
+  write_line(epochs_jsonl_, o.str());
 }
 
 void RunRecord::log(const std::string& line) { write_line(log_, line); }

@@ -34,6 +34,9 @@ struct EpochMetrics {
   double bytes_forward_per_step = 0, bytes_backward_per_step = 0;
 };
 
+/// The numeric fields of EpochMetrics after `epoch`, in CSV column order.
+const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields();
+
 class RunRecord {
  public:
   explicit RunRecord(std::string dir) : dir_(std::move(dir)) {}
@@ -43,6 +46,11 @@ class RunRecord {
   /// Creates the folder and writes config.yaml and the CSV headers. A folder with a
   /// finished run is a UserError unless `overwrite`.
   void begin(const YAML::Node& resolved_config, bool overwrite);
+  /// Reopens an interrupted run's folder after `epochs_done` finished epochs: checks that
+  /// config.yaml describes the same experiment, and drops metric lines of later epochs.
+  void resume(const YAML::Node& resolved_config, int epochs_done);
+  /// The training-state checkpoint an interrupted run resumes from.
+  std::string state_path() const { return checkpoint_path("state.pt"); }
   void step(const StepMetrics& m);
   void epoch(const EpochMetrics& m);
   void log(const std::string& line);
@@ -50,6 +58,7 @@ class RunRecord {
   std::string checkpoint_path(const std::string& name) const;
 
  private:
+  void open_streams();
   /// Appends a line and hands it to the OS (the stream stays open between steps).
   static void write_line(std::ofstream& out, const std::string& line);
 

@@ -1,5 +1,6 @@
 /// The training loop: epochs of schedule runs through the executor, evaluation, records.
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <iostream>
 
@@ -8,6 +9,7 @@
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
 #include "core/train/state_dict.h"
+#include "core/train/training_state.h"
 #include "core/util/progress.h"
 
 namespace pipelab {
@@ -92,41 +94,76 @@ void Runner::save_checkpoint(const RunRecord& record, const std::string& name) {
   save_tensor_dict(record.checkpoint_path(name), model_state(stages()));
 }
 
+std::vector<StagePolicy*> Runner::policies() const {
+  std::vector<StagePolicy*> out;
+  for (const auto& p : policies_) out.push_back(p.get());
+  return out;
+}
+
 RunSummary Runner::run() {
   RunRecord record(e_.run.output);
-  record.begin(resolved_config(), options_.overwrite);
   RunSummary summary;
   summary.dir = e_.run.output;
+  if (options_.resume && RunRecord::finished(record.dir())) {
+    summary.status = "already finished";
+    if (!options_.quiet) std::cout << record.dir() << " already holds a finished run; nothing to resume.\n";
+    return summary;
+  }
+  TrainingProgress progress;
+  if (options_.resume && std::filesystem::exists(record.state_path())) {
+    progress = load_training_state(record.state_path(), stages(), policies());
+    record.resume(resolved_config(), progress.epochs_done);
+    if (!options_.quiet) std::cout << fmt::format("resuming {} after epoch {}\n", record.dir(), progress.epochs_done);
+  } else {
+    record.begin(resolved_config(), options_.overwrite || options_.resume);
+  }
   for (const auto& s : stages_) summary.parameters += count_parameters(s->module());
+  for (const EpochMetrics& m : progress.history) {
+    if (summary.history.empty() || m.test_acc > summary.best_test_acc) {
+      summary.best_test_acc = m.test_acc;
+      summary.best_epoch = m.epoch;
+    }
+    summary.history.push_back(m);
+  }
   const auto start = std::chrono::steady_clock::now();
-  int64_t global_step = 0;
   bool diverged = false;
-  double wait = 0, train_time = 0;
-  for (int epoch = 0; epoch < e_.run.epochs && !diverged; ++epoch) {
+  int session_epochs = 0;
+  for (int epoch = progress.epochs_done; epoch < e_.run.epochs && !diverged; ++epoch) {
+    if (options_.stop_after > 0 && session_epochs++ == options_.stop_after) {
+      summary.status = "stopped";
+      if (!options_.quiet) std::cout << fmt::format("stopped after epoch {}; continue with --resume\n", epoch);
+      return summary;
+    }
     const auto epoch_start = std::chrono::steady_clock::now();
-    EpochMetrics m = train_epoch(epoch, record, global_step, diverged);
+    EpochMetrics m = train_epoch(epoch, record, progress.global_step, diverged);
     evaluate(m);
     m.seconds = seconds_since(epoch_start);
-    wait += m.data_wait_fraction * m.train_seconds;
-    train_time += m.train_seconds;
     record.epoch(m);
     const std::string line = fmt::format(
         "epoch {:>3}  train loss {:.4f}  acc {:6.2f}%  |  test loss {:.4f}  acc {:6.2f}%  |  lr {:.3g}  {}",
         m.epoch, m.train_loss, m.train_acc, m.test_loss, m.test_acc, m.lr, format_duration(m.seconds));
     record.log(line);
     if (!options_.quiet) std::cout << line << std::endl;
-    if (m.test_acc > summary.best_test_acc || summary.history.empty()) {
+    if (summary.history.empty() || m.test_acc > summary.best_test_acc) {
       summary.best_test_acc = m.test_acc;
       summary.best_epoch = m.epoch;
     }
     summary.history.push_back(m);
+    progress.history.push_back(m);
+    progress.epochs_done = m.epoch;
     if (e_.run.checkpoint_every > 0 && m.epoch % e_.run.checkpoint_every == 0) {
       save_checkpoint(record, fmt::format("epoch_{}.pt", m.epoch));
     }
+    if (!diverged) save_training_state(record.state_path(), progress, stages(), policies());
   }
   if (diverged) summary.status = "diverged";
   save_checkpoint(record, "final.pt");
   summary.seconds = seconds_since(start);
+  double wait = 0, train_time = 0;
+  for (const EpochMetrics& m : summary.history) {
+    wait += m.data_wait_fraction * m.train_seconds;
+    train_time += m.train_seconds;
+  }
   summary.data_wait_fraction = train_time > 0 ? wait / train_time : 0;
   finish_summary(summary);
   record.summary(summary_json(e_, summary, stage_count()));

@@ -15,11 +15,16 @@ namespace pipelab {
 struct RunnerOptions {
   bool overwrite = false;  ///< replace a finished run in the output folder
   bool quiet = false;      ///< no progress bar and no epoch lines on stdout
+  /// Continue an interrupted run in the output folder from checkpoints/state.pt (a
+  /// finished run is left as it is; no state means a fresh start).
+  bool resume = false;
+  /// End the session after this many more epochs, leaving the run resumable (0: never).
+  int stop_after = 0;
 };
 
 /// What a run produced (also written to summary.json).
 struct RunSummary {
-  std::string status = "finished";  ///< finished | diverged
+  std::string status = "finished";  ///< finished | diverged | stopped (resumable) | already finished
   std::string dir;
   std::vector<EpochMetrics> history;
   int best_epoch = 0;
@@ -60,6 +65,7 @@ class Runner {
   EpochMetrics train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged);
   void evaluate(EpochMetrics& m);
   void save_checkpoint(const RunRecord& record, const std::string& name);
+  std::vector<StagePolicy*> policies() const;
   void finish_summary(RunSummary& s) const;
 
   Experiment& e_;

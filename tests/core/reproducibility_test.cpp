@@ -26,7 +26,7 @@ TEST(Reproducibility, TwoRunsWriteTheSameBytes) {
   for (const char* file : {"metrics/steps.csv", "metrics/steps.jsonl", "checkpoints/final.pt"}) {
     const std::string a = testing::read_text(dir.file(std::string("a/") + file));
     EXPECT_FALSE(a.empty()) << file;
-    EXPECT_EQ(a, testing::read_text(dir.file(std::string("b/") + file))) << file;
+    EXPECT_TRUE(a == testing::read_text(dir.file(std::string("b/") + file))) << file << " differs";
   }
   // Per-epoch losses and accuracies too (times differ, of course).
   const auto columns = [&](const std::string& run) {
@@ -81,6 +81,46 @@ TEST(Reproducibility, InitFromCheckpointContinuesTraining) {
               Experiment e = testing::experiment(kCnn, dir.file("c"), {"init.from=" + dir.file("renamed.pt")});
               Runner r(e, {false, true});
             }).find("no entries named conv9.weight"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipelab
+
+namespace pipelab {
+namespace {
+
+TEST(Resume, InterruptedRunEndsWithTheSameBytes) {
+  testing::TempDir dir;
+  Experiment straight = testing::experiment(kCnn, dir.file("straight"), {"run.epochs=3"});
+  Runner(straight, {false, true}).run();
+  // Session 1 stops after one epoch (as if killed after its checkpoint), session 2 resumes.
+  Experiment first = testing::experiment(kCnn, dir.file("resumed"), {"run.epochs=3"});
+  RunnerOptions stop{false, true};
+  stop.stop_after = 1;
+  EXPECT_EQ(Runner(first, stop).run().status, "stopped");
+  EXPECT_FALSE(RunRecord::finished(dir.file("resumed")));
+  // A kill in the middle of epoch 2 leaves step lines of an unfinished epoch behind.
+  testing::write_text(dir.file("resumed/metrics/steps.csv"),
+                      testing::read_text(dir.file("resumed/metrics/steps.csv")) + "999,2,0.5,0.01\n");
+  Experiment second = testing::experiment(kCnn, dir.file("resumed"), {"run.epochs=3"});
+  RunnerOptions resume{false, true};
+  resume.resume = true;
+  const RunSummary s = Runner(second, resume).run();
+  EXPECT_EQ(s.status, "finished");
+  EXPECT_EQ(s.history.size(), 3u);
+  for (const char* file : {"metrics/steps.csv", "metrics/steps.jsonl", "checkpoints/final.pt"}) {
+    EXPECT_TRUE(testing::read_text(dir.file(std::string("straight/") + file)) ==
+                testing::read_text(dir.file(std::string("resumed/") + file)))
+        << file << " differs";
+  }
+  // Resuming a finished run does nothing; resuming with another configuration is refused.
+  Experiment again = testing::experiment(kCnn, dir.file("resumed"), {"run.epochs=3"});
+  EXPECT_EQ(Runner(again, resume).run().status, "already finished");
+  Experiment other = testing::experiment(kCnn, dir.file("other"), {"run.epochs=3"});
+  Runner(other, stop).run();
+  Experiment changed = testing::experiment(kCnn, dir.file("other"), {"run.epochs=3", "optimizer.lr=0.02"});
+  EXPECT_NE(testing::user_error([&] { Runner(changed, resume).run(); }).find("different configuration"),
             std::string::npos);
 }
 

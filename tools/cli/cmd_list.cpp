@@ -79,3 +79,5 @@ int list(const Args& args) {
 }
 
 }  // namespace pipelab::cli
+
+PIPELAB_COMMAND(list, "registered schemes, models, datasets, optimizers, LR schedules, executors");

@@ -11,11 +11,13 @@ int run(const Args& args) {
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
       "set", po::value(&sets)->composing(), "override a value: --set optimizer.lr=0.05 (repeatable)")(
       "overwrite", "replace a finished run in the output folder")(
+      "resume", "continue an interrupted run in the output folder from its last finished epoch")(
+      "stop-after", po::value<int>()->default_value(0), "end this session after N epochs; continue later with --resume")(
       "quiet,q", "no progress bar and no per-epoch lines");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
-  if (!parse(args, "pipelab run FILE [--set key.path=value ...] [--overwrite] [--quiet]\n\n"
+  if (!parse(args, "pipelab run FILE [--set key.path=value ...] [--overwrite] [--resume] [--stop-after N] [--quiet]\n\n"
                    "Trains the experiment in FILE and writes its results to run.output\n"
                    "(config.yaml, metrics/, summary.json, checkpoints/).",
              options, positional, vm)) {
@@ -25,9 +27,14 @@ int run(const Args& args) {
   RunnerOptions ro;
   ro.overwrite = vm.count("overwrite") > 0;
   ro.quiet = vm.count("quiet") > 0;
+  ro.resume = vm.count("resume") > 0;
+  ro.stop_after = vm["stop-after"].as<int>();
+  if (ro.stop_after < 0) throw UsageError{"--stop-after must be >= 0"};
   Runner runner(experiment, ro);
   const RunSummary summary = runner.run();
-  return summary.status == "finished" ? 0 : 3;
+  return summary.status == "diverged" ? 3 : 0;
 }
 
 }  // namespace pipelab::cli
+
+PIPELAB_COMMAND(run, "train one experiment file: pipelab run FILE [--set key.path=value ...]");

@@ -41,3 +41,5 @@ int schedule(const Args& args) {
 }
 
 }  // namespace pipelab::cli
+
+PIPELAB_COMMAND(schedule, "print a scheme's per-stage action table and bubble fraction");

@@ -1,0 +1,103 @@
+#include "core/train/training_state.h"
+
+#include "core/io/pt_file.h"
+#include "core/train/state_dict.h"
+
+namespace pipelab {
+namespace {
+
+constexpr const char* kFormat = "pipelab-training-state-1";
+
+c10::impl::GenericDict dict() { return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()); }
+
+c10::IValue tensors(const std::vector<at::Tensor>& ts) {
+  c10::impl::GenericList list(c10::AnyType::get());
+  for (const at::Tensor& t : ts) list.push_back(t);
+  return list;
+}
+
+c10::IValue named(const std::vector<std::pair<std::string, at::Tensor>>& ts) {
+  c10::impl::GenericDict d = dict();
+  for (const auto& [k, v] : ts) d.insert(k, v.detach().to(at::kCPU));
+  return d;
+}
+
+/// Looks up `key`, failing with a message that names the file.
+c10::IValue at_key(const c10::impl::GenericDict& d, const std::string& key, const std::string& path) {
+  const auto it = d.find(key);
+  if (it == d.end()) {
+    throw UserError(fmt::format("{}: not a pipelab training state (no '{}'). Fix: delete it to restart the run.", path, key));
+  }
+  return it->value();
+}
+
+}  // namespace
+
+void save_training_state(const std::string& path, const TrainingProgress& progress,
+                         const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies) {
+  c10::impl::GenericDict root = dict();
+  root.insert("format", std::string(kFormat));
+  root.insert("epochs_done", static_cast<int64_t>(progress.epochs_done));
+  root.insert("global_step", progress.global_step);
+  root.insert("model", to_ivalue(model_state(stages)));
+  c10::impl::GenericList per_stage(c10::AnyType::get());
+  for (size_t r = 0; r < stages.size(); ++r) {
+    c10::impl::GenericDict s = dict();
+    s.insert("optimizer_steps", stages[r]->optimizer().steps());
+    s.insert("optimizer", named(stages[r]->optimizer().state()));
+    s.insert("generators", tensors(stages[r]->rng_states()));
+    s.insert("policy", policies[r]->state());
+    per_stage.push_back(s);
+  }
+  root.insert("stages", per_stage);
+  c10::impl::GenericList history(c10::AnyType::get());
+  for (const EpochMetrics& m : progress.history) {
+    c10::impl::GenericDict e = dict();
+    e.insert("epoch", static_cast<int64_t>(m.epoch));
+    for (const auto& [name, field] : epoch_fields()) e.insert(name, m.*field);
+    history.push_back(e);
+  }
+  root.insert("history", history);
+  save_pt(path, root);
+}
+
+TrainingProgress load_training_state(const std::string& path, const std::vector<Stage*>& stages,
+                                     const std::vector<StagePolicy*>& policies) {
+  const c10::IValue value = load_pt(path);
+  if (!value.isGenericDict()) throw UserError(fmt::format("{}: not a pipelab training state.", path));
+  const auto root = value.toGenericDict();
+  if (at_key(root, "format", path).toStringRef() != kFormat) {
+    throw UserError(fmt::format("{}: written by another pipelab version. Fix: delete it to restart the run.", path));
+  }
+  load_model_state(stages, to_tensor_dict(at_key(root, "model", path), path), true, path);
+  const auto per_stage = at_key(root, "stages", path).toListRef();
+  if (per_stage.size() != stages.size()) {
+    throw UserError(fmt::format("{}: saved with {} stages, the run has {}.", path, per_stage.size(), stages.size()));
+  }
+  for (size_t r = 0; r < stages.size(); ++r) {
+    const auto s = per_stage[r].toGenericDict();
+    std::vector<std::pair<std::string, at::Tensor>> opt;
+    for (const auto& kv : at_key(s, "optimizer", path).toGenericDict()) {
+      opt.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+    }
+    stages[r]->optimizer().load_state(opt);
+    stages[r]->optimizer().set_steps(at_key(s, "optimizer_steps", path).toInt());
+    std::vector<at::Tensor> gens;
+    for (const c10::IValue& g : at_key(s, "generators", path).toListRef()) gens.push_back(g.toTensor());
+    stages[r]->set_rng_states(gens);
+    policies[r]->load_state(*stages[r], at_key(s, "policy", path));
+  }
+  TrainingProgress progress;
+  progress.epochs_done = static_cast<int>(at_key(root, "epochs_done", path).toInt());
+  progress.global_step = at_key(root, "global_step", path).toInt();
+  for (const c10::IValue& e : at_key(root, "history", path).toListRef()) {
+    const auto d = e.toGenericDict();
+    EpochMetrics m;
+    m.epoch = static_cast<int>(d.at("epoch").toInt());
+    for (const auto& [name, field] : epoch_fields()) m.*field = d.at(name).toDouble();
+    progress.history.push_back(m);
+  }
+  return progress;
+}
+
+}  // namespace pipelab

@@ -1,0 +1,30 @@
+#pragma once
+/// The training-state checkpoint written after every epoch (checkpoints/state.pt): all a
+/// run needs to continue after an interruption and end with the same bytes as if it had
+/// never stopped. It is a plain .pt dict, so Python's torch.load reads it too:
+///   {format, epochs_done, global_step, model: state dict,
+///    stages: [{optimizer_steps, optimizer: {name: tensor}, generators: [tensor], policy}],
+///    history: [{epoch, train_loss, ...}]}
+#include <string>
+#include <vector>
+
+#include "core/scheme/scheme.h"
+#include "core/train/run_record.h"
+
+namespace pipelab {
+
+struct TrainingProgress {
+  int epochs_done = 0;
+  int64_t global_step = 0;
+  std::vector<EpochMetrics> history;
+};
+
+/// Writes the state of `stages` (and their policies) after `progress` to `path`, atomically.
+void save_training_state(const std::string& path, const TrainingProgress& progress,
+                         const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies);
+
+/// Restores what save_training_state wrote into `stages` and `policies`; returns the progress.
+TrainingProgress load_training_state(const std::string& path, const std::vector<Stage*>& stages,
+                                     const std::vector<StagePolicy*>& policies);
+
+}  // namespace pipelab

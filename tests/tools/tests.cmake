@@ -1,0 +1,3 @@
+list(APPEND PIPELAB_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cli_test.cpp
+)
