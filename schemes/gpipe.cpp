@@ -76,7 +76,7 @@ class Gpipe : public Configured<Scheme, GpipeOptions> {
   using Configured::Configured;
   int micro_batches() const override { return options_.chunks; }
   Schedule schedule(int stages, int units) const override { return schedules::gpipe(stages, units); }
-  std::unique_ptr<StagePolicy> make_policy(int, int) const override { return std::make_unique<GpipePolicy>(options_); }
+  std::unique_ptr<StagePolicy> make_policy(Stage&) const override { return std::make_unique<GpipePolicy>(options_); }
 };
 
 }  // namespace

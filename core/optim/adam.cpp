@@ -38,13 +38,16 @@ class Adam : public Optimizer {
       : Optimizer(std::move(params), o.lr), o_(o), decoupled_(decoupled), m_(params_.size()),
         u_(params_.size()) {}
 
-  at::Tensor direction(size_t i) const override {
+  /// m_hat / (sqrt(u_hat) + eps) whatever the kind (Adam has no separate buffer form).
+  at::Tensor direction(size_t i, const DirectionRequest& request) const override {
     if (!m_.at(i).defined()) return {};
     const double t = static_cast<double>(steps_);
     const double bc1 = 1 - std::pow(o_.betas[0], t);
     const double bc2 = 1 - std::pow(o_.betas[1], t);
-    return (m_[i] / bc1) / ((u_[i] / bc2).sqrt_().add_(o_.eps));
+    return (m_[i] / bc1) / ((u_[i] / bc2).sqrt_().add_(request.eps.value_or(o_.eps)));
   }
+
+  double decoupled_decay() const override { return decoupled_ ? o_.weight_decay : 0; }
 
   std::vector<std::pair<std::string, at::Tensor>> state() const override {
     std::vector<std::pair<std::string, at::Tensor>> out;

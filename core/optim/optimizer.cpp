@@ -6,15 +6,19 @@
 namespace pipelab {
 
 Optimizer::Optimizer(std::vector<at::Tensor> params, double lr)
-    : params_(std::move(params)), last_grad_(params_.size()), lr_(lr) {}
+    : params_(std::move(params)), last_grad_(params_.size()), last_coupled_(params_.size()), lr_(lr) {}
 
 void Optimizer::step() {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor& p = params_[i];
-    const at::Tensor& g = p.grad();
+    const at::Tensor& g = params_[i].grad();
     if (!g.defined()) continue;
-    last_grad_[i] = update(i, p, g);
+    // Update through .data(): it shares the storage but not autograd's version counter, so
+    // the graphs of micro-batches still in flight (1F1B) read the new values in their
+    // backward instead of failing, as PyTorch <= 1.4 did (reference-schemes.md F3, Q13).
+    at::Tensor data = params_[i].data();
+    last_grad_[i] = g;
+    last_coupled_[i] = update(i, data, g);
   }
   ++steps_;
 }

@@ -6,6 +6,7 @@
 #include <ATen/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,20 @@
 #include "core/config/registry.h"
 
 namespace pipelab {
+
+/// Which update direction a weight predictor asks for (reference-schemes.md §3.6, §3.8).
+struct DirectionRequest {
+  enum class Kind {
+    Buffer,        ///< v_t (SGD with momentum), g_t (plain SGD), m_hat/(sqrt(u_hat)+eps) (Adam)
+    OneStepAhead,  ///< SGD: mu v_t + (1 - tau) G_t, the next step's buffer (SpecTrain v1 / PipeOptim code)
+    MomentumOnly,  ///< SGD: mu v_t (SpecTrain v1 code's backward: gradients were zeroed in place)
+  };
+  Kind kind = Kind::Buffer;
+  /// The gradient term includes the coupled L2 term lambda W (torch <= 1.4 left it in .grad, Q5).
+  bool gradient_with_l2 = false;
+  /// Adam: use this epsilon instead of the optimizer's (PipeOptim's code hard-codes 1e-8, Q16).
+  std::optional<double> eps;
+};
 
 /// Updates a fixed list of parameters from their .grad().
 class Optimizer {
@@ -33,11 +48,17 @@ class Optimizer {
 
   /// The direction d of the latest update of parameter i, so that the update was
   /// W <- W - lr * d (momentum buffer v for SGD with momentum, the gradient for plain SGD,
-  /// m_hat / (sqrt(u_hat) + eps) for Adam/AdamW without the decoupled decay).
-  /// Undefined before the first update.
-  virtual at::Tensor direction(size_t i) const = 0;
-  /// The gradient (with L2 term, when coupled) that the latest update consumed.
+  /// m_hat / (sqrt(u_hat) + eps) for Adam/AdamW without the decoupled decay), or another
+  /// direction a predictor asks for. Undefined before the first update (Q9).
+  at::Tensor direction(size_t i) const { return direction(i, {}); }
+  virtual at::Tensor direction(size_t i, const DirectionRequest& request) const = 0;
+  /// The raw gradient g the latest update consumed.
   const at::Tensor& last_gradient(size_t i) const { return last_grad_.at(i); }
+  /// The gradient the latest update consumed after adding the coupled L2 term (G = g + lambda W).
+  const at::Tensor& last_coupled_gradient(size_t i) const { return last_coupled_.at(i); }
+
+  /// lambda of a decoupled weight decay (AdamW), 0 otherwise: a predictor may add it (§3.8).
+  virtual double decoupled_decay() const { return 0; }
 
   /// Named state tensors for checkpoints ("<param index>.<name>").
   virtual std::vector<std::pair<std::string, at::Tensor>> state() const = 0;
@@ -46,11 +67,12 @@ class Optimizer {
   void set_steps(int64_t steps) { steps_ = steps; }
 
  protected:
-  /// Applies one update to parameter i with gradient `grad`; returns the gradient consumed.
+  /// Applies one update to `param` (parameter i's data) with gradient `grad`; returns the
+  /// gradient consumed after any coupled L2 term.
   virtual at::Tensor update(size_t i, at::Tensor& param, const at::Tensor& grad) = 0;
 
   std::vector<at::Tensor> params_;
-  std::vector<at::Tensor> last_grad_;
+  std::vector<at::Tensor> last_grad_, last_coupled_;
   double lr_;
   int64_t steps_ = 0;
 };

@@ -35,8 +35,25 @@ class Sgd : public Optimizer {
   Sgd(std::vector<at::Tensor> params, const SgdOptions& o)
       : Optimizer(std::move(params), o.lr), o_(o), buffers_(params_.size()) {}
 
-  at::Tensor direction(size_t i) const override {
-    return o_.momentum != 0 ? buffers_.at(i) : last_grad_.at(i);
+  at::Tensor direction(size_t i, const DirectionRequest& request) const override {
+    const at::Tensor& g = request.gradient_with_l2 ? last_coupled_.at(i) : last_grad_.at(i);
+    if (!g.defined()) return {};
+    if (o_.momentum == 0) {
+      // No buffer (§3.6): the update direction is the coupled gradient G; a one-step-ahead
+      // estimate is the gradient; mu v is zero, i.e. no prediction.
+      switch (request.kind) {
+        case DirectionRequest::Kind::Buffer: return last_coupled_.at(i);
+        case DirectionRequest::Kind::OneStepAhead: return g;
+        case DirectionRequest::Kind::MomentumOnly: return {};
+      }
+    }
+    const at::Tensor& v = buffers_.at(i);
+    switch (request.kind) {
+      case DirectionRequest::Kind::Buffer: return v;
+      case DirectionRequest::Kind::OneStepAhead: return v * o_.momentum + g * (1 - o_.dampening);
+      case DirectionRequest::Kind::MomentumOnly: return v * o_.momentum;
+    }
+    return v;
   }
 
   std::vector<std::pair<std::string, at::Tensor>> state() const override {

@@ -14,6 +14,15 @@
 
 namespace pipelab {
 
+/// One measurement a policy makes about its stage (a version gap, a prediction error), at
+/// the stage's update `step`. The runner writes them to metrics/stages.csv and prints a
+/// per-stage summary at the end of the run.
+struct StageMetric {
+  int64_t step = 0;
+  std::string name;
+  double value = 0;
+};
+
 /// Per-stage hooks around the actions of one stage: which weights F and B see, what U does,
 /// and per-action choices such as checkpointing. One instance per stage, used by that
 /// stage's thread only.
@@ -32,6 +41,9 @@ class StagePolicy {
   virtual void update(Stage& stage) { stage.step(); }
   /// End of a training schedule run: every micro-batch has completed (a flush).
   virtual void end(Stage& /*stage*/) {}
+  /// Moves the measurements made since the last call into `out` (called by the runner after
+  /// every schedule run, from the thread that drives the run).
+  virtual void collect(std::vector<StageMetric>& /*out*/) {}
   /// What the policy carries from one epoch to the next (e.g. a weight-stash ring), for
   /// resumable checkpoints; None when it carries nothing.
   virtual c10::IValue state() const { return {}; }
@@ -42,6 +54,7 @@ class StagePolicy {
 enum class Span {
   MiniBatch,  ///< one mini-batch, split into micro_batches() micro-batches (flush per mini-batch)
   Epoch,      ///< every mini-batch of an epoch, one micro-batch id each (flush per epoch)
+  Run,        ///< every mini-batch of every epoch in one pipeline (never flushed)
 };
 
 /// A registered training scheme (`scheme: {type: gpipe, chunks: 8}`).
@@ -57,10 +70,9 @@ class Scheme : public Component {
   virtual Schedule schedule(int stages, int units) const = 0;
   /// Per-stage bound on in-flight micro-batches, checked by the validator (empty: none).
   virtual std::vector<int> max_in_flight(int /*stages*/) const { return {}; }
-  /// The policy of stage `stage` of `stages`; the default uses the latest weights.
-  virtual std::unique_ptr<StagePolicy> make_policy(int /*stage*/, int /*stages*/) const {
-    return std::make_unique<StagePolicy>();
-  }
+  /// The policy of `stage` (which knows its index and the stage count); the default uses
+  /// the latest weights.
+  virtual std::unique_ptr<StagePolicy> make_policy(Stage& /*stage*/) const { return std::make_unique<StagePolicy>(); }
 };
 
 }  // namespace pipelab

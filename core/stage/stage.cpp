@@ -113,9 +113,9 @@ at::Tensor Stage::backward(int mb, const at::Tensor& dy) {
   return is_first() ? at::Tensor() : s.input.grad();
 }
 
-void Stage::step() {
+void Stage::step(double lr_scale) {
   PIPELAB_ASSERT(optimizer_ != nullptr, "stage {} has no optimizer", index_);
-  if (lr_at_) optimizer_->set_lr(lr_at_(optimizer_->steps()));
+  optimizer_->set_lr(scheduled_lr() * lr_scale);
   optimizer_->step();
   optimizer_->zero_grad();
 }

@@ -59,7 +59,10 @@ class Stage {
   const std::vector<Block>& blocks() const { return blocks_; }
   std::vector<at::Tensor> parameters() const { return container_->parameters(); }
 
-  void set_optimizer(std::unique_ptr<Optimizer> optimizer) { optimizer_ = std::move(optimizer); }
+  void set_optimizer(std::unique_ptr<Optimizer> optimizer) {
+    optimizer_ = std::move(optimizer);
+    base_lr_ = optimizer_->lr();
+  }
   Optimizer& optimizer() { return *optimizer_; }
   /// The LR to use for the update after `steps` updates (set by the runner).
   void set_lr_schedule(std::function<double(int64_t)> lr_at) { lr_at_ = std::move(lr_at); }
@@ -69,8 +72,12 @@ class Stage {
   /// Backward of micro-batch `mb`; `dy` is the gradient of the output (undefined on the
   /// last stage, which starts from its loss). Returns dx (undefined on the first stage).
   at::Tensor backward(int mb, const at::Tensor& dy);
-  /// One optimizer update with the scheduled LR, then the gradients are dropped.
-  void step();
+  /// One optimizer update with the scheduled LR (times `lr_scale`), then the gradients are
+  /// dropped.
+  void step(double lr_scale = 1.0);
+  /// The LR the next update will use (before any scale): what a predictor that looks ahead
+  /// should assume.
+  double scheduled_lr() const { return lr_at_ ? lr_at_(optimizer_->steps()) : base_lr_; }
   /// Evaluation forward (no grad, no saved state); on the last stage also the loss.
   ForwardResult evaluate(const at::Tensor& x, const at::Tensor& target = {});
 
@@ -103,6 +110,7 @@ class Stage {
   std::vector<at::Generator> generators_;  ///< one per block (nn/context.h)
   std::unique_ptr<Optimizer> optimizer_;
   std::function<double(int64_t)> lr_at_;
+  double base_lr_ = 0;  ///< the optimizer's LR when there is no schedule
   std::map<int, Saved> saved_;
 };
 

@@ -57,11 +57,20 @@ void ChunkFeed::on_result(int, const MicroBatchResult& r) {
 }
 
 LoaderFeed::LoaderFeed(DataLoader& loader, at::ScalarType dtype,
-                       std::function<void(int, const MicroBatchResult&)> on_result)
-    : loader_(loader), dtype_(dtype), on_result_(std::move(on_result)) {}
+                       std::function<void(int, const MicroBatchResult&)> on_result, int64_t per_epoch,
+                       int first_epoch)
+    : loader_(loader), dtype_(dtype), on_result_(std::move(on_result)), per_epoch_(per_epoch),
+      first_epoch_(first_epoch) {}
 
 at::Tensor LoaderFeed::input(int mb) {
-  Batch b = loader_.batch(mb);
+  int64_t j = mb;
+  if (per_epoch_ > 0) {
+    // The first stage asks in order, so the loader moves on one epoch at a time.
+    const int epoch = first_epoch_ + static_cast<int>(mb / per_epoch_);
+    if (epoch != epoch_) loader_.start_epoch(epoch_ = epoch);
+    j = mb % per_epoch_;
+  }
+  Batch b = loader_.batch(j);
   std::lock_guard<std::mutex> lock(mutex_);
   targets_[mb] = b.y;
   return cast_input(b.x, dtype_);

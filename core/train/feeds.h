@@ -47,11 +47,14 @@ class ChunkFeed : public Feed {
 };
 
 /// Mini-batch j of a loader's current epoch as micro-batch j, fetched when the first stage
-/// asks for it; each result goes to `on_result(j, result)`.
+/// asks for it; each result goes to `on_result(j, result)`. With `per_epoch` > 0 the
+/// micro-batches run on across epochs: micro-batch g is mini-batch g % per_epoch of epoch
+/// first_epoch + g / per_epoch (a pipeline that is never flushed).
 class LoaderFeed : public Feed {
  public:
   LoaderFeed(DataLoader& loader, at::ScalarType dtype,
-             std::function<void(int, const MicroBatchResult&)> on_result);
+             std::function<void(int, const MicroBatchResult&)> on_result, int64_t per_epoch = 0,
+             int first_epoch = 0);
   at::Tensor input(int mb) override;
   at::Tensor target(int mb) override;
   void on_result(int mb, const MicroBatchResult& r) override;
@@ -60,6 +63,8 @@ class LoaderFeed : public Feed {
   DataLoader& loader_;
   at::ScalarType dtype_;
   std::function<void(int, const MicroBatchResult&)> on_result_;
+  int64_t per_epoch_;
+  int first_epoch_, epoch_ = -1;
   std::mutex mutex_;
   std::map<int, at::Tensor> targets_;
 };

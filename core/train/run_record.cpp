@@ -66,6 +66,7 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
   }
   write_file_atomic((fs::path(dir_) / "config.yaml").string(), emit(resolved_config));
   write_file_atomic((fs::path(dir_) / "metrics/steps.csv").string(), "step,epoch,loss,lr\n");
+  write_file_atomic((fs::path(dir_) / "metrics/stages.csv").string(), "epoch,step,stage,metric,value\n");
   std::string header = "epoch";
   for (const auto& [name, field] : epoch_fields()) header += "," + name;
   write_file_atomic((fs::path(dir_) / "metrics/epochs.csv").string(), header + "\n");
@@ -85,18 +86,26 @@ void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
                                 "Fix: resume with the same file and --set values, or choose another run.output.",
                                 dir_));
   }
-  // Keep the header plus the lines of finished epochs.
-  std::istringstream steps(read_file((fs::path(dir_) / "metrics/steps.csv").string()));
-  std::string line;
-  size_t step_lines = 0;
-  std::getline(steps, line);
-  while (std::getline(steps, line)) {
-    const size_t a = line.find(','), b = line.find(',', a + 1);
-    if (a == std::string::npos || std::stoi(line.substr(a + 1, b - a - 1)) > epochs_done) break;
-    ++step_lines;
-  }
+  // Keep the header plus the lines of finished epochs (the epoch is CSV column `column`).
+  const auto lines_up_to = [&](const char* file, int column) {
+    std::istringstream in(fs::exists(fs::path(dir_) / file) ? read_file((fs::path(dir_) / file).string()) : "");
+    std::string line;
+    size_t kept = 0;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string field;
+      for (int c = 0; c <= column; ++c) std::getline(fields, field, ',');
+      if (field.empty() || std::stoi(field) > epochs_done) break;
+      ++kept;
+    }
+    return kept;
+  };
+  const size_t step_lines = lines_up_to("metrics/steps.csv", 1);
+  const size_t stage_lines = lines_up_to("metrics/stages.csv", 0);
   const size_t epochs = static_cast<size_t>(epochs_done);
   keep_lines(fs::path(dir_) / "metrics/steps.csv", step_lines + 1);
+  keep_lines(fs::path(dir_) / "metrics/stages.csv", stage_lines + 1);
   keep_lines(fs::path(dir_) / "metrics/steps.jsonl", step_lines);
   keep_lines(fs::path(dir_) / "metrics/epochs.csv", epochs + 1);
   keep_lines(fs::path(dir_) / "metrics/epochs.jsonl", epochs);
@@ -113,6 +122,7 @@ void RunRecord::open_streams() {
   open(steps_jsonl_, "metrics/steps.jsonl");
   open(epochs_csv_, "metrics/epochs.csv");
   open(epochs_jsonl_, "metrics/epochs.jsonl");
+  open(stages_csv_, "metrics/stages.csv");
   open(log_, "log.txt");
 }
 
@@ -132,9 +142,16 @@ void RunRecord::step(const StepMetrics& m) {
   }
 }
 
+void RunRecord::stage_metrics(int epoch, int stage, const std::vector<StageMetric>& rows) {
+  for (const StageMetric& m : rows) {
+    stages_csv_ << fmt::format("{},{},{},{},{}\n", epoch, m.step, stage, m.name, json::number(m.value));
+  }
+}
+
 void RunRecord::epoch(const EpochMetrics& m) {
   steps_csv_.flush();
   steps_jsonl_.flush();
+  stages_csv_.flush();
   std::string csv = std::to_string(m.epoch);
   json::Object o;
   o.add("epoch", m.epoch);

@@ -3,6 +3,8 @@
 ///   config.yaml          resolved configuration + pipelab version and git revision
 ///   metrics/steps.csv    step, epoch, loss, lr             (+ steps.jsonl)
 ///   metrics/epochs.csv   per-epoch train/test loss and accuracy, times (+ epochs.jsonl)
+///   metrics/stages.csv   epoch, step, stage, metric, value: what scheme policies measure
+///                        (version gaps, prediction errors, stored versions)
 ///   summary.json         final and best accuracy, throughput, status
 ///   checkpoints/*.pt     state dicts that Python's torch.load reads
 ///   log.txt              the human-readable epoch lines and summary
@@ -15,6 +17,8 @@
 #include <string>
 
 #include <yaml-cpp/yaml.h>
+
+#include "core/scheme/scheme.h"
 
 namespace pipelab {
 
@@ -52,6 +56,8 @@ class RunRecord {
   /// The training-state checkpoint an interrupted run resumes from.
   std::string state_path() const { return checkpoint_path("state.pt"); }
   void step(const StepMetrics& m);
+  /// Measurements of stage `stage`'s policy during epoch `epoch` (1-based).
+  void stage_metrics(int epoch, int stage, const std::vector<StageMetric>& rows);
   void epoch(const EpochMetrics& m);
   void log(const std::string& line);
   void summary(const std::string& json);
@@ -63,7 +69,7 @@ class RunRecord {
   static void write_line(std::ofstream& out, const std::string& line);
 
   std::string dir_;
-  std::ofstream steps_csv_, steps_jsonl_, epochs_csv_, epochs_jsonl_, log_;
+  std::ofstream steps_csv_, steps_jsonl_, epochs_csv_, epochs_jsonl_, stages_csv_, log_;
   std::chrono::steady_clock::time_point last_step_flush_;
 };
 

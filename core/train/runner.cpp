@@ -1,7 +1,7 @@
 /// The training loop: epochs of schedule runs through the executor, evaluation, records.
 #include <chrono>
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include "core/schedule/generators.h"
@@ -48,29 +48,50 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
       executor.run(train_schedule(feed.count()), slots_, feed, RunMode::Train);
       totals.add(feed.totals());
       diverged = !finish_step(feed.totals().loss);
+      collect_stage_metrics(record, epoch + 1);
     }
   } else {
     LoaderFeed feed(*train_, dtype_, [&](int, const MicroBatchResult& r) {
       if (!finish_step(totals.add(r))) diverged = true;
     });
     executor.run(train_schedule(static_cast<int>(steps)), slots_, feed, RunMode::Train);
+    collect_stage_metrics(record, epoch + 1);
   }
-  EpochMetrics m;
-  m.epoch = epoch + 1;
-  m.train_seconds = seconds_since(start);
-  m.train_loss = done ? totals.loss / static_cast<double>(done) : 0;
-  m.train_acc = percent(totals.correct, totals.count);
-  m.lr = lr_at(global_step - 1);
-  m.samples_per_second = static_cast<double>(totals.count) / std::max(m.train_seconds, 1e-9);
-  m.data_wait_fraction = train_->take_wait_seconds() / std::max(m.train_seconds, 1e-9);
   last_train_stats_ = executor.stats();
-  const ExecStats& st = last_train_stats_;
-  for (size_t k = 0; k < st.bytes_forward.size(); ++k) {
-    m.bytes_forward_per_step += static_cast<double>(st.bytes_forward[k]) / static_cast<double>(std::max<int64_t>(done, 1));
-    m.bytes_backward_per_step += static_cast<double>(st.bytes_backward[k]) / static_cast<double>(std::max<int64_t>(done, 1));
-  }
+  EpochMetrics m = epoch_figures(epoch, totals, done, seconds_since(start));
+  m.lr = lr_at(global_step - 1);
+  m.data_wait_fraction = train_->take_wait_seconds() / std::max(m.train_seconds, 1e-9);
   progress.finish(fmt::format("loss {:.4f}", m.train_loss));
   return m;
+}
+
+EpochMetrics Runner::epoch_figures(int epoch, const LossTotals& totals, int64_t steps, double seconds) {
+  EpochMetrics m;
+  m.epoch = epoch + 1;
+  m.train_seconds = seconds;
+  m.train_loss = steps ? totals.loss / static_cast<double>(steps) : 0;
+  m.train_acc = percent(totals.correct, totals.count);
+  m.samples_per_second = static_cast<double>(totals.count) / std::max(seconds, 1e-9);
+  const ExecStats& st = last_train_stats_;
+  // Traffic per step over the whole run the stats cover (one epoch, or all of a flushless run).
+  int64_t forward = 0, backward = 0, runs = 0;
+  for (size_t k = 0; k < st.bytes_forward.size(); ++k) {
+    forward += st.bytes_forward[k];
+    backward += st.bytes_backward[k];
+  }
+  for (const ActionTime& u : st.update) runs = std::max(runs, u.count);
+  m.bytes_forward_per_step = static_cast<double>(forward) / static_cast<double>(std::max<int64_t>(runs, 1));
+  m.bytes_backward_per_step = static_cast<double>(backward) / static_cast<double>(std::max<int64_t>(runs, 1));
+  return m;
+}
+
+void Runner::collect_stage_metrics(RunRecord& record, int epoch) {
+  std::vector<StageMetric> rows;
+  for (size_t r = 0; r < policies_.size(); ++r) {
+    rows.clear();
+    policies_[r]->collect(rows);
+    if (!rows.empty()) record.stage_metrics(epoch, static_cast<int>(r), rows);
+  }
 }
 
 void Runner::evaluate(EpochMetrics& m) {
@@ -100,6 +121,27 @@ std::vector<StagePolicy*> Runner::policies() const {
   return out;
 }
 
+void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgress& progress, const EpochMetrics& m,
+                          bool save_state) {
+  record.epoch(m);
+  const std::string line = fmt::format(
+      "epoch {:>3}  train loss {:.4f}  acc {:6.2f}%  |  test loss {:.4f}  acc {:6.2f}%  |  lr {:.3g}  {}", m.epoch,
+      m.train_loss, m.train_acc, m.test_loss, m.test_acc, m.lr, format_duration(m.seconds));
+  record.log(line);
+  if (!options_.quiet) std::cout << line << std::endl;
+  if (summary.history.empty() || m.test_acc > summary.best_test_acc) {
+    summary.best_test_acc = m.test_acc;
+    summary.best_epoch = m.epoch;
+  }
+  summary.history.push_back(m);
+  progress.history.push_back(m);
+  progress.epochs_done = m.epoch;
+  if (e_.run.checkpoint_every > 0 && m.epoch % e_.run.checkpoint_every == 0) {
+    save_checkpoint(record, fmt::format("epoch_{}.pt", m.epoch));
+  }
+  if (save_state) save_training_state(record.state_path(), progress, stages(), policies());
+}
+
 RunSummary Runner::run() {
   RunRecord record(e_.run.output);
   RunSummary summary;
@@ -110,7 +152,9 @@ RunSummary Runner::run() {
     return summary;
   }
   TrainingProgress progress;
-  if (options_.resume && std::filesystem::exists(record.state_path())) {
+  // A flushless run has no epoch boundary to resume from: it restarts.
+  const bool flushless = e_.scheme->span() == Span::Run;
+  if (options_.resume && !flushless && std::filesystem::exists(record.state_path())) {
     progress = load_training_state(record.state_path(), stages(), policies());
     record.resume(resolved_config(), progress.epochs_done);
     if (!options_.quiet) std::cout << fmt::format("resuming {} after epoch {}\n", record.dir(), progress.epochs_done);
@@ -127,34 +171,28 @@ RunSummary Runner::run() {
   }
   const auto start = std::chrono::steady_clock::now();
   bool diverged = false;
-  int session_epochs = 0;
-  for (int epoch = progress.epochs_done; epoch < e_.run.epochs && !diverged; ++epoch) {
-    if (options_.stop_after > 0 && session_epochs++ == options_.stop_after) {
-      summary.status = "stopped";
-      if (!options_.quiet) std::cout << fmt::format("stopped after epoch {}; continue with --resume\n", epoch);
-      return summary;
+  if (flushless) {
+    std::vector<EpochMetrics> trained = train_flushless(record, progress.global_step, diverged);
+    for (EpochMetrics& m : trained) {
+      load_flushless_snapshot(record, m.epoch);
+      evaluate(m);
+      m.seconds = m.train_seconds + m.eval_seconds;
+      finish_epoch(record, summary, progress, m, false);
     }
-    const auto epoch_start = std::chrono::steady_clock::now();
-    EpochMetrics m = train_epoch(epoch, record, progress.global_step, diverged);
-    evaluate(m);
-    m.seconds = seconds_since(epoch_start);
-    record.epoch(m);
-    const std::string line = fmt::format(
-        "epoch {:>3}  train loss {:.4f}  acc {:6.2f}%  |  test loss {:.4f}  acc {:6.2f}%  |  lr {:.3g}  {}",
-        m.epoch, m.train_loss, m.train_acc, m.test_loss, m.test_acc, m.lr, format_duration(m.seconds));
-    record.log(line);
-    if (!options_.quiet) std::cout << line << std::endl;
-    if (summary.history.empty() || m.test_acc > summary.best_test_acc) {
-      summary.best_test_acc = m.test_acc;
-      summary.best_epoch = m.epoch;
+  } else {
+    int session_epochs = 0;
+    for (int epoch = progress.epochs_done; epoch < e_.run.epochs && !diverged; ++epoch) {
+      if (options_.stop_after > 0 && session_epochs++ == options_.stop_after) {
+        summary.status = "stopped";
+        if (!options_.quiet) std::cout << fmt::format("stopped after epoch {}; continue with --resume\n", epoch);
+        return summary;
+      }
+      const auto epoch_start = std::chrono::steady_clock::now();
+      EpochMetrics m = train_epoch(epoch, record, progress.global_step, diverged);
+      evaluate(m);
+      m.seconds = seconds_since(epoch_start);
+      finish_epoch(record, summary, progress, m, !diverged);
     }
-    summary.history.push_back(m);
-    progress.history.push_back(m);
-    progress.epochs_done = m.epoch;
-    if (e_.run.checkpoint_every > 0 && m.epoch % e_.run.checkpoint_every == 0) {
-      save_checkpoint(record, fmt::format("epoch_{}.pt", m.epoch));
-    }
-    if (!diverged) save_training_state(record.state_path(), progress, stages(), policies());
   }
   if (diverged) summary.status = "diverged";
   save_checkpoint(record, "final.pt");
@@ -175,39 +213,6 @@ RunSummary Runner::run() {
   }
   if (!options_.quiet) std::cout << text << std::flush;
   return summary;
-}
-
-void Runner::finish_summary(RunSummary& s) const {
-  if (s.history.empty()) return;
-  int64_t samples = 0;
-  double seconds = 0;
-  for (const EpochMetrics& m : s.history) {
-    samples += static_cast<int64_t>(std::llround(m.samples_per_second * m.train_seconds));
-    seconds += m.train_seconds;
-  }
-  s.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
-  // The schedule of one run (one mini-batch, or one epoch) replayed with unit costs and
-  // with the per-stage action times measured in the last epoch.
-  const int stages = stage_count();
-  const int units = e_.scheme->span() == Span::MiniBatch
-                        ? static_cast<int>(chunk_sizes(e_.run.batch_size, e_.scheme->micro_batches()).size())
-                        : static_cast<int>(train_->batches());
-  const Schedule schedule = e_.scheme->schedule(stages, units);
-  s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
-  const ExecStats& st = last_train_stats_;
-  CostModel measured;
-  for (int r = 0; r < stages; ++r) {
-    const size_t ur = static_cast<size_t>(r);
-    measured.forward.push_back(st.forward[ur].mean());
-    measured.backward.push_back(st.backward[ur].mean());
-    measured.update.push_back(st.update[ur].mean());
-  }
-  const Timeline t = simulate_timeline(schedule, measured);
-  s.bubble_measured = t.bubble_fraction;
-  const double per_run_samples = e_.scheme->span() == Span::MiniBatch
-                                     ? static_cast<double>(e_.run.batch_size)
-                                     : static_cast<double>(train_->batches() * e_.run.batch_size);
-  s.simulated_samples_per_second = t.makespan > 0 ? per_run_samples / t.makespan : 0;
 }
 
 }  // namespace pipelab

@@ -36,6 +36,8 @@ struct RunSummary {
   double bubble_measured = 0;  ///< ... with the measured per-stage F/B/U times
   double simulated_samples_per_second = 0;  ///< if each stage had its own device
   int64_t parameters = 0;
+  /// Per stage, the mean of every metric its policy reported (version gaps, ...).
+  std::vector<std::map<std::string, double>> stage_means;
 };
 
 class Runner {
@@ -63,7 +65,18 @@ class Runner {
   const Schedule& train_schedule(int units);
   double lr_at(int64_t step) const;
   EpochMetrics train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged);
+  /// flush: never — every epoch in one pipeline; returns the epochs' training figures.
+  std::vector<EpochMetrics> train_flushless(RunRecord& record, int64_t& global_step, bool& diverged);
+  /// Loads the weights each stage had at the end of epoch `epoch` in a flushless run.
+  void load_flushless_snapshot(const RunRecord& record, int epoch);
+  /// Training figures of one epoch from its totals and the executor's measurements.
+  EpochMetrics epoch_figures(int epoch, const struct LossTotals& totals, int64_t steps, double seconds);
+  /// Writes what the policies measured during a schedule run of epoch `epoch`.
+  void collect_stage_metrics(RunRecord& record, int epoch);
   void evaluate(EpochMetrics& m);
+  /// Records a finished epoch (files, log line, best accuracy, checkpoints).
+  void finish_epoch(RunRecord& record, RunSummary& summary, struct TrainingProgress& progress, const EpochMetrics& m,
+                    bool save_state);
   void save_checkpoint(const RunRecord& record, const std::string& name);
   std::vector<StagePolicy*> policies() const;
   void finish_summary(RunSummary& s) const;

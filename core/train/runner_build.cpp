@@ -93,7 +93,7 @@ void Runner::build_stages() {
     Stage& s = *stages_[static_cast<size_t>(r)];
     s.set_optimizer(e_.optimizer->make(s.parameters()));
     s.set_lr_schedule([this](int64_t step) { return lr_at(step); });
-    policies_.push_back(e_.scheme->make_policy(r, stages));
+    policies_.push_back(e_.scheme->make_policy(s));
     slots_.push_back({&s, policies_.back().get()});
   }
 }

@@ -1,12 +1,104 @@
 /// The end-of-run summary, for people (stdout, log.txt) and for tools (summary.json).
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
 #include "core/io/json.h"
+#include "core/schedule/timeline.h"
+#include "core/train/feeds.h"
 #include "core/train/runner.h"
 #include "core/util/progress.h"
 #include "core/util/provenance.h"
 
 namespace pipelab {
+
+void Runner::finish_summary(RunSummary& s) const {
+  // Per-stage means of what the policies measured, from metrics/stages.csv (so that a
+  // resumed run's summary covers every session).
+  s.stage_means.assign(static_cast<size_t>(stage_count()), {});
+  std::map<std::pair<int, std::string>, std::pair<double, int64_t>> sums;
+  std::ifstream in(std::filesystem::path(e_.run.output) / "metrics/stages.csv");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string epoch, step, stage, name, value;
+    std::getline(fields, epoch, ',');
+    std::getline(fields, step, ',');
+    std::getline(fields, stage, ',');
+    std::getline(fields, name, ',');
+    std::getline(fields, value, ',');
+    if (value.empty() || value == "null") continue;
+    auto& [sum, n] = sums[{std::stoi(stage), name}];
+    sum += std::stod(value);
+    ++n;
+  }
+  for (const auto& [key, total] : sums) {
+    if (key.first < stage_count()) s.stage_means[static_cast<size_t>(key.first)][key.second] = total.first / static_cast<double>(total.second);
+  }
+  if (s.history.empty()) return;
+  int64_t samples = 0;
+  double seconds = 0;
+  for (const EpochMetrics& m : s.history) {
+    samples += static_cast<int64_t>(std::llround(m.samples_per_second * m.train_seconds));
+    seconds += m.train_seconds;
+  }
+  s.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
+  // The schedule of one run (one mini-batch, or one epoch) replayed with unit costs and
+  // with the per-stage action times measured in the last epoch.
+  const int stages = stage_count();
+  const int units = e_.scheme->span() == Span::MiniBatch
+                        ? static_cast<int>(chunk_sizes(e_.run.batch_size, e_.scheme->micro_batches()).size())
+                        : static_cast<int>(train_->batches());
+  const Schedule schedule = e_.scheme->schedule(stages, units);
+  s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
+  const ExecStats& st = last_train_stats_;
+  if (st.forward.size() != static_cast<size_t>(stages)) return;  // no training ran in this session
+  CostModel measured;
+  for (size_t r = 0; r < static_cast<size_t>(stages); ++r) {
+    measured.forward.push_back(st.forward[r].mean());
+    measured.backward.push_back(st.backward[r].mean());
+    measured.update.push_back(st.update[r].mean());
+  }
+  const Timeline t = simulate_timeline(schedule, measured);
+  s.bubble_measured = t.bubble_fraction;
+  const double per_run_samples = e_.scheme->span() == Span::MiniBatch
+                                     ? static_cast<double>(e_.run.batch_size)
+                                     : static_cast<double>(train_->batches() * e_.run.batch_size);
+  s.simulated_samples_per_second = t.makespan > 0 ? per_run_samples / t.makespan : 0;
+}
+
+namespace {
+
+/// "  staleness  stage  forward gap  backward gap ..." (means per stage), or "".
+std::string stage_table(const RunSummary& s) {
+  std::set<std::string> names;
+  for (const auto& m : s.stage_means) {
+    for (const auto& kv : m) names.insert(kv.first);
+  }
+  if (names.empty()) return "";
+  std::string out = "  per stage       stage";
+  for (const std::string& n : names) {
+    std::string label = n;
+    std::replace(label.begin(), label.end(), '_', ' ');
+    out += fmt::format("  {:>16}", label);
+  }
+  out += "   (means over all updates)\n";
+  for (size_t r = 0; r < s.stage_means.size(); ++r) {
+    out += fmt::format("                  {:>4}", r);
+    for (const std::string& n : names) {
+      const auto it = s.stage_means[r].find(n);
+      out += it == s.stage_means[r].end() ? fmt::format("  {:>16}", "-") : fmt::format("  {:>16.3f}", it->second);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string format_summary(const Experiment& e, const RunSummary& s, int stages) {
   std::string out = fmt::format("\n{} — {} on {} stage{}, model {} ({:.3g}M parameters), dataset {}\n", e.name,
@@ -31,6 +123,7 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
     out += fmt::format("  traffic         {:.3g} MB forward, {:.3g} MB backward per step across stage boundaries\n",
                        last.bytes_forward_per_step / 1e6, last.bytes_backward_per_step / 1e6);
   }
+  out += stage_table(s);
   out += fmt::format("  results         {}/ (summary.json, metrics/, checkpoints/final.pt)\n", s.dir);
   return out;
 }
@@ -82,6 +175,14 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
       .add("bubble_fraction_measured", s.bubble_measured)
       .add("simulated_samples_per_second", s.simulated_samples_per_second)
       .add("git_revision", git_revision());
+  std::string per_stage = "[";
+  for (size_t r = 0; r < s.stage_means.size(); ++r) {
+    json::Object st;
+    st.add("stage", static_cast<int64_t>(r));
+    for (const auto& [name, mean] : s.stage_means[r]) st.add(name, mean);
+    per_stage += (r ? ", " : "") + st.str();
+  }
+  o.add_raw("stages", per_stage + "]");
   return o.pretty();
 }
 

@@ -28,7 +28,7 @@ void expect_registered(const std::vector<std::string>& names) {
 }
 
 TEST(Registry, ExpectedNamesAreRegistered) {
-  expect_registered<Scheme>({"single", "naive", "gpipe", "pipedream_flush"});
+  expect_registered<Scheme>({"single", "naive", "gpipe", "pipedream_flush", "async", "pipedream", "spectrain", "pipeoptim"});
   expect_registered<ModelFactory>({"mlp", "cnn"});
   expect_registered<DatasetFactory>({"synthetic", "tensors"});
   expect_registered<OptimizerFactory>({"sgd", "adam", "adamw"});

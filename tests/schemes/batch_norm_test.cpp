@@ -29,7 +29,7 @@ std::pair<double, double> after_one_step(const std::string& scheme_yaml) {
                           .create(ConfigNode(YAML::Load("{type: sgd, lr: 0.1}"), source, "o"))
                           ->make(stage.parameters()));
   const auto scheme = Registry<Scheme>::get().create(ConfigNode(YAML::Load(scheme_yaml), source, "scheme"));
-  auto policy = scheme->make_policy(0, 1);
+  auto policy = scheme->make_policy(stage);
   std::vector<StageSlot> slots{{&stage, policy.get()}};
   ChunkFeed feed({at::tensor({0.0, 2.0, 4.0, 6.0}, at::kDouble).reshape({4, 1}), at::zeros({4}, at::kLong)},
                  scheme->micro_batches(), at::kDouble);

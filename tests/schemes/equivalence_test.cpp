@@ -98,7 +98,7 @@ TEST(Equivalence, LossScalingOracle) {
     auto source = std::make_shared<ConfigSource>("t");
     const auto scheme = Registry<Scheme>::get().create(
         ConfigNode(YAML::Load(fmt::format("{{type: gpipe, chunks: {}}}", chunks)), source, "scheme"));
-    auto policy = scheme->make_policy(0, 1);
+    auto policy = scheme->make_policy(stage);
     std::vector<StageSlot> slots{{&stage, policy.get()}};
     ChunkFeed feed({at::tensor({1.0, 2.0, 3.0, 4.0}, at::kDouble).reshape({4, 1}), at::zeros({4}, at::kLong)}, chunks,
                    at::kDouble);

@@ -3,3 +3,11 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/equivalence_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipedream_flush_test.cpp
 )
+list(APPEND PIPELAB_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/async_oracle_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/toy_pipeline.cpp
+)
+list(APPEND PIPELAB_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/async_runs_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/prediction_test.cpp
+)

@@ -1,0 +1,103 @@
+/// flush: never — the mini-batches of every epoch flow through one 1F1B pipeline that is
+/// drained only at the end of the run, so the warm-up of epoch e+1 overlaps the drain of
+/// epoch e. "The model after epoch e" is, at each stage, the weights right after that
+/// stage's last update of epoch e (stages reach it at different times). Each stage saves
+/// those weights then (from its own thread or process, so this works on every executor);
+/// after the run every epoch is evaluated on them. Such a run cannot resume mid-way.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "core/train/feeds.h"
+#include "core/train/runner.h"
+#include "core/train/state_dict.h"
+#include "core/util/progress.h"
+
+namespace pipelab {
+namespace {
+
+/// Wraps a scheme's policy; after the update that ends an epoch, saves the stage's weights.
+class EpochSnapshot : public StagePolicy {
+ public:
+  EpochSnapshot(StagePolicy& inner, std::string folder, int64_t per_epoch)
+      : inner_(inner), folder_(std::move(folder)), per_epoch_(per_epoch) {}
+  void begin(Stage& s, int n) override { inner_.begin(s, n); }
+  bool checkpoint(int mb) const override { return inner_.checkpoint(mb); }
+  void before_forward(Stage& s, int mb, Message& in) override { inner_.before_forward(s, mb, in); }
+  void after_forward(Stage& s, int mb, Message& out) override { inner_.after_forward(s, mb, out); }
+  void before_backward(Stage& s, int mb) override { inner_.before_backward(s, mb); }
+  void after_backward(Stage& s, int mb) override { inner_.after_backward(s, mb); }
+  void end(Stage& s) override { inner_.end(s); }
+  void collect(std::vector<StageMetric>& out) override { inner_.collect(out); }
+  void update(Stage& s) override {
+    inner_.update(s);
+    const int64_t steps = s.optimizer().steps();
+    if (steps % per_epoch_ == 0) save_tensor_dict(path(folder_, steps / per_epoch_, s.index()), model_state({&s}));
+  }
+  static std::string path(const std::string& folder, int64_t epoch, int stage) {
+    return fmt::format("{}/epoch_{}_stage_{}.pt", folder, epoch, stage);
+  }
+
+ private:
+  StagePolicy& inner_;
+  std::string folder_;
+  int64_t per_epoch_;
+};
+
+std::string snapshot_folder(const RunRecord& record) { return record.checkpoint_path("flushless"); }
+
+}  // namespace
+
+std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& global_step, bool& diverged) {
+  Executor& executor = *e_.executor;
+  executor.stats().reset(stage_count());
+  const int epochs = e_.run.epochs;
+  const int64_t per_epoch = train_->batches();
+  std::filesystem::create_directories(snapshot_folder(record));
+  std::vector<std::unique_ptr<EpochSnapshot>> wrappers;
+  for (size_t r = 0; r < slots_.size(); ++r) {
+    wrappers.push_back(std::make_unique<EpochSnapshot>(*policies_[r], snapshot_folder(record), per_epoch));
+    slots_[r].policy = wrappers.back().get();
+  }
+  Progress progress(fmt::format("{} epochs, never flushed", epochs), per_epoch * epochs, e_.run.progress && !options_.quiet);
+  std::vector<LossTotals> totals(static_cast<size_t>(epochs));
+  std::vector<double> finished_at(static_cast<size_t>(epochs), 0);
+  const auto start = std::chrono::steady_clock::now();
+  LoaderFeed feed(*train_, dtype_, [&](int mb, const MicroBatchResult& r) {
+    const int epoch = static_cast<int>(mb / per_epoch);
+    const double loss = totals[static_cast<size_t>(epoch)].add(r);
+    record.step({global_step, epoch + 1, loss, lr_at(global_step)});
+    ++global_step;
+    progress.update(global_step, fmt::format("loss {:.4f}", loss));
+    if (!std::isfinite(loss)) diverged = true;
+    if ((mb + 1) % per_epoch == 0) {
+      finished_at[static_cast<size_t>(epoch)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  }, per_epoch);
+  executor.run(train_schedule(static_cast<int>(per_epoch * epochs)), slots_, feed, RunMode::Train);
+  for (size_t r = 0; r < slots_.size(); ++r) slots_[r].policy = policies_[r].get();
+  last_train_stats_ = executor.stats();
+  collect_stage_metrics(record, epochs);  // one pipeline: its measurements all land in the last epoch
+  progress.finish();
+  const double wait = train_->take_wait_seconds();
+  std::vector<EpochMetrics> out;
+  for (int e = 0; e < epochs; ++e) {
+    const double seconds = finished_at[static_cast<size_t>(e)] - (e ? finished_at[static_cast<size_t>(e - 1)] : 0);
+    EpochMetrics m = epoch_figures(e, totals[static_cast<size_t>(e)], per_epoch, seconds);
+    m.lr = lr_at((e + 1) * per_epoch - 1);
+    m.data_wait_fraction = wait / std::max(finished_at.back(), 1e-9);
+    out.push_back(m);
+  }
+  return out;
+}
+
+void Runner::load_flushless_snapshot(const RunRecord& record, int epoch) {
+  for (Stage* s : stages()) {
+    const std::string path = EpochSnapshot::path(snapshot_folder(record), epoch, s->index());
+    load_model_state({s}, load_tensor_dict(path), true, path);
+    std::filesystem::remove(path);
+  }
+  if (epoch == e_.run.epochs) std::filesystem::remove_all(snapshot_folder(record));
+}
+
+}  // namespace pipelab

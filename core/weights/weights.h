@@ -1,0 +1,50 @@
+#pragma once
+/// Weight versions of one stage: copies, in-place swaps and predictions (design.md,
+/// "Weight policies"). Every write goes through `.data()`, which shares a parameter's
+/// storage but not its autograd version counter: the graph of a micro-batch in flight reads
+/// whatever values the parameters hold when its backward runs, which is exactly the
+/// mixed-version semantics of reference-schemes.md F3 (and of PyTorch <= 1.4, Q13).
+/// Batch-norm running statistics are buffers, not parameters, and are never versioned (Q10).
+#include <ATen/Tensor.h>
+
+#include <vector>
+
+#include "core/optim/optimizer.h"
+#include "core/stage/stage.h"
+
+namespace pipelab {
+
+/// Values of a stage's parameters, in Stage::parameters() order.
+using Weights = std::vector<at::Tensor>;
+
+/// Copies of the live parameter values.
+Weights copy_weights(Stage& stage);
+/// Writes `w` into the parameters' storage (no autograd version bump).
+void write_weights(Stage& stage, const Weights& w);
+/// sqrt(sum of squared elements) over all tensors of a - b.
+double distance(const Weights& a, const Weights& b);
+
+/// Puts other weights into a stage's parameters for one action and the live ones back.
+/// The live values wait in a buffer that is reused across swaps.
+class WeightSwap {
+ public:
+  explicit WeightSwap(Stage& stage) : stage_(stage) {}
+  /// Saves the live values, then writes `w` into the parameters.
+  void swap_in(const Weights& w);
+  /// Writes the live values back (no-op when nothing is swapped in).
+  void restore();
+  bool active() const { return active_; }
+
+ private:
+  Stage& stage_;
+  Weights live_;
+  bool active_ = false;
+};
+
+/// Predicted weights W - lr * steps * d, with d the optimizer's direction for `request`
+/// (reference-schemes.md F10, F11, F13, F14, F15). A parameter without optimizer state
+/// keeps its value: there is no prediction before the first gradient (Q9).
+/// `decay` > 0 adds the decoupled weight decay term to d (AdamW: d + lambda W, §3.8).
+Weights predict_weights(Stage& stage, double lr, double steps, const DirectionRequest& request, double decay = 0);
+
+}  // namespace pipelab

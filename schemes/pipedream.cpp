@@ -1,0 +1,85 @@
+/// `pipedream`: 1F1B with weight stashing (PipeDream, SOSP'19; reference-schemes.md §3.5).
+/// Stage r keeps up to D - r weight versions; the update always goes to the newest.
+///
+/// - variant: paper — the backward of a mini-batch reads exactly the version its forward
+///   used; `vertical_sync: true` makes every stage use the version the first stage used for
+///   that mini-batch (carried with the activations as the message tag), i.e. delayed SGD
+///   on a consistent model (F10a), up to D versions per stage.
+/// - variant: reference — the released runtime (and SpecTrain's PD columns, which came from
+///   it): a ring of D - r snapshots filled with W_0 once and never reset at the epoch flush,
+///   so the first w_r backwards of each later epoch read previous-epoch weights (Q11). The
+///   public runtime has no vertical sync (Q12).
+#include "core/scheme/one_f_one_b.h"
+#include "core/scheme/staleness.h"
+#include "core/weights/stashed_weights.h"
+
+namespace pipelab {
+namespace {
+
+struct PipedreamOptions {
+  FlushOption flush;
+  Variant variant = Variant::Paper;
+  bool vertical_sync = false;
+  template <class V>
+  void fields(V& v) {
+    flush.fields(v);
+    v.choice("variant", variant, variant_choices(),
+             "paper: backward reads its forward's version; reference: the released ring, not reset at flushes (Q11)");
+    v("vertical_sync", vertical_sync, "every stage uses the first stage's version of each mini-batch (paper only)");
+  }
+  void check(const ConfigNode& node) const {
+    if (vertical_sync && variant == Variant::Reference) {
+      node.child("vertical_sync").fail("the released PipeDream runtime has no vertical sync (Q12)",
+                                       "use variant: paper with vertical_sync, or vertical_sync: false");
+    }
+  }
+};
+
+class PipedreamPolicy : public StagePolicy {
+ public:
+  PipedreamPolicy(Stage& stage, const PipedreamOptions& o)
+      : o_(o), stash_(stage, warmup(stage.index(), stage.count()),
+                      o.variant == Variant::Paper ? StashedWeights::Backward::ForwardVersion
+                                                  : StashedWeights::Backward::Ring) {}
+
+  void before_forward(Stage& stage, int mb, Message& in) override {
+    int64_t wanted = -1;  // the live weights
+    // Vertical sync: the first stage's version travels with the activations.
+    if (o_.vertical_sync) wanted = stage.is_first() ? stage.optimizer().steps() : in.tag;
+    record_.forward(mb, stash_.before_forward(mb, wanted));
+  }
+  void after_forward(Stage&, int mb, Message& out) override {
+    stash_.after_forward();
+    if (o_.vertical_sync) out.tag = stash_.forward_version(mb);
+  }
+  void before_backward(Stage& stage, int mb) override { record_.backward(stage, mb, stash_.before_backward(mb)); }
+  void after_backward(Stage&, int mb) override { stash_.after_backward(mb); }
+  void update(Stage& stage) override {
+    stage.step();
+    stash_.after_update();
+    record_.add(stage, "stored_versions", static_cast<double>(stash_.stored()));
+  }
+  void end(Stage&) override { stash_.flush(); }
+  void collect(std::vector<StageMetric>& out) override { record_.collect(out); }
+  c10::IValue state() const override { return stash_.state(); }
+  void load_state(Stage&, const c10::IValue& s) override { stash_.load_state(s); }
+
+ private:
+  PipedreamOptions o_;
+  StashedWeights stash_;
+  StalenessRecorder record_;
+};
+
+class Pipedream : public OneFOneBScheme<PipedreamOptions> {
+ public:
+  using OneFOneBScheme::OneFOneBScheme;
+  std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
+    return std::make_unique<PipedreamPolicy>(stage, options_);
+  }
+};
+
+}  // namespace
+
+PIPELAB_REGISTER(Scheme, Pipedream, "pipedream", "1F1B with weight stashing, optional vertical sync (PipeDream)");
+
+}  // namespace pipelab

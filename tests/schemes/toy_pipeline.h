@@ -1,0 +1,33 @@
+#pragma once
+/// The toy pipeline of reference-schemes.md §5.4, run through real Stages, scheme policies
+/// and the sequential executor: stage r holds scalars (a_r, b_r) and computes u = a_r h,
+/// out = b_r u; the last stage's loss is (y - t)^2 / 2; batch size 1; float64.
+#include <string>
+#include <vector>
+
+#include "core/exec/executor.h"
+
+namespace pipelab::testing {
+
+struct ToyConfig {
+  std::vector<double> init;  ///< a0, b0, a1, b1, ...
+  double momentum = 0, weight_decay = 0, lr = 0.1;
+  int epochs = 1;
+  int examples = 4;  ///< mini-batches per epoch: the four (x, t) pairs, cycled
+  /// Blocks y = x + w and the loss mean(out): every weight's gradient is 1 at every step.
+  bool constant_gradient = false;
+  /// The optimizer section (default: SGD with the fields above).
+  std::string optimizer;
+};
+
+struct ToyResult {
+  std::vector<double> weights;  ///< a0, b0, a1, b1, ... at the end
+  std::vector<double> losses;   ///< per mini-batch, in order, all epochs
+  std::vector<std::vector<StageMetric>> metrics;  ///< per stage, everything the policies recorded
+};
+
+/// Trains the toy with `scheme_yaml` (e.g. "{type: pipedream, vertical_sync: true}") on
+/// (x, t) = (1, 0.5), (2, -1), (-1, 0), (0.5, 1), one schedule run per epoch (flush).
+ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config);
+
+}  // namespace pipelab::testing
