@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/data/dataset.h"
+#include "core/data/loader.h"
 #include "core/exec/executor.h"
 #include "core/model/model.h"
 #include "core/model/partition.h"
@@ -31,6 +32,7 @@ struct RunOptions {
   Dtype dtype = Dtype::Float32;
   int checkpoint_every = 0;
   bool progress = true;
+  PrefetchOptions loader;
   template <class V>
   void fields(V& v) {
     v.required("epochs", epochs, "training epochs", positive);
@@ -45,6 +47,7 @@ struct RunOptions {
              "parameter and activation precision");
     v("checkpoint_every", checkpoint_every, "save weights every N epochs (0: only at the end)", non_negative);
     v("progress", progress, "show a progress bar (plain lines when not a terminal)");
+    v.section("loader", loader, "batches built ahead by worker threads: `loader: {workers: N, prefetch: K}`");
   }
   void check(const ConfigNode& node) const {
     if (eval_batch_size && *eval_batch_size <= 0) {

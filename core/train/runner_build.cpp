@@ -32,9 +32,10 @@ Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), 
                                 run.batch_size),
                     "use a smaller batch size or more training examples");
   }
-  train_ = std::make_unique<DataLoader>(data_.train, LoaderOptions{run.batch_size, true, true, static_cast<uint64_t>(run.seed)});
+  train_ = std::make_unique<DataLoader>(
+      data_.train, LoaderOptions{run.batch_size, true, true, static_cast<uint64_t>(run.seed), run.loader});
   test_ = std::make_unique<DataLoader>(
-      data_.test, LoaderOptions{run.eval_batch_size.value_or(run.batch_size), false, false, 0});
+      data_.test, LoaderOptions{run.eval_batch_size.value_or(run.batch_size), false, false, 0, run.loader});
   check_schedules();
 }
 

@@ -30,7 +30,8 @@ void expect_registered(const std::vector<std::string>& names) {
 TEST(Registry, ExpectedNamesAreRegistered) {
   expect_registered<Scheme>({"single", "naive", "gpipe", "pipedream_flush", "async", "pipedream", "spectrain", "pipeoptim"});
   expect_registered<ModelFactory>({"mlp", "cnn"});
-  expect_registered<DatasetFactory>({"synthetic", "tensors"});
+  expect_registered<DatasetFactory>(
+      {"synthetic", "tensors", "cifar10", "cifar100", "mnist", "fashion_mnist", "imdb", "glue", "tiny_imagenet"});
   expect_registered<OptimizerFactory>({"sgd", "adam", "adamw"});
   expect_registered<LrSchedule>({"constant", "step", "multistep", "polynomial", "cosine"});
   expect_registered<Executor>({"sequential"});

@@ -1,0 +1,153 @@
+// Keras-style tokenisation and ids, and the IMDB (aclImdb folder) and GLUE (TSV) datasets
+// read from small files in the real layouts.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+
+#include "datasets/io/gzip.h"
+#include "datasets/text/vocabulary.h"
+#include "tests/datasets/dataset_test_util.h"
+
+namespace pipelab {
+namespace {
+
+using testing::contains;
+using Words = std::vector<std::string>;
+
+TEST(Text, TokenizeLikeKeras) {
+  EXPECT_EQ(tokenize("This movie's GREAT!<br /><br />Really... 10/10, (truly)\tdon't-miss"),
+            (Words{"this", "movie's", "great", "really", "10", "10", "truly", "don't", "miss"}));
+  EXPECT_EQ(tokenize("a<br/>b  c\r\nd"), (Words{"a", "b", "c", "d"}));
+  EXPECT_EQ(tokenize("~!@#$%^&*()_+"), Words{});
+  EXPECT_EQ(tokenize("caf\xc3\xa9 <b>bold</b>"), (Words{"caf\xc3\xa9", "b", "bold", "b"}));
+}
+
+TEST(Text, IdsAreKerasImdbIds) {
+  Vocabulary v;
+  v.count({"b", "a", "c", "a", "b", "d", "a"});  // a: 3, b: 2, c and d: 1 (tie: byte order)
+  v.finish();
+  EXPECT_EQ(v.words(), (Words{"a", "b", "c", "d"}));
+  EXPECT_EQ(v.rank("c"), 3);
+  EXPECT_EQ(v.rank("zebra"), 0);
+  SequenceOptions o;
+  o.num_words = 6;  // ids 4 (a) and 5 (b) are kept; c would be 6 and becomes oov
+  EXPECT_EQ(v.ids({"a", "c", "b", "zebra"}, o), (std::vector<int64_t>{1, 4, 2, 5, 2}));
+  o.maxlen = 3;
+  std::vector<int64_t> out(6, 0);
+  put_sequence(out, 0, 3, v.ids({"a", "b", "a"}, o));  // truncated at the end
+  put_sequence(out, 1, 3, v.ids({"b"}, o));            // padded at the end
+  EXPECT_EQ(out, (std::vector<int64_t>{1, 4, 5, 1, 5, 0}));
+}
+
+TEST(Text, PairsTruncateTheLongerSentenceFirst) {
+  Vocabulary v;
+  v.count({"a", "b", "c", "d", "e", "f"});
+  v.finish();
+  SequenceOptions o;
+  o.index_from = 4;
+  o.maxlen = 7;  // start + 5 words + separator
+  EXPECT_EQ(pair_ids(v, {"a", "b", "c", "d"}, {"e", "f"}, 3, o), (std::vector<int64_t>{1, 5, 6, 7, 3, 9, 10}));
+  EXPECT_EQ(pair_ids(v, {"a"}, {"b", "c", "d", "e", "f"}, 3, o), (std::vector<int64_t>{1, 5, 3, 6, 7, 8, 9}));
+  o.maxlen = 20;
+  EXPECT_EQ(pair_ids(v, {"a"}, {"b"}, 3, o), (std::vector<int64_t>{1, 5, 3, 6}));
+}
+
+void review(const std::string& root, const std::string& split, const std::string& label, const std::string& name,
+            const std::string& text) {
+  testing::write_file(root + "/" + split + "/" + label + "/" + name, text);
+}
+
+TEST(Text, ImdbFolderWithCache) {
+  testing::TempDir dir;
+  const std::string root = dir.file("imdb/aclImdb");
+  review(root, "train", "neg", "0_1.txt", "Bad bad movie.<br /><br />Awful!");
+  review(root, "train", "neg", "1_2.txt", "A bad plot");
+  review(root, "train", "pos", "0_9.txt", "A good, good movie");
+  review(root, "test", "neg", "0_3.txt", "bad unseen words here");
+  review(root, "test", "pos", "0_10.txt", "GOOD");
+  // Counts: bad 3, good 2, a 2, movie 2, awful 1, plot 1 -> ranks bad, a, good, movie, awful, plot.
+  const std::string yaml = "{type: imdb, num_words: 8, maxlen: 4}";
+  const auto splits = testing::load_dataset(yaml, dir.path());
+  EXPECT_TRUE(splits.spec.integer_input);
+  EXPECT_EQ(splits.spec.input_shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(splits.spec.classes, 2);
+  const Batch train = testing::whole(*splits.train), test = testing::whole(*splits.test);
+  EXPECT_TRUE(at::equal(train.y, at::tensor({0, 0, 1}, at::kLong)));
+  // bad=4 a=5 good=6 movie=7; awful (8) and plot (9) are >= num_words: oov 2.
+  EXPECT_TRUE(at::equal(train.x, at::tensor({1, 4, 4, 7, 1, 5, 4, 2, 1, 5, 6, 6}, at::kLong).view({3, 4})));
+  EXPECT_TRUE(at::equal(test.x, at::tensor({1, 4, 2, 2, 1, 6, 0, 0}, at::kLong).view({2, 4})));
+  EXPECT_TRUE(contains(splits.description, "cached in"));
+  // The second load reads the cache and gives the same tensors.
+  const auto again = testing::load_dataset(yaml, dir.path());
+  EXPECT_TRUE(contains(again.description, "read from the cache"));
+  EXPECT_TRUE(at::equal(testing::whole(*again.train).x, train.x));
+  EXPECT_TRUE(at::equal(testing::whole(*again.test).y, test.y));
+  // Other options make another cache.
+  EXPECT_TRUE(
+      contains(testing::load_dataset("{type: imdb, num_words: 9, maxlen: 4}", dir.path()).description, "cached in"));
+  // A damaged cache is rebuilt.
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    if (e.path().extension() == ".pt") testing::write_file(e.path().string(), "garbage");
+  }
+  EXPECT_TRUE(at::equal(testing::whole(*testing::load_dataset(yaml, dir.path()).train).x, train.x));
+}
+
+TEST(Text, ImdbErrors) {
+  testing::TempDir dir;
+  EXPECT_TRUE(contains(testing::load_error("{type: imdb}", dir.path()), "aclImdb_v1.tar.gz"));
+  testing::write_file(dir.file("aclImdb/train/neg/0_1.txt"), "bad");
+  EXPECT_TRUE(contains(testing::load_error("{type: imdb}", dir.path()), "train/pos not found"));
+  EXPECT_TRUE(contains(testing::load_error("{type: imdb, index_from: 1}", dir.path()),
+                       "dataset.index_from: must be "
+                       "at least 2"));
+}
+
+TEST(Text, GlueRteAndSst2) {
+  testing::TempDir dir;
+  const std::string rte =
+      "index\tsentence1\tsentence2\tlabel\n"
+      "0\tCats sleep.\tCats rest.\tentailment\n"
+      "1\tDogs bark loudly.\tCats sleep.\tnot_entailment\r\n";
+  testing::write_file(dir.file("glue/RTE/train.tsv"), rte);
+  const std::string dev = "index\tsentence1\tsentence2\tlabel\n0\tDogs rest.\tCats bark.\tnot_entailment\n";
+  testing::write_file(dir.file("glue/RTE/dev.tsv") + (gzip_supported() ? ".gz" : ""),
+                      gzip_supported() ? gzip_compress(dev) : dev);
+  const auto splits = testing::load_dataset("{type: glue, task: rte, maxlen: 8}", dir.path());
+  EXPECT_EQ(splits.spec.classes, 2);
+  // Counts: cats 3, sleep 2, bark 1, dogs 1, loudly 1, rest 1 -> ids from 5 in that order.
+  const Batch train = testing::whole(*splits.train);
+  EXPECT_TRUE(at::equal(train.y, at::tensor({0, 1}, at::kLong)));
+  EXPECT_TRUE(at::equal(train.x[0], at::tensor({1, 5, 6, 3, 5, 10, 0, 0}, at::kLong)));
+  EXPECT_TRUE(at::equal(train.x[1], at::tensor({1, 8, 7, 9, 3, 5, 6, 0}, at::kLong)));
+  EXPECT_TRUE(at::equal(testing::whole(*splits.test).x[0], at::tensor({1, 8, 10, 3, 5, 7, 0, 0}, at::kLong)));
+
+  testing::write_file(dir.file("glue/SST-2/train.tsv"), "sentence\tlabel\nhide new secretions \t0\ngreat fun \t1\n");
+  testing::write_file(dir.file("glue/SST-2/dev.tsv"), "sentence\tlabel\ngreat \t1\n");
+  const auto sst = testing::load_dataset("{type: glue, task: sst2}", dir.path());
+  EXPECT_EQ(sst.spec.input_shape, (std::vector<int64_t>{128}));
+  EXPECT_TRUE(at::equal(testing::whole(*sst.test).x[0].narrow(0, 0, 3),
+                        at::tensor({1, 6, 0}, at::kLong)));  // fun, great, ... (ties in byte order)
+}
+
+TEST(Text, GlueErrorsNameFileAndLine) {
+  testing::TempDir dir;
+  const std::string train = dir.file("glue/RTE/train.tsv");
+  testing::write_file(dir.file("glue/RTE/dev.tsv"), "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n");
+  testing::write_file(train, "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta b\tentailment\n");
+  EXPECT_TRUE(contains(testing::load_error("{type: glue, task: rte}", dir.path()),
+                       train + ":3: 3 tab-separated columns, expected 4 (index, sentence1, sentence2, label)"));
+  testing::write_file(train, "index\tsentence1\tsentence2\tlabel\n\n0\ta\tb\tmaybe\n");
+  EXPECT_TRUE(contains(testing::load_error("{type: glue, task: rte}", dir.path()),
+                       train + ":3: label 'maybe' is not one of entailment, not_entailment"));
+  testing::write_file(train, "idx\ttext\n");
+  EXPECT_TRUE(
+      contains(testing::load_error("{type: glue, task: rte}", dir.path()), train + ":1: no column 'sentence1'"));
+  EXPECT_TRUE(contains(testing::load_error("{type: glue, task: sst2}", dir.path()), "GLUE SST-2 not found"));
+  EXPECT_TRUE(contains(testing::load_error("{type: glue, task: rt}", dir.path()), "'rt' is not a supported GLUE task"));
+  EXPECT_TRUE(contains(testing::load_error("{type: glue}", dir.path()), "missing required key 'task'"));
+}
+
+}  // namespace
+}  // namespace pipelab
