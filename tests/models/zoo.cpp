@@ -1,0 +1,72 @@
+#include "tests/models/zoo.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <numeric>
+
+namespace pipelab::testing {
+
+DataSpec images(int64_t channels, int64_t height, int64_t width, int64_t classes) {
+  DataSpec d;
+  d.input_shape = {channels, height, width};
+  d.classes = classes;
+  return d;
+}
+
+ModelDef define_model(const std::string& section, const DataSpec& data) {
+  const ConfigNode node(YAML::Load(section), std::make_shared<ConfigSource>("test.yaml"), "model");
+  return Registry<ModelFactory>::get().create(node)->define(data);
+}
+
+std::vector<Block> build_model(const ModelDef& def) {
+  std::vector<Block> blocks;
+  for (size_t i = 0; i < def.blocks.size(); ++i) blocks.push_back(build_block(def, i, 0));
+  return blocks;
+}
+
+int64_t parameter_count(const std::vector<Block>& blocks) {
+  int64_t n = 0;
+  for (const Block& b : blocks) n += count_parameters(*b.module.ptr());
+  return n;
+}
+
+int64_t parameter_count(const ModelDef& def) {
+  int64_t n = 0;
+  for (size_t i = 0; i < def.blocks.size(); ++i) n += count_parameters(*build_block(def, i, 0).module.ptr());
+  return n;
+}
+
+torch::Tensor forward(std::vector<Block>& blocks, torch::Tensor x) {
+  torch::NoGradGuard no_grad;  // shapes only: no graph to keep
+  for (Block& b : blocks) x = b.module.forward(x);
+  return x;
+}
+
+std::vector<std::string> block_names(const ModelDef& def) {
+  std::vector<std::string> names;
+  for (const BlockRecipe& r : def.blocks) names.push_back(r.name);
+  return names;
+}
+
+std::vector<std::string> stage_starts(const ModelDef& def, const std::vector<int>& balance) {
+  std::vector<std::string> starts;
+  size_t index = 0;
+  for (int count : balance) {
+    starts.push_back(index < def.blocks.size() ? def.blocks[index].name : "<past the end>");
+    index += static_cast<size_t>(count);
+  }
+  return starts;
+}
+
+int total(const std::vector<int>& balance) { return std::accumulate(balance.begin(), balance.end(), 0); }
+
+torch::Tensor parameter(const std::vector<Block>& blocks, const std::string& name) {
+  for (const Block& b : blocks) {
+    for (const auto& p : b.module.ptr()->named_parameters()) {
+      if (b.name + "." + p.key() == name) return p.value();
+    }
+  }
+  return {};
+}
+
+}  // namespace pipelab::testing

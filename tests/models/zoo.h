@@ -1,0 +1,41 @@
+#pragma once
+/// Helpers for the vision-model tests: define a registered model from a YAML section, build
+/// its blocks, count parameters and run a forward pass through the chain of blocks.
+#include <string>
+#include <vector>
+
+#include "core/model/model.h"
+
+namespace pipelab::testing {
+
+/// Image data [channels, height, width] with `classes` classes.
+DataSpec images(int64_t channels, int64_t height, int64_t width, int64_t classes);
+
+/// The model that `section` (flow YAML, e.g. "{type: resnet, depth: 18}") defines for `data`.
+ModelDef define_model(const std::string& section, const DataSpec& data);
+
+/// Every block of `def`, built under run seed 0.
+std::vector<Block> build_model(const ModelDef& def);
+
+/// Parameters of the built blocks.
+int64_t parameter_count(const std::vector<Block>& blocks);
+
+/// Parameters of `def`, building one block at a time (peak memory: the largest block).
+int64_t parameter_count(const ModelDef& def);
+
+/// Chains the blocks over `x` (training mode, without autograd) and returns the output.
+torch::Tensor forward(std::vector<Block>& blocks, torch::Tensor x);
+
+/// Block names in order.
+std::vector<std::string> block_names(const ModelDef& def);
+
+/// The block names where each stage of `balance` starts.
+std::vector<std::string> stage_starts(const ModelDef& def, const std::vector<int>& balance);
+
+/// Sum of a balance.
+int total(const std::vector<int>& balance);
+
+/// The named parameter `name` ("<block>.<param path>") of the built blocks; undefined if absent.
+torch::Tensor parameter(const std::vector<Block>& blocks, const std::string& name);
+
+}  // namespace pipelab::testing
