@@ -26,6 +26,7 @@ class Timed {
 void ExecStats::reset(int stages) {
   const size_t n = static_cast<size_t>(stages);
   forward.assign(n, {});
+  head.assign(n, {});
   backward.assign(n, {});
   update.assign(n, {});
   const size_t edges = n > 0 ? n - 1 : 0;
@@ -51,13 +52,23 @@ void end_run(std::vector<StageSlot>& slots, RunMode mode) {
   }
 }
 
-Message run_forward(StageSlot& slot, int mb, Message in, Feed& feed, RunMode mode, ExecStats& stats) {
+void count_message(ExecStats& stats, int from, int to, const Message& m) {
+  if (m.empty()) return;
+  const size_t edge = static_cast<size_t>(std::min(from, to));
+  auto& bytes = to > from ? stats.bytes_forward : stats.bytes_backward;
+  auto& count = to > from ? stats.messages_forward : stats.messages_backward;
+  bytes[edge] += m.bytes();
+  ++count[edge];
+}
+
+Message run_forward(StageSlot& slot, int mb, Message in, bool from_feed, Feed& feed, RunMode mode, ExecStats& stats) {
   Stage& stage = *slot.stage;
   Timed timed(stats.forward[static_cast<size_t>(stage.index())]);
-  if (stage.is_first()) in.value = feed.input(mb);
+  if (from_feed || stage.is_first()) in.value = feed.input(mb);
   PIPELAB_ASSERT(in.value.defined(), "stage {}: forward of micro-batch {} has no input", stage.index(), mb);
   in.value = in.value.to(stage.device(), /*non_blocking=*/true);
-  const at::Tensor target = stage.is_last() ? feed.target(mb).to(stage.device(), true) : at::Tensor();
+  const bool target_needed = mode == RunMode::Eval ? stage.is_last() : stage.needs_target();
+  const at::Tensor target = target_needed ? feed.target(mb).to(stage.device(), true) : at::Tensor();
   ForwardResult result;
   if (mode == RunMode::Eval) {
     result = stage.evaluate(in.value, target);
@@ -69,7 +80,7 @@ Message run_forward(StageSlot& slot, int mb, Message in, Feed& feed, RunMode mod
     options.loss_scale = feed.loss_scale(mb);
     result = stage.forward(mb, in.value, options);
   }
-  Message out{result.activation, in.tag};
+  Message out{result.activation, {}, in.tag};
   if (mode == RunMode::Train) slot.policy->after_forward(stage, mb, out);
   if (stage.is_last()) {
     feed.on_result(mb, {result.loss, result.correct, result.count});
@@ -78,11 +89,16 @@ Message run_forward(StageSlot& slot, int mb, Message in, Feed& feed, RunMode mod
   return out;
 }
 
-Message run_backward(StageSlot& slot, int mb, const Message& in, ExecStats& stats) {
+Message run_head(StageSlot& slot, int mb, ExecStats& stats) {
+  Timed timed(stats.head[static_cast<size_t>(slot.stage->index())]);
+  return slot.policy->head(*slot.stage, mb);
+}
+
+Message run_backward(StageSlot& slot, int mb, const std::vector<Message>& in, ExecStats& stats) {
   Stage& stage = *slot.stage;
   Timed timed(stats.backward[static_cast<size_t>(stage.index())]);
   slot.policy->before_backward(stage, mb);
-  Message out{stage.backward(mb, in.value), in.tag};
+  Message out = slot.policy->backward(stage, mb, in);
   slot.policy->after_backward(stage, mb);
   return out;
 }

@@ -50,8 +50,9 @@ struct ActionTime {
 /// What an executor measured: per-stage action times and per-edge traffic.
 /// Each entry has a single writer (the stage that ran the action or sent the message).
 struct ExecStats {
-  std::vector<ActionTime> forward, backward, update;
-  /// Edge r carries stage r -> r+1 (forward) and r+1 -> r (backward).
+  std::vector<ActionTime> forward, head, backward, update;
+  /// Edge r carries stage r -> r+1 (forward) and r+1 -> r (backward: B and H messages).
+  /// Empty messages are not counted.
   std::vector<int64_t> bytes_forward, bytes_backward, messages_forward, messages_backward;
   double wall_seconds = 0;
   void reset(int stages);

@@ -23,37 +23,39 @@ class SequentialExecutor : public Configured<Executor, SequentialOptions> {
     const auto start = std::chrono::steady_clock::now();
     if (stats_.forward.size() != slots.size()) stats_.reset(static_cast<int>(slots.size()));
     begin_run(slots, s.micro_batches(), mode);
-    // (receiving stage, 'F' or 'B', micro-batch) -> message
+    // (receiving stage, kind of the sending action, micro-batch) -> message
     std::map<std::tuple<int, char, int>, Message> mailbox;
-    const auto take = [&](int r, char kind, int mb) {
-      auto it = mailbox.find({r, kind, mb});
-      PIPELAB_ASSERT(it != mailbox.end(), "stage {} has no {} message for micro-batch {}", r, kind, mb);
+    const auto post = [&](int from, int to, ActionKind kind, int mb, Message m) {
+      count_message(stats_, from, to, m);
+      mailbox[{to, static_cast<char>(kind), mb}] = std::move(m);
+    };
+    const auto take = [&](int r, ActionKind kind, int mb) {
+      auto it = mailbox.find({r, static_cast<char>(kind), mb});
+      PIPELAB_ASSERT(it != mailbox.end(), "stage {} has no {} message for micro-batch {}", r, static_cast<char>(kind), mb);
       Message m = std::move(it->second);
       mailbox.erase(it);
       return m;
     };
     const int last = s.stages() - 1;
+    const bool pipeline = s.links.forward == Links::Forward::Pipeline;
     const WalkResult walk = walk_schedule(s, [&](int r, size_t i) {
       const Action& a = s.stage(r)[i];
       StageSlot& slot = slots[static_cast<size_t>(r)];
       switch (a.kind) {
         case ActionKind::Forward: {
-          Message out = run_forward(slot, a.mb, r > 0 ? take(r, 'F', a.mb) : Message{}, feed, mode, stats_);
-          if (r < last) {
-            stats_.bytes_forward[static_cast<size_t>(r)] += out.bytes();
-            ++stats_.messages_forward[static_cast<size_t>(r)];
-            mailbox[{r + 1, 'F', a.mb}] = std::move(out);
-          }
+          const bool receives = pipeline && r > 0;
+          Message out = run_forward(slot, a.mb, receives ? take(r, a.kind, a.mb) : Message{}, !pipeline, feed, mode, stats_);
+          if (pipeline && r < last) post(r, r + 1, a.kind, a.mb, std::move(out));
           break;
         }
+        case ActionKind::Head:
         case ActionKind::Backward: {
-          const bool receives = s.backward_chain && r < last;
-          Message out = run_backward(slot, a.mb, receives ? take(r, 'B', a.mb) : Message{}, stats_);
-          if (s.backward_chain && r > 0) {
-            stats_.bytes_backward[static_cast<size_t>(r - 1)] += out.bytes();
-            ++stats_.messages_backward[static_cast<size_t>(r - 1)];
-            mailbox[{r - 1, 'B', a.mb}] = std::move(out);
+          std::vector<Message> in;
+          if (a.kind == ActionKind::Backward && r < last) {
+            for (const ActionKind k : s.links.backward_inputs) in.push_back(take(r, k, a.mb));
           }
+          Message out = a.kind == ActionKind::Head ? run_head(slot, a.mb, stats_) : run_backward(slot, a.mb, in, stats_);
+          if (r > 0 && s.links.sends_back(a.kind)) post(r, r - 1, a.kind, a.mb, std::move(out));
           break;
         }
         case ActionKind::Update: run_update(slot, stats_); break;

@@ -26,18 +26,23 @@ int Schedule::micro_batches() const {
 bool Schedule::has_backward() const {
   for (const auto& actions : stages_) {
     for (const Action& a : actions) {
-      if (a.kind == ActionKind::Backward) return true;
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::Head) return true;
     }
   }
   return false;
 }
 
-std::optional<std::pair<int, Action>> Schedule::dependency(int r, const Action& a) const {
-  if (a.kind == ActionKind::Forward && r > 0) return std::make_pair(r - 1, a);
-  if (a.kind == ActionKind::Backward && backward_chain && r + 1 < stages()) {
-    return std::make_pair(r + 1, a);
+bool Links::sends_back(ActionKind kind) const {
+  return std::find(backward_inputs.begin(), backward_inputs.end(), kind) != backward_inputs.end();
+}
+
+std::vector<std::pair<int, Action>> Schedule::dependencies(int r, const Action& a) const {
+  std::vector<std::pair<int, Action>> out;
+  if (a.kind == ActionKind::Forward && r > 0 && links.forward == Links::Forward::Pipeline) out.emplace_back(r - 1, a);
+  if (a.kind == ActionKind::Backward && r + 1 < stages()) {
+    for (const ActionKind k : links.backward_inputs) out.emplace_back(r + 1, Action{k, a.mb});
   }
-  return std::nullopt;
+  return out;
 }
 
 std::string Schedule::to_text() const {
@@ -68,7 +73,7 @@ Schedule Schedule::parse(const std::string& text) {
       while (i < token.size() && std::isdigit(static_cast<unsigned char>(token[i]))) ++i;
       const auto bad = [&](const std::string& why) {
         return UserError(fmt::format(
-            "schedule line {}: bad action '{}': {}. Fix: write actions as <stage><F|B|U><micro-batch>, e.g. 0F1 2B0 1U",
+            "schedule line {}: bad action '{}': {}. Fix: write actions as <stage><F|H|B|U><micro-batch>, e.g. 0F1 2B0 1U",
             line_no, token, why));
       };
       if (i == 0) throw bad("it does not start with a stage number");
@@ -80,13 +85,13 @@ Schedule Schedule::parse(const std::string& text) {
       if (kind == 'U') {
         if (!rest.empty()) throw bad("an update takes no micro-batch");
         action = Action::U();
-      } else if (kind == 'F' || kind == 'B') {
+      } else if (kind == 'F' || kind == 'B' || kind == 'H') {
         if (rest.empty() || !std::all_of(rest.begin(), rest.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
           throw bad("the micro-batch number is missing or not a number");
         }
-        action = kind == 'F' ? Action::F(std::stoi(rest)) : Action::B(std::stoi(rest));
+        action = {static_cast<ActionKind>(kind), std::stoi(rest)};
       } else {
-        throw bad(fmt::format("'{}' is not F, B or U", kind));
+        throw bad(fmt::format("'{}' is not F, H, B or U", kind));
       }
       if (static_cast<size_t>(stage) >= stages.size()) stages.resize(static_cast<size_t>(stage) + 1);
       stages[static_cast<size_t>(stage)].push_back(action);

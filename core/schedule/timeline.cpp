@@ -11,9 +11,10 @@
 
 namespace pipelab {
 
-CostModel CostModel::uniform(int stages, double forward, double backward, double update) {
+CostModel CostModel::uniform(int stages, double forward, double backward, double update, double head) {
   CostModel c;
   c.forward.assign(static_cast<size_t>(stages), forward);
+  c.head.assign(static_cast<size_t>(stages), head);
   c.backward.assign(static_cast<size_t>(stages), backward);
   c.update.assign(static_cast<size_t>(stages), update);
   return c;
@@ -22,23 +23,36 @@ CostModel CostModel::uniform(int stages, double forward, double backward, double
 Timeline simulate_timeline(const Schedule& s, const CostModel& costs) {
   const size_t stages = static_cast<size_t>(s.stages());
   PIPELAB_ASSERT(costs.forward.size() == stages && costs.backward.size() == stages &&
-                     costs.update.size() == stages,
+                     costs.update.size() == stages && (costs.head.empty() || costs.head.size() == stages),
                  "cost model has {} stages, schedule {}", costs.forward.size(), stages);
   Timeline t;
   t.stages.resize(stages);
   t.busy.assign(stages, 0);
   std::vector<double> free_at(stages, 0);
   std::map<std::tuple<int, char, int>, double> finished;  // (stage, kind, mb) -> end time
+  // Synchronized updates: the k-th update of every stage starts when the last stage is ready.
+  std::vector<size_t> updates_seen(stages, 0);
+  std::vector<double> barrier;  // start of the k-th synchronized update
   const WalkResult walk = walk_schedule(s, [&](int r, size_t i) {
     const Action& a = s.stage(r)[i];
     const size_t ur = static_cast<size_t>(r);
     double start = free_at[ur];
-    if (const auto dep = s.dependency(r, a)) {
-      const double ready = finished.at({dep->first, static_cast<char>(dep->second.kind), dep->second.mb}) +
-                           costs.transfer;
-      start = std::max(start, ready);
+    for (const auto& [q, dep] : s.dependencies(r, a)) {
+      start = std::max(start, finished.at({q, static_cast<char>(dep.kind), dep.mb}) + costs.transfer);
+    }
+    if (a.kind == ActionKind::Update && s.links.synchronized_updates) {
+      const size_t k = updates_seen[ur]++;
+      if (barrier.size() <= k) {
+        // The walk visits a k-th update only once every stage has reached its k-th update,
+        // so every stage's free time is known: the update waits for the latest of them.
+        double latest = 0;
+        for (size_t q = 0; q < stages; ++q) latest = std::max(latest, free_at[q]);
+        barrier.push_back(latest + costs.transfer);
+      }
+      start = std::max(start, barrier[k]);
     }
     const double cost = a.kind == ActionKind::Forward    ? costs.forward[ur]
+                        : a.kind == ActionKind::Head     ? (costs.head.empty() ? 0.0 : costs.head[ur])
                         : a.kind == ActionKind::Backward ? costs.backward[ur]
                                                          : costs.update[ur];
     const double end = start + cost;

@@ -8,12 +8,13 @@
 
 namespace pipelab {
 
-/// Per-stage durations of F, B and U, plus a fixed transfer time per message.
+/// Per-stage durations of F, H, B and U, plus a fixed transfer time per message.
 struct CostModel {
-  std::vector<double> forward, backward, update;
+  std::vector<double> forward, head, backward, update;
   double transfer = 0;
-  /// Same costs on every stage (e.g. F = 1, B = 1 for a clock-cycle picture).
-  static CostModel uniform(int stages, double forward, double backward, double update = 0);
+  /// Same costs on every stage (e.g. F = 1, B = 1 for a clock-cycle picture); an auxiliary
+  /// head's backward (H) costs `head`.
+  static CostModel uniform(int stages, double forward, double backward, double update = 0, double head = 0.5);
 };
 
 /// One action placed in time.

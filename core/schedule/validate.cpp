@@ -6,6 +6,7 @@
 
 #include "core/schedule/dataflow.h"
 #include "core/util/error.h"
+#include "core/util/names.h"
 
 namespace pipelab {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 }
 
 std::set<int> check_stage_order(const Schedule& s, int r, bool training) {
-  std::set<int> forwards, backwards;
+  std::set<int> forwards, backwards, heads;
   const auto& actions = s.stage(r);
   for (const Action& a : actions) {
     const std::string name = std::to_string(r) + a.text();
@@ -25,7 +26,8 @@ std::set<int> check_stage_order(const Schedule& s, int r, bool training) {
       if (!forwards.insert(a.mb).second) invalid(fmt::format("stage {} runs {} twice", r, name));
     } else {
       if (!forwards.count(a.mb)) invalid(fmt::format("stage {} runs {} before {}F{}", r, name, r, a.mb));
-      if (!backwards.insert(a.mb).second) invalid(fmt::format("stage {} runs {} twice", r, name));
+      std::set<int>& seen = a.kind == ActionKind::Head ? heads : backwards;
+      if (!seen.insert(a.mb).second) invalid(fmt::format("stage {} runs {} twice", r, name));
     }
   }
   if (training) {
@@ -65,12 +67,13 @@ void check_in_flight(const Schedule& s, int r, int limit) {
 void validate_schedule(const Schedule& s, const ValidateOptions& options) {
   if (s.stages() == 0) invalid("it has no stages");
   const bool training = s.has_backward();
+  const bool pipeline = s.links.forward == Links::Forward::Pipeline;
   std::set<int> first;
   for (int r = 0; r < s.stages(); ++r) {
     const std::set<int> mbs = check_stage_order(s, r, training);
     if (r == 0) {
       first = mbs;
-    } else if (mbs != first) {
+    } else if (pipeline && mbs != first) {
       for (int mb : first) {
         if (!mbs.count(mb)) invalid(fmt::format("stage {} never runs micro-batch {} (stage 0 does)", r, mb));
       }
@@ -89,9 +92,10 @@ void validate_schedule(const Schedule& s, const ValidateOptions& options) {
       const size_t i = walk.next[static_cast<size_t>(r)];
       if (i >= s.stage(r).size()) continue;
       const Action& a = s.stage(r)[i];
-      const auto dep = s.dependency(r, a);
-      stuck += fmt::format("{}stage {} waits at {}{} for {}{}{}", stuck.empty() ? "" : "; ", r, r, a.text(),
-                           dep->first, dep->second.text(), "");
+      std::vector<std::string> waits;
+      for (const auto& [q, dep] : s.dependencies(r, a)) waits.push_back(std::to_string(q) + dep.text());
+      if (waits.empty()) waits.push_back("the other stages' updates");
+      stuck += fmt::format("{}stage {} waits at {}{} for {}", stuck.empty() ? "" : "; ", r, r, a.text(), join(waits, " and "));
     }
     invalid("deadlock: " + stuck);
   }

@@ -36,7 +36,17 @@ class StagePolicy {
   virtual void before_forward(Stage& /*stage*/, int /*mb*/, Message& /*in*/) {}
   virtual void after_forward(Stage& /*stage*/, int /*mb*/, Message& /*out*/) {}
   virtual void before_backward(Stage& /*stage*/, int /*mb*/) {}
+  /// The gradient route (design.md): what the backward of `mb` does, given the messages of
+  /// the next stage that the schedule's Links::backward_inputs list (in that order; none on
+  /// the last stage). Returns the message for the previous stage (sent only if the schedule
+  /// links B backwards). The default is end-to-end backprop.
+  virtual Message backward(Stage& stage, int mb, const std::vector<Message>& in) {
+    return {stage.backward(mb, in.empty() ? at::Tensor() : in.front().value), {}, in.empty() ? -1 : in.front().tag};
+  }
   virtual void after_backward(Stage& /*stage*/, int /*mb*/) {}
+  /// The H action: a stage's own auxiliary objective (interlocking backprop). Returns the
+  /// message for the previous stage (sent only if the schedule links H backwards).
+  virtual Message head(Stage& stage, int mb);
   /// The U action. The default applies one optimizer step with the scheduled LR.
   virtual void update(Stage& stage) { stage.step(); }
   /// End of a training schedule run: every micro-batch has completed (a flush).
@@ -57,10 +67,23 @@ enum class Span {
   Run,        ///< every mini-batch of every epoch in one pipeline (never flushed)
 };
 
+/// How a scheme's stages relate to the model.
+enum class Topology {
+  Partitions,  ///< stage r holds the r-th run of blocks (pipeline / model parallelism)
+  Replicas,    ///< every stage holds the whole model (data parallelism)
+};
+
 /// A registered training scheme (`scheme: {type: gpipe, chunks: 8}`).
 class Scheme : public Component {
  public:
   static constexpr const char* kKind = "scheme";
+  virtual Topology topology() const { return Topology::Partitions; }
+  /// Adds what the scheme needs to a freshly built stage, before its optimizer is made
+  /// (e.g. an auxiliary head: its parameters then belong to the stage's optimizer).
+  /// `output_shape` is the shape of one example of the stage's output.
+  virtual void prepare_stage(Stage& /*stage*/, const std::vector<int64_t>& /*output_shape*/, int64_t /*classes*/) const {}
+  /// Whether prepare_stage needs the output shapes (they cost a dry forward).
+  virtual bool prepares_stages() const { return false; }
   /// The number of stages this scheme runs when the partition asks for `requested`.
   virtual int stages(int requested) const { return requested; }
   virtual Span span() const { return Span::MiniBatch; }

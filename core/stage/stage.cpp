@@ -10,11 +10,12 @@
 namespace pipelab {
 
 Stage::Stage(StageSpec spec)
-    : index_(spec.index), count_(spec.count), blocks_(std::move(spec.blocks)),
+    : index_(spec.index), count_(spec.count), first_(spec.replica || spec.index == 0),
+      last_(spec.replica || spec.index + 1 == spec.count), blocks_(std::move(spec.blocks)),
       container_(std::make_shared<torch::nn::Module>("Stage")), loss_(std::move(spec.loss)),
       device_(spec.device) {
   PIPELAB_ASSERT(!blocks_.empty(), "stage {} has no blocks", index_);
-  PIPELAB_ASSERT(static_cast<bool>(loss_) == is_last(), "only the last stage has the loss");
+  PIPELAB_ASSERT(static_cast<bool>(loss_) == is_last(), "stage {}: the loss belongs to the last stage (or replicas)", index_);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     container_->register_module(blocks_[i].name, blocks_[i].module.ptr());
     // Seeded by the block's index in the model, so masks do not depend on the partition.
@@ -22,6 +23,37 @@ Stage::Stage(StageSpec spec)
   }
   container_->to(device_);
 }
+
+std::vector<at::Tensor> Stage::block_parameters() const {
+  std::vector<at::Tensor> out;
+  for (const Block& b : blocks_) {
+    for (const at::Tensor& p : b.module.ptr()->parameters()) out.push_back(p);
+  }
+  return out;
+}
+
+void Stage::set_head(const std::string& name, torch::nn::AnyModule head, std::shared_ptr<Loss> loss) {
+  PIPELAB_ASSERT(!optimizer_, "stage {}: set the head before the optimizer", index_);
+  head_module_ = std::move(head);
+  head_ = head_module_.ptr();
+  head_loss_ = std::move(loss);
+  container_->register_module(name, head_);
+  const std::vector<at::Tensor> params = block_parameters();
+  head_->to(device_, params.empty() ? at::kFloat : params.front().scalar_type());
+}
+
+at::Tensor Stage::head_forward(const at::Tensor& h) { return head_module_.forward(h); }
+
+std::vector<at::Tensor> Stage::head_parameters() const { return head_ ? head_->parameters() : std::vector<at::Tensor>(); }
+
+Stage::Forwarded Stage::forwarded(int mb) const {
+  const auto it = saved_.find(mb);
+  PIPELAB_ASSERT(it != saved_.end(), "stage {}: micro-batch {} is not in flight", index_, mb);
+  PIPELAB_ASSERT(!it->second.checkpointed, "stage {}: a gradient route cannot use a checkpointed forward", index_);
+  return {it->second.input, it->second.output, it->second.target};
+}
+
+void Stage::release(int mb) { saved_.erase(mb); }
 
 at::Tensor Stage::run_blocks(at::Tensor x) {
   for (size_t i = 0; i < blocks_.size(); ++i) {
@@ -66,7 +98,7 @@ ForwardResult Stage::forward(int mb, const at::Tensor& x_in, const ForwardOption
     out = run_blocks(s.input);
   }
   if (is_last()) {
-    PIPELAB_ASSERT(options.target.defined(), "last stage needs targets");
+    PIPELAB_ASSERT(options.target.defined(), "stage {} needs targets", index_);
     at::Tensor loss = loss_->compute(out, options.target);
     if (options.loss_scale != 1.0) loss = loss * options.loss_scale;
     result.correct = loss_->correct(out, options.target);

@@ -42,6 +42,8 @@ struct StageSpec {
   std::shared_ptr<Loss> loss;     ///< non-null only on the last stage
   c10::Device device = c10::kCPU;
   uint64_t seed = 0;              ///< run seed; block i's generator is seeded from (seed, i)
+  /// A data-parallel replica: it takes its own input and computes the loss whatever its index.
+  bool replica = false;
 };
 
 class Stage {
@@ -50,14 +52,29 @@ class Stage {
 
   int index() const { return index_; }
   int count() const { return count_; }
-  bool is_first() const { return index_ == 0; }
-  bool is_last() const { return index_ + 1 == count_; }
+  /// Takes its input from the data (no gradient to send back).
+  bool is_first() const { return first_; }
+  /// Computes the loss.
+  bool is_last() const { return last_; }
+  /// Needs the targets in its forward: the loss, or an auxiliary head.
+  bool needs_target() const { return last_ || head_ != nullptr; }
   const c10::Device& device() const { return device_; }
 
-  /// Container of the blocks; parameter names are "<block>.<param>".
+  /// Container of the blocks (and the head); parameter names are "<block>.<param>".
   torch::nn::Module& module() { return *container_; }
   const std::vector<Block>& blocks() const { return blocks_; }
+  /// Every parameter the stage's optimizer updates: the blocks', then the head's.
   std::vector<at::Tensor> parameters() const { return container_->parameters(); }
+  /// The blocks' parameters only.
+  std::vector<at::Tensor> block_parameters() const;
+
+  /// Attaches an auxiliary head (interlocking backprop) named `name` with its loss; call
+  /// before set_optimizer so that the head's parameters are optimized with the stage's.
+  void set_head(const std::string& name, torch::nn::AnyModule head, std::shared_ptr<Loss> loss);
+  bool has_head() const { return head_ != nullptr; }
+  at::Tensor head_forward(const at::Tensor& h);
+  const Loss& head_loss() const { return *head_loss_; }
+  std::vector<at::Tensor> head_parameters() const;
 
   void set_optimizer(std::unique_ptr<Optimizer> optimizer) {
     optimizer_ = std::move(optimizer);
@@ -86,6 +103,16 @@ class Stage {
   /// Micro-batches whose forward ran and whose backward has not.
   size_t in_flight() const { return saved_.size(); }
 
+  /// What the training forward of in-flight micro-batch `mb` kept, for gradient routes
+  /// that do their own backward: the input (a grad-requiring leaf after the first stage),
+  /// the output with its graph (the loss on the last stage), and the targets.
+  struct Forwarded {
+    at::Tensor input, output, target;
+  };
+  Forwarded forwarded(int mb) const;
+  /// Drops what micro-batch `mb`'s forward kept (a route's backward is done with it).
+  void release(int mb);
+
   /// States of the blocks' generators (for checkpoints and recomputation).
   std::vector<at::Tensor> rng_states() const;
   void set_rng_states(const std::vector<at::Tensor>& states);
@@ -103,9 +130,13 @@ class Stage {
   at::Tensor run_blocks(at::Tensor x);
 
   int index_, count_;
+  bool first_, last_;
   std::vector<Block> blocks_;
   std::shared_ptr<torch::nn::Module> container_;
   std::shared_ptr<Loss> loss_;
+  torch::nn::AnyModule head_module_;
+  std::shared_ptr<torch::nn::Module> head_;
+  std::shared_ptr<Loss> head_loss_;
   c10::Device device_;
   std::vector<at::Generator> generators_;  ///< one per block (nn/context.h)
   std::unique_ptr<Optimizer> optimizer_;

@@ -80,11 +80,17 @@ at::Tensor LoaderFeed::target(int mb) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = targets_.find(mb);
   PIPELAB_ASSERT(it != targets_.end(), "target of micro-batch {} requested before its input", mb);
-  at::Tensor y = it->second;
-  targets_.erase(it);
-  return y;
+  return it->second;
 }
 
-void LoaderFeed::on_result(int mb, const MicroBatchResult& r) { on_result_(mb, r); }
+void LoaderFeed::on_result(int mb, const MicroBatchResult& r) {
+  {
+    // Every stage that needs the targets (auxiliary heads, the loss) has read them by the
+    // time the loss stage reports: its forward comes after theirs.
+    std::lock_guard<std::mutex> lock(mutex_);
+    targets_.erase(mb);
+  }
+  on_result_(mb, r);
+}
 
 }  // namespace pipelab

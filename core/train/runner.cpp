@@ -104,15 +104,23 @@ void Runner::evaluate(EpochMetrics& m) {
     correct += r.correct.item<int64_t>();
     count += r.count;
   });
-  if (!eval_schedule_.stages()) eval_schedule_ = schedules::forward_only(stage_count(), static_cast<int>(test_->batches()));
-  if (test_->batches() > 0) e_.executor->run(eval_schedule_, slots_, feed, RunMode::Eval);
+  // Data-parallel replicas hold the same weights: replica 0 evaluates (with its own
+  // batch-norm statistics, as DDP's rank 0 does).
+  const bool replicas = e_.scheme->topology() == Topology::Replicas;
+  const int evaluating = replicas ? 1 : stage_count();
+  if (!eval_schedule_.stages()) eval_schedule_ = schedules::forward_only(evaluating, static_cast<int>(test_->batches()));
+  std::vector<StageSlot> slots(slots_.begin(), slots_.begin() + evaluating);
+  if (test_->batches() > 0) e_.executor->run(eval_schedule_, slots, feed, RunMode::Eval);
   m.test_loss = count ? loss_sum / static_cast<double>(count) : 0;
   m.test_acc = percent(correct, count);
   m.eval_seconds = seconds_since(start);
 }
 
 void Runner::save_checkpoint(const RunRecord& record, const std::string& name) {
-  save_tensor_dict(record.checkpoint_path(name), model_state(stages()));
+  // Data-parallel replicas hold the same weights: the checkpoint is replica 0's model.
+  std::vector<Stage*> model = stages();
+  if (e_.scheme->topology() == Topology::Replicas) model.resize(1);
+  save_tensor_dict(record.checkpoint_path(name), model_state(model));
 }
 
 std::vector<StagePolicy*> Runner::policies() const {

@@ -61,6 +61,8 @@ class Runner {
 
  private:
   void build_stages();
+  /// Lets the scheme add to each stage (e.g. auxiliary heads), given its output shape.
+  void prepare_stages();
   void check_schedules() const;
   const Schedule& train_schedule(int units);
   double lr_at(int64_t step) const;

@@ -45,17 +45,24 @@ void Runner::build_stages() {
   const RunOptions& run = e_.run;
   const int requested = e_.partition.stages;
   const int stages = e_.scheme->stages(requested);
+  const bool replicas = e_.scheme->topology() == Topology::Replicas;
   const uint64_t seed = static_cast<uint64_t>(run.seed);
-  std::vector<Block> blocks;
+  const auto build_all = [&] {
+    std::vector<Block> blocks;
+    for (size_t i = 0; i < def_.blocks.size(); ++i) blocks.push_back(build_block(def_, i, seed));
+    return blocks;
+  };
+  std::vector<Block> blocks = build_all();
   std::vector<int64_t> params;
-  for (size_t i = 0; i < def_.blocks.size(); ++i) {
-    blocks.push_back(build_block(def_, i, seed));
-    params.push_back(count_parameters(*blocks.back().module.ptr()));
+  for (const Block& b : blocks) params.push_back(count_parameters(*b.module.ptr()));
+  if (replicas) {
+    balance_.assign(static_cast<size_t>(stages), static_cast<int>(blocks.size()));
+  } else if (stages == requested) {
+    balance_ = resolve_balance(e_.partition.balance, stages, params, def_.named_balances, *e_.source);
+  } else {
+    // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
+    balance_ = balance_by_weight(std::vector<double>(params.size(), 1.0), stages);
   }
-  // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
-  balance_ = stages == requested
-                 ? resolve_balance(e_.partition.balance, stages, params, def_.named_balances, *e_.source)
-                 : balance_by_weight(std::vector<double>(params.size(), 1.0), stages);
   if (run.devices.size() != 1 && static_cast<int>(run.devices.size()) != stages) {
     e_.source->fail("run.devices", fmt::format("{} devices for {} stages", run.devices.size(), stages),
                     fmt::format("give one device for all stages or exactly {}", stages));
@@ -73,15 +80,22 @@ void Runner::build_stages() {
     StageSpec spec;
     spec.index = r;
     spec.count = stages;
-    spec.first_block = next;
-    for (int k = 0; k < balance_[static_cast<size_t>(r)]; ++k) spec.blocks.push_back(std::move(blocks[next++]));
-    spec.loss = r + 1 == stages ? def_.loss : nullptr;
+    spec.replica = replicas;
+    if (replicas) {
+      // Every replica starts from the same weights: the same blocks under the same seeds.
+      spec.blocks = r == 0 ? std::move(blocks) : build_all();
+    } else {
+      spec.first_block = next;
+      for (int k = 0; k < balance_[static_cast<size_t>(r)]; ++k) spec.blocks.push_back(std::move(blocks[next++]));
+    }
+    spec.loss = spec.replica || r + 1 == stages ? def_.loss : nullptr;
     spec.device = devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(r)];
     spec.seed = seed;
     auto stage = std::make_unique<Stage>(std::move(spec));
     if (dtype_ != at::kFloat) stage->module().to(dtype_);
     stages_.push_back(std::move(stage));
   }
+  if (e_.scheme->prepares_stages()) prepare_stages();
   if (e_.init.from) {
     const std::string& path = *e_.init.from;
     if (!std::filesystem::is_regular_file(path)) {
@@ -96,6 +110,23 @@ void Runner::build_stages() {
     s.set_lr_schedule([this](int64_t step) { return lr_at(step); });
     policies_.push_back(e_.scheme->make_policy(s));
     slots_.push_back({&s, policies_.back().get()});
+  }
+}
+
+void Runner::prepare_stages() {
+  // Each stage's output shape from a dry forward of two zero examples in eval mode (so
+  // that no batch-norm statistic moves).
+  std::vector<int64_t> shape{2};
+  shape.insert(shape.end(), data_.spec.input_shape.begin(), data_.spec.input_shape.end());
+  at::Tensor x = at::zeros(shape, at::TensorOptions().dtype(data_.spec.integer_input ? at::kLong : dtype_));
+  for (const auto& stage : stages_) {
+    if (stage->is_last()) {
+      e_.scheme->prepare_stage(*stage, {data_.spec.classes}, data_.spec.classes);
+      continue;
+    }
+    stage->set_training(false);
+    x = stage->evaluate(x.to(stage->device())).activation;
+    e_.scheme->prepare_stage(*stage, x.sizes().slice(1).vec(), data_.spec.classes);
   }
 }
 
@@ -146,8 +177,10 @@ YAML::Node Runner::resolved_config() const {
   root["dataset"] = e_.dataset->resolved();
   PartitionOptions partition;
   partition.stages = stage_count();
-  partition.balance.kind = Balance::Kind::Counts;
-  partition.balance.counts = balance_;
+  if (e_.scheme->topology() == Topology::Partitions) {
+    partition.balance.kind = Balance::Kind::Counts;
+    partition.balance.counts = balance_;
+  }
   root["partition"] = write_options(partition);
   root["scheme"] = e_.scheme->resolved();
   root["optimizer"] = e_.optimizer->resolved();

@@ -6,7 +6,7 @@
 namespace pipelab {
 namespace {
 
-constexpr const char* kFormat = "pipelab-training-state-1";
+constexpr const char* kFormat = "pipelab-training-state-2";
 
 c10::impl::GenericDict dict() { return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()); }
 
@@ -39,10 +39,11 @@ void save_training_state(const std::string& path, const TrainingProgress& progre
   root.insert("format", std::string(kFormat));
   root.insert("epochs_done", static_cast<int64_t>(progress.epochs_done));
   root.insert("global_step", progress.global_step);
-  root.insert("model", to_ivalue(model_state(stages)));
   c10::impl::GenericList per_stage(c10::AnyType::get());
   for (size_t r = 0; r < stages.size(); ++r) {
     c10::impl::GenericDict s = dict();
+    // Per stage: data-parallel replicas share names but not batch-norm statistics.
+    s.insert("model", to_ivalue(model_state({stages[r]})));
     s.insert("optimizer_steps", stages[r]->optimizer().steps());
     s.insert("optimizer", named(stages[r]->optimizer().state()));
     s.insert("generators", tensors(stages[r]->rng_states()));
@@ -69,13 +70,13 @@ TrainingProgress load_training_state(const std::string& path, const std::vector<
   if (at_key(root, "format", path).toStringRef() != kFormat) {
     throw UserError(fmt::format("{}: written by another pipelab version. Fix: delete it to restart the run.", path));
   }
-  load_model_state(stages, to_tensor_dict(at_key(root, "model", path), path), true, path);
   const auto per_stage = at_key(root, "stages", path).toListRef();
   if (per_stage.size() != stages.size()) {
     throw UserError(fmt::format("{}: saved with {} stages, the run has {}.", path, per_stage.size(), stages.size()));
   }
   for (size_t r = 0; r < stages.size(); ++r) {
     const auto s = per_stage[r].toGenericDict();
+    load_model_state({stages[r]}, to_tensor_dict(at_key(s, "model", path), path), true, path);
     std::vector<std::pair<std::string, at::Tensor>> opt;
     for (const auto& kv : at_key(s, "optimizer", path).toGenericDict()) {
       opt.emplace_back(kv.key().toStringRef(), kv.value().toTensor());

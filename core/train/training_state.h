@@ -2,8 +2,9 @@
 /// The training-state checkpoint written after every epoch (checkpoints/state.pt): all a
 /// run needs to continue after an interruption and end with the same bytes as if it had
 /// never stopped. It is a plain .pt dict, so Python's torch.load reads it too:
-///   {format, epochs_done, global_step, model: state dict,
-///    stages: [{optimizer_steps, optimizer: {name: tensor}, generators: [tensor], policy}],
+///   {format, epochs_done, global_step,
+///    stages: [{model: state dict, optimizer_steps, optimizer: {name: tensor}, generators: [tensor],
+///              policy}],
 ///    history: [{epoch, train_loss, ...}]}
 #include <string>
 #include <vector>

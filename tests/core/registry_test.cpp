@@ -28,7 +28,8 @@ void expect_registered(const std::vector<std::string>& names) {
 }
 
 TEST(Registry, ExpectedNamesAreRegistered) {
-  expect_registered<Scheme>({"single", "naive", "gpipe", "pipedream_flush", "async", "pipedream", "spectrain", "pipeoptim"});
+  expect_registered<Scheme>({"single", "naive", "gpipe", "pipedream_flush", "async", "pipedream", "spectrain", "pipeoptim",
+                             "interlocking", "dp"});
   expect_registered<ModelFactory>({"mlp", "cnn", "vgg16", "resnet", "densenet121", "googlenet", "mobilenet_v2",
                                    "inception_v3", "amoebanet_d"});
   expect_registered<DatasetFactory>(

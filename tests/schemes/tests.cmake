@@ -11,3 +11,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/async_runs_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/prediction_test.cpp
 )
+list(APPEND PIPELAB_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/dp_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/interlocking_test.cpp
+)

@@ -1,0 +1,39 @@
+#pragma once
+/// Collectives across data-parallel replicas, behind one interface: in one process (the
+/// sequential and threaded executors) or over a c10d process group (the distributed
+/// executor), so a scheme never knows which one it runs on.
+#include <ATen/Tensor.h>
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace pipelab {
+
+class AllReduce {
+ public:
+  virtual ~AllReduce() = default;
+  /// Replaces the gradients of `params` (replica `rank`'s) by their sum over all replicas.
+  /// Every replica calls it once per update, after all replicas' backwards (the schedule's
+  /// synchronized updates guarantee that).
+  virtual void sum_gradients(int rank, const std::vector<at::Tensor>& params) = 0;
+};
+
+/// The replicas live in this process: the first caller of a round adds up every replica's
+/// gradients (in rank order, so the result does not depend on thread timing); every caller
+/// then takes the sum.
+class LocalAllReduce : public AllReduce {
+ public:
+  explicit LocalAllReduce(int ranks) : params_(static_cast<size_t>(ranks)), rounds_(static_cast<size_t>(ranks), 0) {}
+  /// Registers replica `rank`'s parameters (whose .grad() the sums read).
+  void add_rank(int rank, std::vector<at::Tensor> params);
+  void sum_gradients(int rank, const std::vector<at::Tensor>& params) override;
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::vector<at::Tensor>> params_;
+  std::vector<int64_t> rounds_;                              ///< updates done, per rank
+  std::map<int64_t, std::pair<std::vector<at::Tensor>, int>> sums_;  ///< round -> (sums, ranks left)
+};
+
+}  // namespace pipelab

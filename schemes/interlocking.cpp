@@ -1,0 +1,202 @@
+/// `interlocking`: interlocking backpropagation (Gomez et al. 2022; reference-schemes.md
+/// §2.4, §3.9, F17, Q37-Q39). The model is cut into K components; every component but the
+/// last has an auxiliary head a_k (its parameters are in the component's optimizer). Each
+/// step, component k runs F, then (modes with heads) H: its own head loss L_k =
+/// CE(a_k(h_k), y), which trains a_k and yields dL_k/dx_k to send back before anything is
+/// awaited; then B, the part that needs the next component; then U. No staleness: every
+/// action of step t sees theta_k^t.
+///
+/// mode (what trains the main net theta_k, k <= K-2; the last component always uses the
+/// true loss L_{K-1}; what travels from k+1 to k):
+///   global        theta_k <- L_{K-1} (end-to-end backprop); heads unused     dL/dh_k
+///   local         theta_k <- L_k through a_k                                 nothing
+///   pairwise      theta_k <- L_{k+1} only (the released code's rule)         dL_{k+1}/dh_k
+///   pairwise_sum  theta_k <- L_k + L_{k+1}   (discussed in the paper,        dL_{k+1}/dh_k
+///   pairwise_mean theta_k <- (L_k + L_{k+1}) / 2   absent from the code, Q38)
+///   nwise         theta_k <- L_{min(k+d, K-1)} only (distance d; "3-wise" is  up to d gradients,
+///                 d = 2); nwise with d = 1 is pairwise                       dL_{k+1..k+d}/dh_k
+/// Heads: `heads` in the grammar of interlocking_heads.h (auto = the interlocking example's
+/// conv128_bn_conv64_bn_gbpl_fc for images, fc for vectors). The auxiliary loss is
+/// cross-entropy, as in the reference code (Q39).
+#include <torch/csrc/autograd/autograd.h>
+
+#include "core/schedule/generators.h"
+#include "core/scheme/scheme.h"
+#include "core/scheme/staleness.h"
+#include "schemes/interlocking_heads.h"
+
+namespace pipelab {
+namespace {
+
+enum class Mode { Global, Local, Pairwise, PairwiseSum, PairwiseMean, Nwise };
+
+struct InterlockingOptions {
+  Mode mode = Mode::Pairwise;
+  int distance = 2;
+  std::string heads = "auto";
+  template <class V>
+  void fields(V& v) {
+    v.choice("mode", mode,
+             Choices<Mode>{{"global", Mode::Global}, {"local", Mode::Local}, {"pairwise", Mode::Pairwise},
+                           {"pairwise_sum", Mode::PairwiseSum}, {"pairwise_mean", Mode::PairwiseMean},
+                           {"nwise", Mode::Nwise}},
+             "which loss trains each component's main net (reference-schemes.md F17)");
+    v("distance", distance, "nwise: the loss d components further on trains a main net (3-wise: 2)", positive);
+    v("heads", heads, "auxiliary heads, e.g. conv128_bn_conv64_bn_gbpl_fc or fc256_fc (auto: by output shape)", non_empty);
+  }
+  /// The distance the mode amounts to (pairwise variants are distance 1).
+  int d() const { return mode == Mode::Nwise ? distance : 1; }
+  bool uses_heads() const { return mode != Mode::Global; }
+  bool sends_head_gradients() const { return mode != Mode::Global && mode != Mode::Local; }
+};
+
+/// grad += scale * g for each parameter (g may be undefined: the parameter was not used).
+void accumulate(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads, double scale = 1.0) {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    at::Tensor g = scale == 1.0 ? grads[i] : grads[i] * scale;
+    at::Tensor& slot = const_cast<at::Tensor&>(params[i]).mutable_grad();
+    slot = slot.defined() ? slot + g : g.clone();
+  }
+}
+
+std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+class InterlockingPolicy : public StagePolicy {
+ public:
+  explicit InterlockingPolicy(const InterlockingOptions& o) : o_(o) {}
+
+  /// H: the component's own objective, sent back before the next component is awaited.
+  Message head(Stage& stage, int mb) override {
+    const Stage::Forwarded f = stage.forwarded(mb);
+    const bool send = !stage.is_first();
+    if (stage.is_last()) {
+      // The true loss trains the last main net; its input gradient goes back.
+      const std::vector<at::Tensor> theta = stage.block_parameters();
+      const auto grads = torch::autograd::grad({f.output}, send ? concat({f.input}, theta) : theta, {}, false, false, true);
+      accumulate(theta, send ? std::vector<at::Tensor>(grads.begin() + 1, grads.end()) : grads);
+      return send ? Message{grads[0]} : Message{};
+    }
+    const at::Tensor loss = stage.head_loss().compute(stage.head_forward(f.output), f.target);
+    record_.add(stage, "head_loss", loss.item<double>());
+    const std::vector<at::Tensor> phi = stage.head_parameters(), theta = stage.block_parameters();
+    // pairwise_sum / pairwise_mean: L_k trains theta_k too (with 1/2 for the mean).
+    const bool trains_theta = o_.mode == Mode::PairwiseSum || o_.mode == Mode::PairwiseMean;
+    std::vector<at::Tensor> wrt = phi;
+    if (trains_theta) wrt = concat(wrt, theta);
+    if (send) wrt.push_back(f.input);
+    const auto grads = torch::autograd::grad({loss}, wrt, {}, /*retain_graph=*/true, false, /*allow_unused=*/true);
+    accumulate(phi, std::vector<at::Tensor>(grads.begin(), grads.begin() + static_cast<long>(phi.size())));
+    if (trains_theta) {
+      accumulate(theta, std::vector<at::Tensor>(grads.begin() + static_cast<long>(phi.size()),
+                                                grads.begin() + static_cast<long>(phi.size() + theta.size())),
+                 scale());
+    }
+    return send ? Message{grads.back()} : Message{};
+  }
+
+  Message backward(Stage& stage, int mb, const std::vector<Message>& in) override {
+    const Stage::Forwarded f = stage.forwarded(mb);
+    Message out;
+    if (o_.mode == Mode::Local) {
+      // Trained by its own head (or, last, by the true loss); nothing goes back.
+      at::Tensor loss = f.output;
+      if (!stage.is_last()) {
+        loss = stage.head_loss().compute(stage.head_forward(f.output), f.target);
+        record_.add(stage, "head_loss", loss.item<double>());
+      }
+      torch::autograd::backward({loss});
+    } else if (!stage.is_last()) {
+      out = train_from_next(stage, f, in);
+    }
+    stage.release(mb);
+    return out;
+  }
+
+  void collect(std::vector<StageMetric>& out) override { record_.collect(out); }
+
+ private:
+  double scale() const { return o_.mode == Mode::PairwiseMean ? 0.5 : 1.0; }
+
+  /// theta_k from the farthest loss the next component sent; relays the nearer ones.
+  Message train_from_next(Stage& stage, const Stage::Forwarded& f, const std::vector<Message>& in) {
+    // Gradients w.r.t. h_k for losses k+1, k+2, ... in order: the next component's head
+    // (H message), then what it relayed (B message).
+    std::vector<at::Tensor> losses{in.at(0).value};
+    if (in.size() > 1 && !in[1].empty()) {
+      losses.push_back(in[1].value);
+      losses.insert(losses.end(), in[1].extra.begin(), in[1].extra.end());
+    }
+    const std::vector<at::Tensor> theta = stage.block_parameters();
+    const size_t relay = stage.is_first() ? 0 : std::min<size_t>(static_cast<size_t>(o_.d() - 1), losses.size());
+    const auto grads = torch::autograd::grad({f.output}, theta, {losses.back()}, /*retain_graph=*/relay > 0, false, true);
+    accumulate(theta, grads, scale());
+    // Relay dL_{k+1..k+d-1}/dx_k so that the previous component gets its d losses (Q37:
+    // each is one more vector-Jacobian product through f_k).
+    Message out;
+    for (size_t i = 0; i < relay; ++i) {
+      const at::Tensor dx = torch::autograd::grad({f.output}, {f.input}, {losses[i]}, /*retain_graph=*/i + 1 < relay)[0];
+      if (i == 0) {
+        out.value = dx;
+      } else {
+        out.extra.push_back(dx);
+      }
+    }
+    return out;
+  }
+
+  InterlockingOptions o_;
+  StalenessRecorder record_;
+};
+
+class Interlocking : public Configured<Scheme, InterlockingOptions> {
+ public:
+  using Configured::Configured;
+  /// One step per mini-batch and component: F, H (modes with heads), B, U, over an epoch,
+  /// so components overlap across steps where the routes allow it.
+  Span span() const override { return Span::Epoch; }
+  Schedule schedule(int stages, int units) const override {
+    Schedule s(stages);
+    for (int r = 0; r < stages; ++r) {
+      for (int t = 0; t < units; ++t) {
+        s.stage(r).push_back(Action::F(t));
+        if (options_.sends_head_gradients()) s.stage(r).push_back(Action::H(t));
+        s.stage(r).push_back(Action::B(t));
+        s.stage(r).push_back(Action::U());
+      }
+    }
+    switch (options_.mode) {
+      case Mode::Global: s.links.backward_inputs = {ActionKind::Backward}; break;
+      case Mode::Local: s.links.backward_inputs = {}; break;
+      case Mode::Nwise:
+        s.links.backward_inputs = options_.distance > 1 ? std::vector<ActionKind>{ActionKind::Head, ActionKind::Backward}
+                                                        : std::vector<ActionKind>{ActionKind::Head};
+        break;
+      default: s.links.backward_inputs = {ActionKind::Head}; break;
+    }
+    return s;
+  }
+  std::vector<int> max_in_flight(int stages) const override { return std::vector<int>(static_cast<size_t>(stages), 1); }
+  bool prepares_stages() const override { return options_.uses_heads(); }
+  void prepare_stage(Stage& stage, const std::vector<int64_t>& output_shape, int64_t classes) const override {
+    if (!options_.uses_heads() || stage.is_last()) return;
+    const std::string spec = options_.heads == "auto" ? interlocking::default_head(output_shape) : options_.heads;
+    stage.set_head(fmt::format("head{}", stage.index()), interlocking::build_head(spec, output_shape, classes),
+                   std::make_shared<CrossEntropyLoss>());
+  }
+  std::unique_ptr<StagePolicy> make_policy(Stage&) const override {
+    if (options_.mode == Mode::Global) return std::make_unique<StagePolicy>();  // end-to-end backprop
+    return std::make_unique<InterlockingPolicy>(options_);
+  }
+};
+
+}  // namespace
+
+PIPELAB_REGISTER(Scheme, Interlocking, "interlocking",
+                 "interlocking backprop: global, local, pairwise(_sum|_mean) or n-wise training through auxiliary heads");
+
+}  // namespace pipelab
