@@ -42,6 +42,7 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   static const std::vector<std::string> kSections{"model", "dataset", "partition", "scheme", "optimizer",
                                                   "lr_schedule", "run", "init", "pipelab"};
   for (const std::string& key : top.keys()) {
+    if (key == "sweep") top.child(key).fail("a grid of runs", "run it with `pipelab sweep " + source->file() + "`");
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end()) {
       throw ConfigError(fmt::format("{}: {}: unknown section '{}'. Fix: remove it or use one of: {}.",
                                     top.where_key(key), key, key, join(closest_first(key, kSections), ", ")));

@@ -1,0 +1,131 @@
+#include "tools/report/curves.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+
+#include "core/io/atomic_file.h"
+#include "core/util/error.h"
+#include "core/util/names.h"
+#include "tools/report/csv.h"
+#include "tools/report/stats.h"
+#include "tools/sweep/key_paths.h"
+
+namespace fs = std::filesystem;
+
+namespace pipelab::tools {
+namespace {
+
+/// One run's curve: per finished epoch, x and the metric (NaN where the file says null).
+struct Curve {
+  std::vector<int> epoch;
+  std::vector<double> x, y;
+};
+
+/// A CSV field as a number; NaN for `null` (a non-finite value, see core/io/json.h).
+double cell_number(const std::string& text) {
+  return parse_number(text).value_or(std::numeric_limits<double>::quiet_NaN());
+}
+
+size_t column(const std::vector<std::string>& header, const std::string& name, const std::string& option,
+              const std::string& file) {
+  const auto it = std::find(header.begin(), header.end(), name);
+  if (it != header.end()) return static_cast<size_t>(it - header.begin());
+  throw UserError(
+      fmt::format("{} {}: {} has no such column. Fix: use one of: {}.", option, name, file,
+                  join(closest_first(name, std::vector<std::string>(header.begin() + 1, header.end())), ", ")));
+}
+
+/// Reads a run's epochs.csv; an empty curve when the run has no finished epoch yet.
+Curve load_curve(const RunInfo& run, const CurveOptions& options) {
+  const fs::path path = fs::path(run.dir) / "metrics" / "epochs.csv";
+  Curve c;
+  if (!fs::exists(path)) return c;
+  const auto rows = parse_csv(read_file(path.string()), path.string());
+  if (rows.size() < 2) return c;
+  const size_t y = column(rows[0], options.metric, "--metric", path.string());
+  const size_t e = column(rows[0], "epoch", "--x", path.string());
+  const size_t seconds = options.x == "time" ? column(rows[0], "seconds", "--x time", path.string()) : 0;
+  double elapsed = 0;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    if (rows[r].size() != rows[0].size()) continue;  // never half a line (see RunRecord), but be safe
+    c.epoch.push_back(static_cast<int>(cell_number(rows[r][e])));
+    elapsed += options.x == "time" ? cell_number(rows[r][seconds]) : 0;
+    c.x.push_back(options.x == "time" ? elapsed : cell_number(rows[r][e]));
+    c.y.push_back(cell_number(rows[r][y]));
+  }
+  return c;
+}
+
+/// The mean curve of a group (x and y averaged per epoch over the runs that reached it).
+Series mean_series(const std::string& label, const std::vector<const Curve*>& curves, bool band) {
+  std::map<int, std::vector<double>> xs, ys;
+  for (const Curve* c : curves) {
+    for (size_t i = 0; i < c->epoch.size(); ++i) {
+      if (!std::isfinite(c->y[i])) continue;
+      xs[c->epoch[i]].push_back(c->x[i]);
+      ys[c->epoch[i]].push_back(c->y[i]);
+    }
+  }
+  Series s;
+  s.label = fmt::format("{} (n={})", label, curves.size());
+  for (const auto& [epoch, values] : ys) {
+    const Stats st = describe(values);
+    s.x.push_back(describe(xs[epoch]).mean);
+    s.y.push_back(st.mean);
+    if (band) {
+      s.lo.push_back(st.min);
+      s.hi.push_back(st.max);
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& options) {
+  if (options.x != "epoch" && options.x != "time") {
+    throw UserError(fmt::format("--x {}: expected epoch or time. Fix: use --x epoch or --x time.", options.x));
+  }
+  for (const std::string& k : options.group_by) require_config_key(runs, k, "--group-by");
+  LineChart chart;
+  chart.x_label = options.x == "time" ? "time (s)" : "epoch";
+  chart.y_label = options.metric;
+  chart.integer_x = options.x == "epoch";
+  chart.title = fmt::format("{} vs {}", options.metric, options.x);
+  std::vector<std::pair<const RunInfo*, Curve>> curves;
+  for (const RunInfo& run : runs) {
+    Curve c = load_curve(run, options);
+    if (!c.x.empty()) curves.emplace_back(&run, std::move(c));
+  }
+  if (curves.empty()) {
+    throw UserError(
+        "no run has a finished epoch (metrics/epochs.csv) to plot. Fix: plot a folder of runs that have "
+        "trained at least one epoch.");
+  }
+  if (options.group_by.empty()) {
+    for (const auto& [run, c] : curves) {
+      const std::string name = run->name == "." ? fs::path(run->dir).filename().string() : run->name;
+      chart.series.push_back({name, c.x, c.y, {}, {}});
+    }
+    return chart;
+  }
+  chart.title += fmt::format(", mean of the runs by {}{}", join(options.group_by, " / "),
+                             options.band ? " (band: min to max)" : "");
+  std::vector<std::string> labels;
+  std::map<std::string, std::vector<const Curve*>> groups;
+  for (const auto& [run, c] : curves) {
+    const std::string label = label_of(*run, options.group_by);
+    if (!groups.count(label)) labels.push_back(label);
+    groups[label].push_back(&c);
+  }
+  std::sort(labels.begin(), labels.end(), natural_less);
+  for (const std::string& label : labels) chart.series.push_back(mean_series(label, groups[label], options.band));
+  return chart;
+}
+
+}  // namespace pipelab::tools

@@ -1,0 +1,23 @@
+#pragma once
+/// Learning curves from runs' metrics/epochs.csv: one line per run, or per group of runs
+/// (their mean, optionally with a min-max band), against epochs or wall-clock time.
+#include <string>
+#include <vector>
+
+#include "tools/report/run_index.h"
+#include "tools/report/svg_plot.h"
+
+namespace pipelab::tools {
+
+struct CurveOptions {
+  std::string metric = "test_acc";    ///< a column of metrics/epochs.csv
+  std::string x = "epoch";            ///< epoch, or time (cumulative seconds of the epochs)
+  std::vector<std::string> group_by;  ///< config key paths; empty: one line per run
+  bool band = false;                  ///< a min-max band around each group's mean
+};
+
+/// The chart of `runs`. An unknown metric, x or group key is a UserError; runs without a
+/// finished epoch are left out.
+LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& options);
+
+}  // namespace pipelab::tools

@@ -1,0 +1,31 @@
+#pragma once
+/// A line chart as a standalone SVG file (no Python, no plotting library): axes with nice
+/// ticks and labels, light grid lines, one polyline per series with optional min-max band,
+/// and a legend beside the plot so it never hides a line.
+#include <string>
+#include <vector>
+
+namespace pipelab::tools {
+
+/// One line. Points with a non-finite x or y are left out (a diverged epoch).
+struct Series {
+  std::string label;
+  std::vector<double> x, y;
+  std::vector<double> lo, hi;  ///< a band around the line (same length as x), or empty
+};
+
+struct LineChart {
+  std::string title, x_label, y_label;
+  std::vector<Series> series;
+  bool integer_x = false;  ///< x ticks at whole numbers (epochs)
+};
+
+/// The chart as SVG text. The elements carry classes for tools and tests: `x-axis` and
+/// `y-axis` lines, `x-tick`/`y-tick` labels, `series` polylines (one per series, with
+/// data-label), `band` polygons, `legend-entry` groups.
+std::string render_svg(const LineChart& chart);
+
+/// `text` with &, <, > and " escaped for XML.
+std::string xml_escape(const std::string& text);
+
+}  // namespace pipelab::tools

@@ -1,0 +1,254 @@
+#include "tools/report/table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/io/json.h"
+#include "core/util/error.h"
+#include "core/util/names.h"
+#include "tools/report/csv.h"
+#include "tools/sweep/key_paths.h"
+
+namespace pipelab::tools {
+namespace {
+
+/// The metric in a summary: a number, or the `final` of a {final, best, best_epoch} group.
+std::optional<double> metric_value(const YAML::Node& summary, const std::string& metric) {
+  YAML::Node n = find_path(summary, metric);
+  if (n.IsMap() && n["final"]) n.reset(n["final"]);
+  if (!n.IsDefined() || !n.IsScalar()) return std::nullopt;
+  const std::optional<double> v = parse_number(n.Scalar());
+  return v && std::isfinite(*v) ? v : std::nullopt;
+}
+
+/// Numeric paths of a summary, for the message about an unknown metric.
+std::vector<std::string> numeric_paths(const YAML::Node& summary) {
+  std::vector<std::pair<std::string, std::string>> leaves;
+  flatten_leaves("", summary, leaves);
+  std::vector<std::string> out;
+  for (const auto& [path, text] : leaves) {
+    if (metric_value(summary, path)) out.push_back(path);
+  }
+  return out;
+}
+
+/// Distinct labels in natural order, with the values they are made of.
+void sorted_labels(const std::vector<std::pair<std::string, std::vector<std::string>>>& seen,
+                   std::vector<std::string>& labels, std::vector<std::vector<std::string>>& values) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> unique;
+  for (const auto& s : seen) {
+    if (std::none_of(unique.begin(), unique.end(), [&](const auto& u) { return u.first == s.first; }))
+      unique.push_back(s);
+  }
+  std::sort(unique.begin(), unique.end(), [](const auto& a, const auto& b) { return natural_less(a.first, b.first); });
+  for (auto& u : unique) {
+    labels.push_back(u.first);
+    values.push_back(u.second);
+  }
+}
+
+std::vector<std::string> values_of(const RunInfo& run, const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  for (const std::string& k : keys) out.push_back(config_text(run, k).value_or("-"));
+  return out;
+}
+
+std::string keys_title(const std::vector<std::string>& keys) { return keys.empty() ? "all" : join(keys, " / "); }
+
+size_t index_of(const std::vector<std::string>& labels, const std::string& label) {
+  return static_cast<size_t>(std::find(labels.begin(), labels.end(), label) - labels.begin());
+}
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(" \t") - a + 1);
+}
+
+/// Decimals for the table: four significant digits of its largest magnitude (90.81,
+/// 0.5349, 20486), unless the user chose.
+int table_decimals(const ResultTable& t) {
+  if (t.options.decimals >= 0) return t.options.decimals;
+  double largest = 0;
+  for (const auto& [rc, cell] : t.cells) {
+    for (const double v : cell.values) largest = std::max(largest, std::fabs(v));
+    if (cell.reference) largest = std::max(largest, std::fabs(*cell.reference));
+  }
+  if (largest == 0) return 2;
+  return std::clamp(3 - static_cast<int>(std::floor(std::log10(largest))), 0, 6);
+}
+
+}  // namespace
+
+ResultTable build_table(const std::vector<RunInfo>& runs, const TableOptions& options) {
+  for (const std::string& k : options.rows) require_config_key(runs, k, "--rows");
+  for (const std::string& k : options.cols) require_config_key(runs, k, "--cols");
+  ResultTable t;
+  t.options = options;
+  std::vector<const RunInfo*> complete;
+  for (const RunInfo& run : runs) {
+    if (run.has_summary()) {
+      complete.push_back(&run);
+    } else {
+      ++t.incomplete;
+    }
+  }
+  t.runs = static_cast<int>(complete.size());
+  // A finished run must have the metric (a diverged one may lack it: its numbers are null).
+  const auto finished = std::find_if(complete.begin(), complete.end(), [](const RunInfo* r) { return !r->diverged(); });
+  const bool known = std::any_of(complete.begin(), complete.end(), [&](const RunInfo* r) {
+    return !r->diverged() && metric_value(r->summary, options.metric);
+  });
+  if (finished != complete.end() && !known) {
+    throw UserError(fmt::format("--metric {}: no summary.json has this number. Fix: use one of: {}.", options.metric,
+                                join(numeric_paths((*finished)->summary), ", ")));
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows_seen, cols_seen;
+  for (const RunInfo* run : complete) {
+    rows_seen.emplace_back(label_of(*run, options.rows), values_of(*run, options.rows));
+    cols_seen.emplace_back(label_of(*run, options.cols), values_of(*run, options.cols));
+  }
+  sorted_labels(rows_seen, t.row_labels, t.row_values);
+  sorted_labels(cols_seen, t.col_labels, t.col_values);
+  std::map<std::pair<size_t, size_t>, std::vector<const RunInfo*>> members;
+  for (const RunInfo* run : complete) {
+    const std::pair<size_t, size_t> rc{index_of(t.row_labels, label_of(*run, options.rows)),
+                                       index_of(t.col_labels, label_of(*run, options.cols))};
+    TableCell& cell = t.cells[rc];
+    members[rc].push_back(run);
+    if (run->diverged()) {
+      ++cell.diverged;
+    } else if (const auto v = metric_value(run->summary, options.metric)) {
+      cell.values.push_back(*v);
+    }
+  }
+  // Mean ± std over a cell is only meaningful when its runs differ in nothing but the seed.
+  for (const auto& [rc, group] : members) {
+    const std::vector<std::string> mixed = differing_keys(group);
+    if (mixed.empty()) continue;
+    t.notes.push_back(
+        fmt::format("{} x {} averages runs that differ in {}: add such keys to --rows/--cols, or pick "
+                    "runs with --where key=value",
+                    t.row_labels[rc.first], t.col_labels[rc.second], join(mixed, ", ")));
+  }
+  if (t.incomplete > 0) {
+    t.notes.push_back(fmt::format("{} run{} without a summary.json (interrupted or still running) {} not in the table",
+                                  t.incomplete, t.incomplete == 1 ? "" : "s", t.incomplete == 1 ? "is" : "are"));
+  }
+  return t;
+}
+
+void add_reference(ResultTable& table, const std::string& csv_text, const std::string& name) {
+  const std::vector<std::vector<std::string>> rows = parse_csv(csv_text, name);
+  if (rows.size() < 2) {
+    throw UserError(
+        fmt::format("{}: expected a header row of column labels and one row per row label. Fix: write "
+                    "e.g.\n  model,gpipe/2,gpipe/4\n  mlp,90.81,88.31",
+                    name));
+  }
+  int matched = 0;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    const size_t row = index_of(table.row_labels, trim(rows[r][0]));
+    for (size_t c = 1; c < rows[r].size() && c < rows[0].size(); ++c) {
+      const std::string text = trim(rows[r][c]);
+      if (text.empty() || text == "-" || text == "–") continue;
+      const std::optional<double> v = parse_number(text);
+      if (!v) {
+        throw UserError(
+            fmt::format("{}: row {}, column '{}': '{}' is not a number. Fix: write numbers, or leave the "
+                        "field empty.",
+                        name, r + 1, trim(rows[0][c]), text));
+      }
+      const size_t col = index_of(table.col_labels, trim(rows[0][c]));
+      if (row == table.row_labels.size() || col == table.col_labels.size()) continue;
+      table.cells[{row, col}].reference = *v;
+      ++matched;
+    }
+  }
+  if (matched == 0) {
+    throw UserError(
+        fmt::format("{}: none of its row and column labels match the table (rows: {}; columns: {}). Fix: "
+                    "label them as the table does.",
+                    name, join(table.row_labels, ", "), join(table.col_labels, ", ")));
+  }
+  table.reference_file = name;
+}
+
+std::string table_markdown(const ResultTable& t) {
+  const int d = table_decimals(t);
+  const auto num = [d](double v) { return fmt::format("{:.{}f}", v, d); };
+  // n is shown only where a cell has fewer runs than the fullest cell (a missing seed).
+  int most = 0;
+  bool uniform = true;
+  for (const auto& [rc, cell] : t.cells) {
+    const int n = static_cast<int>(cell.values.size());
+    if (n == 0) continue;
+    uniform = uniform && (most == 0 || n == most);
+    most = std::max(most, n);
+  }
+  const std::string how = most == 0   ? "no finished run"
+                          : most == 1 ? "one run per cell"
+                                      : fmt::format("mean ± std over {} runs per cell (sample std){}", most,
+                                                    uniform ? "" : ", n where fewer");
+  std::string out =
+      fmt::format("**{}** by {} (rows) and {} (columns): {}{}.\n\n", t.options.metric, keys_title(t.options.rows),
+                  keys_title(t.options.cols), how, t.reference_file.empty() ? "" : "; published values in parentheses");
+  out += "| " + keys_title(t.options.rows) + " |";
+  std::string rule = "|:--|";
+  for (const std::string& c : t.col_labels) {
+    out += " " + (c.empty() ? t.options.metric : c) + " |";
+    rule += "--:|";
+  }
+  out += "\n" + rule + "\n";
+  for (size_t r = 0; r < t.row_labels.size(); ++r) {
+    out += "| " + (t.row_labels[r].empty() ? std::string("all") : t.row_labels[r]) + " |";
+    for (size_t c = 0; c < t.col_labels.size(); ++c) {
+      const auto it = t.cells.find({r, c});
+      std::string text = "–";
+      if (it != t.cells.end()) {
+        const TableCell& cell = it->second;
+        const Stats s = cell.stats();
+        std::vector<std::string> extra;
+        if (s.n > 0) {
+          text = s.n > 1 ? num(s.mean) + " ± " + num(s.std) : num(s.mean);
+          if (s.n < most) extra.push_back(fmt::format("n={}", s.n));
+          if (cell.diverged > 0) extra.push_back(fmt::format("{} diverged", cell.diverged));
+        } else if (cell.diverged > 0) {
+          text = "diverged";
+        }
+        for (const std::string& e : extra) text += ", " + e;
+        if (cell.reference) text += " (" + num(*cell.reference) + ")";
+      }
+      out += " " + text + " |";
+    }
+    out += "\n";
+  }
+  for (const std::string& note : t.notes) out += "\nNote: " + note + ".\n";
+  return out;
+}
+
+std::string table_csv(const ResultTable& t) {
+  std::vector<std::string> header = t.options.rows;
+  header.insert(header.end(), t.options.cols.begin(), t.options.cols.end());
+  for (const char* h : {"n", "mean", "std", "min", "max", "diverged", "reference"}) header.push_back(h);
+  std::string out = csv_line(header) + "\n";
+  for (const auto& [rc, cell] : t.cells) {
+    if (cell.values.empty() && cell.diverged == 0) continue;  // only a published value
+    std::vector<std::string> f = t.row_values[rc.first];
+    f.insert(f.end(), t.col_values[rc.second].begin(), t.col_values[rc.second].end());
+    const Stats s = cell.stats();
+    const auto opt = [&](double v) { return s.n > 0 ? json::number(v) : std::string(); };
+    f.push_back(std::to_string(s.n));
+    f.push_back(opt(s.mean));
+    f.push_back(s.n > 1 ? json::number(s.std) : std::string());
+    f.push_back(opt(s.min));
+    f.push_back(opt(s.max));
+    f.push_back(std::to_string(cell.diverged));
+    f.push_back(cell.reference ? json::number(*cell.reference) : std::string());
+    out += csv_line(f) + "\n";
+  }
+  return out;
+}
+
+}  // namespace pipelab::tools

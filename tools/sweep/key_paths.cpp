@@ -1,0 +1,143 @@
+#include "tools/sweep/key_paths.h"
+
+#include <cmath>
+
+namespace pipelab::tools {
+namespace {
+
+/// The scalar as a finite number, if all of its text reads as one.
+std::optional<double> as_number(const YAML::Node& n) {
+  if (!n.IsScalar()) return std::nullopt;
+  const std::optional<double> v = parse_number(n.Scalar());
+  return v && std::isfinite(*v) ? v : std::nullopt;
+}
+
+std::string flow_yaml(const YAML::Node& n) {
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+
+}  // namespace
+
+std::optional<double> parse_number(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {  // not a number, or out of range
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> split_key_path(const std::string& path) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = path.find('.', start);
+    out.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (out.back().empty()) return {};
+    if (dot == std::string::npos) return out;
+    start = dot + 1;
+  }
+}
+
+bool paths_overlap(const std::string& a, const std::string& b) {
+  const auto inside = [](const std::string& outer, const std::string& inner) {
+    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '.';
+  };
+  return a == b || inside(a, b) || inside(b, a);
+}
+
+YAML::Node find_path(const YAML::Node& root, const std::string& path) {
+  // yaml-cpp's operator[] on a const node never inserts; Node copies share data, so the
+  // cursor is re-seated with reset() rather than assigned.
+  YAML::Node cursor;
+  cursor.reset(root);
+  for (const std::string& key : split_key_path(path)) {
+    if (!cursor.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node next = static_cast<const YAML::Node&>(cursor)[key];
+    if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+    cursor.reset(next);
+  }
+  return cursor;
+}
+
+void set_path(YAML::Node& root, const std::string& path, const YAML::Node& value) {
+  if (!root.IsMap()) root = YAML::Node(YAML::NodeType::Map);
+  const std::vector<std::string> keys = split_key_path(path);
+  YAML::Node cursor;
+  cursor.reset(root);
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    YAML::Node next;
+    next.reset(cursor[keys[i]]);
+    if (!next.IsMap()) {
+      cursor[keys[i]] = YAML::Node(YAML::NodeType::Map);
+      next.reset(cursor[keys[i]]);
+    }
+    cursor.reset(next);
+  }
+  // A copy: assigning a node shares its data, and later edits of this tree must not reach
+  // the value's origin (the sweep section, or another cell).
+  cursor[keys.back()] = YAML::Clone(value);
+}
+
+bool same_value(const YAML::Node& a, const YAML::Node& b) {
+  if (!a.IsDefined() || !b.IsDefined()) return false;
+  if (a.Type() != b.Type()) return false;
+  switch (a.Type()) {
+    case YAML::NodeType::Null:
+      return true;
+    case YAML::NodeType::Scalar: {
+      const auto x = as_number(a), y = as_number(b);
+      return x && y ? *x == *y : a.Scalar() == b.Scalar();
+    }
+    case YAML::NodeType::Sequence:
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (!same_value(a[i], b[i])) return false;
+      }
+      return true;
+    case YAML::NodeType::Map:
+      if (a.size() != b.size()) return false;
+      for (const auto& kv : a) {
+        if (!same_value(kv.second, b[kv.first.Scalar()])) return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string value_text(const YAML::Node& value) {
+  if (!value.IsDefined() || value.IsNull()) return "null";
+  if (value.IsScalar()) return value.Scalar();
+  if (value.IsSequence()) {
+    std::string out;
+    for (size_t i = 0; i < value.size(); ++i) {
+      out += (i ? "-" : "") + (value[i].IsScalar() ? value[i].Scalar() : flow_yaml(value[i]));
+    }
+    return out;
+  }
+  return flow_yaml(value);
+}
+
+void flatten_leaves(const std::string& prefix, const YAML::Node& node,
+                    std::vector<std::pair<std::string, std::string>>& out) {
+  if (node.IsMap() && node.size() > 0) {
+    for (const auto& kv : node) {
+      const std::string key = kv.first.Scalar();
+      flatten_leaves(prefix.empty() ? key : prefix + "." + key, kv.second, out);
+    }
+    return;
+  }
+  out.emplace_back(prefix, value_text(node));
+}
+
+std::string emit_yaml(const YAML::Node& node) {
+  YAML::Emitter out;
+  out << node;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace pipelab::tools

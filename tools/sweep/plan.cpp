@@ -1,0 +1,130 @@
+#include "tools/sweep/plan.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "core/train/experiment.h"
+#include "core/util/names.h"
+#include "tools/sweep/grid.h"
+#include "tools/sweep/key_paths.h"
+
+namespace pipelab::tools {
+namespace {
+
+/// A cell while it is being built: its own fresh copy of the file, so edits stay local and
+/// every line:column survives.
+struct Cell {
+  SweepDocument doc;
+  YAML::Node tree;  ///< the cell's experiment: the file without `sweep:`, plus its assignments
+  std::vector<Leaf> leaves;
+};
+
+/// Sets `kv` in the cell. Later errors about that key (or inside it) name the place in the
+/// sweep section that set it, through the same mechanism that names a --set override.
+void assign(Cell& cell, const KeyValue& kv) {
+  set_path(cell.tree, kv.key, kv.value.yaml());
+  cell.doc.source->add_override(kv.key, kv.value.where());
+}
+
+bool matches(const YAML::Node& tree, const KeyValues& entry) {
+  return std::all_of(entry.items.begin(), entry.items.end(),
+                     [&](const KeyValue& kv) { return same_value(find_path(tree, kv.key), kv.value.yaml()); });
+}
+
+/// Fails at entry `i` of the list `key` of the sweep section when it selected no cell.
+void require_hits(const SweepDocument& doc, const char* key, const std::vector<int>& hits) {
+  for (size_t i = 0; i < hits.size(); ++i) {
+    if (hits[i] > 0) continue;
+    const ConfigNode list = doc.section().child(key);
+    ConfigNode(list.yaml()[i], list.source(), fmt::format("{}[{}]", list.path(), i))
+        .fail("selects no cell of the sweep",
+              "compare its keys and values with the grid and include entries (values are compared as "
+              "numbers where both are numbers), or remove it");
+  }
+}
+
+SweepPlan plan(const SweepDocument& doc) {
+  const SweepOptions sweep = read_sweep_options(doc);
+  std::vector<int> excluded_by(sweep.exclude.size()), overridden_by(sweep.overrides.size());
+  std::vector<Cell> cells;
+  for (const CellPick& pick : expand_grid(sweep)) {
+    Cell cell{doc.reload(), {}, {}};
+    cell.tree = cell.doc.root;
+    cell.tree.remove("sweep");
+    for (const KeyValue& kv : cell_assignments(sweep, pick)) {
+      assign(cell, kv);
+      flatten_leaves(kv.key, kv.value.yaml(), cell.leaves);
+    }
+    // Excludes and matches see the cell before any override, so overrides never cascade.
+    bool excluded = false;
+    for (size_t i = 0; i < sweep.exclude.size(); ++i) {
+      if (matches(cell.tree, sweep.exclude[i])) {
+        ++excluded_by[i];
+        excluded = true;
+      }
+    }
+    if (excluded) continue;
+    std::vector<size_t> apply;
+    for (size_t i = 0; i < sweep.overrides.size(); ++i) {
+      if (matches(cell.tree, sweep.overrides[i].match)) apply.push_back(i);
+    }
+    for (const size_t i : apply) {
+      ++overridden_by[i];
+      for (const KeyValue& kv : sweep.overrides[i].set.items) assign(cell, kv);
+    }
+    cells.push_back(std::move(cell));
+  }
+  require_hits(doc, "exclude", excluded_by);
+  require_hits(doc, "overrides", overridden_by);
+  if (cells.empty()) doc.section().child("exclude").fail("excludes every cell", "remove entries from sweep.exclude");
+
+  // Every cell must be a valid experiment before anything runs; identical cells run once.
+  std::vector<Cell> unique;
+  std::set<std::string> seen;
+  for (Cell& cell : cells) {
+    try {
+      Experiment::from_tree(cell.tree, cell.doc.source, doc.name);
+    } catch (const ConfigError& e) {
+      // The place may be in the base experiment, wrong only with this cell's values.
+      std::vector<std::string> values;
+      for (const Leaf& l : cell.leaves) values.push_back(l.first + "=" + l.second);
+      throw ConfigError(fmt::format("{} (In the sweep cell {}.)", e.what(),
+                                    values.empty() ? "without grid values" : join(values, ", ")));
+    }
+    if (seen.insert(emit_yaml(cell.tree)).second) unique.push_back(std::move(cell));
+  }
+  std::vector<std::vector<Leaf>> leaves, labels;
+  for (const Cell& c : unique) leaves.push_back(c.leaves);
+  const std::vector<std::string> ids = make_run_ids(leaves, &labels);
+
+  SweepPlan out;
+  out.file = doc.source->file();
+  out.name = doc.name;
+  out.output = sweep.output.empty() ? "runs/" + doc.name : sweep.output;
+  for (size_t i = 0; i < unique.size(); ++i) {
+    PlannedRun run;
+    run.id = ids[i];
+    run.dir = (std::filesystem::path(out.output) / run.id).string();
+    run.labels = labels[i];
+    set_path(unique[i].tree, "run.output", YAML::Node(run.dir));
+    // The header names neither the file nor the id: renaming the sweep file must not make
+    // its finished runs look changed (run_status.h).
+    run.experiment = "# One run of a sweep, written by `pipelab sweep`: edit the sweep file, not this copy.\n" +
+                     emit_yaml(unique[i].tree);
+    out.runs.push_back(std::move(run));
+  }
+  return out;
+}
+
+}  // namespace
+
+SweepPlan plan_sweep(const std::string& file, const std::vector<std::string>& overrides) {
+  return plan(SweepDocument::load(file, overrides));
+}
+
+SweepPlan plan_sweep_text(const std::string& yaml, const std::string& file, const std::vector<std::string>& overrides) {
+  return plan(SweepDocument::parse(yaml, file, overrides));
+}
+
+}  // namespace pipelab::tools

@@ -1,0 +1,82 @@
+#include "tools/sweep/run_status.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/io/atomic_file.h"
+#include "core/util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace pipelab::tools {
+namespace {
+
+/// summary.json as a tree (JSON is YAML); undefined if absent.
+YAML::Node load_summary(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "summary.json";
+  if (!fs::exists(path)) return YAML::Node(YAML::NodeType::Undefined);
+  try {
+    return YAML::LoadFile(path.string());
+  } catch (const YAML::Exception& e) {
+    throw UserError(fmt::format("{}: not a readable summary ({}). Fix: delete the run's folder to run it again.",
+                                path.string(), e.what()));
+  }
+}
+
+/// Epoch lines in metrics/epochs.csv (the header excluded).
+int recorded_epochs(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "metrics" / "epochs.csv");
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) lines += line.empty() ? 0 : 1;
+  return std::max(0, lines - 1);
+}
+
+}  // namespace
+
+std::string RunStatus::describe() const {
+  switch (state) {
+    case State::Finished:
+      return "done";
+    case State::Diverged:
+      return fmt::format("diverged in epoch {}", epochs);
+    case State::Interrupted:
+      return fmt::format("interrupted after epoch {}", epochs);
+    case State::Changed:
+      return "changed since it ran";
+    case State::ToDo:
+      break;
+  }
+  return "to do";
+}
+
+std::string summary_status(const std::string& dir) {
+  const YAML::Node summary = load_summary(dir);
+  return summary.IsDefined() && summary["status"] ? summary["status"].as<std::string>() : "";
+}
+
+RunStatus scan_run(const PlannedRun& run) {
+  RunStatus s;
+  const fs::path dir(run.dir);
+  const bool started = fs::exists(dir / "config.yaml") || fs::exists(dir / "summary.json");
+  if (started && fs::exists(run.experiment_path()) && read_file(run.experiment_path()) != run.experiment) {
+    s.state = RunStatus::State::Changed;
+    return s;
+  }
+  s.epochs = recorded_epochs(run.dir);
+  const std::string status = summary_status(run.dir);
+  if (status == "diverged") {
+    s.state = RunStatus::State::Diverged;
+  } else if (!status.empty()) {
+    s.state = RunStatus::State::Finished;
+  } else if (fs::exists(dir / "checkpoints" / "state.pt")) {
+    s.state = RunStatus::State::Interrupted;
+  }
+  return s;
+}
+
+}  // namespace pipelab::tools

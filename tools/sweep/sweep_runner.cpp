@@ -1,0 +1,271 @@
+#include "tools/sweep/sweep_runner.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <list>
+#include <thread>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/io/atomic_file.h"
+#include "core/util/error.h"
+#include "core/util/names.h"
+#include "core/util/progress.h"
+#include "tools/sweep/subprocess.h"
+
+namespace fs = std::filesystem;
+
+namespace pipelab::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+/// An exclusive lock on <output>/.sweep.lock while a sweep runs, so two sweeps never run
+/// the same cell into the same folder at once. The kernel drops it when the process dies.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::string& output) {
+    std::error_code ec;
+    fs::create_directories(output, ec);
+    const std::string path = (fs::path(output) / ".sweep.lock").string();
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw UserError(
+          fmt::format("{}: cannot create the sweep's folder. Fix: check the path and permissions.", output));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw UserError(
+          fmt::format("{}: another pipelab sweep is running on this folder. Fix: wait for it to end, "
+                      "or set sweep.output to another folder.",
+                      output));
+    }
+  }
+  ~OutputLock() { ::close(fd_); }
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+/// One line per event on `out`; on a terminal, a bar on stderr below them.
+class Reporter {
+ public:
+  Reporter(std::ostream& out, bool bar, size_t total) : out_(out), bar_(bar), total_(total), start_(Clock::now()) {}
+  ~Reporter() {
+    if (bar_) std::cerr << "\r\033[K" << std::flush;
+  }
+  void line(size_t index, const std::string& verb, const std::string& id, const std::string& detail = "") {
+    if (bar_) std::cerr << "\r\033[K" << std::flush;
+    const int width = static_cast<int>(std::to_string(total_).size());
+    out_ << fmt::format("[{:>{}}/{}] {:<8} {}{}", index + 1, width, total_, verb, id,
+                        detail.empty() ? "" : "  " + detail)
+         << std::endl;
+    draw();
+  }
+  void message(const std::string& text) {
+    if (bar_) std::cerr << "\r\033[K" << std::flush;
+    out_ << text << std::endl;
+    draw();
+  }
+  /// Redraws the bar when a count changed, else once a second (for the clock).
+  void progress(int finished, int running) {
+    if (finished == finished_ && running == running_ && seconds_since(last_draw_) < 1) return;
+    finished_ = finished;
+    running_ = running;
+    draw();
+  }
+
+ private:
+  void draw() {
+    last_draw_ = Clock::now();
+    if (!bar_) return;
+    constexpr size_t kWidth = 30;
+    const size_t filled = total_ ? kWidth * static_cast<size_t>(finished_) / total_ : kWidth;
+    std::cerr << fmt::format("\r\033[K[{}{}] {}/{} runs, {} running, {}", std::string(filled, '#'),
+                             std::string(kWidth - filled, '.'), finished_, total_, running_,
+                             format_duration(seconds_since(start_)))
+              << std::flush;
+  }
+
+  std::ostream& out_;
+  bool bar_;
+  size_t total_;
+  int finished_ = 0, running_ = 0;
+  Clock::time_point start_, last_draw_;
+};
+
+std::string now_text() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  return buf;
+}
+
+/// The last non-empty line of a file (a failed run's error message).
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  return last;
+}
+
+/// "test acc 83.41% (best 84.02%, epoch 9)" from a run's summary.json ("" when absent).
+std::string accuracy_text(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "summary.json";
+  if (!fs::exists(path)) return "";
+  const YAML::Node s = YAML::LoadFile(path.string());
+  const YAML::Node acc = s["test_acc"];
+  if (!acc || !acc["final"] || acc["final"].IsNull()) return "";
+  return fmt::format("test acc {:.2f}% (best {:.2f}%, epoch {})", acc["final"].as<double>(), acc["best"].as<double>(),
+                     acc["best_epoch"].as<int>());
+}
+
+/// A cell's process and when it started.
+struct Job {
+  size_t index;
+  ChildProcess child;
+  Clock::time_point start;
+};
+
+}  // namespace
+
+std::vector<RunStatus> scan_plan(const SweepPlan& plan) {
+  std::vector<RunStatus> out;
+  for (const PlannedRun& run : plan.runs) out.push_back(scan_run(run));
+  return out;
+}
+
+SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std::ostream& out) {
+  PIPELAB_ASSERT(options.jobs >= 1, "jobs {}", options.jobs);
+  const auto start = Clock::now();
+  const std::vector<RunStatus> status = scan_plan(plan);
+  std::vector<std::string> changed;
+  for (size_t i = 0; i < status.size(); ++i) {
+    if (status[i].state == RunStatus::State::Changed) changed.push_back(plan.runs[i].id);
+  }
+  if (!changed.empty() && !options.rerun_changed) {
+    throw UserError(fmt::format(
+        "{}: {} run{} hold{} results of a different version of {} cell (the sweep file changed since they ran): {}. "
+        "Fix: pass --rerun-changed to run them again from scratch, restore the file, or set sweep.output to a new "
+        "folder.",
+        plan.output, changed.size(), changed.size() == 1 ? "" : "s", changed.size() == 1 ? "s" : "",
+        changed.size() == 1 ? "its" : "their", join(changed, ", ")));
+  }
+  OutputLock lock(plan.output);
+
+  // Each cell's experiment file is written before anything runs, so every run can also
+  // be repeated by hand with `pipelab run <dir>/experiment.yaml`.
+  SweepResult result;
+  std::deque<size_t> queue;
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    if (status[i].has_result()) {
+      ++result.skipped;
+      continue;
+    }
+    const PlannedRun& run = plan.runs[i];
+    fs::create_directories(run.dir);
+    if (!fs::exists(run.experiment_path()) || read_file(run.experiment_path()) != run.experiment) {
+      write_file_atomic(run.experiment_path(), run.experiment);
+    }
+    queue.push_back(i);
+  }
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0 ? options.threads : std::max(1, cores / options.jobs);
+  Reporter report(out, options.bar, plan.runs.size());
+  report.message(fmt::format("sweep {}: {} runs in {}/ ({} with results, {} to run), {} at a time, {} thread{} each",
+                             plan.name, plan.runs.size(), plan.output, result.skipped, queue.size(), options.jobs,
+                             threads, threads == 1 ? "" : "s"));
+
+  std::list<Job> running;
+  int finished = result.skipped;
+  bool stopping = false;
+  while (!queue.empty() || !running.empty()) {
+    if (!stopping && options.stop_requested && options.stop_requested()) {
+      stopping = true;
+      result.not_started = static_cast<int>(queue.size());
+      queue.clear();
+      report.message(fmt::format("stopping: ending {} running run{} (the next sweep resumes {})", running.size(),
+                                 running.size() == 1 ? "" : "s", running.size() == 1 ? "it" : "them"));
+      for (Job& job : running) job.child.terminate();
+    }
+    while (!stopping && !queue.empty() && static_cast<int>(running.size()) < options.jobs) {
+      const size_t i = queue.front();
+      queue.pop_front();
+      const PlannedRun& run = plan.runs[i];
+      const bool rerun = status[i].state == RunStatus::State::Changed;
+      std::vector<std::string> argv{options.pipelab, "run", run.experiment_path(), rerun ? "--overwrite" : "--resume",
+                                    "--quiet"};
+      const std::string log = (fs::path(run.dir) / "sweep.log").string();
+      append_line(log, fmt::format("== {} pipelab {} (OMP_NUM_THREADS={})", now_text(),
+                                   join(std::vector<std::string>(argv.begin() + 1, argv.end()), " "), threads));
+      const std::vector<std::string> env{fmt::format("OMP_NUM_THREADS={}", threads),
+                                         fmt::format("MKL_NUM_THREADS={}", threads)};
+      running.emplace_back(Job{i, ChildProcess(argv, env, log), Clock::now()});
+      report.line(
+          i,
+          rerun                                              ? "rerun"
+          : status[i].state == RunStatus::State::Interrupted ? "resume"
+                                                             : "start",
+          run.id,
+          status[i].state == RunStatus::State::Interrupted ? fmt::format("(after epoch {})", status[i].epochs) : "");
+    }
+    for (auto it = running.begin(); it != running.end();) {
+      if (!it->child.poll()) {
+        ++it;
+        continue;
+      }
+      const PlannedRun& run = plan.runs[it->index];
+      const int code = it->child.exit_code();
+      const std::string took = format_duration(seconds_since(it->start));
+      const std::string summary = summary_status(run.dir);
+      // Ctrl-C reaches the runs too (same process group), possibly before the sweep sees it.
+      // A run killed after writing its summary has its result all the same.
+      const bool signalled = code == 128 + SIGINT || code == 128 + SIGTERM;
+      if (summary == "finished") {
+        ++result.done;
+        report.line(it->index, "done", run.id, fmt::format("{}  {}", accuracy_text(run.dir), took));
+      } else if (summary == "diverged") {
+        ++result.diverged;
+        report.line(it->index, "DIVERGED", run.id, fmt::format("in epoch {}  {}", scan_run(run).epochs, took));
+      } else if (stopping || signalled) {
+        ++result.interrupted;
+        report.line(it->index, "stopped", run.id, "(resumes)");
+      } else {
+        ++result.failed;
+        report.line(it->index, "FAILED", run.id,
+                    fmt::format("(exit {}) {}  [log: {}/sweep.log]", code, last_line(run.dir + "/sweep.log"), run.dir));
+      }
+      ++finished;
+      it = running.erase(it);
+    }
+    report.progress(finished, static_cast<int>(running.size()));
+    if (!running.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  result.seconds = seconds_since(start);
+  std::string line =
+      fmt::format("sweep {}: {} done, {} skipped (had results), {} diverged, {} failed in {}", plan.name, result.done,
+                  result.skipped, result.diverged, result.failed, format_duration(result.seconds));
+  if (stopping) {
+    line += fmt::format("; stopped with {} interrupted and {} not started: run the sweep again to complete it",
+                        result.interrupted, result.not_started);
+  }
+  report.message(line);
+  return result;
+}
+
+}  // namespace pipelab::tools
