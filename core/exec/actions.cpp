@@ -66,7 +66,7 @@ Message run_forward(StageSlot& slot, int mb, Message in, bool from_feed, Feed& f
   Timed timed(stats.forward[static_cast<size_t>(stage.index())]);
   if (from_feed || stage.is_first()) in.value = feed.input(mb);
   PIPELAB_ASSERT(in.value.defined(), "stage {}: forward of micro-batch {} has no input", stage.index(), mb);
-  in.value = in.value.to(stage.device(), /*non_blocking=*/true);
+  in.value = device::transfer(in.value, nullptr, stage.device());
   const bool target_needed = mode == RunMode::Eval ? stage.is_last() : stage.needs_target();
   const at::Tensor target = target_needed ? feed.target(mb).to(stage.device(), true) : at::Tensor();
   ForwardResult result;
@@ -106,6 +106,49 @@ Message run_backward(StageSlot& slot, int mb, const std::vector<Message>& in, Ex
 void run_update(StageSlot& slot, ExecStats& stats) {
   Timed timed(stats.update[static_cast<size_t>(slot.stage->index())]);
   slot.policy->update(*slot.stage);
+}
+
+void run_action(const Schedule& s, int r, const Action& a, StageSlot& slot, Feed& feed, RunMode mode,
+                Transport& transport, ExecStats& stats) {
+  const int last = s.stages() - 1;
+  const bool pipeline = s.links.forward == Links::Forward::Pipeline;
+  const c10::Device here = slot.stage->device();
+  const auto send = [&](int to, Message m) {
+    count_message(stats, r, to, m);
+    device::Ready ready = m.empty() ? nullptr : device::record_ready(here);
+    transport.send(r, to, a.kind, a.mb, {std::move(m), std::move(ready)});
+  };
+  // A message arrives on this stage's device and stream (device::transfer).
+  const auto receive = [&](int from, ActionKind kind) {
+    Parcel p = transport.receive(r, from, kind, a.mb);
+    Message& m = p.message;
+    m.value = device::transfer(m.value, p.ready, here);
+    for (at::Tensor& t : m.extra) t = device::transfer(t, p.ready, here);
+    return std::move(m);
+  };
+  switch (a.kind) {
+    case ActionKind::Forward: {
+      const bool receives = pipeline && r > 0;
+      Message in = receives ? receive(r - 1, a.kind) : Message{};
+      Message out = run_forward(slot, a.mb, std::move(in), !pipeline, feed, mode, stats);
+      if (pipeline && r < last) send(r + 1, std::move(out));
+      break;
+    }
+    case ActionKind::Head:
+    case ActionKind::Backward: {
+      std::vector<Message> in;
+      if (a.kind == ActionKind::Backward && r < last) {
+        for (const ActionKind k : s.links.backward_inputs) in.push_back(receive(r + 1, k));
+      }
+      Message out = a.kind == ActionKind::Head ? run_head(slot, a.mb, stats) : run_backward(slot, a.mb, in, stats);
+      if (r > 0 && s.links.sends_back(a.kind)) send(r - 1, std::move(out));
+      break;
+    }
+    case ActionKind::Update:
+      if (s.links.synchronized_updates) transport.update_barrier(r);
+      run_update(slot, stats);
+      break;
+  }
 }
 
 }  // namespace pipelab

@@ -2,6 +2,7 @@
 /// The meaning of F, H, B and U on one stage, shared by every executor: the scheme's policy
 /// hooks around the Stage calls, device placement, timing and loss reporting.
 #include "core/exec/executor.h"
+#include "core/exec/transport.h"
 
 namespace pipelab {
 
@@ -24,5 +25,11 @@ Message run_head(StageSlot& slot, int mb, ExecStats& stats);
 Message run_backward(StageSlot& slot, int mb, const std::vector<Message>& in, ExecStats& stats);
 /// U on `slot`.
 void run_update(StageSlot& slot, ExecStats& stats);
+
+/// Action `a` of stage `r` of `s`: receives what it consumes through `transport`, runs it
+/// with the functions above, sends what it produces (and counts the traffic). Every
+/// executor runs every action through this one function, so they agree on the numbers.
+void run_action(const Schedule& s, int r, const Action& a, StageSlot& slot, Feed& feed, RunMode mode,
+                Transport& transport, ExecStats& stats);
 
 }  // namespace pipelab

@@ -15,6 +15,27 @@ struct SequentialOptions {
   void fields(V&) {}
 };
 
+/// Messages in one thread: the dataflow walk only runs an action once its inputs were
+/// sent, so a missing message is a bug, never a wait. The walk is the update barrier.
+class MapTransport : public Transport {
+ public:
+  void send(int, int to, ActionKind kind, int mb, Parcel p) override {
+    mailbox_[{to, static_cast<char>(kind), mb}] = std::move(p);
+  }
+  Parcel receive(int to, int, ActionKind kind, int mb) override {
+    auto it = mailbox_.find({to, static_cast<char>(kind), mb});
+    PIPELAB_ASSERT(it != mailbox_.end(), "stage {} has no {} message for micro-batch {}", to, static_cast<char>(kind), mb);
+    Parcel p = std::move(it->second);
+    mailbox_.erase(it);
+    return p;
+  }
+  void update_barrier(int) override {}
+  size_t pending() const { return mailbox_.size(); }
+
+ private:
+  std::map<std::tuple<int, char, int>, Parcel> mailbox_;  ///< (receiver, sending kind, micro-batch)
+};
+
 class SequentialExecutor : public Configured<Executor, SequentialOptions> {
  public:
   using Configured::Configured;
@@ -23,46 +44,12 @@ class SequentialExecutor : public Configured<Executor, SequentialOptions> {
     const auto start = std::chrono::steady_clock::now();
     if (stats_.forward.size() != slots.size()) stats_.reset(static_cast<int>(slots.size()));
     begin_run(slots, s.micro_batches(), mode);
-    // (receiving stage, kind of the sending action, micro-batch) -> message
-    std::map<std::tuple<int, char, int>, Message> mailbox;
-    const auto post = [&](int from, int to, ActionKind kind, int mb, Message m) {
-      count_message(stats_, from, to, m);
-      mailbox[{to, static_cast<char>(kind), mb}] = std::move(m);
-    };
-    const auto take = [&](int r, ActionKind kind, int mb) {
-      auto it = mailbox.find({r, static_cast<char>(kind), mb});
-      PIPELAB_ASSERT(it != mailbox.end(), "stage {} has no {} message for micro-batch {}", r, static_cast<char>(kind), mb);
-      Message m = std::move(it->second);
-      mailbox.erase(it);
-      return m;
-    };
-    const int last = s.stages() - 1;
-    const bool pipeline = s.links.forward == Links::Forward::Pipeline;
+    MapTransport transport;
     const WalkResult walk = walk_schedule(s, [&](int r, size_t i) {
-      const Action& a = s.stage(r)[i];
-      StageSlot& slot = slots[static_cast<size_t>(r)];
-      switch (a.kind) {
-        case ActionKind::Forward: {
-          const bool receives = pipeline && r > 0;
-          Message out = run_forward(slot, a.mb, receives ? take(r, a.kind, a.mb) : Message{}, !pipeline, feed, mode, stats_);
-          if (pipeline && r < last) post(r, r + 1, a.kind, a.mb, std::move(out));
-          break;
-        }
-        case ActionKind::Head:
-        case ActionKind::Backward: {
-          std::vector<Message> in;
-          if (a.kind == ActionKind::Backward && r < last) {
-            for (const ActionKind k : s.links.backward_inputs) in.push_back(take(r, k, a.mb));
-          }
-          Message out = a.kind == ActionKind::Head ? run_head(slot, a.mb, stats_) : run_backward(slot, a.mb, in, stats_);
-          if (r > 0 && s.links.sends_back(a.kind)) post(r, r - 1, a.kind, a.mb, std::move(out));
-          break;
-        }
-        case ActionKind::Update: run_update(slot, stats_); break;
-      }
+      run_action(s, r, s.stage(r)[i], slots[static_cast<size_t>(r)], feed, mode, transport, stats_);
     });
     PIPELAB_ASSERT(walk.complete, "the schedule deadlocked; it should have been validated");
-    PIPELAB_ASSERT(mailbox.empty(), "{} messages were never received", mailbox.size());
+    PIPELAB_ASSERT(transport.pending() == 0, "{} messages were never received", transport.pending());
     end_run(slots, mode);
     stats_.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

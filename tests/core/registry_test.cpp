@@ -36,7 +36,7 @@ TEST(Registry, ExpectedNamesAreRegistered) {
       {"synthetic", "tensors", "cifar10", "cifar100", "mnist", "fashion_mnist", "imdb", "glue", "tiny_imagenet"});
   expect_registered<OptimizerFactory>({"sgd", "adam", "adamw"});
   expect_registered<LrSchedule>({"constant", "step", "multistep", "polynomial", "cosine"});
-  expect_registered<Executor>({"sequential"});
+  expect_registered<Executor>({"sequential", "threaded", "distributed"});
 }
 
 TEST(Registry, UnknownNameListsClosestFirst) {

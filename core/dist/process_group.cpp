@@ -1,0 +1,147 @@
+#include "core/dist/process_group.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <deque>
+#include <mutex>
+
+#include "core/util/error.h"
+
+#ifdef PIPELAB_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+
+namespace pipelab::dist {
+
+Endpoint Endpoint::parse(const std::string& text, const std::string& what) {
+  Endpoint e;
+  const size_t colon = text.rfind(':');
+  const std::string port = colon == std::string::npos ? text : text.substr(colon + 1);
+  if (colon != std::string::npos) e.host = text.substr(0, colon);
+  try {
+    size_t used = 0;
+    e.port = std::stoi(port, &used);
+    if (used != port.size() || e.port <= 0 || e.port > 65535 || e.host.empty()) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw UserError(fmt::format("{}: '{}' is not host:port. Fix: e.g. 127.0.0.1:29500.", what, text));
+  }
+  return e;
+}
+
+std::string Endpoint::str() const { return fmt::format("{}:{}", host, port); }
+
+#ifdef PIPELAB_HAVE_GLOO
+
+bool available() { return true; }
+
+struct ProcessGroup::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::chrono::milliseconds timeout;
+  std::mutex mutex;  // guards sends
+  std::deque<c10::intrusive_ptr<c10d::Work>> sends;
+};
+
+ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options), impl_(std::make_unique<Impl>()) {
+  impl_->timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(options.master.port);
+  so.isServer = options.rank == 0;
+  so.numWorkers = static_cast<size_t>(options.world_size);
+  so.waitWorkers = true;
+  so.timeout = impl_->timeout;
+  try {
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(options.master.host, so);
+    auto go = c10d::ProcessGroupGloo::Options::create();
+    go->timeout = impl_->timeout;
+    go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.master.host));
+    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, options.rank, options.world_size, go);
+  } catch (const std::exception& e) {
+    throw UserError(fmt::format("rank {} of {} could not join the process group at {}: {}. Fix: start every rank "
+                                "with the same --master and --world-size (or use `pipelab launch`), and check that "
+                                "the port is free.",
+                                options.rank, options.world_size, options.master.str(), e.what()));
+  }
+}
+
+ProcessGroup::~ProcessGroup() {
+  try {
+    complete_sends();
+  } catch (...) {  // a peer that already left; nothing to report from a destructor
+  }
+}
+
+void ProcessGroup::send(const at::Tensor& t, int dst, int tag) {
+  std::vector<at::Tensor> ts{t.contiguous()};
+  auto work = impl_->group->send(ts, dst, tag);
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->sends.push_back(std::move(work));
+  // Finished sends are dropped as we go, so a long run does not keep every tensor alive.
+  while (!impl_->sends.empty() && impl_->sends.front()->isCompleted()) {
+    impl_->sends.front()->wait(impl_->timeout);
+    impl_->sends.pop_front();
+  }
+}
+
+void ProcessGroup::recv(at::Tensor& t, int src, int tag) {
+  std::vector<at::Tensor> ts{t};
+  try {
+    impl_->group->recv(ts, src, tag)->wait(impl_->timeout);
+  } catch (const std::exception& e) {
+    throw UserError(fmt::format("rank {} lost rank {} (waiting {} s at most): {}", options_.rank, src,
+                                options_.timeout_seconds, e.what()));
+  }
+}
+
+void ProcessGroup::complete_sends() {
+  std::deque<c10::intrusive_ptr<c10d::Work>> sends;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    sends.swap(impl_->sends);
+  }
+  for (auto& w : sends) w->wait(impl_->timeout);
+}
+
+std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& t) {
+  std::vector<at::Tensor> in{t.contiguous()};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < size(); ++r) out[0].push_back(at::empty_like(in[0]));
+  try {
+    impl_->group->allgather(out, in)->wait(impl_->timeout);
+  } catch (const std::exception& e) {
+    throw UserError(fmt::format("rank {}: all-gather failed (a peer left?): {}", options_.rank, e.what()));
+  }
+  return out[0];
+}
+
+void ProcessGroup::barrier() {
+  try {
+    impl_->group->barrier()->wait(impl_->timeout);
+  } catch (const std::exception& e) {
+    throw UserError(fmt::format("rank {}: barrier failed (a peer left?): {}", options_.rank, e.what()));
+  }
+}
+
+#else
+
+bool available() { return false; }
+
+struct ProcessGroup::Impl {};
+
+ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options) {
+  throw UserError("this pipelab was built without c10d's Gloo headers, so it cannot run several processes. Fix: "
+                  "install libgloo-dev (tools/setup.sh does) and rebuild.");
+}
+ProcessGroup::~ProcessGroup() = default;
+void ProcessGroup::send(const at::Tensor&, int, int) {}
+void ProcessGroup::recv(at::Tensor&, int, int) {}
+void ProcessGroup::complete_sends() {}
+std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor&) { return {}; }
+void ProcessGroup::barrier() {}
+
+#endif
+
+}  // namespace pipelab::dist

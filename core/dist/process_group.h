@@ -1,0 +1,64 @@
+#pragma once
+/// The one place pipelab talks to PyTorch's c10d (process_group.cpp): a Gloo process group
+/// whose ranks meet through a TCPStore served by rank 0. Everything above it (the
+/// distributed executor, the replicas' all-reduce) sees only tensors, ranks and tags.
+#include <ATen/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pipelab::dist {
+
+/// `host:port` of the rendezvous (rank 0 serves the store there).
+struct Endpoint {
+  std::string host = "127.0.0.1";
+  int port = 29500;
+  /// Parses "host:port" or "port"; anything else is a UserError naming `what`.
+  static Endpoint parse(const std::string& text, const std::string& what);
+  std::string str() const;
+};
+
+struct GroupOptions {
+  int rank = 0;
+  int world_size = 1;
+  Endpoint master;
+  /// How long a rank waits for a peer (rendezvous, a message, a collective) before it
+  /// gives up with an error naming the peer: a dead peer never hangs the others.
+  double timeout_seconds = 300;
+};
+
+/// True when this pipelab was built with c10d's Gloo backend (the headers of Debian's
+/// libgloo-dev; the code itself is inside LibTorch).
+bool available();
+
+class ProcessGroup {
+ public:
+  /// Joins the group: blocks until every rank has joined or the timeout passes.
+  explicit ProcessGroup(const GroupOptions& options);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return options_.rank; }
+  int size() const { return options_.world_size; }
+  const GroupOptions& options() const { return options_; }
+
+  /// Starts sending contiguous CPU tensor `t` to `dst` under `tag`; returns at once. The
+  /// tensor is kept alive until the send completes (complete_sends()).
+  void send(const at::Tensor& t, int dst, int tag);
+  /// Receives into `t` (its shape and dtype must match what was sent) from `src`.
+  void recv(at::Tensor& t, int src, int tag);
+  /// Waits for every send started so far.
+  void complete_sends();
+  /// Every rank's `t` (same shape on every rank), in rank order.
+  std::vector<at::Tensor> all_gather(const at::Tensor& t);
+  void barrier();
+
+ private:
+  struct Impl;
+  GroupOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pipelab::dist

@@ -1,0 +1,75 @@
+#include "core/exec/mailboxes.h"
+
+#include <algorithm>
+
+#include "core/util/error.h"
+
+namespace pipelab {
+
+Mailboxes::Mailboxes(int stages) : boxes_(static_cast<size_t>(stages)) {}
+
+void Mailboxes::send(int, int to, ActionKind kind, int mb, Parcel p) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& box = boxes_.at(static_cast<size_t>(to));
+    const bool fresh = box.emplace(std::make_pair(static_cast<char>(kind), mb), std::move(p)).second;
+    PIPELAB_ASSERT(fresh, "stage {} got a second {} message for micro-batch {}", to, static_cast<char>(kind), mb);
+    high_water_ = std::max(high_water_, box.size());
+  }
+  // Every waiter re-checks its own key; with a handful of stages this is cheaper than a
+  // condition variable per key.
+  changed_.notify_all();
+}
+
+Parcel Mailboxes::receive(int to, int, ActionKind kind, int mb) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto& box = boxes_.at(static_cast<size_t>(to));
+  const auto key = std::make_pair(static_cast<char>(kind), mb);
+  auto it = box.end();
+  changed_.wait(lock, [&] { return cancelled_ || (it = box.find(key)) != box.end(); });
+  if (cancelled_) throw Cancelled();
+  Parcel p = std::move(it->second);
+  box.erase(it);
+  return p;
+}
+
+void Mailboxes::update_barrier(int) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (cancelled_) throw Cancelled();
+  const int64_t round = round_;
+  if (++arrived_ == static_cast<int>(boxes_.size())) {
+    arrived_ = 0;
+    ++round_;
+    changed_.notify_all();
+    return;
+  }
+  changed_.wait(lock, [&] { return cancelled_ || round_ != round; });
+  if (cancelled_) throw Cancelled();
+}
+
+void Mailboxes::cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_ = true;
+  }
+  changed_.notify_all();
+}
+
+bool Mailboxes::cancelled() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cancelled_;
+}
+
+size_t Mailboxes::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (const auto& box : boxes_) n += box.size();
+  return n;
+}
+
+size_t Mailboxes::high_water() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return high_water_;
+}
+
+}  // namespace pipelab

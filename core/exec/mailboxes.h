@@ -1,0 +1,42 @@
+#pragma once
+/// The threaded executor's transport: one mailbox per receiving stage, keyed by the sending
+/// action (kind, micro-batch), with blocking receive; a barrier for synchronized updates;
+/// and cancellation, which wakes every waiting stage with Cancelled.
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "core/exec/transport.h"
+
+namespace pipelab {
+
+class Mailboxes : public Transport {
+ public:
+  explicit Mailboxes(int stages);
+  void send(int from, int to, ActionKind kind, int mb, Parcel p) override;
+  Parcel receive(int to, int from, ActionKind kind, int mb) override;
+  void update_barrier(int stage) override;
+
+  /// Wakes every waiting stage with Cancelled, now and in every later wait.
+  void cancel();
+  bool cancelled() const;
+  /// Messages sent and not received (0 after a complete run).
+  size_t pending() const;
+  /// The most messages any one mailbox held at once: how far ahead senders ran. The
+  /// schedule bounds it (a 1F1B stage r holds at most D - r forward activations).
+  size_t high_water() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::map<std::pair<char, int>, Parcel>> boxes_;  ///< per receiver: (kind, mb) -> message
+  size_t high_water_ = 0;
+  bool cancelled_ = false;
+  // Update barrier: stages arrived in the current round, and the round number.
+  int arrived_ = 0;
+  int64_t round_ = 0;
+};
+
+}  // namespace pipelab

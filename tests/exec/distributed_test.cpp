@@ -1,0 +1,195 @@
+// The distributed executor over a real c10d (Gloo) process group. Each rank is a thread
+// with its own copy of the stages, exactly as separate processes would hold them; the
+// numbers must equal the sequential executor's bit for bit, results reach the rank that
+// owns the last stage, and a rank that fails or disappears stops the others with an error.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <future>
+
+#include "core/dist/process_group.h"
+#include "core/exec/distributed.h"
+#include "core/optim/optimizer.h"
+#include "core/util/error.h"
+#include "tests/support/helpers.h"
+
+namespace pipelab {
+namespace {
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+/// Four Linear(6, 6) stages (same initial weights in every copy) under `scheme`.
+struct Copy {
+  std::vector<std::unique_ptr<Stage>> stages;
+  std::vector<std::unique_ptr<StagePolicy>> policies;
+  std::vector<StageSlot> slots;
+  std::unique_ptr<Scheme> scheme;
+
+  explicit Copy(const std::string& scheme_yaml) {
+    auto source = std::make_shared<ConfigSource>("t");
+    scheme = Registry<Scheme>::get().create(ConfigNode(YAML::Load(scheme_yaml), source, "scheme"));
+    const auto sgd = Registry<OptimizerFactory>::get().create(
+        ConfigNode(YAML::Load("{type: sgd, lr: 0.1, momentum: 0.9}"), source, "o"));
+    for (int r = 0; r < 4; ++r) {
+      torch::manual_seed(static_cast<uint64_t>(r));
+      StageSpec spec;
+      spec.index = r;
+      spec.count = 4;
+      spec.first_block = static_cast<size_t>(r);
+      spec.blocks = {{fmt::format("linear{}", r), torch::nn::AnyModule(torch::nn::Linear(6, 6))}};
+      if (r == 3) spec.loss = std::make_shared<CrossEntropyLoss>();
+      stages.push_back(std::make_unique<Stage>(std::move(spec)));
+      stages.back()->set_optimizer(sgd->make(stages.back()->parameters()));
+      policies.push_back(scheme->make_policy(*stages.back()));
+      slots.push_back({stages.back().get(), policies.back().get()});
+    }
+  }
+};
+
+/// Step j's micro-batch mb: 3 examples; input() throws at `fail_at` if set.
+class Data : public Feed {
+ public:
+  explicit Data(int step, int fail_at = -1) : step_(step), fail_at_(fail_at) {}
+  at::Tensor input(int mb) override {
+    if (mb == fail_at_) throw UserError("micro-batch 1 cannot be read");
+    return at::sin(at::arange(18, at::kFloat).reshape({3, 6}) * (1 + mb + 4 * step_));
+  }
+  at::Tensor target(int mb) override { return at::tensor({mb % 6, (mb + step_) % 6, 2}, at::kLong); }
+  double loss_scale(int) override { return 0.25; }
+  void on_result(int mb, const MicroBatchResult& r) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    losses[mb] = r.loss.item<double>();
+  }
+  std::map<int, double> losses;
+
+ private:
+  int step_, fail_at_;
+  std::mutex mutex_;
+};
+
+std::unique_ptr<Executor> executor(const std::string& yaml) {
+  auto source = std::make_shared<ConfigSource>("t");
+  return Registry<Executor>::get().create(ConfigNode(YAML::Load(yaml), source, "executor"));
+}
+
+void expect_same_weights(const Stage& a, const Stage& b) {
+  const auto pa = const_cast<Stage&>(a).parameters();
+  const auto pb = const_cast<Stage&>(b).parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(pa[i].equal(pb[i])) << "stage " << a.index() << " parameter " << i;
+}
+
+void distributed_equals_sequential(const std::string& scheme, int world) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  constexpr int kSteps = 3;
+  Copy reference(scheme);
+  auto sequential = executor("{type: sequential}");
+  std::vector<std::map<int, double>> reference_losses;
+  for (int j = 0; j < kSteps; ++j) {
+    Data data(j);
+    sequential->run(reference.scheme->schedule(4, 4), reference.slots, data, RunMode::Train);
+    reference_losses.push_back(data.losses);
+  }
+  const int port = free_port();
+  std::vector<std::unique_ptr<Copy>> copies;
+  for (int p = 0; p < world; ++p) copies.push_back(std::make_unique<Copy>(scheme));
+  std::vector<std::future<std::vector<std::map<int, double>>>> ranks;
+  for (int p = 0; p < world; ++p) {
+    ranks.push_back(std::async(std::launch::async, [&, p] {
+      auto e = executor(fmt::format("{{type: distributed, rank: {}, world_size: {}, master: '127.0.0.1:{}', "
+                                    "timeout_s: 20, intra_op_threads: 1}}",
+                                    p, world, port));
+      std::vector<std::map<int, double>> losses;
+      for (int j = 0; j < kSteps; ++j) {
+        Data data(j);
+        e->run(copies[static_cast<size_t>(p)]->scheme->schedule(4, 4), copies[static_cast<size_t>(p)]->slots, data,
+               RunMode::Train);
+        losses.push_back(data.losses);
+      }
+      return losses;
+    }));
+  }
+  std::vector<std::vector<std::map<int, double>>> losses;
+  for (auto& f : ranks) losses.push_back(f.get());
+  for (int r = 0; r < 4; ++r) {
+    const int owner = DistributedExecutor::owner(r, 4, world);
+    expect_same_weights(*copies[static_cast<size_t>(owner)]->stages[static_cast<size_t>(r)], *reference.stages[static_cast<size_t>(r)]);
+  }
+  // Every loss reached the rank with the last stage, bit for bit; the others got none.
+  EXPECT_EQ(losses.back(), reference_losses);
+  for (int p = 0; p + 1 < world; ++p) EXPECT_TRUE(losses[static_cast<size_t>(p)][0].empty());
+}
+
+TEST(DistributedExecutor, GpipeOnFourProcessesEqualsSequential) { distributed_equals_sequential("{type: gpipe, chunks: 4}", 4); }
+
+TEST(DistributedExecutor, PipedreamOnTwoProcessesOfTwoStagesEqualsSequential) {
+  distributed_equals_sequential("{type: pipedream}", 2);
+}
+
+TEST(DistributedExecutor, StagesAreSplitIntoConsecutiveGroups) {
+  EXPECT_EQ(DistributedExecutor::owner(0, 4, 2), 0);
+  EXPECT_EQ(DistributedExecutor::owner(1, 4, 2), 0);
+  EXPECT_EQ(DistributedExecutor::owner(2, 4, 2), 1);
+  EXPECT_EQ(DistributedExecutor::owner(3, 4, 2), 1);
+  EXPECT_EQ(DistributedExecutor::owner(2, 5, 2), 1);  // [0, 2) and [2, 5)
+  EXPECT_EQ(DistributedExecutor::owner(1, 5, 2), 0);
+  EXPECT_EQ(DistributedExecutor::owner(4, 4, 4), 3);
+}
+
+TEST(DistributedExecutor, AFailingRankStopsThePeersWithAnErrorNamingIt) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  const int port = free_port();
+  Copy c0("{type: gpipe, chunks: 4}"), c1("{type: gpipe, chunks: 4}");
+  const auto start = std::chrono::steady_clock::now();
+  auto rank = [&](int p, Copy& c, int fail_at) {
+    return std::async(std::launch::async, [&, p, fail_at]() -> std::string {
+      try {
+        auto e = executor(fmt::format("{{type: distributed, rank: {}, world_size: 2, master: '127.0.0.1:{}', timeout_s: 10}}", p, port));
+        Data data(0, fail_at);
+        e->run(c.scheme->schedule(4, 4), c.slots, data, RunMode::Train);
+        return "no error";
+      } catch (const std::exception& e) {
+        return e.what();
+      }
+    });
+  };
+  // Rank 0 (stages 0-1) fails reading micro-batch 1 and leaves; rank 1 waits for it.
+  auto r0 = rank(0, c0, 1);
+  auto r1 = rank(1, c1, -1);
+  EXPECT_EQ(r0.get(), "micro-batch 1 cannot be read");
+  const std::string peer = r1.get();
+  EXPECT_NE(peer.find("rank 1 lost rank 0"), std::string::npos) << peer;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 15.0);
+}
+
+TEST(DistributedExecutor, ARankThatNeverJoinsIsAnErrorAfterTheTimeout) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  dist::GroupOptions o;
+  o.rank = 0;
+  o.world_size = 2;
+  o.master.port = free_port();
+  o.timeout_seconds = 1;
+  const std::string message = testing::user_error([&] { dist::ProcessGroup group(o); });
+  EXPECT_NE(message.find("rank 0 of 2 could not join the process group at 127.0.0.1:"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace pipelab
