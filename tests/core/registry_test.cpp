@@ -31,7 +31,7 @@ TEST(Registry, ExpectedNamesAreRegistered) {
   expect_registered<Scheme>({"single", "naive", "gpipe", "pipedream_flush", "async", "pipedream", "spectrain", "pipeoptim",
                              "interlocking", "dp"});
   expect_registered<ModelFactory>({"mlp", "cnn", "vgg16", "resnet", "densenet121", "googlenet", "mobilenet_v2",
-                                   "inception_v3", "amoebanet_d"});
+                                   "inception_v3", "amoebanet_d", "transformer", "residual_lstm"});
   expect_registered<DatasetFactory>(
       {"synthetic", "tensors", "cifar10", "cifar100", "mnist", "fashion_mnist", "imdb", "glue", "tiny_imagenet"});
   expect_registered<OptimizerFactory>({"sgd", "adam", "adamw"});

@@ -1,0 +1,41 @@
+#include "models/blocks/text.h"
+
+#include "core/util/error.h"
+
+namespace pipelab::models {
+
+int64_t text_input(const Component& model, const DataSpec& data) {
+  if (!data.integer_input || data.input_shape.size() != 1) {
+    model.fail("",
+               fmt::format("needs word ids (int64 examples of shape [maxlen]), but the dataset gives {} examples "
+                           "of shape {}",
+                           data.integer_input ? "integer" : "floating-point", shape_text(data.input_shape)),
+               "use a text dataset (imdb, glue) or a tensors file with an int64 x of shape [N, maxlen]");
+  }
+  return data.input_shape[0];
+}
+
+TokenEmbeddingImpl::TokenEmbeddingImpl(int64_t num_words, int64_t dim) : num_words_(num_words) {
+  weight_ = register_parameter("weight", torch::randn({num_words, dim}));
+}
+
+torch::Tensor TokenEmbeddingImpl::forward(const torch::Tensor& ids) {
+  if (ids.numel() > 0) {
+    const int64_t largest = ids.max().item<int64_t>(), smallest = ids.min().item<int64_t>();
+    if (largest >= num_words_ || smallest < 0) {
+      throw UserError(fmt::format(
+          "model: a word id is {}, outside the embedding's vocabulary [0, {}); set model.num_words to the "
+          "dataset's num_words (or larger)",
+          largest >= num_words_ ? largest : smallest, num_words_));
+    }
+  }
+  return torch::embedding(weight_, ids);
+}
+
+MeanPoolClassifierImpl::MeanPoolClassifierImpl(int64_t dim, int64_t classes) {
+  output_ = register_module("output", torch::nn::Linear(dim, classes));
+}
+
+torch::Tensor MeanPoolClassifierImpl::forward(const torch::Tensor& x) { return output_(x.mean(1)); }
+
+}  // namespace pipelab::models

@@ -1,0 +1,47 @@
+#pragma once
+/// The two ends of a text classifier, shared by the IMDB models of SpecTrain (`transformer`,
+/// `residual_lstm`): the input check, a word embedding that rejects ids outside its
+/// vocabulary, and the head that averages over time before a linear layer.
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "core/model/model.h"
+
+namespace pipelab::models {
+
+/// The sequence length of `data`: examples must be int64 word ids of shape [maxlen] (the
+/// `imdb` and `glue` datasets, or `tensors` with an integer x). Anything else is a
+/// ConfigError on `model`'s section.
+int64_t text_input(const Component& model, const DataSpec& data);
+
+/// nn.Embedding(num_words, dim) (parameter "weight", N(0, 1) as PyTorch's default) whose
+/// forward first checks that every id is in [0, num_words). Without the check an id from a
+/// dataset with a larger vocabulary is an out-of-range index deep inside ATen; with it, a
+/// UserError says which option to change.
+class TokenEmbeddingImpl : public torch::nn::Module {
+ public:
+  TokenEmbeddingImpl(int64_t num_words, int64_t dim);
+  /// ids [N, T] int64 -> [N, T, dim].
+  torch::Tensor forward(const torch::Tensor& ids);
+
+ private:
+  int64_t num_words_;
+  torch::Tensor weight_;
+};
+TORCH_MODULE(TokenEmbedding);
+
+/// Mean over the time axis (all positions, padding included: the reference has no mask,
+/// reference-schemes.md Q24), then nn.Linear(dim, classes) named "output" (SpecTrain's stage3).
+class MeanPoolClassifierImpl : public torch::nn::Module {
+ public:
+  MeanPoolClassifierImpl(int64_t dim, int64_t classes);
+  /// [N, T, dim] -> logits [N, classes].
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Linear output_{nullptr};
+};
+TORCH_MODULE(MeanPoolClassifier);
+
+}  // namespace pipelab::models

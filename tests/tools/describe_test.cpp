@@ -1,0 +1,134 @@
+// pipelab describe: FLOPs counted from recorded ATen calls against hand counts (linear, conv,
+// grouped/strided conv, LSTM, batched matmul), per-stage totals, and the command's output.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "tests/models/zoo.h"
+#include "tests/support/helpers.h"
+#include "tools/describe/flop_counter.h"
+#include "tools/describe/model_profile.h"
+
+namespace pipelab {
+namespace {
+
+DataSpec flat(int64_t features, int64_t classes) {
+  DataSpec d;
+  d.input_shape = {features};
+  d.classes = classes;
+  return d;
+}
+
+TEST(Describe, MlpFlopsByHand) {
+  // fc1: 784 x 256 multiply-adds per example -> 2 * 200,704 = 401,408 FLOPs; fc2 2 * 256 * 10 = 5,120.
+  const ModelDef def = testing::define_model("{type: mlp, sizes: [784, 256, 10]}", flat(784, 10));
+  const std::vector<BlockProfile> p = profile_blocks(def, flat(784, 10));
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].name, "fc1");
+  EXPECT_EQ(p[0].flops, 401408);
+  EXPECT_EQ(p[0].parameters, 784 * 256 + 256);
+  EXPECT_EQ(p[0].output_shape, (std::vector<int64_t>{256}));
+  EXPECT_EQ(p[1].flops, 5120);
+}
+
+TEST(Describe, SmallCnnFlopsByHand) {
+  // conv1: 3x3 conv 3 -> 8 with padding 1 on 8x8: 8 * 8*8 outputs * 3*3*3 = 13,824 MACs -> 27,648
+  // FLOPs (ReLU and pooling not counted); fc: flatten 8*4*4 = 128 -> 16: 2 * 2,048 = 4,096;
+  // out: 16 -> 10: 2 * 160 = 320.
+  const ModelDef def =
+      testing::define_model("{type: cnn, channels: [8], hidden: 16, batch_norm: false}", testing::images(3, 8, 8, 10));
+  const std::vector<BlockProfile> p = profile_blocks(def, testing::images(3, 8, 8, 10));
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].flops, 27648);
+  EXPECT_EQ(p[0].output_shape, (std::vector<int64_t>{8, 4, 4}));
+  EXPECT_EQ(p[1].flops, 4096);
+  EXPECT_EQ(p[2].flops, 320);
+}
+
+TEST(Describe, CounterHandlesStridesGroupsRnnsAndBatchedMatmul) {
+  torch::NoGradGuard no_grad;
+  {
+    // 4 -> 8 channels, 3x3, stride 2, 2 groups, on 2 x 4 x 9 x 9: outputs 2 * 8 * 4*4, each
+    // (4/2) * 3*3 = 18 products -> 4,608 MACs.
+    torch::nn::Conv2d conv(torch::nn::Conv2dOptions(4, 8, 3).stride(2).groups(2));
+    FlopCounter c;
+    conv(torch::zeros({2, 4, 9, 9}));
+    EXPECT_EQ(c.flops(), 2 * 4608);
+  }
+  {
+    // LSTM 16 -> 32 on 2 examples x 5 steps: 10 * (4*32*16 + 4*32*32) = 61,440 MACs, counted
+    // once whatever kernel (oneDNN or per-step addmm) runs underneath.
+    torch::nn::LSTM lstm(torch::nn::LSTMOptions(16, 32).batch_first(true));
+    FlopCounter c;
+    lstm(torch::zeros({2, 5, 16}));
+    EXPECT_EQ(c.flops(), 2 * 61440);
+  }
+  {
+    // [2, 3, 4, 5] @ [2, 3, 5, 6]: 6 products of 4x5 by 5x6 = 720 MACs.
+    FlopCounter c;
+    torch::matmul(torch::zeros({2, 3, 4, 5}), torch::zeros({2, 3, 5, 6}));
+    EXPECT_EQ(c.flops(), 1440);
+  }
+  {
+    // A linear on a [2, 7, 16] input: 14 rows x 16 x 4 = 896 MACs, once.
+    torch::nn::Linear linear(16, 4);
+    FlopCounter c;
+    linear(torch::zeros({2, 7, 16}));
+    EXPECT_EQ(c.flops(), 1792);
+  }
+}
+
+TEST(Describe, StageTotalsAndImbalance) {
+  std::vector<BlockProfile> blocks(3);
+  blocks[0] = {"a", {}, 10, 100};
+  blocks[1] = {"b", {}, 20, 300};
+  blocks[2] = {"c", {}, 30, 200};
+  const std::vector<StageProfile> s = stage_totals(blocks, {1, 2});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].parameters, 10);
+  EXPECT_EQ(s[1].parameters, 50);
+  EXPECT_EQ(s[1].flops, 500);
+  EXPECT_EQ(s[1].first, 1);
+  // FLOPs 100 | 500: max 500 over mean 300; parameters 10 | 50: 50 / 30.
+  EXPECT_DOUBLE_EQ(imbalance({s[0].flops, s[1].flops}), 500.0 / 300.0);
+  const std::string text = render_profile(blocks, s, "2 stages, balance given = [1, 2]");
+  EXPECT_NE(text.find("imbalance (max/mean over stages): parameters 1.67, forward FLOPs 1.67"), std::string::npos) << text;
+  EXPECT_NE(text.find("1-2 b..c"), std::string::npos) << text;
+  EXPECT_EQ(with_commas(1621250), "1,621,250");
+}
+
+std::pair<int, std::string> pipelab(const std::string& args) { return testing::shell(std::string(PIPELAB_BINARY) + " " + args); }
+
+TEST(Describe, CommandMentionsEveryBlockAndStage) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), R"(
+model:     {type: mlp, sizes: [32, 64, 64, 4]}
+dataset:   {type: synthetic, samples: 64, test_samples: 16, shape: [32], classes: 4}
+partition: {stages: 2, balance: [1, 2]}
+scheme:    {type: gpipe, chunks: 2}
+optimizer: {type: sgd, lr: 0.1}
+run:       {epochs: 1, batch_size: 16}
+)");
+  auto [code, out] = pipelab("describe " + dir.file("e.yaml"));
+  ASSERT_EQ(code, 0) << out;
+  for (const char* name : {"fc1", "fc2", "fc3", "partition: 2 stages, balance given = [1, 2]", "4,096", "8,192", "512"}) {
+    EXPECT_NE(out.find(name), std::string::npos) << name << "\n" << out;
+  }
+  // Overrides apply, and the transformer is described without its dataset.
+  std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") +
+                                " --set 'model={type: transformer}' --set 'partition={stages: 4, balance: spectrain_4}'"
+                                " --input-shape 200 --classes 2 --token-ids");
+  ASSERT_EQ(code, 0) << out;
+  for (const char* name : {"embed", "layer1", "layer3", "head", "1,621,250", "balance spectrain_4 = [1, 1, 1, 2]"}) {
+    EXPECT_NE(out.find(name), std::string::npos) << name << "\n" << out;
+  }
+  std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") + " --input-shape 3,x");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("--input-shape: expected sizes"), std::string::npos) << out;
+  std::tie(code, out) = pipelab("describe --help");
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("usage: pipelab describe FILE"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace pipelab

@@ -1,0 +1,116 @@
+/// pipelab describe FILE [--set key.path=value ...] [--input-shape S --classes N [--token-ids]]:
+/// the experiment's model block by block (output shape, parameters, forward FLOPs for one
+/// example) and its stages under the file's `partition`, without training anything.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/train/experiment.h"
+#include "tools/cli/options.h"
+#include "tools/describe/model_profile.h"
+
+namespace pipelab::cli {
+namespace {
+
+/// "3,32,32" or "[3, 32, 32]" -> {3, 32, 32}.
+std::vector<int64_t> parse_shape(std::string text) {
+  for (char& c : text) {
+    if (c == '[' || c == ']' || c == ',') c = ' ';
+  }
+  std::istringstream in(text);
+  std::vector<int64_t> shape;
+  int64_t d = 0;
+  while (in >> d) {
+    if (d <= 0) throw UsageError{fmt::format("--input-shape: sizes must be positive, got {}", d)};
+    shape.push_back(d);
+  }
+  if (!in.eof() || shape.empty()) throw UsageError{"--input-shape: expected sizes such as 3,32,32 (one example, no batch)"};
+  return shape;
+}
+
+/// The data the model is defined for: from the command line, or from loading the dataset
+/// as `pipelab run` would (the same data folder rules, core/train/runner_build.cpp).
+DataSpec data_spec(const Experiment& e, const po::variables_map& vm) {
+  if (vm.count("input-shape")) {
+    DataSpec spec;
+    spec.input_shape = parse_shape(vm["input-shape"].as<std::string>());
+    spec.classes = vm["classes"].as<int64_t>();
+    if (spec.classes < 1) throw UsageError{"--classes must be positive"};
+    spec.integer_input = vm.count("token-ids") > 0;
+    return spec;
+  }
+  if (vm.count("token-ids") || !vm["classes"].defaulted()) throw UsageError{"--classes and --token-ids go with --input-shape"};
+  DataContext context;
+  context.seed = static_cast<uint64_t>(e.run.seed);
+  const char* env = std::getenv("PIPELAB_DATA_DIR");
+  context.data_dir = e.run.data_dir ? *e.run.data_dir : env ? env : "data";
+  return e.dataset->load(context).spec;
+}
+
+/// Blocks per stage as the runner resolves them, and a line saying how.
+std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const ModelDef& def,
+                                                   const std::vector<BlockProfile>& blocks) {
+  const int requested = e.partition.stages;
+  const int stages = e.scheme->stages(requested);
+  std::vector<int64_t> params;
+  for (const BlockProfile& b : blocks) params.push_back(b.parameters);
+  if (e.scheme->topology() == Topology::Replicas) return {{}, ""};
+  const Balance& balance = e.partition.balance;
+  std::string how = balance.kind == Balance::Kind::Auto    ? "auto (by parameters)"
+                    : balance.kind == Balance::Kind::Named ? balance.name
+                                                           : "given";
+  std::vector<int> counts;
+  if (stages == requested) {
+    counts = resolve_balance(balance, stages, params, def.named_balances, *e.source);
+  } else {
+    counts = {static_cast<int>(blocks.size())};
+    how = fmt::format("scheme {} runs the whole model on one stage", e.scheme->type());
+  }
+  const std::vector<int64_t> shown(counts.begin(), counts.end());
+  return {counts, fmt::format("{} stage{}, balance {} = {}", counts.size(), counts.size() == 1 ? "" : "s", how,
+                              shape_text(shown))};
+}
+
+}  // namespace
+
+int describe(const Args& args) {
+  po::options_description options("options");
+  std::string file;
+  std::vector<std::string> sets;
+  options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
+      "set", po::value(&sets)->composing(), "override a value: --set model.depth=34 (repeatable)")(
+      "input-shape", po::value<std::string>(),
+      "one example's shape, e.g. 3,32,32, instead of loading the dataset (with --classes, --token-ids)")(
+      "classes", po::value<int64_t>()->default_value(10), "classes, with --input-shape")(
+      "token-ids", "examples are int64 word ids, with --input-shape (e.g. --input-shape 200 --classes 2 --token-ids)");
+  po::positional_options_description positional;
+  positional.add("file", 1);
+  po::variables_map vm;
+  if (!parse(args,
+             "pipelab describe FILE [--set key.path=value ...] [--input-shape S --classes N [--token-ids]]\n\n"
+             "Prints the model of FILE block by block: output shape, parameters and forward FLOPs for one\n"
+             "example (2 x the multiply-adds of matmul, convolution and RNN calls, counted from the shapes\n"
+             "ATen records; elementwise work not counted), then each stage of the file's partition with its\n"
+             "share of parameters and FLOPs and the max/mean imbalance. The dataset is loaded only for\n"
+             "its example shape; --input-shape skips loading it.",
+             options, positional, vm)) {
+    return 0;
+  }
+  const Experiment e = Experiment::load(file, sets);
+  const DataSpec spec = data_spec(e, vm);
+  const ModelDef def = e.model->define(spec);
+  const std::vector<BlockProfile> blocks = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
+  const auto [balance, partition] = stages_of(e, def, blocks);
+  fmt::print("{}: model {} on examples {}{}, {} classes\n\n", file, e.model->type(), shape_text(spec.input_shape),
+             spec.integer_input ? " (int64 word ids)" : "", spec.classes);
+  fmt::print("{}", render_profile(blocks, balance.empty() ? std::vector<StageProfile>{} : stage_totals(blocks, balance),
+                                  partition));
+  if (balance.empty()) fmt::print("\nscheme {} trains replicas of the whole model: no stages\n", e.scheme->type());
+  fmt::print("\nFLOPs: forward, one example, 2 x multiply-adds of aten mm/addmm/bmm/convolution/lstm calls\n");
+  return 0;
+}
+
+}  // namespace pipelab::cli
+
+PIPELAB_COMMAND(describe, "print a model's blocks (shape, parameters, FLOPs) and its stages: pipelab describe FILE");

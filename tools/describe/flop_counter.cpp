@@ -1,0 +1,117 @@
+#include "tools/describe/flop_counter.h"
+
+#include <ATen/core/ivalue.h>
+
+#include <memory>
+
+#include "core/util/error.h"
+
+namespace pipelab {
+namespace {
+
+thread_local FlopCounter* active = nullptr;
+
+std::vector<int64_t> shape_of(const c10::IValue& v) {
+  return v.isTensor() ? v.toTensor().sizes().vec() : std::vector<int64_t>{};
+}
+
+/// An int[] or SymInt[] argument (sizes are concrete here: no tracing).
+std::vector<int64_t> ints(const c10::IValue& v) {
+  std::vector<int64_t> out;
+  for (const c10::IValue& e : v.toListRef()) out.push_back(e.isInt() ? e.toInt() : e.toSymInt().guard_int(__FILE__, __LINE__));
+  return out;
+}
+
+int64_t product(const std::vector<int64_t>& v, size_t from = 0) {
+  int64_t p = 1;
+  for (size_t i = from; i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+/// Multiply-adds of a convolution from aten::convolution's arguments (input, weight, bias,
+/// stride, padding, dilation, transposed, output_padding, groups).
+int64_t convolution_macs(c10::ArrayRef<const c10::IValue> in) {
+  const std::vector<int64_t> x = shape_of(in[0]), w = shape_of(in[1]);
+  if (x.size() < 3 || w.size() != x.size()) return 0;
+  const bool transposed = in[6].toBool();
+  const size_t spatial = x.size() - 2;
+  if (transposed) {
+    // Each input element is multiplied with a (C_out/groups) x k window of the weight
+    // [C_in, C_out/groups, k...].
+    return product(x) * w[1] * product(w, 2);
+  }
+  const std::vector<int64_t> stride = ints(in[3]), padding = ints(in[4]), dilation = ints(in[5]);
+  const auto at = [](const std::vector<int64_t>& v, size_t i) { return v.size() == 1 ? v[0] : v[i]; };
+  int64_t outputs = x[0] * w[0];
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t k = w[2 + i];
+    outputs *= (x[2 + i] + 2 * at(padding, i) - at(dilation, i) * (k - 1) - 1) / at(stride, i) + 1;
+  }
+  // Weight [C_out, C_in/groups, k...]: each output element takes C_in/groups x k products.
+  return outputs * product(w, 1);
+}
+
+/// Multiply-adds of an RNN call (aten::lstm / gru / rnn_tanh / rnn_relu, input first, the
+/// weights as a tensor list third): each 2-D weight is applied once per example and step.
+int64_t rnn_macs(c10::ArrayRef<const c10::IValue> in) {
+  if (in.size() < 3 || !in[0].isTensor() || !in[2].isTensorList()) return 0;  // packed sequences: not counted
+  const at::Tensor x = in[0].toTensor();
+  const int64_t steps_times_examples = x.numel() / x.size(-1);
+  int64_t macs = 0;
+  for (const at::Tensor& p : in[2].toTensorVector()) {
+    if (p.dim() == 2) macs += steps_times_examples * p.numel();
+  }
+  return macs;
+}
+
+/// Multiply-adds of operator `op` called with `in`, or -1 if `op` is not counted.
+int64_t macs_of(const std::string& op, c10::ArrayRef<const c10::IValue> in) {
+  if (op == "aten::mm") return product(shape_of(in[0])) * shape_of(in[1]).back();
+  if (op == "aten::addmm") return product(shape_of(in[1])) * shape_of(in[2]).back();
+  if (op == "aten::bmm") return product(shape_of(in[0])) * shape_of(in[1]).back();
+  if (op == "aten::baddbmm") return product(shape_of(in[1])) * shape_of(in[2]).back();
+  if (op == "aten::mv" || op == "aten::dot") return product(shape_of(in[0]));
+  if (op == "aten::addmv") return product(shape_of(in[1]));
+  if (op == "aten::convolution") return convolution_macs(in);
+  if (op == "aten::lstm" || op == "aten::gru" || op == "aten::rnn_tanh" || op == "aten::rnn_relu") return rnn_macs(in);
+  return -1;
+}
+
+/// Marks a counted operator, so that its end callback closes it.
+struct Counted : at::ObserverContext {};
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  FlopCounter* counter = active;
+  if (counter == nullptr) return nullptr;
+  const std::string op = fn.name();
+  const int64_t macs = macs_of(op, fn.inputs());
+  if (macs < 0) return nullptr;
+  if (counter->depth++ == 0) counter->add(op, 2 * macs);
+  return std::make_unique<Counted>();
+}
+
+void on_end(const at::RecordFunction&, at::ObserverContext* context) {
+  if (context != nullptr && active != nullptr) --active->depth;
+}
+
+}  // namespace
+
+FlopCounter::FlopCounter() {
+  PIPELAB_ASSERT(active == nullptr, "one FlopCounter per thread at a time");
+  active = this;
+  handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
+                                           .needsInputs(true)
+                                           .scopes({at::RecordScope::FUNCTION}));
+}
+
+FlopCounter::~FlopCounter() {
+  at::removeCallback(handle_);
+  active = nullptr;
+}
+
+void FlopCounter::add(const std::string& op, int64_t flops) {
+  total_ += flops;
+  by_op_[op] += flops;
+}
+
+}  // namespace pipelab

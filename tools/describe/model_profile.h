@@ -1,0 +1,44 @@
+#pragma once
+/// What `pipelab describe` reports about a model: per block its output shape, parameters and
+/// forward FLOPs for one example, and per pipeline stage the totals and their balance.
+#include <string>
+#include <vector>
+
+#include "core/model/model.h"
+
+namespace pipelab {
+
+/// One block of a model, measured on one example.
+struct BlockProfile {
+  std::string name;
+  std::vector<int64_t> output_shape;  ///< without the batch dimension
+  int64_t parameters = 0;
+  int64_t flops = 0;  ///< forward FLOPs for one example (2 x multiply-adds, tools/describe/flop_counter.h)
+};
+
+/// The blocks of one stage and their sums.
+struct StageProfile {
+  int first = 0, count = 0;  ///< block indices [first, first + count)
+  int64_t parameters = 0, flops = 0;
+};
+
+/// Builds block after block of `def` (seeded as a run with `seed` would, one block alive at
+/// a time) and runs one example of `data` through them: zeros (ids 0 for word-id inputs), in
+/// eval mode, without autograd. Counts each block's FLOPs with a FlopCounter.
+std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed = 0);
+
+/// Per-stage sums under `balance` (blocks per stage; must add up to blocks.size()).
+std::vector<StageProfile> stage_totals(const std::vector<BlockProfile>& blocks, const std::vector<int>& balance);
+
+/// max / mean of `values` (1 = perfectly balanced; 0 for an empty list or all zeros).
+double imbalance(const std::vector<int64_t>& values);
+
+/// The block table, then (when `stages` is not empty) the stage table headed by
+/// `partition` (e.g. "2 stages, balance spectrain_2 = [2, 3]") and the max/mean imbalance.
+std::string render_profile(const std::vector<BlockProfile>& blocks, const std::vector<StageProfile>& stages,
+                           const std::string& partition);
+
+/// 1234567 -> "1,234,567".
+std::string with_commas(int64_t n);
+
+}  // namespace pipelab
