@@ -56,13 +56,13 @@ class Dp : public Configured<Scheme, DpOptions> {
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     // One group per run: the first replica's policy starts it, the others join.
-    if (stage.index() == 0) group_ = std::make_shared<LocalAllReduce>(stage.count());
+    if (stage.index() == 0) group_ = make_all_reduce(stage.count());
     group_->add_rank(stage.index(), stage.parameters());
     return std::make_unique<DpPolicy>(group_);
   }
 
  private:
-  mutable std::shared_ptr<LocalAllReduce> group_;
+  mutable std::shared_ptr<AllReduce> group_;
 };
 
 }  // namespace

@@ -13,6 +13,9 @@ namespace pipelab {
 class AllReduce {
  public:
   virtual ~AllReduce() = default;
+  /// Registers replica `rank`'s parameters (whose .grad() an in-process sum reads); a
+  /// process group needs nothing (each rank brings its own gradients).
+  virtual void add_rank(int /*rank*/, std::vector<at::Tensor> /*params*/) {}
   /// Replaces the gradients of `params` (replica `rank`'s) by their sum over all replicas.
   /// Every replica calls it once per update, after all replicas' backwards (the schedule's
   /// synchronized updates guarantee that).
@@ -26,7 +29,7 @@ class LocalAllReduce : public AllReduce {
  public:
   explicit LocalAllReduce(int ranks) : params_(static_cast<size_t>(ranks)), rounds_(static_cast<size_t>(ranks), 0) {}
   /// Registers replica `rank`'s parameters (whose .grad() the sums read).
-  void add_rank(int rank, std::vector<at::Tensor> params);
+  void add_rank(int rank, std::vector<at::Tensor> params) override;
   void sum_gradients(int rank, const std::vector<at::Tensor>& params) override;
 
  private:

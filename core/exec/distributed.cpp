@@ -2,10 +2,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/nn/module.h>
 
 #include <chrono>
 #include <mutex>
 
+#include "core/dist/group_all_reduce.h"
 #include "core/dist/wire.h"
 #include "core/exec/actions.h"
 #include "core/exec/mailboxes.h"
@@ -79,30 +81,31 @@ int DistributedExecutor::owner(int stage, int stages, int world_size) {
   return p;
 }
 
+void DistributedExecutor::attach(int stages) {
+  if (stages_ == stages) return;
+  PIPELAB_ASSERT(stages_ == 0, "attached to {} stages, then to {}", stages_, stages);
+  stages_ = stages;
+  if (options_.world_size > stages_) {
+    throw UserError(fmt::format("{} processes for {} stages. Fix: use at most {} processes (executor.world_size).",
+                                options_.world_size, stages_, stages_));
+  }
+  group_ = std::make_unique<dist::ProcessGroup>(dist::GroupOptions{
+      options_.rank, options_.world_size, dist::Endpoint::parse(options_.master, "executor.master"),
+      options_.timeout_s});
+  int local = 0;
+  for (int r = 0; r < stages_; ++r) local += owner(r, stages_, options_.world_size) == options_.rank;
+  const int per_stage =
+      options_.intra_op_threads > 0 ? options_.intra_op_threads : std::max(1, at::get_num_threads() / std::max(local, 1));
+  threads_ = std::make_unique<StageThreads>(stages_, per_stage);
+}
+
 void DistributedExecutor::run(const Schedule& s, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) {
   const auto start = std::chrono::steady_clock::now();
   const int n = static_cast<int>(slots.size());
-  if (stages_ == 0) {
-    stages_ = n;
-    if (options_.world_size > stages_) {
-      throw UserError(fmt::format("{} processes for {} stages. Fix: use at most {} processes (executor.world_size).",
-                                  options_.world_size, stages_, stages_));
-    }
-    if (s.links.synchronized_updates && options_.world_size != stages_) {
-      throw UserError("synchronized updates (data parallelism) need one process per replica. Fix: set "
-                      "executor.world_size to the number of replicas.");
-    }
-    group_ = std::make_unique<dist::ProcessGroup>(dist::GroupOptions{
-        options_.rank, options_.world_size, dist::Endpoint::parse(options_.master, "executor.master"),
-        options_.timeout_s});
-    std::vector<int> local;
-    for (int r = 0; r < stages_; ++r) {
-      if (owner(r, stages_, options_.world_size) == options_.rank) local.push_back(r);
-    }
-    const int per_stage = options_.intra_op_threads > 0
-                              ? options_.intra_op_threads
-                              : std::max(1, at::get_num_threads() / std::max<int>(static_cast<int>(local.size()), 1));
-    threads_ = std::make_unique<StageThreads>(stages_, per_stage);
+  if (stages_ == 0) attach(n);
+  if (s.links.synchronized_updates && options_.world_size != stages_) {
+    throw UserError("synchronized updates (data parallelism) need one process per replica. Fix: set "
+                    "executor.world_size (pipelab launch --nproc) to the number of replicas.");
   }
   if (stats_.forward.size() != slots.size()) stats_.reset(n);
   begin_run(slots, s.micro_batches(), mode);
@@ -161,6 +164,43 @@ void DistributedExecutor::relay_results(int stages, std::vector<std::pair<int, M
       feed.on_result(static_cast<int>(a[i][0]), r);
     }
   }
+}
+
+void DistributedExecutor::gather_weights(std::vector<StageSlot>& slots) {
+  at::NoGradGuard no_grad;
+  const int writer = owner(stages_ - 1, stages_, options_.world_size);
+  int tag = kResultsTag + 16;
+  for (size_t r = 0; r < slots.size(); ++r) {
+    const int from = owner(static_cast<int>(r), stages_, options_.world_size);
+    torch::nn::Module& m = slots[r].stage->module();
+    std::vector<at::Tensor> state = m.parameters();
+    for (const at::Tensor& b : m.buffers()) state.push_back(b);
+    for (at::Tensor& t : state) {
+      if (from == writer) continue;
+      if (options_.rank == from) {
+        group_->send(t.detach().to(at::kCPU).contiguous(), writer, tag);
+      } else if (options_.rank == writer) {
+        at::Tensor got = at::empty(t.sizes(), at::TensorOptions().dtype(t.scalar_type()));
+        group_->recv(got, from, tag);
+        t.copy_(got);
+      }
+      ++tag;
+    }
+  }
+  group_->complete_sends();
+}
+
+bool DistributedExecutor::any(bool flag) {
+  const std::vector<at::Tensor> all = group_->all_gather(at::full({1}, flag ? 1 : 0, at::kLong));
+  for (const at::Tensor& t : all) {
+    if (t.item<int64_t>() != 0) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<AllReduce> DistributedExecutor::all_reduce(int) {
+  PIPELAB_ASSERT(group_, "all_reduce() before attach()");
+  return std::make_shared<dist::GroupAllReduce>(*group_);
 }
 
 PIPELAB_REGISTER(Executor, DistributedExecutor, "distributed",

@@ -37,12 +37,23 @@ class DistributedExecutor : public Configured<Executor, DistributedOptions> {
   ~DistributedExecutor() override;
 
   void run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) override;
+  /// Joins the process group (every rank must, within the timeout).
+  void attach(int stages) override;
+  bool writes_records() const override { return writes_results(stages_); }
+  std::string process_name() const override { return "rank" + std::to_string(options_.rank); }
+  /// Each stage's parameters and buffers travel from its rank to the writing rank.
+  void gather_weights(std::vector<StageSlot>& slots) override;
+  bool any(bool flag) override;
+  /// Over the process group, one replica per rank (dist/group_all_reduce.h).
+  std::shared_ptr<AllReduce> all_reduce(int ranks) override;
 
   /// The rank that runs stage `stage` of a `stages`-stage pipeline.
   static int owner(int stage, int stages, int world_size);
   /// Whether this rank reports the results (it owns the last stage; other ranks send it
   /// theirs after every run).
-  bool writes_results(int stages) const { return owner(stages - 1, stages, options_.world_size) == options_.rank; }
+  bool writes_results(int stages) const {
+    return stages == 0 || owner(stages - 1, stages, options_.world_size) == options_.rank;
+  }
 
  private:
   void relay_results(int stages, std::vector<std::pair<int, struct MicroBatchResult>>& kept, Feed& feed);

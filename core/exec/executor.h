@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/config/registry.h"
+#include "core/exec/collective.h"
 #include "core/exec/message.h"
 #include "core/scheme/scheme.h"
 
@@ -65,6 +66,23 @@ class Executor : public Component {
   /// Runs `schedule` (already validated) over `slots` (one per stage).
   virtual void run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) = 0;
   ExecStats& stats() { return stats_; }
+
+  // For executors whose stages live in several processes (one Runner per process, each
+  // with every stage built but running only its own). In one process these are trivial.
+
+  /// Called once the `stages` stages are built, before their policies are made.
+  virtual void attach(int /*stages*/) {}
+  /// Whether this process writes the run's records (metrics, summary, checkpoints).
+  virtual bool writes_records() const { return true; }
+  /// "" in one process; else this process's name for its own log folder ("rank1").
+  virtual std::string process_name() const { return ""; }
+  /// Brings every stage's weights into this process's copies (before a checkpoint). A
+  /// collective: every process calls it at the same point.
+  virtual void gather_weights(std::vector<StageSlot>& /*slots*/) {}
+  /// True on every process when `flag` is true on any (a stop decision all share).
+  virtual bool any(bool flag) { return flag; }
+  /// The all-reduce `ranks` data-parallel replicas use.
+  virtual std::shared_ptr<AllReduce> all_reduce(int ranks) { return std::make_shared<LocalAllReduce>(ranks); }
 
  protected:
   ExecStats stats_;

@@ -1,11 +1,17 @@
 #include "core/scheme/scheme.h"
 
+#include "core/exec/collective.h"
+
 namespace pipelab {
 
 Message StagePolicy::head(Stage& stage, int mb) {
   PIPELAB_ASSERT(false, "stage {}: the schedule has an H action for micro-batch {}, but the scheme's policy has no head",
                  stage.index(), mb);
   return {};
+}
+
+std::shared_ptr<AllReduce> Scheme::make_all_reduce(int ranks) const {
+  return all_reduce_ ? all_reduce_(ranks) : std::make_shared<LocalAllReduce>(ranks);
 }
 
 }  // namespace pipelab

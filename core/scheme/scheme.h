@@ -4,6 +4,7 @@
 /// the runner call these hooks and never ask which scheme is running.
 #include <ATen/core/ivalue.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -74,9 +75,16 @@ enum class Topology {
 };
 
 /// A registered training scheme (`scheme: {type: gpipe, chunks: 8}`).
+class AllReduce;
+
 class Scheme : public Component {
  public:
   static constexpr const char* kKind = "scheme";
+  /// Where the all-reduce across data-parallel replicas comes from: the executor (in one
+  /// process, or over a process group). Set by the runner before make_policy.
+  void set_all_reduce(std::function<std::shared_ptr<AllReduce>(int ranks)> factory) {
+    all_reduce_ = std::move(factory);
+  }
   virtual Topology topology() const { return Topology::Partitions; }
   /// Adds what the scheme needs to a freshly built stage, before its optimizer is made
   /// (e.g. an auxiliary head: its parameters then belong to the stage's optimizer).
@@ -96,6 +104,13 @@ class Scheme : public Component {
   /// The policy of `stage` (which knows its index and the stage count); the default uses
   /// the latest weights.
   virtual std::unique_ptr<StagePolicy> make_policy(Stage& /*stage*/) const { return std::make_unique<StagePolicy>(); }
+
+ protected:
+  /// An all-reduce over `ranks` replicas from the executor (an in-process one if unset).
+  std::shared_ptr<AllReduce> make_all_reduce(int ranks) const;
+
+ private:
+  std::function<std::shared_ptr<AllReduce>(int)> all_reduce_;
 };
 
 }  // namespace pipelab

@@ -77,10 +77,16 @@ at::Tensor LoaderFeed::input(int mb) {
 }
 
 at::Tensor LoaderFeed::target(int mb) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = targets_.find(mb);
+    if (it != targets_.end()) return it->second;
+  }
+  // A process whose stages never read inputs (the last stage of a multi-process run)
+  // loads the batch for its targets itself.
+  input(mb);
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = targets_.find(mb);
-  PIPELAB_ASSERT(it != targets_.end(), "target of micro-batch {} requested before its input", mb);
-  return it->second;
+  return targets_.at(mb);
 }
 
 void LoaderFeed::on_result(int mb, const MicroBatchResult& r) {

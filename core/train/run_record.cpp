@@ -51,6 +51,14 @@ void keep_lines(const fs::path& path, size_t keep) {
 }  // namespace
 
 void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
+  if (log_only_) {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    if (ec) throw UserError(fmt::format("{}: cannot create the folder ({}).", dir_, ec.message()));
+    write_file_atomic((fs::path(dir_) / "config.yaml").string(), emit(resolved_config));
+    log_.open(fs::path(dir_) / "log.txt", std::ios::trunc | std::ios::binary);
+    return;
+  }
   if (finished(dir_) && !overwrite) {
     throw UserError(fmt::format("{} already holds a finished run. Fix: pass --overwrite to replace it, or choose "
                                 "another folder with --set run.output=<folder>.",
@@ -132,6 +140,7 @@ void RunRecord::write_line(std::ofstream& out, const std::string& line) {
 }
 
 void RunRecord::step(const StepMetrics& m) {
+  if (log_only_) return;
   steps_csv_ << fmt::format("{},{},{},{}\n", m.step, m.epoch, json::number(m.loss), json::number(m.lr));
   steps_jsonl_ << json::Object().add("step", m.step).add("epoch", m.epoch).add("loss", m.loss).add("lr", m.lr).str() << '\n';
   const auto now = std::chrono::steady_clock::now();
@@ -143,12 +152,14 @@ void RunRecord::step(const StepMetrics& m) {
 }
 
 void RunRecord::stage_metrics(int epoch, int stage, const std::vector<StageMetric>& rows) {
+  if (log_only_) return;
   for (const StageMetric& m : rows) {
     stages_csv_ << fmt::format("{},{},{},{},{}\n", epoch, m.step, stage, m.name, json::number(m.value));
   }
 }
 
 void RunRecord::epoch(const EpochMetrics& m) {
+  if (log_only_) return;
   steps_csv_.flush();
   steps_jsonl_.flush();
   stages_csv_.flush();
@@ -166,6 +177,7 @@ void RunRecord::epoch(const EpochMetrics& m) {
 void RunRecord::log(const std::string& line) { write_line(log_, line); }
 
 void RunRecord::summary(const std::string& json) {
+  if (log_only_) return;
   write_file_atomic((fs::path(dir_) / "summary.json").string(), json + "\n");
 }
 

@@ -44,6 +44,14 @@ const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields(
 class RunRecord {
  public:
   explicit RunRecord(std::string dir) : dir_(std::move(dir)) {}
+  /// A process of a multi-process run that does not write the results: its folder gets
+  /// config.yaml and log.txt only; metric, summary and checkpoint writes are ignored.
+  static RunRecord log_only(std::string dir) {
+    RunRecord r(std::move(dir));
+    r.log_only_ = true;
+    return r;
+  }
+  bool is_log_only() const { return log_only_; }
   const std::string& dir() const { return dir_; }
   /// True when `dir` holds a finished run (a summary.json).
   static bool finished(const std::string& dir);
@@ -69,6 +77,7 @@ class RunRecord {
   static void write_line(std::ofstream& out, const std::string& line);
 
   std::string dir_;
+  bool log_only_ = false;
   std::ofstream steps_csv_, steps_jsonl_, epochs_csv_, epochs_jsonl_, stages_csv_, log_;
   std::chrono::steady_clock::time_point last_step_flush_;
 };

@@ -47,7 +47,8 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
       ChunkFeed feed(train_->batch(j), e_.scheme->micro_batches(), dtype_);
       executor.run(train_schedule(feed.count()), slots_, feed, RunMode::Train);
       totals.add(feed.totals());
-      diverged = !finish_step(feed.totals().loss);
+      // Only the process with the loss sees it; every process must stop at the same step.
+      diverged = executor.any(!finish_step(feed.totals().loss));
       collect_stage_metrics(record, epoch + 1);
     }
   } else {
@@ -117,6 +118,9 @@ void Runner::evaluate(EpochMetrics& m) {
 }
 
 void Runner::save_checkpoint(const RunRecord& record, const std::string& name) {
+  // In a multi-process run the writing process first collects every stage's weights.
+  e_.executor->gather_weights(slots_);
+  if (record.is_log_only()) return;
   // Data-parallel replicas hold the same weights: the checkpoint is replica 0's model.
   std::vector<Stage*> model = stages();
   if (e_.scheme->topology() == Topology::Replicas) model.resize(1);
@@ -147,11 +151,24 @@ void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgre
   if (e_.run.checkpoint_every > 0 && m.epoch % e_.run.checkpoint_every == 0) {
     save_checkpoint(record, fmt::format("epoch_{}.pt", m.epoch));
   }
-  if (save_state) save_training_state(record.state_path(), progress, stages(), policies());
+  if (save_state && e_.executor->process_name().empty()) {
+    save_training_state(record.state_path(), progress, stages(), policies());
+  }
 }
 
 RunSummary Runner::run() {
-  RunRecord record(e_.run.output);
+  // Several processes: the one that writes the records uses run.output; the others log
+  // to run.output/ranks/<name>/ and print nothing.
+  const std::string process = e_.executor->process_name();
+  const bool writer = e_.executor->writes_records();
+  if (!writer) options_.quiet = true;
+  RunRecord record = writer ? RunRecord(e_.run.output) : RunRecord::log_only(e_.run.output + "/ranks/" + process);
+  if (!process.empty() && (options_.resume || e_.scheme->span() == Span::Run)) {
+    throw UserError(options_.resume ? "--resume is not supported for multi-process runs yet. Fix: run again with "
+                                      "--overwrite, or resume with a single-process executor."
+                                    : "flush: never is not supported for multi-process runs yet. Fix: use flush: "
+                                      "epoch, or a single-process executor (threaded).");
+  }
   RunSummary summary;
   summary.dir = e_.run.output;
   if (options_.resume && RunRecord::finished(record.dir())) {

@@ -104,6 +104,10 @@ void Runner::build_stages() {
     }
     load_model_state(this->stages(), load_tensor_dict(path), e_.init.strict, path);
   }
+  // A multi-process executor joins its process group here; a data-parallel scheme takes
+  // its all-reduce from the executor (in one process, or over the group).
+  e_.executor->attach(stages);
+  e_.scheme->set_all_reduce([ex = e_.executor.get()](int ranks) { return ex->all_reduce(ranks); });
   for (int r = 0; r < stages; ++r) {
     Stage& s = *stages_[static_cast<size_t>(r)];
     s.set_optimizer(e_.optimizer->make(s.parameters()));

@@ -1,4 +1,6 @@
 /// pipelab run FILE [--set key.path=value ...] [--overwrite] [--quiet]
+#include <fmt/format.h>
+
 #include "core/train/runner.h"
 #include "tools/cli/options.h"
 
@@ -13,15 +15,29 @@ int run(const Args& args) {
       "overwrite", "replace a finished run in the output folder")(
       "resume", "continue an interrupted run in the output folder from its last finished epoch")(
       "stop-after", po::value<int>()->default_value(0), "end this session after N epochs; continue later with --resume")(
-      "quiet,q", "no progress bar and no per-epoch lines");
+      "quiet,q", "no progress bar and no per-epoch lines")(
+      "rank", po::value<int>(), "join a multi-process run as this rank (with --world-size and --master)")(
+      "world-size", po::value<int>(), "number of processes of the multi-process run")(
+      "master", po::value<std::string>()->default_value("127.0.0.1:29500"),
+      "host:port of the rendezvous store, served by rank 0");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
-  if (!parse(args, "pipelab run FILE [--set key.path=value ...] [--overwrite] [--resume] [--stop-after N] [--quiet]\n\n"
+  if (!parse(args, "pipelab run FILE [--set key.path=value ...] [--overwrite] [--resume] [--stop-after N] [--quiet]\n"
+                   "                 [--rank R --world-size N --master HOST:PORT]\n\n"
                    "Trains the experiment in FILE and writes its results to run.output\n"
-                   "(config.yaml, metrics/, summary.json, checkpoints/).",
+                   "(config.yaml, metrics/, summary.json, checkpoints/). With --rank, this process is one\n"
+                   "rank of a multi-process run over c10d (run.executor becomes `distributed`); start\n"
+                   "every rank the same way, or let `pipelab launch --nproc N FILE` do it.",
              options, positional, vm)) {
     return 0;
+  }
+  if (vm.count("rank") != vm.count("world-size")) throw UsageError{"--rank and --world-size go together"};
+  if (vm.count("rank")) {
+    // First, so that a user's --set run.executor.timeout_s=... still applies on top.
+    sets.insert(sets.begin(), fmt::format("run.executor={{type: distributed, rank: {}, world_size: {}, master: '{}'}}",
+                                          vm["rank"].as<int>(), vm["world-size"].as<int>(),
+                                          vm["master"].as<std::string>()));
   }
   Experiment experiment = Experiment::load(file, sets);
   RunnerOptions ro;

@@ -1,0 +1,85 @@
+// Multi-process runs end to end: `pipelab launch` starts real processes that meet over
+// c10d (Gloo); their results equal a one-process run bit for bit, and a killed rank stops
+// the others with an error instead of a hang.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/dist/process_group.h"
+#include "core/io/pt_file.h"
+#include "tests/support/helpers.h"
+
+namespace pipelab {
+namespace {
+
+std::pair<int, std::string> pipelab(const std::string& args) {
+  return testing::shell("OMP_NUM_THREADS=1 " + std::string(PIPELAB_BINARY) + " " + args);
+}
+
+const char* kExperiment = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 4], dropout: 0.1}
+dataset:   {type: synthetic, samples: 128, test_samples: 32, shape: [12], classes: 4}
+partition: {stages: 2}
+scheme:    {type: gpipe, chunks: 4}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 2, batch_size: 16, seed: 1, threads: 1, progress: false}
+)";
+
+void expect_same_run(const std::string& a, const std::string& b) {
+  EXPECT_TRUE(testing::identical(load_tensor_dict(a + "/checkpoints/final.pt"), load_tensor_dict(b + "/checkpoints/final.pt")));
+  EXPECT_EQ(testing::read_text(a + "/metrics/epochs.csv").substr(0, 40), testing::read_text(b + "/metrics/epochs.csv").substr(0, 40));
+  EXPECT_EQ(testing::read_text(a + "/metrics/steps.csv"), testing::read_text(b + "/metrics/steps.csv"));
+}
+
+TEST(Launch, TwoProcessesEqualOneProcess) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
+  ASSERT_EQ(c1, 0) << out1;
+  const auto [c2, out2] = pipelab(fmt::format("launch --nproc 2 {} --set run.output={}", dir.file("e.yaml"), dir.file("two")));
+  ASSERT_EQ(c2, 0) << out2;
+  expect_same_run(dir.file("one"), dir.file("two"));
+  // The writing rank (1, with the loss) prints; rank 0 keeps its own log and no results.
+  EXPECT_NE(out2.find("[rank 1] "), std::string::npos) << out2;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("two/ranks/rank0/log.txt")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("two/ranks/rank0/summary.json")));
+  EXPECT_NE(testing::read_text(dir.file("two/config.yaml")).find("distributed"), std::string::npos);
+}
+
+TEST(Launch, DataParallelReplicasOverAProcessGroupEqualOneProcess) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::string dp = "--set 'scheme={type: dp, replicas: 2}'";
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), dp, dir.file("one")));
+  ASSERT_EQ(c1, 0) << out1;
+  const auto [c2, out2] =
+      pipelab(fmt::format("launch --nproc 2 {} {} --set run.output={}", dir.file("e.yaml"), dp, dir.file("two")));
+  ASSERT_EQ(c2, 0) << out2;
+  expect_same_run(dir.file("one"), dir.file("two"));
+}
+
+TEST(Launch, AKilledRankStopsTheOtherWithAClearError) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::string common = fmt::format(
+      "OMP_NUM_THREADS=1 {} run {} --world-size 2 --master 127.0.0.1:$PORT --set run.epochs=100000 "
+      "--set run.output={} --set run.executor.timeout_s=5",
+      PIPELAB_BINARY, dir.file("e.yaml"), dir.file("run"));
+  const auto start = std::chrono::steady_clock::now();
+  const auto [code, out] = testing::shell(fmt::format(
+      "PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'); "
+      "{0} --rank 0 > {1}/r0.log 2>&1 & p0=$!; {0} --rank 1 > {1}/r1.log 2>&1 & p1=$!; "
+      "sleep 4; kill -9 $p0; wait $p1; echo \"rank 1 exit $?\"; cat {1}/r1.log",
+      common, dir.path()));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(out.find("rank 1 exit 2"), std::string::npos) << out;
+  EXPECT_TRUE(out.find("lost rank 0") != std::string::npos || out.find("a peer left") != std::string::npos) << out;
+  EXPECT_LT(seconds, 40) << out;
+}
+
+}  // namespace
+}  // namespace pipelab

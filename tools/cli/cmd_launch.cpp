@@ -1,0 +1,129 @@
+/// pipelab launch --nproc N FILE [run options]: N local processes of one distributed run,
+/// `pipelab run FILE --rank r --world-size N --master 127.0.0.1:PORT`, their output gathered
+/// here line by line with a rank prefix. The first process to fail decides the exit code,
+/// and the others are stopped (they also stop by themselves once they lose their peer).
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "tools/cli/options.h"
+#include "tools/sweep/subprocess.h"
+
+namespace pipelab::cli {
+namespace {
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+/// Prints the lines a child appended to its output file since the last call.
+class Tail {
+ public:
+  Tail(std::string path, std::string prefix) : path_(std::move(path)), prefix_(std::move(prefix)) {}
+  void drain(bool all) {
+    std::ifstream in(path_, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(offset_));
+    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    pending_ += chunk;
+    offset_ += chunk.size();
+    for (size_t nl; (nl = pending_.find_first_of("\n\r")) != std::string::npos; pending_.erase(0, nl + 1)) {
+      if (nl > 0) std::cout << prefix_ << pending_.substr(0, nl) << "\n";
+    }
+    if (all && !pending_.empty()) std::cout << prefix_ << pending_ << "\n", pending_.clear();
+    std::cout << std::flush;
+  }
+
+ private:
+  std::string path_, prefix_, pending_;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+int launch(const Args& args) {
+  po::options_description options("options");
+  std::string file;
+  int nproc = 0;
+  int port = 0;
+  std::vector<std::string> sets;
+  options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
+      "nproc", po::value(&nproc)->required(), "number of processes (one per stage, or per group of stages)")(
+      "master-port", po::value(&port)->default_value(0), "rendezvous port on 127.0.0.1 (0: a free one)")(
+      "set", po::value(&sets)->composing(), "override a value, as in pipelab run (repeatable)")(
+      "overwrite", "replace a finished run in the output folder");
+  po::positional_options_description positional;
+  positional.add("file", 1);
+  po::variables_map vm;
+  if (!parse(args, "pipelab launch --nproc N FILE [--set key.path=value ...] [--overwrite]\n\n"
+                   "Runs FILE as one distributed run of N local processes over c10d (Gloo): rank r runs\n"
+                   "stages [r*D/N, (r+1)*D/N). The process with the last stage writes the results to\n"
+                   "run.output; every process logs to run.output/ranks/. Output is gathered here.",
+             options, positional, vm)) {
+    return 0;
+  }
+  if (nproc < 1) throw UsageError{"--nproc must be >= 1"};
+  if (port == 0) port = free_port();
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() / fmt::format("pipelab-launch-{}", ::getpid());
+  std::filesystem::create_directories(tmp);
+  std::vector<tools::ChildProcess> children;
+  std::vector<Tail> tails;
+  for (int r = 0; r < nproc; ++r) {
+    std::vector<std::string> argv{self, "run", file, "--rank", std::to_string(r), "--world-size", std::to_string(nproc),
+                                  "--master", fmt::format("127.0.0.1:{}", port)};
+    for (const std::string& s : sets) argv.insert(argv.end(), {"--set", s});
+    if (vm.count("overwrite")) argv.push_back("--overwrite");
+    const std::string out = (tmp / fmt::format("rank{}.out", r)).string();
+    children.emplace_back(argv, std::vector<std::string>{}, out);
+    tails.emplace_back(out, nproc > 1 ? fmt::format("[rank {}] ", r) : "");
+  }
+  int first_failure = -1;
+  for (bool running = true; running;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    running = false;
+    for (int r = 0; r < nproc; ++r) {
+      tails[static_cast<size_t>(r)].drain(false);
+      tools::ChildProcess& c = children[static_cast<size_t>(r)];
+      if (!c.poll()) {
+        running = true;
+      } else if (c.exit_code() != 0 && first_failure < 0) {
+        first_failure = r;
+      }
+    }
+    // The others lose their peer and stop within their timeout; do not wait that long.
+    if (first_failure >= 0) {
+      for (tools::ChildProcess& c : children) {
+        if (!c.poll()) c.terminate();
+      }
+    }
+  }
+  for (Tail& t : tails) t.drain(true);
+  std::filesystem::remove_all(tmp);
+  if (first_failure >= 0) {
+    const int code = children[static_cast<size_t>(first_failure)].exit_code();
+    std::cerr << fmt::format("pipelab launch: rank {} failed first (exit code {}); the others were stopped.\n",
+                             first_failure, code);
+    return code;
+  }
+  return 0;
+}
+
+}  // namespace pipelab::cli
+
+PIPELAB_COMMAND(launch, "run one experiment as N local processes over c10d: pipelab launch --nproc N FILE");
