@@ -166,7 +166,11 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
     o.add_raw("test_acc", metric_json(s, &EpochMetrics::test_acc, true))
         .add_raw("test_loss", metric_json(s, &EpochMetrics::test_loss, false))
         .add_raw("train_acc", metric_json(s, &EpochMetrics::train_acc, true))
-        .add_raw("train_loss", metric_json(s, &EpochMetrics::train_loss, false));
+        .add_raw("train_loss", metric_json(s, &EpochMetrics::train_loss, false))
+        // Traffic per step across all stage boundaries (constant over a run's epochs),
+        // so that `pipelab table --metric bytes_backward_per_step.final` can compare schemes.
+        .add_raw("bytes_forward_per_step", metric_json(s, &EpochMetrics::bytes_forward_per_step, false))
+        .add_raw("bytes_backward_per_step", metric_json(s, &EpochMetrics::bytes_backward_per_step, false));
   }
   o.add("seconds", s.seconds)
       .add("samples_per_second", s.samples_per_second)
