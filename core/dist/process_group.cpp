@@ -3,7 +3,13 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <mutex>
 
@@ -32,6 +38,22 @@ Endpoint Endpoint::parse(const std::string& text, const std::string& what) {
 }
 
 std::string Endpoint::str() const { return fmt::format("{}:{}", host, port); }
+
+int free_port() {
+  // Bind to port 0 and let the kernel choose; another process may take it before the
+  // caller binds it again, which a local launcher accepts (it would fail clearly).
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw UserError(fmt::format("cannot open a socket ({}).", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) throw UserError("cannot find a free port on 127.0.0.1. Fix: pass one explicitly (--master-port).");
+  return ntohs(addr.sin_port);
+}
 
 #ifdef PIPELAB_HAVE_GLOO
 

@@ -28,6 +28,9 @@ struct GroupOptions {
   double timeout_seconds = 300;
 };
 
+/// A TCP port on 127.0.0.1 that was free a moment ago (for a local rendezvous).
+int free_port();
+
 /// True when this pipelab was built with c10d's Gloo backend (the headers of Debian's
 /// libgloo-dev; the code itself is inside LibTorch).
 bool available();

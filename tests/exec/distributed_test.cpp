@@ -4,9 +4,6 @@
 // owns the last stage, and a rank that fails or disappears stops the others with an error.
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
@@ -22,19 +19,6 @@
 namespace pipelab {
 namespace {
 
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 /// Four Linear(6, 6) stages (same initial weights in every copy) under `scheme`.
 struct Copy {
@@ -108,7 +92,7 @@ void distributed_equals_sequential(const std::string& scheme, int world) {
     sequential->run(reference.scheme->schedule(4, 4), reference.slots, data, RunMode::Train);
     reference_losses.push_back(data.losses);
   }
-  const int port = free_port();
+  const int port = dist::free_port();
   std::vector<std::unique_ptr<Copy>> copies;
   for (int p = 0; p < world; ++p) copies.push_back(std::make_unique<Copy>(scheme));
   std::vector<std::future<std::vector<std::map<int, double>>>> ranks;
@@ -156,7 +140,7 @@ TEST(DistributedExecutor, StagesAreSplitIntoConsecutiveGroups) {
 
 TEST(DistributedExecutor, AFailingRankStopsThePeersWithAnErrorNamingIt) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
-  const int port = free_port();
+  const int port = dist::free_port();
   Copy c0("{type: gpipe, chunks: 4}"), c1("{type: gpipe, chunks: 4}");
   const auto start = std::chrono::steady_clock::now();
   auto rank = [&](int p, Copy& c, int fail_at) {
@@ -185,7 +169,7 @@ TEST(DistributedExecutor, ARankThatNeverJoinsIsAnErrorAfterTheTimeout) {
   dist::GroupOptions o;
   o.rank = 0;
   o.world_size = 2;
-  o.master.port = free_port();
+  o.master.port = dist::free_port();
   o.timeout_seconds = 1;
   const std::string message = testing::user_error([&] { dist::ProcessGroup group(o); });
   EXPECT_NE(message.find("rank 0 of 2 could not join the process group at 127.0.0.1:"), std::string::npos) << message;

@@ -9,11 +9,8 @@
 ///   build/pipelab_bench_executors [--width W] [--layers L] [--batch N] [--chunks M] [--rounds R]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -81,17 +78,6 @@ std::unique_ptr<Executor> make(const std::string& yaml) {
   return Registry<Executor>::get().create(ConfigNode(YAML::Load(yaml), source, "executor"));
 }
 
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 /// Seconds per step of `steps` steps on `executor`.
 double time_steps(Executor& executor, Pipeline& p, Data& data, int steps) {
@@ -134,7 +120,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<Pipeline>> ranks;
   std::vector<std::unique_ptr<Executor>> dist_exec;
   if (with_dist) {
-    const int port = free_port();
+    const int port = dist::free_port();
     for (int p = 0; p < 2; ++p) {
       ranks.push_back(std::make_unique<Pipeline>(o));
       dist_exec.push_back(make(fmt::format(

@@ -2,8 +2,6 @@
 /// `pipelab run FILE --rank r --world-size N --master 127.0.0.1:PORT`, their output gathered
 /// here line by line with a rank prefix. The first process to fail decides the exit code,
 /// and the others are stopped (they also stop by themselves once they lose their peer).
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,23 +11,13 @@
 
 #include <fmt/format.h>
 
+#include "core/dist/process_group.h"
 #include "tools/cli/options.h"
 #include "tools/sweep/subprocess.h"
 
 namespace pipelab::cli {
 namespace {
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 /// Prints the lines a child appended to its output file since the last call.
 class Tail {
@@ -77,7 +65,7 @@ int launch(const Args& args) {
     return 0;
   }
   if (nproc < 1) throw UsageError{"--nproc must be >= 1"};
-  if (port == 0) port = free_port();
+  if (port == 0) port = dist::free_port();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::filesystem::path tmp =
       std::filesystem::temp_directory_path() / fmt::format("pipelab-launch-{}", ::getpid());
