@@ -60,7 +60,7 @@ int launch(const Args& args) {
   if (!parse(args, "pipelab launch --nproc N FILE [--set key.path=value ...] [--overwrite]\n\n"
                    "Runs FILE as one distributed run of N local processes over c10d (Gloo): rank r runs\n"
                    "stages [r*D/N, (r+1)*D/N). The process with the last stage writes the results to\n"
-                   "run.output; every process logs to run.output/ranks/. Output is gathered here.",
+                   "run.output; the others log to run.output/ranks/rank<r>/. Output is gathered here.",
              options, positional, vm)) {
     return 0;
   }
