@@ -2,8 +2,8 @@
 // the cases, so a new scheme is covered the day it is registered), with 2 and 4 stages.
 #include <gtest/gtest.h>
 
-#include "core/scheme/scheme.h"
 #include "tests/support/helpers.h"
+#include "tests/support/scheme_cases.h"
 
 namespace pipelab {
 namespace {
@@ -20,48 +20,10 @@ optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
 run:       {epochs: 2, batch_size: 16, seed: 3, threads: 1}
 )";
 
-struct Case {
-  std::string scheme;  ///< the scheme section
-  int stages;
-};
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name;
-  for (const char c : info.param.scheme) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return name + "_" + std::to_string(info.param.stages) + "stages";
-}
-
-/// Every registered scheme with its defaults, plus the variants whose routes or weight
-/// policies differ (the message kinds and barriers the executors must carry).
-std::vector<Case> cases() {
-  const std::map<std::string, std::vector<std::string>> variants{
-      {"gpipe", {"chunks: 4, checkpoint: always"}},
-      {"pipedream", {"flush: never", "vertical_sync: true"}},
-      {"spectrain", {"version: 2"}},
-      {"interlocking", {"mode: local", "mode: pairwise", "mode: nwise, distance: 2"}},
-  };
-  std::vector<Case> out;
-  for (const std::string& name : Registry<Scheme>::get().names()) {
-    std::vector<std::string> options{""};
-    if (variants.count(name)) {
-      for (const std::string& v : variants.at(name)) options.push_back(v);
-    }
-    for (const std::string& option : options) {
-      for (const int stages : {2, 4}) {
-        // dp's stages are its replicas.
-        const std::string extra = name == "dp" ? fmt::format("replicas: {}", stages) : option;
-        if (name == "dp" && !option.empty()) continue;
-        out.push_back({fmt::format("{{type: {}{}{}}}", name, extra.empty() ? "" : ", ", extra), stages});
-      }
-    }
-  }
-  return out;
-}
-
-class ExecutorEquivalence : public ::testing::TestWithParam<Case> {};
+class ExecutorEquivalence : public ::testing::TestWithParam<testing::SchemeCase> {};
 
 TEST_P(ExecutorEquivalence, ThreadedEqualsSequentialBitwise) {
-  const Case& c = GetParam();
+  const testing::SchemeCase& c = GetParam();
   const std::vector<std::string> common{"scheme=" + c.scheme, fmt::format("partition.stages={}", c.stages)};
   auto with = [&](const std::string& executor) {
     std::vector<std::string> o = common;
@@ -73,7 +35,8 @@ TEST_P(ExecutorEquivalence, ThreadedEqualsSequentialBitwise) {
   EXPECT_TRUE(testing::identical(sequential, threaded)) << "max difference " << testing::max_difference(sequential, threaded);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, ExecutorEquivalence, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Registry, ExecutorEquivalence, ::testing::ValuesIn(testing::scheme_cases()),
+                         testing::scheme_case_name);
 
 }  // namespace
 }  // namespace pipelab

@@ -9,6 +9,7 @@
 #include "core/dist/process_group.h"
 #include "core/io/pt_file.h"
 #include "tests/support/helpers.h"
+#include "tests/support/scheme_cases.h"
 
 namespace pipelab {
 namespace {
@@ -80,6 +81,42 @@ TEST(Launch, AKilledRankStopsTheOtherWithAClearError) {
   EXPECT_TRUE(out.find("lost rank 0") != std::string::npos || out.find("a peer left") != std::string::npos) << out;
   EXPECT_LT(seconds, 40) << out;
 }
+
+// Every registered scheme (the registry decides the cases), one process per stage: the same
+// weights and per-step losses as one process. Dropout and batch norm included.
+const char* kEveryScheme = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 4], dropout: 0.1, batch_norm: true}
+dataset:   {type: synthetic, samples: 64, test_samples: 32, shape: [12], classes: 4}
+partition: {stages: 2}
+scheme:    {type: single}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
+)";
+
+class MultiProcessEquivalence : public ::testing::TestWithParam<testing::SchemeCase> {};
+
+TEST_P(MultiProcessEquivalence, LaunchEqualsOneProcessBitwise) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  const testing::SchemeCase& c = GetParam();
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kEveryScheme);
+  const std::string sets = fmt::format("--set 'scheme={}' --set partition.stages={}", c.scheme, c.stages);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
+  ASSERT_EQ(c1, 0) << out1;
+  const int processes = c.scheme.find("type: single") != std::string::npos ? 1 : c.stages;
+  const auto [c2, out2] = pipelab(
+      fmt::format("launch --nproc {} {} {} --set run.output={}", processes, dir.file("e.yaml"), sets, dir.file("many")));
+  if (c.scheme.find("flush: never") != std::string::npos) {
+    EXPECT_EQ(c2, 2) << out2;
+    EXPECT_NE(out2.find("flush: never is not supported for multi-process runs yet"), std::string::npos) << out2;
+    return;
+  }
+  ASSERT_EQ(c2, 0) << out2;
+  expect_same_run(dir.file("one"), dir.file("many"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, MultiProcessEquivalence, ::testing::ValuesIn(testing::scheme_cases()),
+                         testing::scheme_case_name);
 
 }  // namespace
 }  // namespace pipelab

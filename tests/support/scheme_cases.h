@@ -1,0 +1,22 @@
+#pragma once
+/// The scheme configurations that executor-equivalence tests run: every registered scheme
+/// with its defaults, plus the variants whose routes or weight policies differ. Read from
+/// the registry, so a new scheme is covered the day it is registered.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace pipelab::testing {
+
+struct SchemeCase {
+  std::string scheme;  ///< the scheme section, e.g. "{type: gpipe, chunks: 4}"
+  int stages;
+};
+
+/// Every case at 2 and 4 stages (dp: 2 and 4 replicas).
+std::vector<SchemeCase> scheme_cases();
+/// A test-name-safe label: "_type__gpipe__chunks__4__4stages".
+std::string scheme_case_name(const ::testing::TestParamInfo<SchemeCase>& info);
+
+}  // namespace pipelab::testing
