@@ -4,48 +4,22 @@
 // owns the last stage, and a rank that fails or disappears stops the others with an error.
 #include <gtest/gtest.h>
 
-#include <torch/nn/modules/linear.h>
-#include <torch/utils.h>
-
 #include <chrono>
 #include <future>
 
 #include "core/dist/process_group.h"
 #include "core/exec/distributed.h"
-#include "core/optim/optimizer.h"
 #include "core/util/error.h"
 #include "tests/support/helpers.h"
+#include "tests/support/linear_pipeline.h"
 
 namespace pipelab {
 namespace {
 
-
 /// Four Linear(6, 6) stages (same initial weights in every copy) under `scheme`.
-struct Copy {
-  std::vector<std::unique_ptr<Stage>> stages;
-  std::vector<std::unique_ptr<StagePolicy>> policies;
-  std::vector<StageSlot> slots;
-  std::unique_ptr<Scheme> scheme;
-
-  explicit Copy(const std::string& scheme_yaml) {
-    auto source = std::make_shared<ConfigSource>("t");
-    scheme = Registry<Scheme>::get().create(ConfigNode(YAML::Load(scheme_yaml), source, "scheme"));
-    const auto sgd = Registry<OptimizerFactory>::get().create(
-        ConfigNode(YAML::Load("{type: sgd, lr: 0.1, momentum: 0.9}"), source, "o"));
-    for (int r = 0; r < 4; ++r) {
-      torch::manual_seed(static_cast<uint64_t>(r));
-      StageSpec spec;
-      spec.index = r;
-      spec.count = 4;
-      spec.first_block = static_cast<size_t>(r);
-      spec.blocks = {{fmt::format("linear{}", r), torch::nn::AnyModule(torch::nn::Linear(6, 6))}};
-      if (r == 3) spec.loss = std::make_shared<CrossEntropyLoss>();
-      stages.push_back(std::make_unique<Stage>(std::move(spec)));
-      stages.back()->set_optimizer(sgd->make(stages.back()->parameters()));
-      policies.push_back(scheme->make_policy(*stages.back()));
-      slots.push_back({stages.back().get(), policies.back().get()});
-    }
-  }
+struct Copy : testing::LinearPipeline {
+  explicit Copy(const std::string& scheme_yaml)
+      : LinearPipeline(scheme_yaml, "{type: sgd, lr: 0.1, momentum: 0.9}", 4, 6) {}
 };
 
 /// Step j's micro-batch mb: 3 examples; input() throws at `fail_at` if set.
@@ -69,11 +43,6 @@ class Data : public Feed {
   std::mutex mutex_;
 };
 
-std::unique_ptr<Executor> executor(const std::string& yaml) {
-  auto source = std::make_shared<ConfigSource>("t");
-  return Registry<Executor>::get().create(ConfigNode(YAML::Load(yaml), source, "executor"));
-}
-
 void expect_same_weights(const Stage& a, const Stage& b) {
   const auto pa = const_cast<Stage&>(a).parameters();
   const auto pb = const_cast<Stage&>(b).parameters();
@@ -85,7 +54,7 @@ void distributed_equals_sequential(const std::string& scheme, int world) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   constexpr int kSteps = 3;
   Copy reference(scheme);
-  auto sequential = executor("{type: sequential}");
+  auto sequential = testing::make_executor("{type: sequential}");
   std::vector<std::map<int, double>> reference_losses;
   for (int j = 0; j < kSteps; ++j) {
     Data data(j);
@@ -98,7 +67,7 @@ void distributed_equals_sequential(const std::string& scheme, int world) {
   std::vector<std::future<std::vector<std::map<int, double>>>> ranks;
   for (int p = 0; p < world; ++p) {
     ranks.push_back(std::async(std::launch::async, [&, p] {
-      auto e = executor(fmt::format("{{type: distributed, rank: {}, world_size: {}, master: '127.0.0.1:{}', "
+      auto e = testing::make_executor(fmt::format("{{type: distributed, rank: {}, world_size: {}, master: '127.0.0.1:{}', "
                                     "timeout_s: 20, intra_op_threads: 1}}",
                                     p, world, port));
       std::vector<std::map<int, double>> losses;
@@ -146,7 +115,7 @@ TEST(DistributedExecutor, AFailingRankStopsThePeersWithAnErrorNamingIt) {
   auto rank = [&](int p, Copy& c, int fail_at) {
     return std::async(std::launch::async, [&, p, fail_at]() -> std::string {
       try {
-        auto e = executor(fmt::format("{{type: distributed, rank: {}, world_size: 2, master: '127.0.0.1:{}', timeout_s: 10}}", p, port));
+        auto e = testing::make_executor(fmt::format("{{type: distributed, rank: {}, world_size: 2, master: '127.0.0.1:{}', timeout_s: 10}}", p, port));
         Data data(0, fail_at);
         e->run(c.scheme->schedule(4, 4), c.slots, data, RunMode::Train);
         return "no error";

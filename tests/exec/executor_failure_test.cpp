@@ -2,43 +2,20 @@
 // caller sees the original error, not a cancellation; and stages really run on threads.
 #include <gtest/gtest.h>
 
-#include <torch/nn/modules/linear.h>
-
 #include <set>
 #include <thread>
 
 #include "core/exec/executor.h"
-#include "core/optim/optimizer.h"
 #include "core/util/error.h"
 #include "tests/support/helpers.h"
+#include "tests/support/linear_pipeline.h"
 
 namespace pipelab {
 namespace {
 
 /// Four Linear(4, 4) stages under GPipe with 4 micro-batches.
-struct Pipeline {
-  std::vector<std::unique_ptr<Stage>> stages;
-  std::vector<std::unique_ptr<StagePolicy>> policies;
-  std::vector<StageSlot> slots;
-  std::unique_ptr<Scheme> scheme;
-
-  Pipeline() {
-    auto source = std::make_shared<ConfigSource>("t");
-    scheme = Registry<Scheme>::get().create(ConfigNode(YAML::Load("{type: gpipe, chunks: 4}"), source, "scheme"));
-    const auto sgd = Registry<OptimizerFactory>::get().create(ConfigNode(YAML::Load("{type: sgd, lr: 0.1}"), source, "o"));
-    for (int r = 0; r < 4; ++r) {
-      StageSpec spec;
-      spec.index = r;
-      spec.count = 4;
-      spec.first_block = static_cast<size_t>(r);
-      spec.blocks = {{fmt::format("linear{}", r), torch::nn::AnyModule(torch::nn::Linear(4, 4))}};
-      if (r == 3) spec.loss = std::make_shared<CrossEntropyLoss>();
-      stages.push_back(std::make_unique<Stage>(std::move(spec)));
-      stages.back()->set_optimizer(sgd->make(stages.back()->parameters()));
-      policies.push_back(scheme->make_policy(*stages.back()));
-      slots.push_back({stages.back().get(), policies.back().get()});
-    }
-  }
+struct Pipeline : testing::LinearPipeline {
+  Pipeline() : LinearPipeline("{type: gpipe, chunks: 4}", "{type: sgd, lr: 0.1}", 4, 4) {}
 };
 
 /// Micro-batches of 2 examples; throws `failure` from input() (stage 0's thread) or
@@ -74,10 +51,7 @@ class Data : public Feed {
   std::set<std::thread::id> threads_;
 };
 
-std::unique_ptr<Executor> threaded() {
-  auto source = std::make_shared<ConfigSource>("t");
-  return Registry<Executor>::get().create(ConfigNode(YAML::Load("{type: threaded, intra_op_threads: 1}"), source, "e"));
-}
+std::unique_ptr<Executor> threaded() { return testing::make_executor("{type: threaded, intra_op_threads: 1}"); }
 
 TEST(ThreadedExecutor, StagesRunOnTheirOwnThreads) {
   Pipeline p;
