@@ -23,6 +23,7 @@ struct DpOptions {
 class DpPolicy : public StagePolicy {
  public:
   explicit DpPolicy(std::shared_ptr<AllReduce> all_reduce) : all_reduce_(std::move(all_reduce)) {}
+  void after_backward(Stage& stage, int) override { all_reduce_->produced(stage.index()); }
   void update(Stage& stage) override {
     all_reduce_->sum_gradients(stage.index(), stage.parameters());
     stage.step();

@@ -6,8 +6,12 @@
 
 #include "core/device/streams.h"
 
+#include <map>
+#include <mutex>
+
 #ifdef PIPELAB_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
+#define PIPELAB_CUDA_EVENT
+#include "core/device/compat.h"
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -17,13 +21,13 @@ namespace pipelab::device {
 #ifdef PIPELAB_WITH_CUDA
 
 struct ReadyEvent {
-  at::cuda::CUDAEvent event;
+  CudaEvent event;
   c10::Device device;
 };
 
 Ready record_ready(const c10::Device& device) {
   if (!device.is_cuda()) return nullptr;
-  auto ready = std::make_shared<ReadyEvent>(ReadyEvent{at::cuda::CUDAEvent(), device});
+  auto ready = std::make_shared<ReadyEvent>(ReadyEvent{CudaEvent(), device});
   ready->event.record(c10::cuda::getCurrentCUDAStream(device.index()));
   return ready;
 }
@@ -52,7 +56,7 @@ at::Tensor transfer(const at::Tensor& t, const Ready& ready, const c10::Device& 
   if (t.is_cuda()) t.record_stream(copy);
   if (to.is_cuda()) {
     c10::cuda::CUDAStream consumer = c10::cuda::getCurrentCUDAStream(to.index());
-    at::cuda::CUDAEvent copied;
+    CudaEvent copied;
     copied.record(copy);
     copied.block(consumer);
     out.record_stream(consumer);
@@ -64,13 +68,49 @@ at::Tensor transfer(const at::Tensor& t, const Ready& ready, const c10::Device& 
   return out;
 }
 
+struct MarkEvent {
+  CudaEvent event{cudaEventDefault};  // timing on (ATen's default turns it off)
+  c10::DeviceIndex device = 0;
+};
+
+Mark mark(const c10::Device& device) {
+  if (!device.is_cuda()) return nullptr;
+  auto m = std::make_shared<MarkEvent>();
+  m->device = device.index();
+  m->event.record(c10::cuda::getCurrentCUDAStream(device.index()));
+  return m;
+}
+
+c10::DeviceIndex mark_device(const Mark& m) { return m ? m->device : -1; }
+
+double seconds_between(const Mark& from, const Mark& to) {
+  if (!from || !to) return 0;
+  from->event.synchronize();
+  to->event.synchronize();
+  return static_cast<double>(from->event.elapsed_time(to->event)) / 1e3;
+}
+
+namespace {
+
+c10::cuda::CUDAStream stage_stream(const c10::Device& device, int stage) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, c10::cuda::CUDAStream> streams;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(static_cast<int>(device.index()), stage);
+  auto it = streams.find(key);
+  if (it == streams.end()) it = streams.emplace(key, c10::cuda::getStreamFromPool(false, device.index())).first;
+  return it->second;
+}
+
+}  // namespace
+
 struct StreamScope::Impl {
-  explicit Impl(const c10::Device& device) : guard(c10::cuda::getStreamFromPool(false, device.index())) {}
+  Impl(const c10::Device& device, int stage) : guard(stage_stream(device, stage)) {}
   c10::cuda::CUDAStreamGuard guard;
 };
 
-StreamScope::StreamScope(const c10::Device& device) {
-  if (device.is_cuda()) impl_ = std::make_unique<Impl>(device);
+StreamScope::StreamScope(const c10::Device& device, int stage) {
+  if (device.is_cuda()) impl_ = std::make_unique<Impl>(device, stage);
 }
 
 #else
@@ -83,9 +123,17 @@ at::Tensor transfer(const at::Tensor& t, const Ready&, const c10::Device& to) {
   return !t.defined() || t.device() == to ? t : t.to(to);
 }
 
+struct MarkEvent {};
+
+Mark mark(const c10::Device&) { return nullptr; }
+
+c10::DeviceIndex mark_device(const Mark&) { return -1; }
+
+double seconds_between(const Mark&, const Mark&) { return 0; }
+
 struct StreamScope::Impl {};
 
-StreamScope::StreamScope(const c10::Device&) {}
+StreamScope::StreamScope(const c10::Device&, int) {}
 
 #endif
 

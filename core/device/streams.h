@@ -27,11 +27,26 @@ Ready record_ready(const c10::Device& device);
 /// not hand their memory out early.
 at::Tensor transfer(const at::Tensor& t, const Ready& ready, const c10::Device& to);
 
-/// While alive, work this thread queues on `device` goes to a stream of its own from
-/// LibTorch's pool (one per stage thread, so stages overlap). No-op on CPU.
+/// A point in the work queued on a stream (a CUDA event that records time), to measure
+/// when queued work ran on the device rather than when the host queued it. Null on CPU.
+struct MarkEvent;
+using Mark = std::shared_ptr<MarkEvent>;
+
+/// Marks the work queued so far on this thread's current stream of `device`.
+Mark mark(const c10::Device& device);
+/// The CUDA device index a mark was made on.
+c10::DeviceIndex mark_device(const Mark& m);
+/// Device seconds from `from` to `to` (marks on one device; waits until `to` has passed).
+double seconds_between(const Mark& from, const Mark& to);
+
+/// While alive, work this thread queues on `device` goes to the stream of stage `stage`:
+/// one stream from LibTorch's pool per (device, stage), the same one for every schedule
+/// run, so that memory a stage keeps from one run to the next (stashed weights, in-flight
+/// activations of an epoch-long pipeline) stays on the stream that allocated it. Stages
+/// on one device thus overlap. No-op on CPU.
 class StreamScope {
  public:
-  explicit StreamScope(const c10::Device& device);
+  StreamScope(const c10::Device& device, int stage);
   ~StreamScope();
   StreamScope(const StreamScope&) = delete;
   StreamScope& operator=(const StreamScope&) = delete;

@@ -1,6 +1,7 @@
 #include "core/exec/actions.h"
 
 #include <chrono>
+#include <map>
 
 #include "core/util/error.h"
 
@@ -21,7 +22,59 @@ class Timed {
   std::chrono::steady_clock::time_point start_;
 };
 
+/// Records one action of one stage in ExecStats::actions (when tracing).
+class Traced {
+ public:
+  Traced(ExecStats& stats, int stage, const Action& a, const c10::Device& device)
+      : stats_(stats.trace ? &stats : nullptr), stage_(stage) {
+    if (!stats_) return;
+    record_.kind = a.kind;
+    record_.mb = a.mb;
+    record_.device_start_mark = device::mark(device);
+    device_ = device;
+    record_.start = seconds();
+  }
+  ~Traced() {
+    if (!stats_) return;
+    record_.end = seconds();
+    record_.device_end_mark = device::mark(device_);
+    stats_->actions[static_cast<size_t>(stage_)].push_back(std::move(record_));
+  }
+
+ private:
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - stats_->origin).count(); }
+  ExecStats* stats_;
+  int stage_;
+  c10::Device device_ = c10::kCPU;
+  ActionRecord record_;
+};
+
 }  // namespace
+
+void ExecStats::resolve_device_times() {
+  // Every mark is first timed against one reference mark of its device, then shifted so
+  // that the earliest is 0.
+  std::map<c10::DeviceIndex, device::Mark> first;
+  std::vector<std::pair<ActionRecord*, c10::DeviceIndex>> cuda;
+  for (auto& stage : actions) {
+    for (ActionRecord& a : stage) {
+      if (!a.device_start_mark || !a.device_end_mark) continue;
+      const c10::DeviceIndex d = device::mark_device(a.device_start_mark);
+      if (!first.count(d)) first[d] = a.device_start_mark;
+      cuda.emplace_back(&a, d);
+    }
+  }
+  std::map<c10::DeviceIndex, double> earliest;
+  for (auto& [a, d] : cuda) {
+    a->device_start = device::seconds_between(first[d], a->device_start_mark);
+    a->device_end = device::seconds_between(first[d], a->device_end_mark);
+    earliest[d] = std::min(earliest.count(d) ? earliest[d] : a->device_start, a->device_start);
+  }
+  for (auto& [a, d] : cuda) {
+    a->device_start -= earliest[d];
+    a->device_end -= earliest[d];
+  }
+}
 
 void ExecStats::reset(int stages) {
   const size_t n = static_cast<size_t>(stages);
@@ -35,6 +88,8 @@ void ExecStats::reset(int stages) {
   messages_forward.assign(edges, 0);
   messages_backward.assign(edges, 0);
   wall_seconds = 0;
+  actions.assign(n, {});
+  origin = std::chrono::steady_clock::now();
 }
 
 void begin_run(std::vector<StageSlot>& slots, int micro_batches, RunMode mode) {
@@ -130,7 +185,11 @@ void run_action(const Schedule& s, int r, const Action& a, StageSlot& slot, Feed
     case ActionKind::Forward: {
       const bool receives = pipeline && r > 0;
       Message in = receives ? receive(r - 1, a.kind) : Message{};
-      Message out = run_forward(slot, a.mb, std::move(in), !pipeline, feed, mode, stats);
+      Message out;
+      {
+        Traced traced(stats, r, a, here);
+        out = run_forward(slot, a.mb, std::move(in), !pipeline, feed, mode, stats);
+      }
       if (pipeline && r < last) send(r + 1, std::move(out));
       break;
     }
@@ -140,13 +199,20 @@ void run_action(const Schedule& s, int r, const Action& a, StageSlot& slot, Feed
       if (a.kind == ActionKind::Backward && r < last) {
         for (const ActionKind k : s.links.backward_inputs) in.push_back(receive(r + 1, k));
       }
-      Message out = a.kind == ActionKind::Head ? run_head(slot, a.mb, stats) : run_backward(slot, a.mb, in, stats);
+      Message out;
+      {
+        Traced traced(stats, r, a, here);
+        out = a.kind == ActionKind::Head ? run_head(slot, a.mb, stats) : run_backward(slot, a.mb, in, stats);
+      }
       if (r > 0 && s.links.sends_back(a.kind)) send(r - 1, std::move(out));
       break;
     }
     case ActionKind::Update:
       if (s.links.synchronized_updates) transport.update_barrier(r);
-      run_update(slot, stats);
+      {
+        Traced traced(stats, r, a, here);
+        run_update(slot, stats);
+      }
       break;
   }
 }

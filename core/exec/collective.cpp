@@ -11,30 +11,43 @@ void LocalAllReduce::add_rank(int rank, std::vector<at::Tensor> params) {
   params_.at(static_cast<size_t>(rank)) = std::move(params);
 }
 
+void LocalAllReduce::produced(int rank) {
+  const std::vector<at::Tensor>& params = params_.at(static_cast<size_t>(rank));
+  if (params.empty()) return;
+  device::Ready ready = device::record_ready(params.front().device());
+  std::lock_guard<std::mutex> lock(mutex_);
+  produced_.at(static_cast<size_t>(rank)) = std::move(ready);
+}
+
 void LocalAllReduce::sum_gradients(int rank, const std::vector<at::Tensor>& params) {
   std::lock_guard<std::mutex> lock(mutex_);
   const int64_t round = rounds_.at(static_cast<size_t>(rank))++;
   auto it = sums_.find(round);
+  at::NoGradGuard no_grad;
   if (it == sums_.end()) {
-    at::NoGradGuard no_grad;
-    std::vector<at::Tensor> sums;
+    Round r;
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor sum;
-      for (const auto& replica : params_) {
+      for (size_t k = 0; k < params_.size(); ++k) {
+        const auto& replica = params_[k];
         PIPELAB_ASSERT(replica.size() == params.size(), "replicas have {} and {} parameters", replica.size(), params.size());
         const at::Tensor& g = replica[i].grad();
         if (!g.defined()) continue;
-        sum = sum.defined() ? sum + g.to(params[i].device()) : g.to(params[i].device()).clone();
+        // Replica k's gradient, on this device and stream, once its backward is done.
+        const at::Tensor mine = device::transfer(g, produced_[k], params[i].device());
+        sum = sum.defined() ? sum + mine : mine.clone();
       }
-      sums.push_back(sum);
+      r.sums.push_back(sum);
     }
-    it = sums_.emplace(round, std::make_pair(std::move(sums), static_cast<int>(params_.size()))).first;
+    if (!params.empty()) r.ready = device::record_ready(params.front().device());
+    r.ranks_left = static_cast<int>(params_.size());
+    it = sums_.emplace(round, std::move(r)).first;
   }
-  const std::vector<at::Tensor>& sums = it->second.first;
+  const Round& r = it->second;
   for (size_t i = 0; i < params.size(); ++i) {
-    if (sums[i].defined()) params[i].mutable_grad() = sums[i].clone();
+    if (r.sums[i].defined()) params[i].mutable_grad() = device::transfer(r.sums[i], r.ready, params[i].device()).clone();
   }
-  if (--it->second.second == 0) sums_.erase(it);
+  if (--it->second.ranks_left == 0) sums_.erase(it);
 }
 
 }  // namespace pipelab

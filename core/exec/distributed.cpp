@@ -119,7 +119,7 @@ void DistributedExecutor::run(const Schedule& s, std::vector<StageSlot>& slots, 
           return;
         }
         StageSlot& slot = slots[static_cast<size_t>(r)];
-        device::StreamScope stream(slot.stage->device());
+        device::StreamScope stream(slot.stage->device(), slot.stage->index());
         for (const Action& a : s.stage(r)) {
           if (local.cancelled()) throw Cancelled();
           run_action(s, r, a, slot, relay, mode, transport, stats_);

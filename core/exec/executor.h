@@ -2,8 +2,11 @@
 /// Executors interpret a schedule over a set of stages (design.md, "Executors"). They are
 /// interchangeable and numerically identical: every one of them runs each action through
 /// the same functions (exec/actions.h), so results depend only on per-stage order.
+#include <chrono>
 #include <functional>
 #include <vector>
+
+#include "core/device/streams.h"
 
 #include "core/config/registry.h"
 #include "core/exec/collective.h"
@@ -48,6 +51,18 @@ struct ActionTime {
   double mean() const { return count ? seconds / static_cast<double>(count) : 0; }
 };
 
+/// One action as it ran (recorded when ExecStats::trace is on): host seconds since the
+/// stats were reset and, on CUDA, the device seconds its work occupied the stage's stream
+/// (after resolve_device_times; -1 before, and on CPU). Messages are received before
+/// `start` and sent after `end`, so the span is the action's own work.
+struct ActionRecord {
+  ActionKind kind = ActionKind::Forward;
+  int mb = 0;
+  double start = 0, end = 0;
+  double device_start = -1, device_end = -1;
+  device::Mark device_start_mark, device_end_mark;
+};
+
 /// What an executor measured: per-stage action times and per-edge traffic.
 /// Each entry has a single writer (the stage that ran the action or sent the message).
 struct ExecStats {
@@ -56,7 +71,15 @@ struct ExecStats {
   /// Empty messages are not counted.
   std::vector<int64_t> bytes_forward, bytes_backward, messages_forward, messages_backward;
   double wall_seconds = 0;
+  /// Record every action (ActionRecord) in `actions[stage]`; off by default.
+  bool trace = false;
+  std::vector<std::vector<ActionRecord>> actions;
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+  /// Clears everything (the trace flag stays).
   void reset(int stages);
+  /// Fills device_start/device_end of the traced CUDA actions: seconds after the earliest
+  /// mark on the same device, so stages on one GPU share one clock. Waits for the device.
+  void resolve_device_times();
 };
 
 /// A registered executor (`run.executor: sequential`).

@@ -47,7 +47,7 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
         [&](int r) {
           StageSlot& slot = slots[static_cast<size_t>(r)];
           if (!slot.stage) return;
-          device::StreamScope stream(slot.stage->device());
+          device::StreamScope stream(slot.stage->device(), slot.stage->index());
           for (const Action& a : s.stage(r)) {
             // Checked between actions too, so a stage that never waits still stops soon.
             if (mail.cancelled()) throw Cancelled();

@@ -24,7 +24,11 @@ file(GLOB PIPELAB_TORCH_RUNTIME_DIRS LIST_DIRECTORIES true "${_site}/nvidia/*/li
 
 add_library(pipelab_torch INTERFACE)
 add_library(pipelab::torch ALIAS pipelab_torch)
-target_link_libraries(pipelab_torch INTERFACE ${TORCH_LIBRARIES})
+# Some LibTorch wheels (2.11 among them) export std::filesystem functions of the toolchain
+# that built them from libtorch.so; when libtorch.so comes before libstdc++.so in a
+# program's library order, those copies win and std::filesystem::remove_all crashes. The
+# system libstdc++ is therefore named first.
+target_link_libraries(pipelab_torch INTERFACE "-Wl,--push-state,--no-as-needed,-lstdc++,--pop-state" ${TORCH_LIBRARIES})
 foreach(_dir IN LISTS PIPELAB_TORCH_RUNTIME_DIRS)
   target_link_options(pipelab_torch INTERFACE "-Wl,-rpath-link,${_dir}")
 endforeach()

@@ -1,0 +1,52 @@
+#pragma once
+/// The one place for LibTorch calls whose spelling changes between versions (this machine
+/// builds against 2.15, the GPU machine's wheel is 2.11): autocast regions and the
+/// determinism switches. Everything else in pipelab uses LibTorch's stable API directly.
+#include <ATen/core/ScalarType.h>
+#include <c10/core/DeviceType.h>
+
+namespace pipelab::device {
+
+/// While alive, ops on `device_type` run under LibTorch's autocast with `dtype` (bf16 or
+/// fp16), as Python's `torch.autocast(device_type, dtype)` would; nested scopes are fine.
+/// The cast cache is per thread and cleared when the outermost scope ends, so a weight
+/// swapped in by a weight policy between regions is never served from a stale cast.
+/// A scope made with `enabled = false` does nothing.
+class AutocastScope {
+ public:
+  AutocastScope(c10::DeviceType device_type, at::ScalarType dtype, bool enabled = true);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool enabled_, previous_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kFloat;
+};
+
+/// torch.use_deterministic_algorithms(on): kernels with a deterministic variant use it,
+/// the others throw. (CUDA's cuBLAS also needs CUBLAS_WORKSPACE_CONFIG=:4096:8 in the
+/// environment before the first cuBLAS call.)
+void set_deterministic(bool on);
+/// torch.backends.cudnn.allow_tf32 / torch.backends.cuda.matmul.allow_tf32.
+void set_allow_tf32(bool cudnn, bool matmul);
+
+}  // namespace pipelab::device
+
+// CUDA's event wrapper moved from ATen (at::cuda::CUDAEvent, LibTorch <= 2.x) to c10
+// (c10::cuda::CUDAEvent). Only CUDA sources ask for it, by defining PIPELAB_CUDA_EVENT
+// before including this header, so CPU sources never see CUDA headers.
+#if defined(PIPELAB_WITH_CUDA) && defined(PIPELAB_CUDA_EVENT)
+#if __has_include(<c10/cuda/CUDAEvent.h>)
+#include <c10/cuda/CUDAEvent.h>
+namespace pipelab::device {
+using CudaEvent = c10::cuda::CUDAEvent;
+}  // namespace pipelab::device
+#else
+#include <ATen/cuda/CUDAEvent.h>
+namespace pipelab::device {
+using CudaEvent = at::cuda::CUDAEvent;
+}  // namespace pipelab::device
+#endif
+#endif
