@@ -159,6 +159,8 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
   /// One step per mini-batch and component: F, H (modes with heads), B, U, over an epoch,
   /// so components overlap across steps where the routes allow it.
   Span span() const override { return Span::Epoch; }
+  /// Heads and routes call autograd themselves (InterlockingPolicy::backward/head).
+  bool routes_own_gradients() const override { return true; }
   Schedule schedule(int stages, int units) const override {
     Schedule s(stages);
     for (int r = 0; r < stages; ++r) {

@@ -90,6 +90,9 @@ class Scheme : public Component {
   /// (e.g. an auxiliary head: its parameters then belong to the stage's optimizer).
   /// `output_shape` is the shape of one example of the stage's output.
   virtual void prepare_stage(Stage& /*stage*/, const std::vector<int64_t>& /*output_shape*/, int64_t /*classes*/) const {}
+  /// True when the policies compute gradients with autograd themselves (a gradient route
+  /// other than Stage::backward), so fp16's per-stage loss scaling cannot reach them.
+  virtual bool routes_own_gradients() const { return false; }
   /// Whether prepare_stage needs the output shapes (they cost a dry forward).
   virtual bool prepares_stages() const { return false; }
   /// The number of stages this scheme runs when the partition asks for `requested`.

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "core/device/compat.h"
 #include "core/device/device.h"
 #include "core/nn/context.h"
 #include "core/util/error.h"
@@ -13,7 +14,8 @@ Stage::Stage(StageSpec spec)
     : index_(spec.index), count_(spec.count), first_(spec.replica || spec.index == 0),
       last_(spec.replica || spec.index + 1 == spec.count), blocks_(std::move(spec.blocks)),
       container_(std::make_shared<torch::nn::Module>("Stage")), loss_(std::move(spec.loss)),
-      device_(spec.device) {
+      device_(spec.device), autocast_(autocast_dtype(spec.precision.amp)) {
+  if (spec.precision.amp == Amp::Fp16) scaler_ = std::make_unique<LossScaler>(spec.precision.loss_scale);
   PIPELAB_ASSERT(!blocks_.empty(), "stage {} has no blocks", index_);
   PIPELAB_ASSERT(static_cast<bool>(loss_) == is_last(), "stage {}: the loss belongs to the last stage (or replicas)", index_);
   for (size_t i = 0; i < blocks_.size(); ++i) {
@@ -22,6 +24,13 @@ Stage::Stage(StageSpec spec)
     generators_.push_back(device::make_generator(device_, block_seed(~spec.seed, spec.first_block + i)));
   }
   container_->to(device_);
+  if (spec.channels_last) {
+    channels_last_ = true;
+    at::NoGradGuard no_grad;
+    for (at::Tensor& p : container_->parameters()) {
+      if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
 }
 
 std::vector<at::Tensor> Stage::block_parameters() const {
@@ -42,7 +51,10 @@ void Stage::set_head(const std::string& name, torch::nn::AnyModule head, std::sh
   head_->to(device_, params.empty() ? at::kFloat : params.front().scalar_type());
 }
 
-at::Tensor Stage::head_forward(const at::Tensor& h) { return head_module_.forward(h); }
+at::Tensor Stage::head_forward(const at::Tensor& h) {
+  device::AutocastScope amp(device_.type(), autocast_.value_or(at::kFloat), autocast_.has_value());
+  return head_module_.forward(h);
+}
 
 std::vector<at::Tensor> Stage::head_parameters() const { return head_ ? head_->parameters() : std::vector<at::Tensor>(); }
 
@@ -56,11 +68,20 @@ Stage::Forwarded Stage::forwarded(int mb) const {
 void Stage::release(int mb) { saved_.erase(mb); }
 
 at::Tensor Stage::run_blocks(at::Tensor x) {
+  if (channels_last_ && x.dim() == 4) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  device::AutocastScope amp(device_.type(), autocast_.value_or(at::kFloat), autocast_.has_value());
   for (size_t i = 0; i < blocks_.size(); ++i) {
     nn::GeneratorScope scope(&generators_[i]);
     x = blocks_[i].module.forward(x);
   }
   return x;
+}
+
+at::Tensor Stage::run_loss(const at::Tensor& out, const at::Tensor& target, double loss_scale) {
+  // Under autocast as PyTorch recommends (losses run in float32 there).
+  device::AutocastScope amp(device_.type(), autocast_.value_or(at::kFloat), autocast_.has_value());
+  at::Tensor loss = loss_->compute(out, target);
+  return loss_scale != 1.0 ? loss * loss_scale : loss;
 }
 
 std::vector<at::Tensor> Stage::rng_states() const {
@@ -99,8 +120,7 @@ ForwardResult Stage::forward(int mb, const at::Tensor& x_in, const ForwardOption
   }
   if (is_last()) {
     PIPELAB_ASSERT(options.target.defined(), "stage {} needs targets", index_);
-    at::Tensor loss = loss_->compute(out, options.target);
-    if (options.loss_scale != 1.0) loss = loss * options.loss_scale;
+    const at::Tensor loss = run_loss(out, options.target, options.loss_scale);
     result.correct = loss_->correct(out, options.target);
     result.count = out.size(0);
     result.loss = loss.detach();
@@ -129,25 +149,37 @@ at::Tensor Stage::backward(int mb, const at::Tensor& dy) {
       nn::RecomputeGuard recomputing;
       at::AutoGradMode grad(true);
       out = run_blocks(s.input);
-      if (is_last()) {
-        out = loss_->compute(out, s.target);
-        if (s.loss_scale != 1.0) out = out * s.loss_scale;
-      }
+      if (is_last()) out = run_loss(out, s.target, s.loss_scale);
     }
     set_rng_states(now);
   }
+  // fp16: the backward starts from the gradient times this stage's loss scale, and what
+  // goes back is unscaled float32 (precision.h).
+  const double scale = scaler_ ? scaler_->scale() : 1.0;
   if (is_last()) {
-    torch::autograd::backward({out});
+    torch::autograd::backward({scaler_ ? out * scale : out});
   } else {
     PIPELAB_ASSERT(dy.defined(), "stage {}: backward of micro-batch {} needs a gradient", index_, mb);
-    torch::autograd::backward({out}, {dy.to(out.device())});
+    at::Tensor g = dy.to(out.device());
+    if (scaler_) g = g.to(at::kFloat) * scale;
+    torch::autograd::backward({out}, {g.to(out.scalar_type())});
   }
-  return is_first() ? at::Tensor() : s.input.grad();
+  if (is_first()) return {};
+  return scaler_ ? s.input.grad().to(at::kFloat) / scale : s.input.grad();
 }
 
 void Stage::step(double lr_scale) {
   PIPELAB_ASSERT(optimizer_ != nullptr, "stage {} has no optimizer", index_);
   optimizer_->set_lr(scheduled_lr() * lr_scale);
+  if (scaler_) {
+    // GradScaler.step + update: skip the whole update when a gradient overflowed.
+    const bool finite = scaler_->unscale(parameters());
+    scaler_->update(finite);
+    if (!finite) {
+      optimizer_->zero_grad();
+      return;
+    }
+  }
   optimizer_->step();
   optimizer_->zero_grad();
 }
@@ -158,7 +190,7 @@ ForwardResult Stage::evaluate(const at::Tensor& x, const at::Tensor& target) {
   at::Tensor out = run_blocks(x);
   result.count = out.size(0);
   if (is_last()) {
-    result.loss = loss_->compute(out, target);
+    result.loss = run_loss(out, target, 1.0);
     result.correct = loss_->correct(out, target);
   } else {
     result.activation = out;

@@ -12,6 +12,7 @@
 
 #include "core/model/model.h"
 #include "core/optim/optimizer.h"
+#include "core/stage/precision.h"
 
 namespace pipelab {
 
@@ -44,6 +45,10 @@ struct StageSpec {
   uint64_t seed = 0;              ///< run seed; block i's generator is seeded from (seed, i)
   /// A data-parallel replica: it takes its own input and computes the loss whatever its index.
   bool replica = false;
+  /// Mixed precision (`run.amp`): the autocast dtype of forwards, and fp16's loss scaler.
+  Precision precision;
+  /// 4-D parameters and inputs in channels-last memory layout (`run.channels_last`).
+  bool channels_last = false;
 };
 
 class Stage {
@@ -100,6 +105,12 @@ class Stage {
 
   /// Train or eval mode of every block.
   void set_training(bool training);
+  /// The autocast dtype of this stage's forwards (nullopt: full precision).
+  std::optional<at::ScalarType> autocast() const { return autocast_; }
+  /// The fp16 loss scaler (null unless `run.amp: fp16`).
+  LossScaler* loss_scaler() { return scaler_.get(); }
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
+
   /// Micro-batches whose forward ran and whose backward has not.
   size_t in_flight() const { return saved_.size(); }
 
@@ -127,7 +138,10 @@ class Stage {
     double loss_scale = 1.0;
   };
 
+  /// The blocks (and, on the last stage, the loss if `target` is defined) under the stage's
+  /// autocast setting.
   at::Tensor run_blocks(at::Tensor x);
+  at::Tensor run_loss(const at::Tensor& out, const at::Tensor& target, double loss_scale);
 
   int index_, count_;
   bool first_, last_;
@@ -143,6 +157,9 @@ class Stage {
   std::function<double(int64_t)> lr_at_;
   double base_lr_ = 0;  ///< the optimizer's LR when there is no schedule
   std::map<int, Saved> saved_;
+  std::optional<at::ScalarType> autocast_;
+  std::unique_ptr<LossScaler> scaler_;
+  bool channels_last_ = false;
 };
 
 }  // namespace pipelab

@@ -15,6 +15,7 @@
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
 #include "core/scheme/scheme.h"
+#include "core/stage/precision.h"
 
 namespace pipelab {
 
@@ -30,6 +31,9 @@ struct RunOptions {
   std::optional<std::string> data_dir;
   int threads = 0;
   Dtype dtype = Dtype::Float32;
+  Amp amp = Amp::None;
+  LossScaleOptions loss_scale;
+  bool channels_last = false;
   int checkpoint_every = 0;
   bool progress = true;
   PrefetchOptions loader;
@@ -45,11 +49,22 @@ struct RunOptions {
     v("threads", threads, "intra-op threads (0 = LibTorch's default)", non_negative);
     v.choice("dtype", dtype, Choices<Dtype>{{"float32", Dtype::Float32}, {"float64", Dtype::Float64}},
              "parameter and activation precision");
+    v.choice("amp", amp, Choices<Amp>{{"none", Amp::None}, {"bf16", Amp::Bf16}, {"fp16", Amp::Fp16}},
+             "mixed precision: forwards under autocast in this dtype, master weights stay float32 "
+             "(fp16 adds a dynamic loss scaler per stage)");
+    v("channels_last", channels_last,
+      "keep 4-D weights and image batches in channels-last (NHWC) layout, as "
+      "torch.channels_last: faster convolutions on GPU tensor cores");
+    v.section("loss_scale", loss_scale, "fp16's per-stage dynamic loss scaler (torch.amp.GradScaler's defaults)");
     v("checkpoint_every", checkpoint_every, "save weights every N epochs (0: only at the end)", non_negative);
     v("progress", progress, "show a progress bar (plain lines when not a terminal)");
     v.section("loader", loader, "batches built ahead by worker threads: `loader: {workers: N, prefetch: K}`");
   }
   void check(const ConfigNode& node) const {
+    if (amp != Amp::None && dtype == Dtype::Float64) {
+      node.child("amp").fail("mixed precision needs float32 master weights, but run.dtype is float64",
+                             "set run.dtype: float32 or run.amp: none");
+    }
     if (eval_batch_size && *eval_batch_size <= 0) {
       node.child("eval_batch_size").fail("must be > 0", "set run.eval_batch_size to a positive integer");
     }

@@ -36,6 +36,9 @@ struct RunSummary {
   double bubble_measured = 0;  ///< ... with the measured per-stage F/B/U times
   double simulated_samples_per_second = 0;  ///< if each stage had its own device
   int64_t parameters = 0;
+  /// fp16 (run.amp): each stage's loss scale at the end and the updates it skipped.
+  std::vector<double> loss_scales;
+  std::vector<int64_t> skipped_updates;
   /// Per stage, the mean of every metric its policy reported (version gaps, ...).
   std::vector<std::map<std::string, double>> stage_means;
 };

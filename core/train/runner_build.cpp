@@ -63,6 +63,12 @@ void Runner::build_stages() {
     // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
     balance_ = balance_by_weight(std::vector<double>(params.size(), 1.0), stages);
   }
+  if (run.amp == Amp::Fp16 && e_.scheme->routes_own_gradients()) {
+    e_.source->fail("run.amp",
+                    fmt::format("scheme {} computes its gradients itself, which fp16's loss scaling does not reach",
+                                e_.scheme->type()),
+                    "use run.amp: bf16 (no loss scaling needed) or none");
+  }
   if (run.devices.size() != 1 && static_cast<int>(run.devices.size()) != stages) {
     e_.source->fail("run.devices", fmt::format("{} devices for {} stages", run.devices.size(), stages),
                     fmt::format("give one device for all stages or exactly {}", stages));
@@ -91,6 +97,8 @@ void Runner::build_stages() {
     spec.loss = spec.replica || r + 1 == stages ? def_.loss : nullptr;
     spec.device = devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(r)];
     spec.seed = seed;
+    spec.precision = {run.amp, run.loss_scale};
+    spec.channels_last = run.channels_last;
     auto stage = std::make_unique<Stage>(std::move(spec));
     if (dtype_ != at::kFloat) stage->module().to(dtype_);
     stages_.push_back(std::move(stage));

@@ -1,7 +1,9 @@
 /// The end-of-run summary, for people (stdout, log.txt) and for tools (summary.json).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
+#include <numeric>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -38,6 +40,14 @@ void Runner::finish_summary(RunSummary& s) const {
   }
   for (const auto& [key, total] : sums) {
     if (key.first < stage_count()) s.stage_means[static_cast<size_t>(key.first)][key.second] = total.first / static_cast<double>(total.second);
+  }
+  s.loss_scales.clear();
+  s.skipped_updates.clear();
+  for (const auto& stage : stages_) {
+    if (const LossScaler* scaler = stage->loss_scaler()) {
+      s.loss_scales.push_back(scaler->scale());
+      s.skipped_updates.push_back(scaler->skipped());
+    }
   }
   if (s.history.empty()) return;
   int64_t samples = 0;
@@ -123,6 +133,15 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
     out += fmt::format("  traffic         {:.3g} MB forward, {:.3g} MB backward per step across stage boundaries\n",
                        last.bytes_forward_per_step / 1e6, last.bytes_backward_per_step / 1e6);
   }
+  if (e.run.amp != Amp::None) {
+    out += fmt::format("  precision       {} autocast, float32 master weights", e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
+    if (!s.loss_scales.empty()) {
+      out += fmt::format("; loss scale per stage {} ({} updates skipped)",
+                         fmt::join(s.loss_scales, " "),
+                         std::accumulate(s.skipped_updates.begin(), s.skipped_updates.end(), int64_t{0}));
+    }
+    out += "\n";
+  }
   out += stage_table(s);
   out += fmt::format("  results         {}/ (summary.json, metrics/, checkpoints/final.pt)\n", s.dir);
   return out;
@@ -179,6 +198,11 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
       .add("bubble_fraction_measured", s.bubble_measured)
       .add("simulated_samples_per_second", s.simulated_samples_per_second)
       .add("git_revision", git_revision());
+  o.add("amp", e.run.amp == Amp::None ? "none" : e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
+  if (!s.loss_scales.empty()) {
+    o.add_raw("loss_scale", fmt::format("[{}]", fmt::join(s.loss_scales, ", ")))
+        .add_raw("skipped_updates", fmt::format("[{}]", fmt::join(s.skipped_updates, ", ")));
+  }
   std::string per_stage = "[";
   for (size_t r = 0; r < s.stage_means.size(); ++r) {
     json::Object st;

@@ -48,6 +48,7 @@ void save_training_state(const std::string& path, const TrainingProgress& progre
     s.insert("optimizer", named(stages[r]->optimizer().state()));
     s.insert("generators", tensors(stages[r]->rng_states()));
     s.insert("policy", policies[r]->state());
+    if (const LossScaler* scaler = stages[r]->loss_scaler()) s.insert("loss_scaler", scaler->state());
     per_stage.push_back(s);
   }
   root.insert("stages", per_stage);
@@ -87,6 +88,11 @@ TrainingProgress load_training_state(const std::string& path, const std::vector<
     for (const c10::IValue& g : at_key(s, "generators", path).toListRef()) gens.push_back(g.toTensor());
     stages[r]->set_rng_states(gens);
     policies[r]->load_state(*stages[r], at_key(s, "policy", path));
+    if (LossScaler* scaler = stages[r]->loss_scaler()) {
+      // Absent when the run was started without fp16: the scaler starts afresh.
+      const auto it = s.find("loss_scaler");
+      if (it != s.end()) scaler->load_state(it->value().toTensor());
+    }
   }
   TrainingProgress progress;
   progress.epochs_done = static_cast<int>(at_key(root, "epochs_done", path).toInt());
