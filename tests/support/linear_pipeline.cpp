@@ -1,6 +1,7 @@
 #include "tests/support/linear_pipeline.h"
 
 #include <fmt/format.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
@@ -9,7 +10,7 @@
 namespace pipelab::testing {
 
 LinearPipeline::LinearPipeline(const std::string& scheme_yaml, const std::string& optimizer_yaml, int count,
-                               int width) {
+                               int width, int layers, c10::Device device) {
   auto source = std::make_shared<ConfigSource>("test");
   scheme = Registry<Scheme>::get().create(ConfigNode(YAML::Load(scheme_yaml), source, "scheme"));
   const auto optimizer =
@@ -19,8 +20,17 @@ LinearPipeline::LinearPipeline(const std::string& scheme_yaml, const std::string
     StageSpec spec;
     spec.index = r;
     spec.count = count;
-    spec.first_block = static_cast<size_t>(r);
-    spec.blocks = {{fmt::format("linear{}", r), torch::nn::AnyModule(torch::nn::Linear(width, width))}};
+    spec.device = device;
+    if (layers == 1) {
+      spec.first_block = static_cast<size_t>(r);
+      spec.blocks = {{fmt::format("linear{}", r), torch::nn::AnyModule(torch::nn::Linear(width, width))}};
+    } else {
+      spec.first_block = static_cast<size_t>(r * 2 * layers);
+      for (int l = 0; l < layers; ++l) {
+        spec.blocks.push_back({fmt::format("linear{}_{}", r, l), torch::nn::AnyModule(torch::nn::Linear(width, width))});
+        spec.blocks.push_back({fmt::format("relu{}_{}", r, l), torch::nn::AnyModule(torch::nn::ReLU())});
+      }
+    }
     if (r + 1 == count) spec.loss = std::make_shared<CrossEntropyLoss>();
     stages.push_back(std::make_unique<Stage>(std::move(spec)));
     stages.back()->set_optimizer(optimizer->make(stages.back()->parameters()));

@@ -1,6 +1,6 @@
 #pragma once
 /// Stages built by hand for executor tests: D stages of one Linear(width, width) block
-/// each (the last with cross-entropy) under a scheme, with policies and slots ready for an
+/// each (or `layers` Linear+ReLU pairs; the last stage ends with cross-entropy) on `device` under a scheme, with policies and slots ready for an
 /// executor. Stage r's weights are drawn after torch::manual_seed(r), so every copy (one per
 /// simulated process) starts from the same weights.
 #include <memory>
@@ -12,7 +12,8 @@
 namespace pipelab::testing {
 
 struct LinearPipeline {
-  LinearPipeline(const std::string& scheme_yaml, const std::string& optimizer_yaml, int stages, int width);
+  LinearPipeline(const std::string& scheme_yaml, const std::string& optimizer_yaml, int stages, int width,
+                 int layers = 1, c10::Device device = c10::kCPU);
   std::unique_ptr<Scheme> scheme;
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<std::unique_ptr<StagePolicy>> policies;

@@ -1,0 +1,180 @@
+/// Benchmark (not a test): pipelab on one GPU against the Python code a researcher would
+/// otherwise write, in one call so that both see the same GPU, driver and torch.
+///
+/// 1. ResNet (default 50) at 224x224, `single`, for each configuration BATCH:AMP:LAYOUT,
+///    next to tools/bench/eager_train.py (a plain PyTorch eager loop on torchvision's ResNet
+///    with the same optimizer, data path and logging). Rounds alternate between the two
+///    (each round: the Python process, then pipelab); the median samples/s of each is
+///    reported with the ratio pipelab / eager (goal >= 0.95).
+/// 2. 4-stage GPipe (chunks 8, checkpoint except_last) of the same ResNet on the one GPU:
+///    the sequential executor against the threaded one (a thread and a CUDA stream per stage).
+///
+///   build/pipelab_bench_gpu [--depth 50] [--configs 64:none:cl,...] [--steps 20] [--rounds 2]
+///                           [--python python3] [--skip-eager] [--skip-gpipe]
+#include <ATen/ATen.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/device/device.h"
+#include "core/train/runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Config {
+  int64_t batch = 64;
+  std::string amp = "none";
+  bool channels_last = true;
+  std::string label() const { return fmt::format("{}:{}:{}", batch, amp, channels_last ? "cl" : "cf"); }
+};
+
+std::vector<Config> parse_configs(const std::string& text) {
+  std::vector<Config> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    Config c;
+    const size_t a = item.find(':'), b = item.rfind(':');
+    if (a == std::string::npos || a == b) throw std::runtime_error("--configs: expected BATCH:AMP:LAYOUT, got " + item);
+    c.batch = std::stoll(item.substr(0, a));
+    c.amp = item.substr(a + 1, b - a - 1);
+    c.channels_last = item.substr(b + 1) == "cl";
+    out.push_back(c);
+  }
+  return out;
+}
+
+/// Samples/s of pipelab's runner over the second of two epochs of `steps` steps (the first
+/// warms up cuDNN and the caching allocator), with `scheme` and `executor` sections.
+double pipelab_samples_per_second(int depth, const Config& c, int steps, const std::string& scheme,
+                                  const std::string& executor, int stages) {
+  const std::string yaml = fmt::format(
+      "model: {{type: resnet, depth: {}, stem: imagenet}}\n"
+      "dataset: {{type: synthetic, samples: {}, test_samples: {}, shape: [3, 224, 224], classes: 1000}}\n"
+      "partition: {{stages: {}}}\n"
+      "scheme: {}\n"
+      "optimizer: {{type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-4}}\n"
+      "run: {{epochs: 2, batch_size: {}, seed: 0, devices: [cuda:0], amp: {}, channels_last: {}, progress: false,\n"
+      "      executor: {}}}\n",
+      depth, c.batch * steps, c.batch, stages, scheme, c.batch, c.amp, c.channels_last ? "true" : "false", executor);
+  const std::string out = (fs::temp_directory_path() / "pipelab-bench-gpu").string();
+  pipelab::Experiment e = pipelab::Experiment::parse(yaml, "bench_gpu.yaml", {"run.output=" + out});
+  pipelab::RunnerOptions options;
+  options.overwrite = true;
+  options.quiet = true;
+  const pipelab::RunSummary s = pipelab::Runner(e, options).run();
+  fs::remove_all(out);
+  return s.history.at(1).samples_per_second;
+}
+
+/// samples/s per configuration label from one eager_train.py process.
+std::map<std::string, double> eager_samples_per_second(const std::string& python, const std::string& script, int depth,
+                                                       const std::string& configs, int steps) {
+  const std::string command =
+      fmt::format("{} {} --depth {} --configs {} --steps {} 2>&1", python, script, depth, configs, steps);
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run " + command);
+  std::map<std::string, double> out;
+  char line[4096];
+  std::string all;
+  while (std::fgets(line, sizeof line, pipe)) {
+    const std::string l = line;
+    all += l;
+    // {"implementation": "eager", ..., "batch": 64, "amp": "none", "channels_last": true, ..., "samples_per_second": X, ...}
+    if (l.find("\"implementation\": \"eager\"") == std::string::npos) continue;
+    const auto field = [&](const std::string& key) {
+      const size_t at = l.find("\"" + key + "\": ");
+      const size_t from = at + key.size() + 4;
+      return l.substr(from, l.find_first_of(",}", from) - from);
+    };
+    std::string amp = field("amp");
+    amp = amp.substr(1, amp.size() - 2);
+    out[fmt::format("{}:{}:{}", field("batch"), amp, field("channels_last") == "true" ? "cl" : "cf")] =
+        std::stod(field("samples_per_second"));
+  }
+  if (::pclose(pipe) != 0) throw std::runtime_error("the eager loop failed:\n" + all);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace po = boost::program_options;
+  int depth = 50, steps = 20, rounds = 2, gpipe_batch = 128;
+  std::string configs = "64:none:cl,128:none:cl,64:bf16:cl,128:bf16:cl,128:bf16:cf", python = "python3";
+  std::string script = std::string(PIPELAB_SOURCE_DIR) + "/tools/bench/eager_train.py";
+  po::options_description desc("pipelab_bench_gpu: pipelab vs PyTorch eager on one GPU; GPipe executors");
+  desc.add_options()("help,h", "this help")("depth", po::value(&depth)->default_value(depth), "ResNet depth")(
+      "configs", po::value(&configs)->default_value(configs), "BATCH:AMP:LAYOUT list (AMP none|bf16|fp16, LAYOUT cl|cf)")(
+      "steps", po::value(&steps)->default_value(steps), "timed steps per configuration")(
+      "rounds", po::value(&rounds)->default_value(rounds), "alternating rounds (the median is reported)")(
+      "python", po::value(&python)->default_value(python), "Python with torch and torchvision")(
+      "script", po::value(&script)->default_value(script), "the eager loop")(
+      "gpipe-batch", po::value(&gpipe_batch)->default_value(gpipe_batch), "mini-batch of the GPipe comparison")(
+      "skip-eager", "pipelab's figures only")("skip-gpipe", "no GPipe executor comparison");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << e.what() << "\n" << desc;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!pipelab::device::cuda_available()) {
+    std::cerr << "pipelab_bench_gpu: no CUDA device\n";
+    return 2;
+  }
+  const std::vector<Config> list = parse_configs(configs);
+  std::cout << fmt::format("{}; ResNet-{} 224x224, SGD momentum 0.9, {} timed steps, {} rounds\n",
+                           pipelab::device::describe_runtime(), depth, steps, rounds)
+            << std::flush;
+  std::map<std::string, std::vector<double>> lab, eager;
+  for (int r = 0; r < rounds; ++r) {
+    if (!vm.count("skip-eager")) {
+      for (const auto& [label, v] : eager_samples_per_second(python, script, depth, configs, steps)) eager[label].push_back(v);
+    }
+    for (const Config& c : list) {
+      lab[c.label()].push_back(pipelab_samples_per_second(depth, c, steps, "{type: single}", "sequential", 1));
+      std::cout << fmt::format("  round {} {:<14} pipelab {:8.1f} samples/s\n", r + 1, c.label(), lab[c.label()].back())
+                << std::flush;
+    }
+  }
+  std::cout << fmt::format("\n| batch:amp:layout | pipelab samples/s | eager samples/s | pipelab / eager |\n"
+                           "|---|---:|---:|---:|\n");
+  for (const Config& c : list) {
+    const double l = median(lab[c.label()]), e = median(eager[c.label()]);
+    std::cout << fmt::format("| {} | {:.1f} | {} | {} |\n", c.label(), l, e > 0 ? fmt::format("{:.1f}", e) : "-",
+                             e > 0 ? fmt::format("{:.3f}", l / e) : "-");
+  }
+  if (!vm.count("skip-gpipe")) {
+    Config c{gpipe_batch, "none", true};
+    const std::string scheme = "{type: gpipe, chunks: 8, checkpoint: except_last}";
+    std::vector<double> seq, thr;
+    for (int r = 0; r < rounds; ++r) {
+      seq.push_back(pipelab_samples_per_second(depth, c, steps / 2, scheme, "sequential", 4));
+      thr.push_back(pipelab_samples_per_second(depth, c, steps / 2, scheme, "{type: threaded}", 4));
+    }
+    const double s = median(seq), t = median(thr);
+    std::cout << fmt::format("\n4-stage GPipe (chunks 8, checkpoint except_last), ResNet-{}, batch {}, one GPU:\n"
+                             "  sequential {:.1f} samples/s, threaded (4 streams) {:.1f} samples/s, ratio {:.3f}\n",
+                             depth, gpipe_batch, s, t, t / s);
+  }
+  return 0;
+}

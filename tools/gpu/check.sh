@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# What docs/gpu.md reports, as it ran on the GPU machine. From the project's root there,
+# after `source .device/setup.sh BUILD` (BUILD: the build folder, e.g. build-gpu):
+#   tools/gpu/check.sh tests  BUILD LOGS  # the GPU tests (ctest -L gpu), verbose, figures grepped
+#   tools/gpu/check.sh suite  BUILD LOGS  # every other test, on all cores
+#   tools/gpu/check.sh bench  BUILD LOGS  # pipelab_bench_gpu; torchgpipe's ResNet-101 speed rows
+#   tools/gpu/check.sh probe  BUILD LOGS  # one epoch of each SpecTrain IMDB model (epoch time)
+#   tools/gpu/check.sh sweeps BUILD LOGS [JOBS]  # both SpecTrain IMDB sweeps, in the background
+#   tools/gpu/check.sh wait   BUILD LOGS SECONDS # waits for the sweeps; packs their results
+# IMDB is read from data/imdb/aclImdb-train-test.tar.gz (carried with the tree), unpacked
+# into /tmp/pipelab-data.
+set -uo pipefail
+step=$1 build=$2 logs=$3
+mkdir -p "$logs"
+pipelab="$build/pipelab"
+# The experiment of FILE without its sweep: section (the sweep block ends these files).
+base() { mkdir -p runs/tmp; sed '/^sweep:/,$d' "$1" > "runs/tmp/$(basename "$1")"; echo "runs/tmp/$(basename "$1")"; }
+imdb() {
+  export PIPELAB_DATA_DIR=/tmp/pipelab-data
+  if [ ! -d "$PIPELAB_DATA_DIR/imdb/aclImdb" ]; then
+    mkdir -p "$PIPELAB_DATA_DIR/imdb" && tar -C "$PIPELAB_DATA_DIR/imdb" -xzf data/imdb/aclImdb-train-test.tar.gz
+  fi
+}
+case "$step" in
+  tests)
+    ctest --test-dir "$build" -L gpu -j8 --timeout 300 -V > "$logs/gpu-tests-verbose.log" 2>&1
+    rc=$?
+    grep -E "tests passed|tests failed|\[ figure \]|\*\*\*Failed|Failed  |SKIPPED" "$logs/gpu-tests-verbose.log" \
+      | sed 's/^[0-9]*: //' | sort -u > "$logs/gpu-tests-summary.txt"
+    tail -n 40 "$logs/gpu-tests-verbose.log"
+    exit $rc ;;
+  suite)
+    ctest --test-dir "$build" -LE gpu -j"$(nproc)" --timeout 600 --output-on-failure > "$logs/suite.log" 2>&1
+    rc=$?; tail -n 30 "$logs/suite.log"; exit $rc ;;
+  bench)
+    "$build/pipelab_bench_gpu" 2>&1 | tee "$logs/bench-gpu.log"
+    f=$(base experiments/seeds/torchgpipe_resnet101_speed.yaml)
+    "$pipelab" run "$f" --set run.output=runs/speed/baseline --quiet > "$logs/speed-baseline.log" 2>&1
+    "$pipelab" run "$f" --set run.output=runs/speed/pipeline1 --set 'scheme={type: gpipe, chunks: 2, checkpoint: except_last}' \
+      --set run.batch_size=220 --set dataset.samples=220 --quiet > "$logs/speed-pipeline1.log" 2>&1
+    for r in baseline pipeline1; do echo "== $r"; cat "runs/speed/$r/metrics/epochs.csv"; done | tee "$logs/speed-epochs.txt" ;;
+  probe)
+    imdb
+    for m in transformer residual_lstm; do
+      start=$(date +%s.%N)
+      "$pipelab" run "$(base experiments/seeds/spectrain/$m.yaml)" --set run.epochs=1 \
+        --set "run.output=runs/probe/$m" --quiet 2>&1 | tail -n 3
+      echo "$m: one 4-stage epoch with data loading, $(awk "BEGIN{print $(date +%s.%N) - $start}") s wall"
+      cat "runs/probe/$m/metrics/epochs.csv"
+    done 2>&1 | tee "$logs/probe.log" ;;
+  sweeps)
+    imdb
+    jobs=${4:-5}
+    for m in transformer residual_lstm; do
+      setsid nohup "$pipelab" sweep "experiments/seeds/spectrain/$m.yaml" --jobs "$jobs" > "runs/sweep-$m.log" 2>&1 < /dev/null &
+    done
+    sleep 5; cat runs/sweep-*.log ;;
+  wait)
+    deadline=$(( $(date +%s) + ${4:-300} ))
+    while pgrep -f "pipelab sweep" > /dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 10; done
+    pgrep -f "pipelab sweep" > /dev/null && echo "sweeps still running" || echo "sweeps done"
+    cp runs/sweep-*.log "$logs/" 2>/dev/null
+    tar -czf "$logs/spectrain-imdb-runs.tar.gz" $(find runs/seeds/spectrain -name summary.json -o -name epochs.csv \
+      -o -name experiment.yaml -o -name sweep.log -o -name config.yaml) 2>/dev/null
+    tail -n 5 runs/sweep-*.log ;;
+  *) echo "unknown step $step"; exit 2 ;;
+esac
