@@ -26,6 +26,8 @@ std::string encode_pt(const c10::IValue& value);
 /// the CPU, contiguous. Errors (missing file, not a zip, unsupported object) are
 /// UserErrors that name the file.
 c10::IValue load_pt(const std::string& path);
+/// load_pt of the bytes of a .pt file; `name` stands for the file in messages.
+c10::IValue decode_pt(const std::string& bytes, const std::string& name);
 
 /// Name -> tensor, in order (a state dict).
 using TensorDict = std::vector<std::pair<std::string, at::Tensor>>;
