@@ -4,7 +4,7 @@
 /// of 10,000 records plus test_batch.bin; CIFAR-100 has a coarse (20 superclasses) and a
 /// fine (100 classes) label byte, in train.bin (50,000) and test.bin (10,000).
 ///
-/// Defaults are SpecTrain's CIFAR-10 setting (reference-schemes.md §6.1): random crop 32
+/// Defaults are SpecTrain's CIFAR-10 setting (docs/schemes.md §6.1): random crop 32
 /// with padding 4, horizontal flip, mean (0.4914, 0.4822, 0.4465), std (0.2023, 0.1994,
 /// 0.2010). Interlocking backprop (§6.8) normalises with std (0.2460, 0.2411, 0.2576): set
 /// `std` to that.

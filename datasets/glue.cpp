@@ -5,7 +5,7 @@
 /// Columns are found by the header's names. Words are encoded as for IMDB
 /// (datasets/text/vocabulary.h) with a vocabulary counted over the training texts; a
 /// sentence pair becomes start, sentence1, separator (id 3), sentence2, so words start
-/// at index_from 4. Defaults: maxlen 128 (gpipe_test's RTE setting, reference-schemes.md §6.7).
+/// at index_from 4. Defaults: maxlen 128 (gpipe_test's RTE setting, docs/schemes.md §6.7).
 #include <ATen/ATen.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #pragma once
 /// AmoebaNet-D's cells as torchgpipe's benchmark builds them (`benchmarks/models/amoebanet`:
-/// genotype.py, operations.py; reference-schemes.md §6.6).
+/// genotype.py, operations.py; docs/schemes.md §6.6).
 ///
 /// A cell reads two states, the previous cell's output s1 and the one before it s2, and
 /// passes on its own output together with s1. torchgpipe sends that pair as a tuple; a

@@ -6,7 +6,7 @@
 /// bn -> ReLU -> global average pool -> fc.
 ///
 /// - `stem: cifar` (default) is the CIFAR variant SpecTrain trains (`models/densenet`,
-///   reference-schemes.md §6.3): a bare 3x3 conv to 2 x growth channels.
+///   docs/schemes.md §6.3): a bare 3x3 conv to 2 x growth channels.
 /// - `stem: imagenet` is torchvision's layout: 7x7/2 conv + bn + ReLU + 3x3/2 max-pool.
 ///
 /// New features are concatenated after the input ([x, new]) as torchvision does; SpecTrain's

@@ -1,5 +1,5 @@
-/// `googlenet`: the CIFAR GoogLeNet that SpecTrain trains (`models/googlenet`, reference-
-/// schemes.md §6.3; Szegedy et al. 2015 with batch norm and no auxiliary heads), one block
+/// `googlenet`: the CIFAR GoogLeNet that SpecTrain trains (`models/googlenet`,
+/// docs/schemes.md §6.3; Szegedy et al. 2015 with batch norm and no auxiliary heads), one block
 /// per inception module: "pre" (3x3 conv to 192 + bn + ReLU), "a3", "b3" (+ 3x3/2 max-pool),
 /// "a4", "b4", "c4", "d4", "e4" (+ max-pool), "a5", "b5", "head" (global average pool -> fc).
 /// An inception module concatenates four branches: 1x1; 1x1 -> 3x3; 1x1 -> 3x3 -> 3x3 (the

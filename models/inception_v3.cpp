@@ -1,5 +1,5 @@
 /// `inception_v3`: Inception-v3 (Szegedy et al. 2016) in torchvision's layout without the
-/// auxiliary logits, as PipeOptim trains it (reference-schemes.md §6.5). One block per stem
+/// auxiliary logits, as PipeOptim trains it (docs/schemes.md §6.5). One block per stem
 /// conv and per mixed module, named as torchvision's attributes: "Conv2d_1a_3x3",
 /// "Conv2d_2a_3x3", "Conv2d_2b_3x3" (+ 3x3/2 max-pool), "Conv2d_3b_1x1", "Conv2d_4a_3x3"
 /// (+ max-pool), "Mixed_5b" ... "Mixed_7c", then "head" (global average pool -> dropout

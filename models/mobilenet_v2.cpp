@@ -1,5 +1,5 @@
 /// `mobilenet_v2`: MobileNetV2 (Sandler et al. 2018) in torchvision's layout, which
-/// gpipe_test fine-tunes (reference-schemes.md §6.7), one block per entry of torchvision's
+/// gpipe_test fine-tunes (docs/schemes.md §6.7), one block per entry of torchvision's
 /// `features` so block i is features[i]: "features_0" (3x3/2 conv to 32 + bn + ReLU6),
 /// "features_1" ... "features_17" (inverted residuals), "features_18" (1x1 conv to 1280 + bn
 /// + ReLU6), then "head" (global average pool -> dropout -> fc).

@@ -1,5 +1,5 @@
 /// `residual_lstm`: the residual LSTM classifier of SpecTrain's IMDB experiments
-/// (`src/sentiment_analysis/models/residual_lstm/gpus=4_straight`, reference-schemes.md
+/// (`src/sentiment_analysis/models/residual_lstm/gpus=4_straight`, docs/schemes.md
 /// §6.3), one block per part:
 ///
 /// - "embed": word embedding num_words x d_model (N(0, 1), PyTorch's default);

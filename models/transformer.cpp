@@ -1,5 +1,5 @@
 /// `transformer`: the Transformer encoder classifier of SpecTrain's IMDB experiments
-/// (`src/sentiment_analysis/models/transformer/gpus=4_straight`, reference-schemes.md §6.3),
+/// (`src/sentiment_analysis/models/transformer/gpus=4_straight`, docs/schemes.md §6.3),
 /// one block per SpecTrain module part:
 ///
 /// - "embed": word embedding num_words x d_model (N(0, 1)), a linear d_model -> d_model
@@ -13,7 +13,7 @@
 ///   residual, LayerNorm ("ff_norm"). No padding mask (Q24).
 /// - "head": mean over all maxlen positions, linear d_model -> classes ("output").
 ///
-/// The residual quirk (reference-schemes.md §6.3 and Q24): the reference's second residual
+/// The residual quirk (docs/schemes.md §6.3 and Q24): the reference's second residual
 /// adds the layer's *input* x, not the attention sub-layer's output: ff_norm(ff(a) + x) with
 /// a = attention_norm(dropout(attn(x)) + x). `ff_residual: input` (the default) keeps it,
 /// because the brief for this model asks for the reference code's behaviour by default and
@@ -63,7 +63,7 @@ struct TransformerOptions {
     v("dropout", dropout, "dropout after attention and after each feed-forward sub-layer", in_half_open(0, 1));
     v.choice("ff_residual", ff_residual,
              Choices<FfResidual>{{"input", FfResidual::Input}, {"attention", FfResidual::Attention}},
-             "what the second residual adds: input = the layer's input (SpecTrain's code, reference-schemes.md Q24); "
+             "what the second residual adds: input = the layer's input (SpecTrain's code, docs/schemes.md Q24); "
              "attention = the attention sub-layer's output (standard post-LN)");
   }
   void check(const ConfigNode& node) const {

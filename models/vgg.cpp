@@ -3,7 +3,7 @@
 /// max-pool that follows conv 2, 4, 7, 10 and 13 appended to that conv's block), then "fc1",
 /// "fc2" (linear -> ReLU -> dropout) and "fc3" (linear to the classes).
 ///
-/// - `variant: spectrain` is SpecTrain's `models/vgg16/gpus=16_straight` (reference-schemes.md
+/// - `variant: spectrain` is SpecTrain's `models/vgg16/gpus=16_straight` (docs/schemes.md
 ///   §6.3): no batch norm, conv biases, then adaptive average pooling to 7x7 of the 1x1 map
 ///   that 32x32 inputs leave, and torchvision's ImageNet classifier 25088 -> 4096 -> 4096 ->
 ///   classes (the Q24 quirk, kept because the published table used it).

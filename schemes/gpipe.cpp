@@ -1,4 +1,4 @@
-/// `gpipe`: GPipe fill-drain as torchgpipe implements it (reference-schemes.md §2.2, §3.3).
+/// `gpipe`: GPipe fill-drain as torchgpipe implements it (docs/schemes.md §2.2, §3.3).
 ///
 /// - Each mini-batch of N examples is split into micro-batches of ceil(N/chunks) (chunk
 ///   semantics, so there may be fewer than `chunks`); every stage runs F0..F(m-1), then

@@ -1,4 +1,4 @@
-/// `pipedream`: 1F1B with weight stashing (PipeDream, SOSP'19; reference-schemes.md §3.5).
+/// `pipedream`: 1F1B with weight stashing (PipeDream, SOSP'19; docs/schemes.md §3.5).
 /// Stage r keeps up to D - r weight versions; the update always goes to the newest.
 ///
 /// - variant: paper — the backward of a mini-batch reads exactly the version its forward

@@ -1,6 +1,6 @@
 /// `pipeoptim`: 1F1B whose forward runs on weights predicted from the optimizer's own
 /// update direction; the backward runs on the current real weights, with no stash
-/// (PipeOptim; reference-schemes.md §3.8, F14-F16, Q14-Q16).
+/// (PipeOptim; docs/schemes.md §3.8, F14-F16, Q14-Q16).
 ///
 ///   W_hat = W_t - lr * s * d
 ///   paper:     s = D - r - 1 (the version the backward's update produces), d = the update

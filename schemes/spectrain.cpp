@@ -1,4 +1,4 @@
-/// `spectrain`: SpecTrain's weight prediction (Chen et al. 2018; reference-schemes.md §3.6,
+/// `spectrain`: SpecTrain's weight prediction (Chen et al. 2018; docs/schemes.md §3.6,
 /// §3.7, quirks Q3-Q9). Stage r of D, w_r = D - 1 - r warm-up forwards.
 ///
 /// version 1 — forward and backward on predicted weights, the update on the real ones:
@@ -32,7 +32,7 @@ struct SpectrainOptions {
   void fields(V& v) {
     flush.fields(v);
     v("version", version, "1: predict forward and backward; 2: one prediction reused by both", in_range(1, 2));
-    v.choice("variant", variant, variant_choices(), "paper formulas or the released code's (see reference-schemes.md)");
+    v.choice("variant", variant, variant_choices(), "paper formulas or the released code's (see docs/schemes.md)");
     v("measure_prediction", measure_prediction, "record ||W_hat - W_target|| / ||W_target - W_now|| (two weight copies)");
   }
 };

@@ -1,5 +1,5 @@
 #pragma once
-/// A model is an ordered list of named blocks plus a loss (design.md, "Stages"). Blocks
+/// A model is an ordered list of named blocks plus a loss (docs/design.md, "Stages"). Blocks
 /// are built lazily from seeds, so a process builds only the blocks of its own stages and
 /// every block's initial weights depend only on (seed, block index).
 #include <torch/nn/modules/container/any.h>

@@ -1,6 +1,6 @@
 #pragma once
 /// Batch normalisation that supports GPipe's deferred statistics (torchgpipe's
-/// DeferredBatchNorm; reference-schemes.md §3.3, F9, Q26, Q29).
+/// DeferredBatchNorm; docs/schemes.md §3.3, F9, Q26, Q29).
 ///
 /// - Plain mode: as torch.nn.BatchNorm, except that a recomputation pass (checkpointing)
 ///   does not update the running statistics a second time (Q29).

@@ -15,7 +15,7 @@ void Optimizer::step() {
     if (!g.defined()) continue;
     // Update through .data(): it shares the storage but not autograd's version counter, so
     // the graphs of micro-batches still in flight (1F1B) read the new values in their
-    // backward instead of failing, as PyTorch <= 1.4 did (reference-schemes.md F3, Q13).
+    // backward instead of failing, as PyTorch <= 1.4 did (docs/schemes.md F3, Q13).
     at::Tensor data = params_[i].data();
     last_grad_[i] = g;
     last_coupled_[i] = update(i, data, g);

@@ -1,7 +1,7 @@
 #pragma once
 /// Optimizers behind one interface that also reports the current update direction, which
 /// weight prediction (SpecTrain, PipeOptim) reads without re-implementing a step.
-/// Formulas: docs/reference-schemes.md F1 (SGD) and F2 (Adam/AdamW), with today's torch
+/// Formulas: docs/schemes.md F1 (SGD) and F2 (Adam/AdamW), with today's torch
 /// semantics (Adam's epsilon added after the bias-corrected square root).
 #include <ATen/Tensor.h>
 
@@ -15,7 +15,7 @@
 
 namespace pipelab {
 
-/// Which update direction a weight predictor asks for (reference-schemes.md §3.6, §3.8).
+/// Which update direction a weight predictor asks for (docs/schemes.md §3.6, §3.8).
 struct DirectionRequest {
   enum class Kind {
     Buffer,        ///< v_t (SGD with momentum), g_t (plain SGD), m_hat/(sqrt(u_hat)+eps) (Adam)

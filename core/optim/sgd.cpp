@@ -1,5 +1,5 @@
 /// SGD with momentum, dampening, Nesterov and coupled weight decay, exactly as torch.optim.SGD
-/// (reference-schemes.md F1): G = g + lambda W; v_1 = G, v_k = mu v + (1 - tau) G;
+/// (docs/schemes.md F1): G = g + lambda W; v_1 = G, v_k = mu v + (1 - tau) G;
 /// d = G + mu v (Nesterov) or v; W <- W - lr d.
 #include <ATen/ATen.h>
 

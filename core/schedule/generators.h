@@ -1,12 +1,12 @@
 #pragma once
 /// Schedule generators: pure functions of (stages, micro-batches), golden-tested in
-/// tests/golden/. See docs/reference-schemes.md §2.
+/// tests/golden/. See docs/schemes.md §2.
 #include "core/schedule/schedule.h"
 
 namespace pipelab::schedules {
 
 /// Naive sequential model parallelism (§2.3): for each micro-batch, F on every stage, then
-/// B, then every stage steps. Utilisation 1/D.
+/// B, each stage stepping right after its own B. Utilisation 1/D.
 Schedule naive(int stages, int micro_batches);
 
 /// GPipe fill-drain (§2.2): every stage runs F0..F(m-1), then B(m-1)..B0 (torchgpipe runs

@@ -1,5 +1,5 @@
 #pragma once
-/// A schedule is data: per stage, the ordered list of actions it runs (design.md, "Schedules
+/// A schedule is data: per stage, the ordered list of actions it runs (docs/design.md, "Schedules
 /// are data"). Text form, as in torch.distributed.pipelining: `2F0` = stage 2, forward of
 /// micro-batch 0; `2B0` = its backward; `2H0` = its own auxiliary head's backward
 /// (interlocking backprop); `2U` = an optimizer step at stage 2. The links say which

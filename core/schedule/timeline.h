@@ -1,5 +1,5 @@
 #pragma once
-/// Replays a schedule against a cost model (design.md, "Timeline simulation"): makespan,
+/// Replays a schedule against a cost model (docs/design.md, "Timeline simulation"): makespan,
 /// per-stage busy time and the bubble fraction, without running any kernels.
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 #pragma once
-/// Checks a schedule before it runs (design.md): per-stage order, completeness, no
+/// Checks a schedule before it runs (docs/design.md): per-stage order, completeness, no
 /// deadlock across stages, bounded in-flight micro-batches.
 #include <vector>
 

@@ -1,7 +1,7 @@
 #pragma once
 /// The common part of the asynchronous 1F1B schemes (vanilla async, PipeDream, SpecTrain,
 /// PipeOptim): the 1F1B schedule over the mini-batches of an epoch, each a micro-batch
-/// (reference-schemes.md §2.1), with a flush at every epoch end as the reference code does
+/// (docs/schemes.md §2.1), with a flush at every epoch end as the reference code does
 /// (`flush: epoch`) or one pipeline across epochs (`flush: never`).
 #include "core/schedule/generators.h"
 #include "core/scheme/scheme.h"
@@ -20,7 +20,7 @@ struct FlushOption {
 };
 
 /// Where a paper and its released code disagree, a scheme offers both
-/// (reference-schemes.md §7 lists each case; the published numbers come from the code).
+/// (docs/schemes.md §7 lists each case; the published numbers come from the code).
 enum class Variant { Paper, Reference };
 inline const Choices<Variant>& variant_choices() {
   static const Choices<Variant> c{{"paper", Variant::Paper}, {"reference", Variant::Reference}};

@@ -1,6 +1,6 @@
 #pragma once
 /// A scheme = a schedule generator + a weight policy + a gradient route + an options struct
-/// (design.md, "The one idea"). Nothing about a scheme lives anywhere else: executors and
+/// (docs/design.md, "The one idea"). Nothing about a scheme lives anywhere else: executors and
 /// the runner call these hooks and never ask which scheme is running.
 #include <ATen/core/ivalue.h>
 
@@ -37,7 +37,7 @@ class StagePolicy {
   virtual void before_forward(Stage& /*stage*/, int /*mb*/, Message& /*in*/) {}
   virtual void after_forward(Stage& /*stage*/, int /*mb*/, Message& /*out*/) {}
   virtual void before_backward(Stage& /*stage*/, int /*mb*/) {}
-  /// The gradient route (design.md): what the backward of `mb` does, given the messages of
+  /// The gradient route (docs/design.md): what the backward of `mb` does, given the messages of
   /// the next stage that the schedule's Links::backward_inputs list (in that order; none on
   /// the last stage). Returns the message for the previous stage (sent only if the schedule
   /// links B backwards). The default is end-to-end backprop.

@@ -1,7 +1,7 @@
 #pragma once
 /// A stage owns a consecutive run of blocks, its device, its optimizer and what it keeps
 /// per in-flight micro-batch. It offers forward(mb, x), backward(mb, dy) -> dx and step(),
-/// and knows nothing about schemes (design.md, "Stages").
+/// and knows nothing about schemes (docs/design.md, "Stages").
 #include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 

@@ -28,7 +28,7 @@ struct LossTotals {
 
 /// One mini-batch split into micro-batches. Micro-batch i's mean loss is scaled by n_i / N,
 /// so the gradients accumulated over micro-batches are exactly those of the mean loss over
-/// the whole mini-batch (reference-schemes.md F8), and the reported losses add up to it.
+/// the whole mini-batch (docs/schemes.md F8), and the reported losses add up to it.
 class ChunkFeed : public Feed {
  public:
   ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype);

@@ -1,5 +1,5 @@
 #pragma once
-/// Weight stashing as a whole (PipeDream, SOSP'19 §3.3; reference-schemes.md §3.5, §3.7),
+/// Weight stashing as a whole (PipeDream, SOSP'19 §3.3; docs/schemes.md §3.5, §3.7),
 /// shared by PipeDream and by SpecTrain v2's released code. A copy of the weights is kept
 /// after every update while any micro-batch may still need it; the update itself always
 /// goes to the live (newest) weights.

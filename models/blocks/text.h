@@ -32,7 +32,7 @@ class TokenEmbeddingImpl : public torch::nn::Module {
 TORCH_MODULE(TokenEmbedding);
 
 /// Mean over the time axis (all positions, padding included: the reference has no mask,
-/// reference-schemes.md Q24), then nn.Linear(dim, classes) named "output" (SpecTrain's stage3).
+/// docs/schemes.md Q24), then nn.Linear(dim, classes) named "output" (SpecTrain's stage3).
 class MeanPoolClassifierImpl : public torch::nn::Module {
  public:
   MeanPoolClassifierImpl(int64_t dim, int64_t classes);

@@ -1,4 +1,4 @@
-// Optimizers against values computed by hand from reference-schemes.md F1/F2 (scalar
+// Optimizers against values computed by hand from docs/schemes.md F1/F2 (scalar
 // double arithmetic in the test, not the implementation), against LibTorch's own
 // optimizers, and the LR schedules against their formulas.
 #include <gtest/gtest.h>

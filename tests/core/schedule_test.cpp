@@ -1,4 +1,4 @@
-// Schedules as data: golden tables (hand-written from reference-schemes.md §2), the text
+// Schedules as data: golden tables (hand-written from docs/schemes.md §2), the text
 // form, the validator's rejections, and the timeline's clock cycles and bubble fraction.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// amoebanet_d: GPipe's Table 1 parameter counts (via torchgpipe, reference-schemes.md §6.6),
+// amoebanet_d: GPipe's Table 1 parameter counts (via torchgpipe, docs/schemes.md §6.6),
 // the packed pair of states, shapes and torchgpipe's balances.
 #include <gtest/gtest.h>
 

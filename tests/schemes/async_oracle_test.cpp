@@ -1,4 +1,4 @@
-// The asynchronous schemes against reference-schemes.md §5.4: the toy pipeline's weights
+// The asynchronous schemes against docs/schemes.md §5.4: the toy pipeline's weights
 // and losses after one epoch for every scheme and variant (configs A, B, C, derived there
 // by an independent float64 scalar simulation), and the ring quirk Q11 over two epochs.
 #include <gtest/gtest.h>

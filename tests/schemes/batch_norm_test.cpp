@@ -1,4 +1,4 @@
-// Batch norm under GPipe against the hand-computed oracle of reference-schemes.md §5.5:
+// Batch norm under GPipe against the hand-computed oracle of docs/schemes.md §5.5:
 // one channel, mini-batch (0, 2, 4, 6) in chunks (0, 2) and (4, 6), momentum 0.1, initial
 // running statistics (0, 1).
 #include <gtest/gtest.h>

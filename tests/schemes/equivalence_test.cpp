@@ -1,4 +1,4 @@
-// The equivalences of reference-schemes.md §5.2 for the synchronous schemes: naive model
+// The equivalences of docs/schemes.md §5.2 for the synchronous schemes: naive model
 // parallelism == single device (bit for bit), GPipe over m micro-batches == single device
 // on the whole mini-batch (for every checkpoint mode), and the loss-scaling oracle (§5.5).
 #include <gtest/gtest.h>
@@ -62,7 +62,7 @@ TEST(Equivalence, CheckpointingChangesNothingButMemory) {
   }
 }
 
-/// y = w x with w = 1 (one stage), loss = mean(y^2 / 2) (reference-schemes.md §5.5).
+/// y = w x with w = 1 (one stage), loss = mean(y^2 / 2) (docs/schemes.md §5.5).
 class HalfSquare : public Loss {
  public:
   at::Tensor compute(const at::Tensor& out, const at::Tensor&) const override { return (out * out / 2).mean(); }

@@ -1,4 +1,4 @@
-// Interlocking backprop against reference-schemes.md §5.6 (the repository tests' one-step
+// Interlocking backprop against docs/schemes.md §5.6 (the repository tests' one-step
 // tables), its equivalences (§5.2.10), its traffic, and the head grammar.
 #include <gtest/gtest.h>
 

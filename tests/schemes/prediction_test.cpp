@@ -1,4 +1,4 @@
-// Weight predictors against reference-schemes.md §5.3 (one-step values derived from the
+// Weight predictors against docs/schemes.md §5.3 (one-step values derived from the
 // formulas F10, F11, F14, F14p, F15) and the swap mechanism they rely on.
 #include <gtest/gtest.h>
 

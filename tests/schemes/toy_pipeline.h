@@ -1,5 +1,5 @@
 #pragma once
-/// The toy pipeline of reference-schemes.md §5.4, run through real Stages, scheme policies
+/// The toy pipeline of docs/schemes.md §5.4, run through real Stages, scheme policies
 /// and the sequential executor: stage r holds scalars (a_r, b_r) and computes u = a_r h,
 /// out = b_r u; the last stage's loss is (y - t)^2 / 2; batch size 1; float64.
 #include <string>
