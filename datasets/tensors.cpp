@@ -106,6 +106,12 @@ class Tensors : public Configured<DatasetFactory, TensorsOptions> {
                             shape_text(y.sizes())),
            "save one target per example");
     }
+    const at::ScalarType xt = x.scalar_type();
+    if (!at::isFloatingType(xt) && xt != at::kLong) {
+      fail(key, fmt::format("{}: x has dtype {}; inputs must be floating point (features) or int64 (token ids)", path,
+                            c10::toString(xt)),
+           "save x as x.float() for features, or x.long() for token ids");
+    }
     if (at::isFloatingType(y.scalar_type()) || y.scalar_type() == at::kBool) {
       fail(key, fmt::format("{}: y has dtype {}; class targets must be integers", path, c10::toString(y.scalar_type())),
            "save y as a long tensor (y.long())");

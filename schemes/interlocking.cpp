@@ -1,4 +1,4 @@
-/// `interlocking`: interlocking backpropagation (Gomez et al. 2022; reference-schemes.md
+/// `interlocking`: interlocking backpropagation (Gomez et al. 2022; docs/schemes.md
 /// §2.4, §3.9, F17, Q37-Q39). The model is cut into K components; every component but the
 /// last has an auxiliary head a_k (its parameters are in the component's optimizer). Each
 /// step, component k runs F, then (modes with heads) H: its own head loss L_k =
@@ -11,8 +11,8 @@
 ///   global        theta_k <- L_{K-1} (end-to-end backprop); heads unused     dL/dh_k
 ///   local         theta_k <- L_k through a_k                                 nothing
 ///   pairwise      theta_k <- L_{k+1} only (the released code's rule)         dL_{k+1}/dh_k
-///   pairwise_sum  theta_k <- L_k + L_{k+1}   (discussed in the paper,        dL_{k+1}/dh_k
-///   pairwise_mean theta_k <- (L_k + L_{k+1}) / 2   absent from the code, Q38)
+///   pairwise_sum  theta_k <- L_k + L_{k+1}   (in the repository's skipped     dL_{k+1}/dh_k
+///   pairwise_mean theta_k <- (L_k + L_{k+1}) / 2   tests only; unverified, Q38)
 ///   nwise         theta_k <- L_{min(k+d, K-1)} only (distance d; "3-wise" is  up to d gradients,
 ///                 d = 2); nwise with d = 1 is pairwise                       dL_{k+1..k+d}/dh_k
 /// Heads: `heads` in the grammar of interlocking_heads.h (auto = the interlocking example's
@@ -40,12 +40,20 @@ struct InterlockingOptions {
              Choices<Mode>{{"global", Mode::Global}, {"local", Mode::Local}, {"pairwise", Mode::Pairwise},
                            {"pairwise_sum", Mode::PairwiseSum}, {"pairwise_mean", Mode::PairwiseMean},
                            {"nwise", Mode::Nwise}},
-             "which loss trains each component's main net (reference-schemes.md F17)");
+             "which loss trains each component's main net (docs/schemes.md F17)");
     v("distance", distance, "nwise: the loss d components further on trains a main net (3-wise: 2)", positive);
     v("heads", heads, "auxiliary heads, e.g. conv128_bn_conv64_bn_gbpl_fc or fc256_fc (auto: by output shape)", non_empty);
   }
   /// The distance the mode amounts to (pairwise variants are distance 1).
   int d() const { return mode == Mode::Nwise ? distance : 1; }
+  void check(const ConfigNode& node) const {
+    if (heads == "auto") return;
+    try {
+      interlocking::check_head_grammar(heads);
+    } catch (const interlocking::HeadSpecError& e) {
+      node.child("heads").fail(e.problem, e.fix);
+    }
+  }
   bool uses_heads() const { return mode != Mode::Global; }
   bool sends_head_gradients() const { return mode != Mode::Global && mode != Mode::Local; }
 };
@@ -187,8 +195,12 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
   void prepare_stage(Stage& stage, const std::vector<int64_t>& output_shape, int64_t classes) const override {
     if (!options_.uses_heads() || stage.is_last()) return;
     const std::string spec = options_.heads == "auto" ? interlocking::default_head(output_shape) : options_.heads;
-    stage.set_head(fmt::format("head{}", stage.index()), interlocking::build_head(spec, output_shape, classes),
-                   std::make_shared<CrossEntropyLoss>());
+    try {
+      stage.set_head(fmt::format("head{}", stage.index()), interlocking::build_head(spec, output_shape, classes),
+                     std::make_shared<CrossEntropyLoss>());
+    } catch (const interlocking::HeadSpecError& e) {
+      fail("heads", fmt::format("for stage {}'s output {}: {}", stage.index(), shape_text(output_shape), e.problem), e.fix);
+    }
   }
   std::unique_ptr<StagePolicy> make_policy(Stage&) const override {
     if (options_.mode == Mode::Global) return std::make_unique<StagePolicy>();  // end-to-end backprop

@@ -21,10 +21,9 @@ struct Layer {
 };
 
 [[noreturn]] void bad(const std::string& spec, const std::string& token, const std::string& why) {
-  throw UserError(fmt::format(
-      "scheme.heads: '{}' in '{}' {}. Fix: build heads from conv<C>, bn, gbpl, fc<H> and a final fc, joined by '_' "
-      "(e.g. conv128_bn_conv64_bn_gbpl_fc for images, fc256_fc for vectors)",
-      token, spec, why));
+  throw HeadSpecError(fmt::format("'{}' in '{}' {}", token, spec, why),
+                      "build heads from conv<C>, bn, gbpl, fc<H> and a final fc, joined by '_' (e.g. "
+                      "conv128_bn_conv64_bn_gbpl_fc for images, fc256_fc for vectors)");
 }
 
 std::vector<Layer> parse(const std::string& spec) {
@@ -126,6 +125,8 @@ class HeadImpl : public torch::nn::Module {
 TORCH_MODULE(Head);
 
 }  // namespace
+
+void check_head_grammar(const std::string& spec) { parse(spec); }
 
 torch::nn::AnyModule build_head(const std::string& spec, const std::vector<int64_t>& input_shape, int64_t classes) {
   return torch::nn::AnyModule(Head(spec, input_shape, classes));

@@ -17,7 +17,7 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 packages=(build-essential cmake ninja-build ccache git python3 python3-pip
           libyaml-cpp-dev libeigen3-dev libboost-program-options-dev
           libgtest-dev libgmock-dev libspdlog-dev libfmt-dev
-          zlib1g-dev libjpeg62-turbo-dev libgloo-dev)
+          zlib1g-dev libjpeg62-turbo-dev libgloo-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

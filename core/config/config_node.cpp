@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <map>
 
 namespace pipelab {
 
@@ -101,13 +102,41 @@ void ConfigNode::expect_map(const std::string& what) const {
                    path_.empty() ? "the file" : path_));
 }
 
+void check_yaml_keys(const YAML::Node& node, const std::string& file) {
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) check_yaml_keys(item, file);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (key == "<<") {
+      throw ConfigError(fmt::format("{}: YAML merge keys (<<) are not supported. Fix: write the merged keys out.",
+                                    format_mark(file, kv.first.Mark())));
+    }
+    const auto [it, fresh] = seen.emplace(key, kv.first.Mark());
+    if (!fresh) {
+      throw ConfigError(fmt::format("{}: duplicate key '{}' (first at line {}); YAML keeps only one of them. Fix: "
+                                    "merge the two into one.",
+                                    format_mark(file, kv.first.Mark()), key, it->second.line + 1));
+    }
+    check_yaml_keys(kv.second, file);
+  }
+}
+
 YAML::Node load_yaml_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) {
+    throw ConfigError(fmt::format("{}: is a folder, not a YAML file. Fix: give the experiment file's path.", path));
+  }
   if (!std::filesystem::exists(path)) {
     throw ConfigError(fmt::format("{}: file not found. Fix: check the path (working directory is {}).",
                                   path, std::filesystem::current_path().string()));
   }
   try {
-    return YAML::LoadFile(path);
+    YAML::Node root = YAML::LoadFile(path);
+    check_yaml_keys(root, path);
+    return root;
   } catch (const YAML::ParserException& e) {
     throw ConfigError(fmt::format("{}: invalid YAML: {}. Fix: correct the syntax at that place.",
                                   format_mark(path, e.mark), e.msg));
@@ -133,6 +162,11 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides
                                     text, e.msg));
     }
     if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    if (!root.IsMap()) {
+      throw ConfigError(fmt::format("{}: the file's top level is {}, not sections such as model: and run:. Fix: "
+                                    "write the experiment as `section: {{key: value}}` lines.",
+                                    source.file(), root.IsSequence() ? "a list" : "a single value"));
+    }
     YAML::Node cursor = root;
     size_t start = 0;
     for (;;) {

@@ -13,6 +13,8 @@
 #include <deque>
 #include <mutex>
 
+#include <c10/util/Exception.h>
+
 #include "core/util/error.h"
 
 #ifdef PIPELAB_HAVE_GLOO
@@ -55,6 +57,19 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
+namespace {
+
+/// One line of an exception's message: c10's errors carry a C++ backtrace that says
+/// nothing to a user.
+std::string first_line(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  const size_t nl = text.find('\n');
+  return nl == std::string::npos ? text : text.substr(0, nl);
+}
+
+}  // namespace
+
 #ifdef PIPELAB_HAVE_GLOO
 
 bool available() { return true; }
@@ -82,10 +97,16 @@ ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options), imp
     go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.master.host));
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, options.rank, options.world_size, go);
   } catch (const std::exception& e) {
+    const std::string why = first_line(e);
+    if (why.find("ddress already in use") != std::string::npos || why.find("EADDRINUSE") != std::string::npos) {
+      throw UserError(fmt::format("rank {} cannot serve the rendezvous at {}: the port is in use. Fix: give another "
+                                  "port (--master HOST:PORT), or let `pipelab launch` pick a free one.",
+                                  options.rank, options.master.str()));
+    }
     throw UserError(fmt::format("rank {} of {} could not join the process group at {}: {}. Fix: start every rank "
                                 "with the same --master and --world-size (or use `pipelab launch`), and check that "
                                 "the port is free.",
-                                options.rank, options.world_size, options.master.str(), e.what()));
+                                options.rank, options.world_size, options.master.str(), why));
   }
 }
 
@@ -114,7 +135,7 @@ void ProcessGroup::recv(at::Tensor& t, int src, int tag) {
     impl_->group->recv(ts, src, tag)->wait(impl_->timeout);
   } catch (const std::exception& e) {
     throw UserError(fmt::format("rank {} lost rank {} (waiting {} s at most): {}", options_.rank, src,
-                                options_.timeout_seconds, e.what()));
+                                options_.timeout_seconds, first_line(e)));
   }
 }
 
@@ -134,7 +155,7 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& t) {
   try {
     impl_->group->allgather(out, in)->wait(impl_->timeout);
   } catch (const std::exception& e) {
-    throw UserError(fmt::format("rank {}: all-gather failed (a peer left?): {}", options_.rank, e.what()));
+    throw UserError(fmt::format("rank {}: all-gather failed (a peer left?): {}", options_.rank, first_line(e)));
   }
   return out[0];
 }
@@ -143,8 +164,22 @@ void ProcessGroup::barrier() {
   try {
     impl_->group->barrier()->wait(impl_->timeout);
   } catch (const std::exception& e) {
-    throw UserError(fmt::format("rank {}: barrier failed (a peer left?): {}", options_.rank, e.what()));
+    throw UserError(fmt::format("rank {}: barrier failed (a peer left?): {}", options_.rank, first_line(e)));
   }
+}
+
+std::vector<std::string> ProcessGroup::exchange(const std::string& key, const std::string& text) {
+  std::vector<std::string> out;
+  try {
+    impl_->store->set(fmt::format("pipelab/{}/{}", key, options_.rank), std::vector<uint8_t>(text.begin(), text.end()));
+    for (int r = 0; r < size(); ++r) {
+      const std::vector<uint8_t> v = impl_->store->get(fmt::format("pipelab/{}/{}", key, r));
+      out.emplace_back(v.begin(), v.end());
+    }
+  } catch (const std::exception& e) {
+    throw UserError(fmt::format("rank {}: exchanging {} failed (a peer left?): {}", options_.rank, key, first_line(e)));
+  }
+  return out;
 }
 
 #else
@@ -163,6 +198,7 @@ void ProcessGroup::recv(at::Tensor&, int, int) {}
 void ProcessGroup::complete_sends() {}
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor&) { return {}; }
 void ProcessGroup::barrier() {}
+std::vector<std::string> ProcessGroup::exchange(const std::string&, const std::string& text) { return {text}; }
 
 #endif
 

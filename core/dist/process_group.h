@@ -57,6 +57,8 @@ class ProcessGroup {
   /// Every rank's `t` (same shape on every rank), in rank order.
   std::vector<at::Tensor> all_gather(const at::Tensor& t);
   void barrier();
+  /// Every rank's `text` under `key`, in rank order (through the rendezvous store).
+  std::vector<std::string> exchange(const std::string& key, const std::string& text);
 
  private:
   struct Impl;

@@ -198,6 +198,38 @@ bool DistributedExecutor::any(bool flag) {
   return false;
 }
 
+std::vector<std::string> DistributedExecutor::gather_text(const std::string& key, const std::string& text) {
+  PIPELAB_ASSERT(group_, "gather_text() before attach()");
+  return group_->exchange(key, text);
+}
+
+void DistributedExecutor::merge_stats() {
+  PIPELAB_ASSERT(group_, "merge_stats() before attach()");
+  // Each process measured only its own stages and the messages it sent: the sums over
+  // processes are the whole pipeline's figures.
+  std::vector<double> mine;
+  for (const auto* times : {&stats_.forward, &stats_.head, &stats_.backward, &stats_.update}) {
+    for (const ActionTime& t : *times) mine.insert(mine.end(), {static_cast<double>(t.count), t.seconds});
+  }
+  for (const auto* counts : {&stats_.bytes_forward, &stats_.bytes_backward, &stats_.messages_forward,
+                             &stats_.messages_backward}) {
+    for (const int64_t c : *counts) mine.push_back(static_cast<double>(c));
+  }
+  const at::Tensor sum = at::stack(group_->all_gather(at::tensor(mine, at::kDouble))).sum(0);
+  const double* v = sum.data_ptr<double>();
+  size_t k = 0;
+  for (auto* times : {&stats_.forward, &stats_.head, &stats_.backward, &stats_.update}) {
+    for (ActionTime& t : *times) {
+      t.count = static_cast<int64_t>(v[k++]);
+      t.seconds = v[k++];
+    }
+  }
+  for (auto* counts : {&stats_.bytes_forward, &stats_.bytes_backward, &stats_.messages_forward,
+                       &stats_.messages_backward}) {
+    for (int64_t& c : *counts) c = static_cast<int64_t>(v[k++]);
+  }
+}
+
 std::shared_ptr<AllReduce> DistributedExecutor::all_reduce(int) {
   PIPELAB_ASSERT(group_, "all_reduce() before attach()");
   return std::make_shared<dist::GroupAllReduce>(*group_);

@@ -44,6 +44,8 @@ class DistributedExecutor : public Configured<Executor, DistributedOptions> {
   /// Each stage's parameters and buffers travel from its rank to the writing rank.
   void gather_weights(std::vector<StageSlot>& slots) override;
   bool any(bool flag) override;
+  std::vector<std::string> gather_text(const std::string& key, const std::string& text) override;
+  void merge_stats() override;
   /// Over the process group, one replica per rank (dist/group_all_reduce.h).
   std::shared_ptr<AllReduce> all_reduce(int ranks) override;
 

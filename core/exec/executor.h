@@ -1,5 +1,5 @@
 #pragma once
-/// Executors interpret a schedule over a set of stages (design.md, "Executors"). They are
+/// Executors interpret a schedule over a set of stages (docs/design.md, "Executors"). They are
 /// interchangeable and numerically identical: every one of them runs each action through
 /// the same functions (exec/actions.h), so results depend only on per-stage order.
 #include <chrono>
@@ -88,6 +88,9 @@ class Executor : public Component {
   static constexpr const char* kKind = "executor";
   /// Runs `schedule` (already validated) over `slots` (one per stage).
   virtual void run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) = 0;
+  /// How this executor will use threads for `stages` stages, for the start of a run's log
+  /// ("1 thread x 2 intra-op threads").
+  virtual std::string thread_layout(int stages) const;
   ExecStats& stats() { return stats_; }
 
   // For executors whose stages live in several processes (one Runner per process, each
@@ -104,6 +107,12 @@ class Executor : public Component {
   virtual void gather_weights(std::vector<StageSlot>& /*slots*/) {}
   /// True on every process when `flag` is true on any (a stop decision all share).
   virtual bool any(bool flag) { return flag; }
+  /// Every process's `text` under `key`, in process order (a collective; {text} in one
+  /// process). The runner compares the processes' resolved configurations with it.
+  virtual std::vector<std::string> gather_text(const std::string& /*key*/, const std::string& text) { return {text}; }
+  /// Adds the other processes' shares of stats() (the stages and edges they ran) into this
+  /// process's (a collective, called once per epoch).
+  virtual void merge_stats() {}
   /// The all-reduce `ranks` data-parallel replicas use.
   virtual std::shared_ptr<AllReduce> all_reduce(int ranks) { return std::make_shared<LocalAllReduce>(ranks); }
 

@@ -1,4 +1,4 @@
-/// The threaded executor (design.md, "Executors"): one thread per stage, each following its
+/// The threaded executor (docs/design.md, "Executors"): one thread per stage, each following its
 /// own action list, messages through blocking mailboxes. With every stage on one device this
 /// is the simulated mode with threads (as the interlocking-backprop library runs it); with
 /// stage i on device i (`run.devices: [cuda:0, cuda:1, ...]`) it is true model parallelism,
@@ -35,12 +35,7 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
     const auto start = std::chrono::steady_clock::now();
     const int n = static_cast<int>(slots.size());
     if (stats_.forward.size() != slots.size()) stats_.reset(n);
-    if (!threads_ || threads_->size() != n) {
-      // Decided on the caller's thread, whose count is the run's `threads` budget.
-      const int per_stage = options_.intra_op_threads > 0 ? options_.intra_op_threads
-                                                          : std::max(1, at::get_num_threads() / std::max(n, 1));
-      threads_ = std::make_unique<StageThreads>(n, per_stage);
-    }
+    if (!threads_ || threads_->size() != n) threads_ = std::make_unique<StageThreads>(n, per_stage(n));
     begin_run(slots, s.micro_batches(), mode);
     Mailboxes mail(n);
     threads_->run(
@@ -60,7 +55,18 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
     stats_.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
+  std::string thread_layout(int stages) const override {
+    const int m = per_stage(stages);
+    return fmt::format("{} stage thread{} x {} intra-op thread{}", stages, stages == 1 ? "" : "s", m, m == 1 ? "" : "s");
+  }
+
  private:
+  /// Decided on the caller's thread, whose count is the run's `threads` budget.
+  int per_stage(int stages) const {
+    return options_.intra_op_threads > 0 ? options_.intra_op_threads
+                                         : std::max(1, at::get_num_threads() / std::max(stages, 1));
+  }
+
   std::unique_ptr<StageThreads> threads_;
 };
 

@@ -17,8 +17,9 @@ namespace pipelab {
 namespace {
 
 [[noreturn]] void io_error(const std::string& what, const std::string& path) {
-  throw UserError(fmt::format("{}: cannot {} ({}). Fix: check that the folder exists and is writable.",
-                              path, what, std::strerror(errno)));
+  throw WriteError(fmt::format("{}: cannot {} ({}). Fix: free disk space or check that the folder exists and is "
+                               "writable, then continue with `pipelab run FILE --resume`.",
+                               path, what, std::strerror(errno)));
 }
 
 }  // namespace
@@ -38,8 +39,15 @@ void write_file_atomic(const std::string& path, const std::string& data) {
     }
     done += static_cast<size_t>(n);
   }
-  ::fsync(fd);
-  ::close(fd);
+  if (::fsync(fd) != 0 && errno != EINVAL) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    io_error("write", tmp);
+  }
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    io_error("write", tmp);
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
     io_error("rename the temporary file to", path);
@@ -51,6 +59,22 @@ void append_line(const std::string& path, const std::string& line) {
   if (!out) io_error("open for appending", path);
   out << line << '\n';
   out.flush();
+  check_written(out, path);
+}
+
+void check_written(const std::ostream& stream, const std::string& path) {
+  if (!stream) io_error("write", path);
+}
+
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos || at + 5 >= name.size()) continue;
+    if (name.find_first_not_of("0123456789", at + 5) != std::string::npos) continue;
+    std::filesystem::remove(entry.path(), ec);
+  }
 }
 
 std::string read_file(const std::string& path) {

@@ -79,6 +79,7 @@ Experiment Experiment::parse(const std::string& yaml, const std::string& name,
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
+    check_yaml_keys(root, name);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(fmt::format("{}: invalid YAML: {}. Fix: correct the syntax at that place.",
                                   format_mark(name, e.mark), e.msg));

@@ -2,6 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <sstream>
 
@@ -14,6 +20,38 @@ namespace fs = std::filesystem;
 namespace pipelab {
 
 bool RunRecord::finished(const std::string& dir) { return fs::exists(fs::path(dir) / "summary.json"); }
+
+RunRecord::RunRecord(RunRecord&& o) noexcept
+    : dir_(std::move(o.dir_)), lock_fd_(o.lock_fd_), log_only_(o.log_only_), steps_csv_(std::move(o.steps_csv_)),
+      steps_jsonl_(std::move(o.steps_jsonl_)), epochs_csv_(std::move(o.epochs_csv_)),
+      epochs_jsonl_(std::move(o.epochs_jsonl_)), stages_csv_(std::move(o.stages_csv_)), log_(std::move(o.log_)),
+      last_step_flush_(o.last_step_flush_) {
+  o.lock_fd_ = -1;
+}
+
+RunRecord::~RunRecord() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+void RunRecord::claim() {
+  if (lock_fd_ >= 0) return;
+  const std::string lock = (fs::path(dir_) / ".lock").string();
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw UserError(fmt::format("{}: cannot create the run folder's lock file. Fix: check that the folder is writable.", lock));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    const ssize_t n = ::pread(lock_fd_, pid, sizeof pid - 1, 0);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw UserError(fmt::format("{} is in use by another pipelab process{}. Fix: wait for it to finish, or give this "
+                                "run another folder with --set run.output=<folder>.",
+                                dir_, n > 0 ? fmt::format(" (pid {})", std::string(pid, static_cast<size_t>(n))) : ""));
+  }
+  const std::string me = std::to_string(::getpid());
+  if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, me.data(), me.size(), 0);
+  // Whatever a killed process left between writing a temporary file and renaming it.
+  for (const char* sub : {"", "metrics", "checkpoints"}) remove_stale_temporaries((fs::path(dir_) / sub).string());
+}
 
 const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields() {
   static const std::vector<std::pair<std::string, double EpochMetrics::*>> fields{
@@ -55,6 +93,7 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
     std::error_code ec;
     fs::create_directories(dir_, ec);
     if (ec) throw UserError(fmt::format("{}: cannot create the folder ({}).", dir_, ec.message()));
+    claim();
     write_file_atomic((fs::path(dir_) / "config.yaml").string(), emit(resolved_config));
     log_.open(fs::path(dir_) / "log.txt", std::ios::trunc | std::ios::binary);
     return;
@@ -68,6 +107,7 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
   fs::create_directories(fs::path(dir_) / "metrics", ec);
   fs::create_directories(fs::path(dir_) / "checkpoints", ec);
   if (ec) throw UserError(fmt::format("{}: cannot create the run folder ({}).", dir_, ec.message()));
+  claim();
   for (const char* stale : {"summary.json", "metrics/steps.jsonl", "metrics/epochs.jsonl", "log.txt",
                             "checkpoints/state.pt"}) {
     fs::remove(fs::path(dir_) / stale, ec);
@@ -82,29 +122,63 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
 }
 
 void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
+  claim();
   // Provenance (version, git revision) may differ; the experiment itself may not.
   const auto without_provenance = [](YAML::Node n) {
     YAML::Node copy = YAML::Clone(n);
     copy.remove("pipelab");
     return emit(copy);
   };
-  const std::string saved = read_file((fs::path(dir_) / "config.yaml").string());
-  if (without_provenance(YAML::Load(saved)) != without_provenance(resolved_config)) {
+  const std::string config_path = (fs::path(dir_) / "config.yaml").string();
+  YAML::Node saved;
+  try {
+    saved = YAML::Load(read_file(config_path));
+  } catch (const YAML::Exception& e) {
+    throw UserError(fmt::format("{}:{}:{}: the interrupted run's configuration is damaged ({}). Fix: restore the file, "
+                                "or delete the run's folder to start it again.",
+                                config_path, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (without_provenance(saved) != without_provenance(resolved_config)) {
     throw UserError(fmt::format("{} holds an interrupted run of a different configuration (see its config.yaml). "
                                 "Fix: resume with the same file and --set values, or choose another run.output.",
                                 dir_));
   }
   // Keep the header plus the lines of finished epochs (the epoch is CSV column `column`).
+  // A line that does not parse is where a killed or failed write stopped if nothing but
+  // such lines follow it (it is cut); anywhere else the file was damaged by something else.
   const auto lines_up_to = [&](const char* file, int column) {
-    std::istringstream in(fs::exists(fs::path(dir_) / file) ? read_file((fs::path(dir_) / file).string()) : "");
-    std::string line;
-    size_t kept = 0;
-    std::getline(in, line);
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
+    const fs::path path = fs::path(dir_) / file;
+    std::vector<std::string> lines;
+    {
+      std::istringstream in(fs::exists(path) ? read_file(path.string()) : "");
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+    }
+    // The epoch of line i, or -1 if the line is not one this file's writer wrote.
+    const auto epoch_of = [&](size_t i) {
+      std::istringstream fields(lines[i]);
       std::string field;
       for (int c = 0; c <= column; ++c) std::getline(fields, field, ',');
-      if (field.empty() || std::stoi(field) > epochs_done) break;
+      int epoch = -1;
+      const auto [end, err] = std::from_chars(field.data(), field.data() + field.size(), epoch);
+      const bool ok = err == std::errc() && end == field.data() + field.size() && !field.empty() &&
+                      std::count(lines[i].begin(), lines[i].end(), ',') == std::count(lines[0].begin(), lines[0].end(), ',');
+      return ok ? epoch : -1;
+    };
+    size_t kept = 0;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const int epoch = epoch_of(i);
+      if (epoch > epochs_done) break;
+      if (epoch < 0) {
+        for (size_t j = i + 1; j < lines.size(); ++j) {
+          const int later = epoch_of(j);
+          if (later >= 0 && later <= epochs_done) {
+            throw UserError(fmt::format("{}:{}: not a line of this file ('{}'), among the finished epochs' lines. Fix: "
+                                        "restore the file, or delete the run's folder to start it again.",
+                                        path.string(), i + 1, lines[i].substr(0, 60)));
+          }
+        }
+        break;  // where a killed or failed write stopped: cut
+      }
       ++kept;
     }
     return kept;
@@ -117,7 +191,20 @@ void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
   keep_lines(fs::path(dir_) / "metrics/steps.jsonl", step_lines);
   keep_lines(fs::path(dir_) / "metrics/epochs.csv", epochs + 1);
   keep_lines(fs::path(dir_) / "metrics/epochs.jsonl", epochs);
-  keep_lines(fs::path(dir_) / "log.txt", epochs);
+  // log.txt: the lines before the first epoch (thread layout, init report) and the lines
+  // of the finished epochs.
+  {
+    const fs::path log = fs::path(dir_) / "log.txt";
+    std::istringstream in(fs::exists(log) ? read_file(log.string()) : std::string());
+    std::string out, line;
+    size_t seen = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("epoch ", 0) == 0 && ++seen > epochs) break;
+      if (seen == epochs && epochs > 0 && line.rfind("epoch ", 0) != 0) break;
+      out += line + "\n";
+    }
+    write_file_atomic(log.string(), out);
+  }
   open_streams();
 }
 
@@ -134,9 +221,14 @@ void RunRecord::open_streams() {
   open(log_, "log.txt");
 }
 
-void RunRecord::write_line(std::ofstream& out, const std::string& line) {
+void RunRecord::write_line(std::ofstream& out, const char* name, const std::string& line) {
   out << line << '\n';
+  flush(out, name);
+}
+
+void RunRecord::flush(std::ofstream& out, const char* name) {
   out.flush();
+  check_written(out, (fs::path(dir_) / name).string());
 }
 
 void RunRecord::step(const StepMetrics& m) {
@@ -145,8 +237,8 @@ void RunRecord::step(const StepMetrics& m) {
   steps_jsonl_ << json::Object().add("step", m.step).add("epoch", m.epoch).add("loss", m.loss).add("lr", m.lr).str() << '\n';
   const auto now = std::chrono::steady_clock::now();
   if (now - last_step_flush_ >= std::chrono::seconds(1)) {
-    steps_csv_.flush();
-    steps_jsonl_.flush();
+    flush(steps_csv_, "metrics/steps.csv");
+    flush(steps_jsonl_, "metrics/steps.jsonl");
     last_step_flush_ = now;
   }
 }
@@ -160,9 +252,9 @@ void RunRecord::stage_metrics(int epoch, int stage, const std::vector<StageMetri
 
 void RunRecord::epoch(const EpochMetrics& m) {
   if (log_only_) return;
-  steps_csv_.flush();
-  steps_jsonl_.flush();
-  stages_csv_.flush();
+  flush(steps_csv_, "metrics/steps.csv");
+  flush(steps_jsonl_, "metrics/steps.jsonl");
+  flush(stages_csv_, "metrics/stages.csv");
   std::string csv = std::to_string(m.epoch);
   json::Object o;
   o.add("epoch", m.epoch);
@@ -170,11 +262,11 @@ void RunRecord::epoch(const EpochMetrics& m) {
     csv += "," + json::number(m.*field);
     o.add(name, m.*field);
   }
-  write_line(epochs_csv_, csv);
-  write_line(epochs_jsonl_, o.str());
+  write_line(epochs_csv_, "metrics/epochs.csv", csv);
+  write_line(epochs_jsonl_, "metrics/epochs.jsonl", o.str());
 }
 
-void RunRecord::log(const std::string& line) { write_line(log_, line); }
+void RunRecord::log(const std::string& line) { write_line(log_, "log.txt", line); }
 
 void RunRecord::summary(const std::string& json) {
   if (log_only_) return;

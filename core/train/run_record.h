@@ -11,7 +11,9 @@
 /// Files are appended line by line or replaced atomically, so an interrupted run keeps
 /// every finished epoch and never leaves a half-written summary or checkpoint. Step lines
 /// reach the disk at least once a second and at every epoch end (a flush per step would
-/// cost a system call per step).
+/// cost a system call per step). Every write is checked: one that fails (a full disk)
+/// stops the run with a WriteError, and --resume cuts the files back to the last finished
+/// epoch. One process at a time owns a run folder (an exclusive lock on `.lock`).
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -44,6 +46,10 @@ const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields(
 class RunRecord {
  public:
   explicit RunRecord(std::string dir) : dir_(std::move(dir)) {}
+  ~RunRecord();
+  RunRecord(RunRecord&& other) noexcept;
+  RunRecord& operator=(RunRecord&&) = delete;
+  RunRecord(const RunRecord&) = delete;
   /// A process of a multi-process run that does not write the results: its folder gets
   /// config.yaml and log.txt only; metric, summary and checkpoint writes are ignored.
   static RunRecord log_only(std::string dir) {
@@ -74,9 +80,15 @@ class RunRecord {
  private:
   void open_streams();
   /// Appends a line and hands it to the OS (the stream stays open between steps).
-  static void write_line(std::ofstream& out, const std::string& line);
+  void write_line(std::ofstream& out, const char* name, const std::string& line);
+  /// Flushes `out` and throws WriteError if anything written to it failed.
+  void flush(std::ofstream& out, const char* name);
+  /// Takes the folder's lock (UserError if another process holds it) and removes what a
+  /// killed process left half-written.
+  void claim();
 
   std::string dir_;
+  int lock_fd_ = -1;
   bool log_only_ = false;
   std::ofstream steps_csv_, steps_jsonl_, epochs_csv_, epochs_jsonl_, stages_csv_, log_;
   std::chrono::steady_clock::time_point last_step_flush_;

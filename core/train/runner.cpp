@@ -1,8 +1,11 @@
 /// The training loop: epochs of schedule runs through the executor, evaluation, records.
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+
+#include <fmt/ranges.h>
 
 #include "core/schedule/generators.h"
 #include "core/schedule/timeline.h"
@@ -58,6 +61,7 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
     executor.run(train_schedule(static_cast<int>(steps)), slots_, feed, RunMode::Train);
     collect_stage_metrics(record, epoch + 1);
   }
+  executor.merge_stats();
   last_train_stats_ = executor.stats();
   EpochMetrics m = epoch_figures(epoch, totals, done, seconds_since(start));
   m.lr = lr_at(global_step - 1);
@@ -185,6 +189,18 @@ RunSummary Runner::run() {
     if (!options_.quiet) std::cout << fmt::format("resuming {} after epoch {}\n", record.dir(), progress.epochs_done);
   } else {
     record.begin(resolved_config(), options_.overwrite || options_.resume);
+  }
+  {
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    const std::string line = fmt::format("threads: {} (OpenMP wait policy {}); {} stage{} on {}",
+                                         e_.executor->thread_layout(stage_count()), policy ? policy : "unset",
+                                         stage_count(), stage_count() == 1 ? "" : "s", fmt::join(e_.run.devices, ", "));
+    record.log(line);
+    if (!options_.quiet) std::cout << line << "\n";
+  }
+  if (!init_report_.empty()) {
+    record.log(init_report_);
+    if (!options_.quiet) std::cout << init_report_ << "\n";
   }
   for (const auto& s : stages_) summary.parameters += count_parameters(s->module());
   for (const EpochMetrics& m : progress.history) {

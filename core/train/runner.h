@@ -67,6 +67,14 @@ class Runner {
   /// Lets the scheme add to each stage (e.g. auxiliary heads), given its output shape.
   void prepare_stages();
   void check_schedules() const;
+  /// A ConfigError, before anything is written, if the model cannot take the dataset's
+  /// examples (a forward of two of them through every stage).
+  void check_model_takes_data();
+  /// With several processes: every one must run the same experiment (the resolved
+  /// configurations, executor and provenance aside, are compared); a UserError on every
+  /// process lists the differing key paths.
+  void check_processes_agree() const;
+  std::string init_report_;  ///< what a non-strict init.from left out (logged when the run starts)
   const Schedule& train_schedule(int units);
   double lr_at(int64_t step) const;
   EpochMetrics train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged);

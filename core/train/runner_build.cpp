@@ -3,6 +3,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
+#include <set>
+
+#include <fmt/ranges.h>
 
 #include "core/device/device.h"
 #include "core/schedule/generators.h"
@@ -37,9 +41,53 @@ Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), 
   test_ = std::make_unique<DataLoader>(
       data_.test, LoaderOptions{run.eval_batch_size.value_or(run.batch_size), false, false, 0, run.loader});
   check_schedules();
+  check_model_takes_data();
+  check_processes_agree();
 }
 
 Runner::~Runner() = default;
+
+namespace {
+
+/// Key paths where two YAML trees differ ("optimizer.lr", "model.sizes[2]").
+void differences(const YAML::Node& a, const YAML::Node& b, const std::string& path, std::vector<std::string>& out) {
+  if (a.Type() != b.Type()) {
+    out.push_back(path);
+  } else if (a.IsMap()) {
+    std::set<std::string> keys;
+    for (const auto& kv : a) keys.insert(kv.first.as<std::string>());
+    for (const auto& kv : b) keys.insert(kv.first.as<std::string>());
+    for (const std::string& k : keys) differences(a[k], b[k], path.empty() ? k : path + "." + k, out);
+  } else if (a.IsSequence()) {
+    if (a.size() != b.size()) {
+      out.push_back(path);
+    } else {
+      for (size_t i = 0; i < a.size(); ++i) differences(a[i], b[i], fmt::format("{}[{}]", path, i), out);
+    }
+  } else if (a.IsScalar() && a.Scalar() != b.Scalar()) {
+    out.push_back(path);
+  }
+}
+
+}  // namespace
+
+void Runner::check_processes_agree() const {
+  YAML::Node mine = resolved_config();
+  mine.remove("pipelab");
+  mine["run"].remove("executor");
+  YAML::Emitter emitter;
+  emitter << mine;
+  const std::string text = emitter.c_str();
+  const std::vector<std::string> all = e_.executor->gather_text("config", text);
+  for (size_t p = 0; p < all.size(); ++p) {
+    if (all[p] == text) continue;
+    std::vector<std::string> paths;
+    differences(mine, YAML::Load(all[p]), "", paths);
+    throw UserError(fmt::format("{}: process {} runs another configuration than this one ({}): {} differ. Fix: start "
+                                "every rank with the same file and the same --set values.",
+                                e_.source->file(), p, e_.executor->process_name(), fmt::join(paths, ", ")));
+  }
+}
 
 void Runner::build_stages() {
   const RunOptions& run = e_.run;
@@ -110,7 +158,7 @@ void Runner::build_stages() {
       e_.source->fail("init.from", fmt::format("file '{}' not found", path),
                       "give the path of a .pt file written by torch.save(model.state_dict(), path)");
     }
-    load_model_state(this->stages(), load_tensor_dict(path), e_.init.strict, path);
+    init_report_ = load_model_state(this->stages(), load_tensor_dict(path), e_.init.strict, path).describe(path);
   }
   // A multi-process executor joins its process group here; a data-parallel scheme takes
   // its all-reduce from the executor (in one process, or over the group).
@@ -139,6 +187,35 @@ void Runner::prepare_stages() {
     stage->set_training(false);
     x = stage->evaluate(x.to(stage->device())).activation;
     e_.scheme->prepare_stage(*stage, x.sizes().slice(1).vec(), data_.spec.classes);
+  }
+}
+
+void Runner::check_model_takes_data() {
+  // Two real examples through every stage (evaluation mode: no statistic moves, no
+  // gradient), so that a model that cannot take the dataset's examples fails here, with
+  // the files named, and not in the first training step after the run folder exists.
+  const int64_t n = std::min<int64_t>(2, data_.train->size());
+  std::vector<int64_t> index(static_cast<size_t>(n));
+  std::iota(index.begin(), index.end(), 0);
+  const Batch batch = data_.train->get(index, 0);
+  at::Tensor x = batch.x;
+  if (!data_.spec.integer_input) x = x.to(dtype_);
+  try {
+    for (const auto& stage : stages_) {
+      stage->set_training(false);
+      const at::Tensor target = stage->is_last() ? batch.y.to(stage->device()) : at::Tensor();
+      ForwardResult r = stage->evaluate(x.to(stage->device()), target);
+      if (!stage->is_last()) x = r.activation;
+      if (e_.scheme->topology() == Topology::Replicas) break;
+    }
+  } catch (const c10::Error& err) {
+    std::string why = err.what_without_backtrace();
+    why = why.substr(0, why.find('\n'));
+    throw ConfigError(fmt::format("{}: model {} cannot take the examples of dataset {} (shape {}, {}): {}. Fix: check "
+                                  "the model's options against the dataset (`pipelab describe {}` shows the shapes).",
+                                  e_.source->file(), e_.model->type(), e_.dataset->type(),
+                                  shape_text(data_.spec.input_shape), data_.spec.integer_input ? "token ids" : "features",
+                                  why, e_.source->file()));
   }
 }
 

@@ -76,6 +76,7 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   }, per_epoch);
   executor.run(train_schedule(static_cast<int>(per_epoch * epochs)), slots_, feed, RunMode::Train);
   for (size_t r = 0; r < slots_.size(); ++r) slots_[r].policy = policies_[r].get();
+  executor.merge_stats();
   last_train_stats_ = executor.stats();
   collect_stage_metrics(record, epochs);  // one pipeline: its measurements all land in the last epoch
   progress.finish();

@@ -34,16 +34,28 @@ TensorDict model_state(const std::vector<Stage*>& stages) {
   return out;
 }
 
-void load_model_state(const std::vector<Stage*>& stages, const TensorDict& state, bool strict,
-                      const std::string& file) {
+std::string LoadReport::describe(const std::string& file) const {
+  std::string out;
+  if (!unexpected.empty()) out += fmt::format("{} entr{} not in the model, ignored: {}", unexpected.size(),
+                                              unexpected.size() == 1 ? "y" : "ies", list_some(unexpected));
+  if (!missing.empty()) {
+    out += fmt::format("{}{} entr{} not in the file, kept at their initial values: {}", out.empty() ? "" : "; ",
+                       missing.size(), missing.size() == 1 ? "y" : "ies", list_some(missing));
+  }
+  return out.empty() ? out : fmt::format("init.from {}: {}", file, out);
+}
+
+LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict& state, bool strict,
+                            const std::string& file) {
   std::map<std::string, at::Tensor> given(state.begin(), state.end());
-  std::vector<std::string> missing, mismatched;
+  LoadReport report;
+  std::vector<std::string> mismatched;
   std::set<std::string> used;
   const auto mine = named_tensors(stages);
   for (const auto& [name, t] : mine) {
     auto it = given.find(name);
     if (it == given.end()) {
-      missing.push_back(name);
+      report.missing.push_back(name);
       continue;
     }
     used.insert(name);
@@ -51,32 +63,31 @@ void load_model_state(const std::vector<Stage*>& stages, const TensorDict& state
       mismatched.push_back(fmt::format("{} (file {}, model {})", name, shape_text(it->second.sizes()), shape_text(t.sizes())));
     }
   }
-  std::vector<std::string> unexpected;
   for (const auto& [name, t] : state) {
-    if (!used.count(name)) unexpected.push_back(name);
+    if (!used.count(name)) report.unexpected.push_back(name);
   }
   if (!mismatched.empty()) {
     throw UserError(fmt::format("{}: shapes differ from the model for {}. Fix: check that the file was saved "
                                 "from the same model options.",
                                 file, list_some(mismatched)));
   }
-  if (!unexpected.empty()) {
-    std::vector<std::string> names;
-    for (const auto& kv : mine) names.push_back(kv.first);
-    throw UserError(fmt::format("{}: the model has no entries named {} (closest model names: {}). Fix: rename "
-                                "the keys to <block>.<param> (see `pipelab describe`).",
-                                file, list_some(unexpected), list_some(closest_first(unexpected.front(), names))));
-  }
-  if (strict && !missing.empty()) {
-    throw UserError(fmt::format("{}: missing entries {}. Fix: save the whole state dict, or set init.strict: false "
-                                "to keep the initial values of missing entries.",
-                                file, list_some(missing)));
+  if (strict && !(report.unexpected.empty() && report.missing.empty())) {
+    std::string what;
+    if (!report.unexpected.empty()) what = "entries the model does not have: " + list_some(report.unexpected);
+    if (!report.missing.empty()) {
+      what += (what.empty() ? "" : "; ") + std::string("model entries the file does not have: ") + list_some(report.missing);
+    }
+    throw UserError(fmt::format("{}: {}. Fix: save the whole state dict of this model (names are <block>.<param>, see "
+                                "`pipelab describe`), or set init.strict: false to ignore extra entries and keep "
+                                "initial values for missing ones.",
+                                file, what));
   }
   at::NoGradGuard no_grad;
   for (const auto& [name, t] : mine) {
     auto it = given.find(name);
     if (it != given.end()) const_cast<at::Tensor&>(t).copy_(it->second);
   }
+  return report;
 }
 
 }  // namespace pipelab

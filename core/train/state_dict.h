@@ -13,10 +13,19 @@ namespace pipelab {
 /// Parameters and buffers of all local stages, on the CPU, in block order.
 TensorDict model_state(const std::vector<Stage*>& stages);
 
-/// Copies `state` into the stages' parameters and buffers. Checks names and shapes:
-/// a shape mismatch, an unknown name, or (when `strict`) a missing name is a UserError
-/// naming `file` and the entries.
-void load_model_state(const std::vector<Stage*>& stages, const TensorDict& state, bool strict,
-                      const std::string& file);
+/// What load_model_state left out (non-strict loads).
+struct LoadReport {
+  std::vector<std::string> unexpected;  ///< in the file, not in the model: ignored
+  std::vector<std::string> missing;     ///< in the model, not in the file: initial values kept
+  /// "" or one line for the log, naming `file`.
+  std::string describe(const std::string& file) const;
+};
+
+/// Copies `state` into the stages' parameters and buffers, as PyTorch's
+/// load_state_dict(strict): a shape mismatch is always a UserError; with `strict`, so is
+/// any entry the file has and the model lacks or the other way round (the message lists
+/// exactly those names); without it they are ignored and reported.
+LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict& state, bool strict,
+                            const std::string& file);
 
 }  // namespace pipelab

@@ -123,12 +123,16 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
                      s.best_epoch);
   out += fmt::format("  test loss       {:.4f}   train loss {:.4f}   train accuracy {:.2f}%\n", last.test_loss,
                      last.train_loss, last.train_acc);
-  out += fmt::format("  throughput      {:.0f} samples/s training (this machine), data wait {:.1f}%, total {}\n",
-                     s.samples_per_second, 100 * s.data_wait_fraction, format_duration(s.seconds));
+  // The last epoch is the basis of both the measured and the projected throughput (the
+  // projection replays the last epoch's stage times; earlier epochs include warm-up).
+  out += fmt::format("  throughput      {:.0f} samples/s training in the last epoch on this machine ({:.0f} over all "
+                     "epochs), data wait {:.1f}%, total {}\n",
+                     last.samples_per_second, s.samples_per_second, 100 * s.data_wait_fraction,
+                     format_duration(s.seconds));
   if (stages > 1) {
     out += fmt::format(
-        "  pipeline        bubble {:.1f}% with this schedule's measured stage times ({:.1f}% with equal times);\n"
-        "                  one device per stage would train ~{:.0f} samples/s\n",
+        "  pipeline        bubble {:.1f}% with the last epoch's stage times ({:.1f}% with equal times); with\n"
+        "                  those times and one device per stage: ~{:.0f} samples/s\n",
         100 * s.bubble_measured, 100 * s.bubble_ideal, s.simulated_samples_per_second);
     out += fmt::format("  traffic         {:.3g} MB forward, {:.3g} MB backward per step across stage boundaries\n",
                        last.bytes_forward_per_step / 1e6, last.bytes_backward_per_step / 1e6);
@@ -150,7 +154,7 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
 namespace {
 
 /// {"final": ..., "best": ..., "best_epoch": ...} of one per-epoch metric.
-std::string metric_json(const RunSummary& s, double EpochMetrics::*field, bool higher_is_better) {
+json::Object metric_json(const RunSummary& s, double EpochMetrics::*field, bool higher_is_better) {
   double best = s.history.front().*field;
   int best_epoch = s.history.front().epoch;
   for (const EpochMetrics& m : s.history) {
@@ -160,11 +164,7 @@ std::string metric_json(const RunSummary& s, double EpochMetrics::*field, bool h
       best_epoch = m.epoch;
     }
   }
-  return json::Object()
-      .add("final", s.history.back().*field)
-      .add("best", best)
-      .add("best_epoch", best_epoch)
-      .str();
+  return json::Object().add("final", s.history.back().*field).add("best", best).add("best_epoch", best_epoch);
 }
 
 }  // namespace
@@ -182,17 +182,18 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
       .add("epochs", static_cast<int64_t>(s.history.size()))
       .add("parameters", s.parameters);
   if (!s.history.empty()) {
-    o.add_raw("test_acc", metric_json(s, &EpochMetrics::test_acc, true))
-        .add_raw("test_loss", metric_json(s, &EpochMetrics::test_loss, false))
-        .add_raw("train_acc", metric_json(s, &EpochMetrics::train_acc, true))
-        .add_raw("train_loss", metric_json(s, &EpochMetrics::train_loss, false))
+    o.add("test_acc", metric_json(s, &EpochMetrics::test_acc, true))
+        .add("test_loss", metric_json(s, &EpochMetrics::test_loss, false))
+        .add("train_acc", metric_json(s, &EpochMetrics::train_acc, true))
+        .add("train_loss", metric_json(s, &EpochMetrics::train_loss, false))
         // Traffic per step across all stage boundaries (constant over a run's epochs),
         // so that `pipelab table --metric bytes_backward_per_step.final` can compare schemes.
-        .add_raw("bytes_forward_per_step", metric_json(s, &EpochMetrics::bytes_forward_per_step, false))
-        .add_raw("bytes_backward_per_step", metric_json(s, &EpochMetrics::bytes_backward_per_step, false));
+        .add("bytes_forward_per_step", metric_json(s, &EpochMetrics::bytes_forward_per_step, false))
+        .add("bytes_backward_per_step", metric_json(s, &EpochMetrics::bytes_backward_per_step, false));
   }
   o.add("seconds", s.seconds)
       .add("samples_per_second", s.samples_per_second)
+      .add("samples_per_second_last_epoch", s.history.empty() ? 0.0 : s.history.back().samples_per_second)
       .add("data_wait_fraction", s.data_wait_fraction)
       .add("bubble_fraction_ideal", s.bubble_ideal)
       .add("bubble_fraction_measured", s.bubble_measured)
@@ -200,17 +201,17 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
       .add("git_revision", git_revision());
   o.add("amp", e.run.amp == Amp::None ? "none" : e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
   if (!s.loss_scales.empty()) {
-    o.add_raw("loss_scale", fmt::format("[{}]", fmt::join(s.loss_scales, ", ")))
-        .add_raw("skipped_updates", fmt::format("[{}]", fmt::join(s.skipped_updates, ", ")));
+    o.add("loss_scale", s.loss_scales).add("skipped_updates", s.skipped_updates);
   }
-  std::string per_stage = "[";
+  // Per stage: the means of what its policy measured ("stages" is the stage count).
+  std::vector<json::Object> per_stage;
   for (size_t r = 0; r < s.stage_means.size(); ++r) {
     json::Object st;
     st.add("stage", static_cast<int64_t>(r));
     for (const auto& [name, mean] : s.stage_means[r]) st.add(name, mean);
-    per_stage += (r ? ", " : "") + st.str();
+    per_stage.push_back(st);
   }
-  o.add_raw("stages", per_stage + "]");
+  o.add("per_stage", per_stage);
   return o.pretty();
 }
 

@@ -15,6 +15,13 @@ class UserError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A result could not be written (a full disk, a removed folder): the run stops rather
+/// than lose results silently. Exit code 1; `pipelab run --resume` continues it.
+class WriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// A bug in pipelab: an invariant that should always hold did not.
 class InternalError : public std::logic_error {
  public:

@@ -62,7 +62,7 @@ TEST(Reproducibility, InitFromCheckpointContinuesTraining) {
   EXPECT_NE(testing::user_error([&] {
               Experiment e = testing::experiment(kCnn, dir.file("c"), {"init.from=" + dir.file("partial.pt")});
               Runner r(e, {false, true});
-            }).find("missing entries conv1.conv.weight"),
+            }).find("model entries the file does not have: conv1.conv.weight"),
             std::string::npos);
   EXPECT_NO_THROW({
     Experiment e = testing::experiment(kCnn, dir.file("c"), {"init.from=" + dir.file("partial.pt"), "init.strict=false"});
@@ -80,8 +80,37 @@ TEST(Reproducibility, InitFromCheckpointContinuesTraining) {
   EXPECT_NE(testing::user_error([&] {
               Experiment e = testing::experiment(kCnn, dir.file("c"), {"init.from=" + dir.file("renamed.pt")});
               Runner r(e, {false, true});
-            }).find("no entries named conv9.weight"),
+            }).find("entries the model does not have: conv9.weight"),
             std::string::npos);
+  // Non-strict, as load_state_dict(strict=False): extra entries are ignored, missing ones
+  // keep their initial values, and the run's log says which.
+  Experiment lax = testing::experiment(kCnn, dir.file("lax"), {"init.from=" + dir.file("renamed.pt"), "init.strict=false",
+                                                               "run.epochs=1"});
+  Runner(lax, {false, true}).run();
+  const std::string log = testing::read_text(dir.file("lax/log.txt"));
+  EXPECT_NE(log.find("1 entry not in the model, ignored: conv9.weight"), std::string::npos) << log;
+  EXPECT_NE(log.find("2 entries not in the file, kept at their initial values: conv1.conv.weight"), std::string::npos) << log;
+}
+
+TEST(Reproducibility, InterlockingCheckpointLoadsBackWithItsHeads) {
+  const char* yaml = R"(
+model:     {type: mlp, sizes: [12, 16, 16, 16, 3]}
+dataset:   {type: synthetic, samples: 64, test_samples: 16, shape: [12], classes: 3}
+partition: {stages: 3}
+scheme:    {type: interlocking, mode: pairwise}
+optimizer: {type: sgd, lr: 0.05}
+run:       {epochs: 1, batch_size: 16, seed: 1}
+)";
+  testing::TempDir dir;
+  Experiment a = testing::experiment(yaml, dir.file("a"));
+  Runner(a, {false, true}).run();
+  const TensorDict saved = load_tensor_dict(dir.file("a/checkpoints/final.pt"));
+  bool has_head = false;
+  for (const auto& kv : saved) has_head = has_head || kv.first.find("head") != std::string::npos;
+  EXPECT_TRUE(has_head);
+  Experiment b = testing::experiment(yaml, dir.file("b"), {"init.from=" + dir.file("a/checkpoints/final.pt")});
+  Runner runner(b, {false, true});
+  EXPECT_TRUE(testing::identical(saved, model_state(runner.stages())));
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 /// `pipelab run FILE --rank r --world-size N --master 127.0.0.1:PORT`, their output gathered
 /// here line by line with a rank prefix. The first process to fail decides the exit code,
 /// and the others are stopped (they also stop by themselves once they lose their peer).
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <filesystem>
@@ -13,11 +16,23 @@
 
 #include "core/dist/process_group.h"
 #include "tools/cli/options.h"
+#include "tools/cli/stop_signals.h"
 #include "tools/sweep/subprocess.h"
 
 namespace pipelab::cli {
 namespace {
 
+/// Removes the output folders of launchers that no longer run (killed with -9).
+void remove_stale_launch_folders() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("pipelab-launch-", 0) != 0) continue;
+    const std::string pid = name.substr(15);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) std::filesystem::remove_all(entry.path(), ec);
+  }
+}
 
 /// Prints the lines a child appended to its output file since the last call.
 class Tail {
@@ -67,9 +82,20 @@ int launch(const Args& args) {
   if (nproc < 1) throw UsageError{"--nproc must be >= 1"};
   if (port == 0) port = dist::free_port();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  remove_stale_launch_folders();
   const std::filesystem::path tmp =
       std::filesystem::temp_directory_path() / fmt::format("pipelab-launch-{}", ::getpid());
   std::filesystem::create_directories(tmp);
+  // The ranks' output files go with this launcher, however it ends (a kill -9 leaves them
+  // to the next launcher's remove_stale_launch_folders).
+  struct RemoveOnExit {
+    std::filesystem::path dir;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_on_exit{tmp};
+  StopOnSignals signals;
   std::vector<tools::ChildProcess> children;
   std::vector<Tail> tails;
   for (int r = 0; r < nproc; ++r) {
@@ -95,14 +121,17 @@ int launch(const Args& args) {
       }
     }
     // The others lose their peer and stop within their timeout; do not wait that long.
-    if (first_failure >= 0) {
+    if (first_failure >= 0 || stop_requested()) {
       for (tools::ChildProcess& c : children) {
         if (!c.poll()) c.terminate();
       }
     }
   }
   for (Tail& t : tails) t.drain(true);
-  std::filesystem::remove_all(tmp);
+  if (stop_requested()) {
+    std::cerr << "pipelab launch: stopped; every rank was terminated.\n";
+    return 130;
+  }
   if (first_failure >= 0) {
     const int code = children[static_cast<size_t>(first_failure)].exit_code();
     std::cerr << fmt::format("pipelab launch: rank {} failed first (exit code {}); the others were stopped.\n",

@@ -1,6 +1,5 @@
 /// pipelab sweep FILE [--jobs N] [--dry-run] [--set key.path=value ...]: runs every cell of
 /// the file's `sweep:` grid, each as its own `pipelab run` process.
-#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,36 +9,12 @@
 #include <fmt/format.h>
 
 #include "tools/cli/options.h"
+#include "tools/cli/stop_signals.h"
 #include "tools/sweep/sweep_runner.h"
 #include "tools/sweep/sweep_spec.h"
 
 namespace pipelab::cli {
 namespace {
-
-volatile sig_atomic_t g_stop = 0;
-
-extern "C" void request_stop(int) { g_stop = 1; }
-
-/// Ctrl-C or SIGTERM asks the sweep to stop cleanly (see SweepRunOptions::stop_requested);
-/// the previous handlers come back when the sweep ends.
-class StopOnSignals {
- public:
-  StopOnSignals() {
-    struct sigaction sa {};
-    sa.sa_handler = request_stop;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopOnSignals() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ {
-  }, old_term_{};
-};
 
 std::string schema_help() {
   std::string out = "\nThe sweep: section (everything else in FILE is the base experiment of every cell):\n";
@@ -107,7 +82,7 @@ int sweep(const Args& args) {
   ro.threads = threads;
   ro.rerun_changed = vm.count("rerun-changed") > 0;
   ro.bar = ::isatty(STDERR_FILENO) != 0;
-  ro.stop_requested = [] { return g_stop != 0; };
+  ro.stop_requested = [] { return stop_requested(); };
   const tools::SweepResult r = tools::run_sweep(plan, ro, std::cout);
   if (r.interrupted + r.not_started > 0) return 130;
   return r.failed > 0 ? 1 : 0;

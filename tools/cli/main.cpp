@@ -63,6 +63,9 @@ int main(int argc, char** argv) {
   } catch (const pipelab::UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const pipelab::WriteError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
   } catch (const c10::Error& e) {
     std::cerr << "error from LibTorch: " << e.what_without_backtrace() << "\n";
     return 1;

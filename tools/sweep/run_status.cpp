@@ -15,16 +15,42 @@ namespace fs = std::filesystem;
 namespace pipelab::tools {
 namespace {
 
-/// summary.json as a tree (JSON is YAML); undefined if absent.
+/// summary.json as a tree (JSON is YAML); undefined if absent. One that parses but is not
+/// what pipelab writes (`{}`, wrong types) is an error too: taking it for a finished run
+/// would drop the run from the sweep.
 YAML::Node load_summary(const std::string& dir) {
   const fs::path path = fs::path(dir) / "summary.json";
   if (!fs::exists(path)) return YAML::Node(YAML::NodeType::Undefined);
+  const auto bad = [&](const std::string& why) {
+    return UserError(fmt::format("{}: not a pipelab summary ({}). Fix: delete the run's folder to run it again.",
+                                 path.string(), why));
+  };
+  YAML::Node s;
   try {
-    return YAML::LoadFile(path.string());
+    s = YAML::LoadFile(path.string());
   } catch (const YAML::Exception& e) {
-    throw UserError(fmt::format("{}: not a readable summary ({}). Fix: delete the run's folder to run it again.",
-                                path.string(), e.what()));
+    throw bad(e.what());
   }
+  if (!s.IsMap()) throw bad("it is not a JSON object");
+  const auto scalar = [&](const char* key) {
+    if (!s[key] || !s[key].IsScalar()) throw bad(fmt::format("'{}' is missing or not a value", key));
+    return s[key];
+  };
+  const std::string status = scalar("status").as<std::string>();
+  if (status != "finished" && status != "diverged" && status != "stopped") {
+    throw bad(fmt::format("'status' is '{}', not finished, diverged or stopped", status));
+  }
+  try {
+    const int64_t epochs = scalar("epochs").as<int64_t>();
+    if (epochs > 0) {
+      if (!s["test_acc"] || !s["test_acc"].IsMap() || !s["test_acc"]["final"]) throw bad("'test_acc' has no 'final'");
+      const YAML::Node final_acc = s["test_acc"]["final"];
+      if (!final_acc.IsNull()) final_acc.as<double>();
+    }
+  } catch (const YAML::BadConversion&) {
+    throw bad("a number is not a number");
+  }
+  return s;
 }
 
 /// Epoch lines in metrics/epochs.csv (the header excluded).

@@ -106,6 +106,7 @@ SweepDocument SweepDocument::parse(const std::string& yaml, const std::string& f
   doc.overrides = overrides;
   try {
     doc.root = YAML::Load(yaml);
+    check_yaml_keys(doc.root, file);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(
         fmt::format("{}: invalid YAML: {}. Fix: correct the syntax at that place.", format_mark(file, e.mark), e.msg));
