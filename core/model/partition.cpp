@@ -14,19 +14,37 @@ Balance ConfigValue<Balance>::read(const ConfigNode& n) {
     return b;
   }
   const std::string text = ConfigValue<std::string>::read(n);
-  if (text == "auto") return b;
+  for (const Balance::Kind k : {Balance::Kind::Auto, Balance::Kind::Params, Balance::Kind::Flops, Balance::Kind::Time,
+                                Balance::Kind::Memory}) {
+    if (text == balance_name(k)) {
+      b.kind = k;
+      return b;
+    }
+  }
   b.kind = Balance::Kind::Named;
   b.name = text;
   return b;
 }
 
+const char* balance_name(Balance::Kind kind) {
+  switch (kind) {
+    case Balance::Kind::Auto: return "auto";
+    case Balance::Kind::Params: return "params";
+    case Balance::Kind::Flops: return "flops";
+    case Balance::Kind::Time: return "time";
+    case Balance::Kind::Memory: return "memory";
+    case Balance::Kind::Counts:
+    case Balance::Kind::Named: break;
+  }
+  return "";
+}
+
 YAML::Node ConfigValue<Balance>::write(const Balance& b) {
   switch (b.kind) {
-    case Balance::Kind::Auto: return YAML::Node("auto");
     case Balance::Kind::Named: return YAML::Node(b.name);
     case Balance::Kind::Counts: return ConfigValue<std::vector<int>>::write(b.counts);
+    default: return YAML::Node(balance_name(b.kind));
   }
-  return {};
 }
 
 std::vector<int> balance_by_weight(const std::vector<double>& weights, int parts) {
@@ -59,11 +77,9 @@ std::vector<int> balance_by_weight(const std::vector<double>& weights, int parts
   return counts;
 }
 
-std::vector<int> resolve_balance(const Balance& balance, int stages,
-                                 const std::vector<int64_t>& block_params,
+std::vector<int> resolve_balance(const Balance& balance, int stages, int blocks, const BlockCostFn& costs,
                                  const std::map<std::string, std::vector<int>>& named,
                                  const ConfigSource& source) {
-  const int blocks = static_cast<int>(block_params.size());
   if (stages > blocks) {
     source.fail("partition.stages",
                 fmt::format("{} stages but the model has only {} blocks", stages, blocks),
@@ -71,12 +87,12 @@ std::vector<int> resolve_balance(const Balance& balance, int stages,
   }
   std::vector<int> counts;
   switch (balance.kind) {
-    case Balance::Kind::Auto: {
-      std::vector<double> w(block_params.begin(), block_params.end());
-      // Parameter-free blocks (activations, pooling) still cost something.
-      for (double& x : w) x = std::max(x, 1.0);
-      return balance_by_weight(w, stages);
-    }
+    case Balance::Kind::Auto:
+    case Balance::Kind::Params:
+    case Balance::Kind::Flops:
+    case Balance::Kind::Time:
+    case Balance::Kind::Memory:
+      return balance_by_weight(costs(balance.kind == Balance::Kind::Auto ? kAutoBalance : balance.kind), stages);
     case Balance::Kind::Named: {
       auto it = named.find(balance.name);
       if (it == named.end()) {

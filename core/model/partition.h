@@ -1,6 +1,10 @@
 #pragma once
 /// Cutting a model's blocks into D consecutive stages: `balance: [n1, n2, ...]` (blocks per
-/// stage), `balance: auto` (by parameter count for now) or a model's named split.
+/// stage), a model's named split, or an optimal contiguous split (the largest stage cost as
+/// small as possible, by dynamic programming) of a measured per-block cost: `params`,
+/// `flops`, `time` (forward + backward, profiled on the run's device) or `memory`.
+/// `auto` is `flops` (README, "Balance": it measured best, and it is deterministic).
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -8,12 +12,18 @@
 
 namespace pipelab {
 
-/// `auto`, a list of block counts, or the name of a split the model defines.
+/// `auto`, a measured cost, a list of block counts, or the name of a split the model defines.
 struct Balance {
-  enum class Kind { Auto, Counts, Named } kind = Kind::Auto;
+  enum class Kind { Auto, Params, Flops, Time, Memory, Counts, Named } kind = Kind::Auto;
   std::vector<int> counts;
   std::string name;
 };
+
+/// What `balance: auto` stands for.
+inline constexpr Balance::Kind kAutoBalance = Balance::Kind::Flops;
+
+/// The cost of every block under a measured kind (Params, Flops, Time or Memory).
+using BlockCostFn = std::function<std::vector<double>(Balance::Kind)>;
 
 template <>
 struct ConfigValue<Balance> {
@@ -29,7 +39,9 @@ struct PartitionOptions {
   template <class V>
   void fields(V& v) {
     v("stages", stages, "number of pipeline stages D", positive);
-    v("balance", balance, "blocks per stage: auto (by parameters), [n1, n2, ...], or a named split");
+    v("balance", balance,
+      "blocks per stage: auto (= flops), params, flops, time, memory (optimal splits of a measured cost), "
+      "[n1, n2, ...], or a named split");
   }
 };
 
@@ -37,11 +49,13 @@ struct PartitionOptions {
 /// sum (ties: earlier cuts). Requires weights.size() >= parts.
 std::vector<int> balance_by_weight(const std::vector<double>& weights, int parts);
 
-/// Blocks per stage for `stages` stages of a model with `block_names`/`block_params`.
-/// Problems are ConfigErrors at `partition.balance` of `source`.
-std::vector<int> resolve_balance(const Balance& balance, int stages,
-                                 const std::vector<int64_t>& block_params,
+/// Blocks per stage for `stages` stages of a model of `blocks` blocks; `costs` measures a
+/// kind when the balance asks for one. Problems are ConfigErrors at `partition.balance`.
+std::vector<int> resolve_balance(const Balance& balance, int stages, int blocks, const BlockCostFn& costs,
                                  const std::map<std::string, std::vector<int>>& named,
                                  const ConfigSource& source);
+
+/// The name of a measured kind ("flops").
+const char* balance_name(Balance::Kind kind);
 
 }  // namespace pipelab

@@ -46,7 +46,9 @@ struct RunOptions {
     v("devices", devices, "one device for all stages, or one per stage: cpu, cuda:N", non_empty);
     v("output", output, "result folder (default: runs/<file name>)");
     v("data_dir", data_dir, "dataset folder (default: $PIPELAB_DATA_DIR, else ./data)");
-    v("threads", threads, "intra-op threads (0 = LibTorch's default)", non_negative);
+    v("threads", threads,
+      "intra-op threads (0: OMP_NUM_THREADS if set, else half the cores, at least 1; README, Threads)",
+      non_negative);
     v.choice("dtype", dtype, Choices<Dtype>{{"float32", Dtype::Float32}, {"float64", Dtype::Float64}},
              "parameter and activation precision");
     v.choice("amp", amp, Choices<Amp>{{"none", Amp::None}, {"bf16", Amp::Bf16}, {"fp16", Amp::Fp16}},

@@ -1,7 +1,6 @@
 /// The training loop: epochs of schedule runs through the executor, evaluation, records.
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -191,10 +190,10 @@ RunSummary Runner::run() {
     record.begin(resolved_config(), options_.overwrite || options_.resume);
   }
   {
-    const char* policy = std::getenv("OMP_WAIT_POLICY");
-    const std::string line = fmt::format("threads: {} (OpenMP wait policy {}); {} stage{} on {}",
-                                         e_.executor->thread_layout(stage_count()), policy ? policy : "unset",
-                                         stage_count(), stage_count() == 1 ? "" : "s", fmt::join(e_.run.devices, ", "));
+    const std::string line =
+        fmt::format("threads: {}{}; {} stage{} on {}", e_.executor->thread_layout(stage_count()),
+                    e_.run.threads > 0 ? "" : " (run.threads 0: OMP_NUM_THREADS, else half the cores)", stage_count(),
+                    stage_count() == 1 ? "" : "s", fmt::join(e_.run.devices, ", "));
     record.log(line);
     if (!options_.quiet) std::cout << line << "\n";
   }

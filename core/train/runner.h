@@ -1,8 +1,9 @@
 #pragma once
-/// One runner for every scheme (docs/style.md, habit 11): builds the stages from an
+/// One runner for every scheme (docs/contributing.md, habit 11): builds the stages from an
 /// Experiment, trains for the configured epochs through the configured executor,
 /// evaluates each epoch and writes the run's folder. Variation lives in YAML and in
 /// registered components, never here.
+#include <c10/util/Exception.h>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct RunSummary {
   std::vector<std::map<std::string, double>> stage_means;
 };
 
+/// The intra-op threads of a run that leaves run.threads at 0: OMP_NUM_THREADS if set, else
+/// half the cores, at least 1.
+int default_threads();
+
 class Runner {
  public:
   /// Builds and checks everything (data, model, partition, stages, optimizers, schedules)
@@ -52,6 +57,10 @@ class Runner {
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
 
+  /// The dataset's shapes (after the constructor loaded it).
+  const DataSpec& data_spec() const { return data_.spec; }
+  /// The first `n` training examples' inputs (at most the training set), in the run's dtype.
+  at::Tensor sample_inputs(int64_t n) const;
   /// Trains and evaluates; writes the run folder; returns the summary.
   RunSummary run();
 
@@ -70,6 +79,8 @@ class Runner {
   /// A ConfigError, before anything is written, if the model cannot take the dataset's
   /// examples (a forward of two of them through every stage).
   void check_model_takes_data();
+  /// The ConfigError for a LibTorch error raised by running the model on the dataset's examples.
+  [[noreturn]] void model_data_mismatch(const c10::Error& err) const;
   /// With several processes: every one must run the same experiment (the resolved
   /// configurations, executor and provenance aside, are compared); a UserError on every
   /// process lists the differing key paths.

@@ -3,12 +3,14 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <numeric>
 #include <set>
 
 #include <fmt/ranges.h>
 
 #include "core/device/device.h"
+#include "core/model/block_costs.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/validate.h"
 #include "core/train/feeds.h"
@@ -18,9 +20,24 @@
 
 namespace pipelab {
 
+int default_threads() {
+  // OMP_NUM_THREADS when set (a sweep sets it for each of its runs); else half the cores.
+  // LibTorch's default (every core) is fastest alone but collapses beside another busy
+  // process: its OpenMP threads spin-wait, and on 2 cores two quickstarts with 2 threads
+  // each kept 3-8% of their solo throughput, against 94-98% with 1 thread (which costs
+  // 14% alone; tools/bench/bench_concurrent.sh, README "Threads"). A passive OpenMP wait
+  // policy was no cure: 3x slower alone.
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  return std::max(1, static_cast<int>(cores / 2));
+}
+
 Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), options_(options) {
   const RunOptions& run = e_.run;
-  if (run.threads > 0) at::set_num_threads(run.threads);
+  at::set_num_threads(run.threads > 0 ? run.threads : default_threads());
   dtype_ = run.dtype == RunOptions::Dtype::Float64 ? at::kDouble : at::kFloat;
   DataContext context;
   context.seed = static_cast<uint64_t>(run.seed);
@@ -101,16 +118,6 @@ void Runner::build_stages() {
     return blocks;
   };
   std::vector<Block> blocks = build_all();
-  std::vector<int64_t> params;
-  for (const Block& b : blocks) params.push_back(count_parameters(*b.module.ptr()));
-  if (replicas) {
-    balance_.assign(static_cast<size_t>(stages), static_cast<int>(blocks.size()));
-  } else if (stages == requested) {
-    balance_ = resolve_balance(e_.partition.balance, stages, params, def_.named_balances, *e_.source);
-  } else {
-    // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
-    balance_ = balance_by_weight(std::vector<double>(params.size(), 1.0), stages);
-  }
   if (run.amp == Amp::Fp16 && e_.scheme->routes_own_gradients()) {
     e_.source->fail("run.amp",
                     fmt::format("scheme {} computes its gradients itself, which fp16's loss scaling does not reach",
@@ -128,6 +135,28 @@ void Runner::build_stages() {
     } catch (const UserError& err) {
       throw ConfigError(fmt::format("{}: run.devices: {}", e_.source->where("run.devices"), err.what()));
     }
+  }
+  // Measured balances run the blocks over one micro-batch of real training examples.
+  const auto costs = [&](Balance::Kind kind) {
+    if (kind == Balance::Kind::Params) return block_params(blocks);
+    const int m = e_.scheme->micro_batches();
+    at::Tensor x = sample_inputs(std::max<int64_t>(1, (run.batch_size + m - 1) / m));
+    if (x.is_floating_point()) x = x.to(at::kFloat);  // the blocks are float32 until the stages are made
+    try {
+      if (kind == Balance::Kind::Time) return block_seconds(blocks, x, devices.front());
+      return kind == Balance::Kind::Flops ? block_flops(blocks, x) : block_memory(blocks, x);
+    } catch (const c10::Error& err) {
+      model_data_mismatch(err);
+    }
+  };
+  if (replicas) {
+    balance_.assign(static_cast<size_t>(stages), static_cast<int>(blocks.size()));
+  } else if (stages == requested) {
+    balance_ = resolve_balance(e_.partition.balance, stages, static_cast<int>(blocks.size()), costs,
+                               def_.named_balances, *e_.source);
+  } else {
+    // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
+    balance_ = balance_by_weight(std::vector<double>(blocks.size(), 1.0), stages);
   }
   size_t next = 0;
   for (int r = 0; r < stages; ++r) {
@@ -190,6 +219,13 @@ void Runner::prepare_stages() {
   }
 }
 
+at::Tensor Runner::sample_inputs(int64_t n) const {
+  std::vector<int64_t> index(static_cast<size_t>(std::min<int64_t>(n, data_.train->size())));
+  std::iota(index.begin(), index.end(), 0);
+  const at::Tensor x = data_.train->get(index, 0).x;
+  return data_.spec.integer_input ? x : x.to(dtype_);
+}
+
 void Runner::check_model_takes_data() {
   // Two real examples through every stage (evaluation mode: no statistic moves, no
   // gradient), so that a model that cannot take the dataset's examples fails here, with
@@ -209,14 +245,18 @@ void Runner::check_model_takes_data() {
       if (e_.scheme->topology() == Topology::Replicas) break;
     }
   } catch (const c10::Error& err) {
-    std::string why = err.what_without_backtrace();
-    why = why.substr(0, why.find('\n'));
-    throw ConfigError(fmt::format("{}: model {} cannot take the examples of dataset {} (shape {}, {}): {}. Fix: check "
-                                  "the model's options against the dataset (`pipelab describe {}` shows the shapes).",
-                                  e_.source->file(), e_.model->type(), e_.dataset->type(),
-                                  shape_text(data_.spec.input_shape), data_.spec.integer_input ? "token ids" : "features",
-                                  why, e_.source->file()));
+    model_data_mismatch(err);
   }
+}
+
+void Runner::model_data_mismatch(const c10::Error& err) const {
+  std::string why = err.what_without_backtrace();
+  why = why.substr(0, why.find('\n'));
+  throw ConfigError(fmt::format("{}: model {} cannot take the examples of dataset {} (shape {}, {}): {}. Fix: check "
+                                "the model's options against the dataset (`pipelab describe {}` shows the shapes).",
+                                e_.source->file(), e_.model->type(), e_.dataset->type(),
+                                shape_text(data_.spec.input_shape), data_.spec.integer_input ? "token ids" : "features",
+                                why, e_.source->file()));
 }
 
 void Runner::check_schedules() const {

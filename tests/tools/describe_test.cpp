@@ -6,7 +6,7 @@
 
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
-#include "tools/describe/flop_counter.h"
+#include "core/model/flop_counter.h"
 #include "tools/describe/model_profile.h"
 
 namespace pipelab {

@@ -3,6 +3,8 @@
 /// example) and its stages under the file's `partition`, without training anything.
 #include <fmt/format.h>
 
+#include "core/model/block_costs.h"
+
 #include <cstdlib>
 #include <sstream>
 
@@ -53,16 +55,29 @@ std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const Mo
                                                    const std::vector<BlockProfile>& blocks) {
   const int requested = e.partition.stages;
   const int stages = e.scheme->stages(requested);
-  std::vector<int64_t> params;
-  for (const BlockProfile& b : blocks) params.push_back(b.parameters);
   if (e.scheme->topology() == Topology::Replicas) return {{}, ""};
   const Balance& balance = e.partition.balance;
-  std::string how = balance.kind == Balance::Kind::Auto    ? "auto (by parameters)"
-                    : balance.kind == Balance::Kind::Named ? balance.name
-                                                           : "given";
+  std::string how = balance.kind == Balance::Kind::Named    ? balance.name
+                    : balance.kind == Balance::Kind::Counts ? "given"
+                    : balance.kind == Balance::Kind::Auto   ? "auto (by forward FLOPs)"
+                                                            : balance_name(balance.kind);
+  if (balance.kind == Balance::Kind::Time) how = "time (profiled when a run starts; shown here by forward FLOPs)";
+  // The profile's per-example figures: parameters, FLOPs, and the memory estimate of
+  // core/model/block_costs.h (3 x float32 parameters + the float32 output).
+  const auto costs = [&](Balance::Kind kind) {
+    std::vector<double> out;
+    for (const BlockProfile& b : blocks) {
+      int64_t outputs = 1;
+      for (const int64_t d : b.output_shape) outputs *= d;
+      out.push_back(kind == Balance::Kind::Params   ? std::max<double>(1, static_cast<double>(b.parameters))
+                    : kind == Balance::Kind::Memory ? 12.0 * static_cast<double>(b.parameters) + 4.0 * static_cast<double>(outputs)
+                                                    : static_cast<double>(b.flops));
+    }
+    return kind == Balance::Kind::Params ? out : with_floor(std::move(out));
+  };
   std::vector<int> counts;
   if (stages == requested) {
-    counts = resolve_balance(balance, stages, params, def.named_balances, *e.source);
+    counts = resolve_balance(balance, stages, static_cast<int>(blocks.size()), costs, def.named_balances, *e.source);
   } else {
     counts = {static_cast<int>(blocks.size())};
     how = fmt::format("scheme {} runs the whole model on one stage", e.scheme->type());

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "core/util/error.h"
-#include "tools/describe/flop_counter.h"
+#include "core/model/flop_counter.h"
 
 namespace pipelab {
 

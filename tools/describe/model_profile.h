@@ -13,7 +13,7 @@ struct BlockProfile {
   std::string name;
   std::vector<int64_t> output_shape;  ///< without the batch dimension
   int64_t parameters = 0;
-  int64_t flops = 0;  ///< forward FLOPs for one example (2 x multiply-adds, tools/describe/flop_counter.h)
+  int64_t flops = 0;  ///< forward FLOPs for one example (2 x multiply-adds, core/model/flop_counter.h)
 };
 
 /// The blocks of one stage and their sums.

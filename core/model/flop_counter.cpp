@@ -1,4 +1,4 @@
-#include "tools/describe/flop_counter.h"
+#include "core/model/flop_counter.h"
 
 #include <ATen/core/ivalue.h>
 

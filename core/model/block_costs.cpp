@@ -1,0 +1,112 @@
+#include "core/model/block_costs.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "core/device/device.h"
+#include "core/model/flop_counter.h"
+
+namespace pipelab {
+namespace {
+
+/// Sets training mode on every block; returns the previous modes.
+std::vector<bool> set_training(std::vector<Block>& blocks, bool on) {
+  std::vector<bool> was;
+  for (Block& b : blocks) {
+    was.push_back(b.module.ptr()->is_training());
+    b.module.ptr()->train(on);
+  }
+  return was;
+}
+
+void restore(std::vector<Block>& blocks, const std::vector<bool>& was) {
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i].module.ptr()->train(was[i]);
+}
+
+}  // namespace
+
+std::vector<double> with_floor(std::vector<double> costs) {
+  const double mean = std::accumulate(costs.begin(), costs.end(), 0.0) / static_cast<double>(std::max<size_t>(costs.size(), 1));
+  for (double& c : costs) c = std::max(c, 0.01 * mean + 1);
+  return costs;
+}
+
+std::vector<double> block_params(const std::vector<Block>& blocks) {
+  std::vector<double> out;
+  for (const Block& b : blocks) out.push_back(std::max<double>(1.0, static_cast<double>(count_parameters(*b.module.ptr()))));
+  return out;
+}
+
+std::vector<double> block_flops(std::vector<Block>& blocks, const at::Tensor& x_in) {
+  const std::vector<bool> was = set_training(blocks, false);
+  at::NoGradGuard no_grad;
+  std::vector<double> out;
+  at::Tensor x = x_in;
+  for (Block& b : blocks) {
+    FlopCounter counter;
+    x = b.module.forward(x);
+    out.push_back(static_cast<double>(counter.flops()));
+  }
+  restore(blocks, was);
+  return with_floor(std::move(out));
+}
+
+std::vector<double> block_seconds(std::vector<Block>& blocks, const at::Tensor& x_in, const c10::Device& device,
+                                  int repeats) {
+  const std::vector<bool> was = set_training(blocks, true);
+  std::vector<double> out;
+  at::Tensor x = x_in.to(device);
+  for (Block& b : blocks) {
+    // Training-mode passes move batch-norm statistics: put the buffers back afterwards, so
+    // that profiling leaves the run's numbers alone.
+    std::vector<at::Tensor> buffers;
+    for (const at::Tensor& t : b.module.ptr()->buffers()) buffers.push_back(t.detach().clone());
+    b.module.ptr()->to(device);
+    const auto once = [&] {
+      at::Tensor in = x.is_floating_point() ? x.detach().requires_grad_(true) : x;
+      device::synchronize(device);
+      const auto start = std::chrono::steady_clock::now();
+      at::Tensor y = b.module.forward(in);
+      torch::autograd::backward({y.sum()});
+      device::synchronize(device);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      for (at::Tensor& p : b.module.ptr()->parameters()) p.mutable_grad() = at::Tensor();
+      return std::make_pair(s, y.detach());
+    };
+    at::Tensor next = once().second;  // warm-up (allocator, kernel selection)
+    std::vector<double> times;
+    for (int k = 0; k < repeats; ++k) times.push_back(once().first);
+    std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+    out.push_back(std::max(times[times.size() / 2], 1e-7));
+    b.module.ptr()->to(c10::kCPU);
+    {
+      at::NoGradGuard no_grad;
+      const std::vector<at::Tensor> now = b.module.ptr()->buffers();
+      for (size_t i = 0; i < now.size(); ++i) const_cast<at::Tensor&>(now[i]).copy_(buffers[i]);
+    }
+    x = next;
+  }
+  restore(blocks, was);
+  return out;
+}
+
+std::vector<double> block_memory(std::vector<Block>& blocks, const at::Tensor& x_in) {
+  const std::vector<bool> was = set_training(blocks, false);
+  at::NoGradGuard no_grad;
+  std::vector<double> out;
+  at::Tensor x = x_in;
+  for (Block& b : blocks) {
+    double params = 0;
+    for (const at::Tensor& p : b.module.ptr()->parameters()) params += static_cast<double>(p.nbytes());
+    x = b.module.forward(x);
+    out.push_back(3 * params + static_cast<double>(x.nbytes()) + 1);
+  }
+  restore(blocks, was);
+  return out;
+}
+
+}  // namespace pipelab
