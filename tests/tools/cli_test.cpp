@@ -43,6 +43,23 @@ TEST(Cli, ScheduleAndList) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("0F0 0F1 0F2 0F3 0F4 0F5 0F6 0F7 0B7"), std::string::npos) << out;
   EXPECT_NE(out.find("bubble fraction 0.2727"), std::string::npos) << out;
+  // From an experiment file (its scheme and stages), with --set on the scheme's options; the
+  // legend explains every action letter.
+  std::tie(code, out) = pipelab(std::string("schedule ") + PIPELAB_SOURCE_DIR + "/experiments/quickstart.yaml --set scheme.chunks=4");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("{type: gpipe, chunks: 4"), std::string::npos) << out;
+  EXPECT_NE(out.find("3F0 3F1 3F2 3F3 3B3 3B2 3B1 3B0 3U"), std::string::npos) << out;
+  for (const char* legend : {"F forward", "B backward", "H backward of the stage's own auxiliary head", "U optimizer step"}) {
+    EXPECT_NE(out.find(legend), std::string::npos) << legend;
+  }
+  // docs/interlocking-cpu.md's bubble column: 4 components, 468 mini-batches of an epoch.
+  for (const auto& [mode, bubble] : std::vector<std::pair<std::string, std::string>>{
+           {"global", "75.0%"}, {"local", "0.3%"}, {"pairwise", "28.7%"}, {"nwise, distance: 2", "70.6%"}}) {
+    std::tie(code, out) = pipelab("schedule --scheme interlocking --set 'scheme={type: interlocking, mode: " + mode +
+                                  "}' --stages 4 --microbatches 468");
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("(" + bubble + " of device time idle)"), std::string::npos) << mode << ": " << out.substr(out.rfind("makespan"));
+  }
   std::tie(code, out) = pipelab("list scheme gpipe");
   EXPECT_EQ(code, 0);
   EXPECT_NE(out.find("chunks"), std::string::npos) << out;

@@ -94,7 +94,7 @@ TEST(Hardening, StaleTemporariesAreRemovedAndDamagedResumeFilesNamed) {
 TEST(Hardening, SweepsValidateSummaries) {
   testing::TempDir dir;
   testing::write_text(dir.file("s.yaml"), std::string(kExperiment) + "sweep:\n  output: " + dir.file("grid") +
-                                              "\n  grid: {optimizer.lr: [0.05]}\n");
+                                              "\n  grid: {optimizer.lr: [0.05, 0.1]}\n");
   fs::create_directories(dir.file("grid/lr=0.05"));
   for (const char* bad : {"{}", "{\"status\": \"finished\", \"epochs\": \"three\"}", "[1, 2]"}) {
     testing::write_text(dir.file("grid/lr=0.05/summary.json"), bad);

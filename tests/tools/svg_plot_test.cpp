@@ -169,9 +169,31 @@ TEST_F(PlotTest, OneLinePerRunWithAxesTicksAndLegend) {
             1);  // null left out
   const auto legend = all(svg, "g", "legend-entry");
   ASSERT_EQ(legend.size(), 3u);
-  EXPECT_EQ(legend[2]->children.at(1).text, "n0");
+  EXPECT_EQ(legend[2]->children.back().text, "n0");
   EXPECT_EQ(all(svg, "text", "x-label").at(0)->text, "epoch");
-  EXPECT_EQ(all(svg, "text", "y-label").at(0)->text, "test_acc");
+  EXPECT_EQ(all(svg, "text", "y-label").at(0)->text, "test accuracy (%)");
+  // Series that could lie on top of each other differ in dash pattern too.
+  EXPECT_EQ(lines[0]->attrs.count("stroke-dasharray"), 0u);
+  EXPECT_NE(lines[1]->attrs.at("stroke-dasharray"), "");
+}
+
+TEST_F(PlotTest, BaselineAndABandWithoutGroups) {
+  CurveOptions o;
+  o.band = true;
+  o.baseline = "n0";
+  const LineChart c = build_curves(load_runs(dir_.file("runs")), o);
+  ASSERT_EQ(c.series.size(), 1u);  // every run in one group
+  EXPECT_EQ(c.series[0].label, "all runs (n=3)");
+  EXPECT_FALSE(c.series[0].lo.empty());
+  ASSERT_EQ(c.references.size(), 1u);
+  EXPECT_EQ(c.references[0].y, 40);  // n0's last epoch
+  svg_ = render_svg(c);
+  const Element svg = XmlParser(svg_).document();
+  EXPECT_EQ(all(svg, "g", "reference").size(), 1u);
+  EXPECT_EQ(all(svg, "g", "legend-entry").size(), 2u);
+  o.baseline = "nope";
+  EXPECT_NE(testing::user_error([&] { build_curves(load_runs(dir_.file("runs")), o); }).find("--baseline nope: no such run"),
+            std::string::npos);
 }
 
 TEST_F(PlotTest, GroupMeansWithBandsAndTime) {
@@ -182,10 +204,10 @@ TEST_F(PlotTest, GroupMeansWithBandsAndTime) {
   const Element svg = chart(o);
   const auto lines = all(svg, "polyline", "series");
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[0]->attrs.at("data-label"), "gpipe (n=2)");
+  EXPECT_EQ(lines[0]->attrs.at("data-label"), "scheme.type=gpipe (n=2)");
   EXPECT_EQ(all(svg, "polygon", "band").size(), 2u);
   EXPECT_EQ(all(svg, "g", "legend-entry").size(), 2u);
-  EXPECT_EQ(all(svg, "text", "x-label").at(0)->text, "time (s)");
+  EXPECT_EQ(all(svg, "text", "x-label").at(0)->text, "training and evaluation time (s)");
   // Cumulative time 2.5, 5, 7.5 s: the x ticks run from 2 to 8.
   const auto xt = all(svg, "text", "x-tick");
   EXPECT_EQ(xt.front()->text, "2");

@@ -20,7 +20,8 @@ int plot(const Args& args) {
       "x", po::value(&co.x)->default_value("epoch"), "epoch, or time (cumulative wall-clock seconds)")(
       "group-by", po::value(&group_by)->default_value(""),
       "one line per group of runs (their mean): keys, comma-separated")(
-      "band", "with --group-by: shade each group's min-max range")("where", po::value(&where)->composing(),
+      "band", "shade each group's min-max range (without --group-by: all runs as one group)")(
+      "baseline", po::value(&co.baseline), "a run (its folder name) whose final value is drawn as a reference line")("where", po::value(&where)->composing(),
                                                                    "only runs whose config has key=value (repeatable)")(
       "title", po::value(&title), "chart title")("out", po::value(&out),
                                                  "SVG file (default: next to RUNS_DIR, <RUNS_DIR>.<metric>.svg)");
@@ -28,7 +29,8 @@ int plot(const Args& args) {
   positional.add("runs", 1);
   po::variables_map vm;
   if (!parse(args,
-             "pipelab plot RUNS_DIR [--metric COLUMN] [--x epoch|time] [--group-by KEYS [--band]] [--out FILE.svg]\n\n"
+             "pipelab plot RUNS_DIR [--metric COLUMN] [--x epoch|time] [--group-by KEYS] [--band] [--baseline RUN]\n"
+             "             [--out FILE.svg]\n\n"
              "Draws one line per run (or per group: the mean) from metrics/epochs.csv into an SVG file. Keys are\n"
              "config key paths or aliases: " +
                  tools::key_aliases_help() + ".",
@@ -37,7 +39,6 @@ int plot(const Args& args) {
   }
   co.group_by = tools::parse_keys(group_by);
   co.band = vm.count("band") > 0;
-  if (co.band && co.group_by.empty()) throw UsageError{"--band needs --group-by (a band spans the runs of a group)"};
   const std::vector<tools::RunInfo> runs = tools::filter_runs(tools::load_runs(dir), where);
   if (runs.empty()) throw UsageError{"no run matches the --where conditions"};
   tools::LineChart chart = tools::build_curves(runs, co);

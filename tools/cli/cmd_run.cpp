@@ -16,6 +16,7 @@ int run(const Args& args) {
       "resume", "continue an interrupted run in the output folder from its last finished epoch")(
       "stop-after", po::value<int>()->default_value(0), "end this session after N epochs; continue later with --resume")(
       "quiet,q", "no progress bar and no per-epoch lines")(
+      "name", po::value<std::string>(), "the run's title in its summary (default: the file's name)")(
       "rank", po::value<int>(), "join a multi-process run as this rank (with --world-size and --master)")(
       "world-size", po::value<int>(), "number of processes of the multi-process run")(
       "master", po::value<std::string>()->default_value("127.0.0.1:29500"),
@@ -40,6 +41,7 @@ int run(const Args& args) {
                                           vm["master"].as<std::string>()));
   }
   Experiment experiment = Experiment::load(file, sets);
+  if (vm.count("name")) experiment.name = vm["name"].as<std::string>();
   RunnerOptions ro;
   ro.overwrite = vm.count("overwrite") > 0;
   ro.quiet = vm.count("quiet") > 0;

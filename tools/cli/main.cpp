@@ -1,5 +1,5 @@
 /// `pipelab`: the command-line front end. Only this file turns exceptions into exit codes
-/// (docs/style.md, habit 6): 0 success, 2 a user's mistake (config, file, command line),
+/// (docs/contributing.md, habit 6): 0 success, 2 a user's mistake (config, file, command line),
 /// 1 anything else.
 #include <c10/util/Exception.h>
 

@@ -87,16 +87,46 @@ Series mean_series(const std::string& label, const std::vector<const Curve*>& cu
 
 }  // namespace
 
+std::string metric_label(const std::string& metric) {
+  static const std::map<std::string, std::string> labels{
+      {"test_acc", "test accuracy (%)"},        {"train_acc", "training accuracy (%)"},
+      {"test_loss", "test loss"},               {"train_loss", "training loss"},
+      {"lr", "learning rate"},                  {"seconds", "epoch time (s)"},
+      {"train_seconds", "training time per epoch (s)"}, {"eval_seconds", "evaluation time per epoch (s)"},
+      {"samples_per_second", "training throughput (samples/s)"}, {"data_wait_fraction", "data wait (share of the epoch)"},
+      {"bytes_forward_per_step", "bytes sent forward per step"}, {"bytes_backward_per_step", "bytes sent backward per step"}};
+  const auto it = labels.find(metric);
+  return it == labels.end() ? metric : it->second;
+}
+
 LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& options) {
   if (options.x != "epoch" && options.x != "time") {
     throw UserError(fmt::format("--x {}: expected epoch or time. Fix: use --x epoch or --x time.", options.x));
   }
   for (const std::string& k : options.group_by) require_config_key(runs, k, "--group-by");
   LineChart chart;
-  chart.x_label = options.x == "time" ? "time (s)" : "epoch";
-  chart.y_label = options.metric;
+  chart.x_label = options.x == "time" ? "training and evaluation time (s)" : "epoch";
+  chart.y_label = metric_label(options.metric);
   chart.integer_x = options.x == "epoch";
-  chart.title = fmt::format("{} vs {}", options.metric, options.x);
+  chart.title = fmt::format("{} by {}", chart.y_label, options.x == "time" ? "time" : "epoch");
+  if (!options.baseline.empty()) {
+    const auto it = std::find_if(runs.begin(), runs.end(), [&](const RunInfo& r) {
+      return r.name == options.baseline || r.dir == options.baseline || fs::path(r.dir).filename() == options.baseline;
+    });
+    if (it == runs.end()) {
+      std::vector<std::string> names;
+      for (const RunInfo& r : runs) names.push_back(r.name);
+      throw UserError(fmt::format("--baseline {}: no such run here. Fix: use one of: {}.", options.baseline,
+                                  join(closest_first(options.baseline, names), ", ")));
+    }
+    const Curve c = load_curve(*it, options);
+    const auto last = std::find_if(c.y.rbegin(), c.y.rend(), [](double v) { return std::isfinite(v); });
+    if (last == c.y.rend()) {
+      throw UserError(fmt::format("--baseline {}: the run has no finished epoch with a finite {} yet.", options.baseline,
+                                  options.metric));
+    }
+    chart.references.push_back({fmt::format("baseline {}: {:.4g} (last epoch)", options.baseline, *last), *last});
+  }
   std::vector<std::pair<const RunInfo*, Curve>> curves;
   for (const RunInfo& run : runs) {
     Curve c = load_curve(run, options);
@@ -107,19 +137,24 @@ LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& opt
         "no run has a finished epoch (metrics/epochs.csv) to plot. Fix: plot a folder of runs that have "
         "trained at least one epoch.");
   }
-  if (options.group_by.empty()) {
+  if (options.group_by.empty() && !options.band) {
     for (const auto& [run, c] : curves) {
       const std::string name = run->name == "." ? fs::path(run->dir).filename().string() : run->name;
       chart.series.push_back({name, c.x, c.y, {}, {}});
     }
     return chart;
   }
-  chart.title += fmt::format(", mean of the runs by {}{}", join(options.group_by, " / "),
-                             options.band ? " (band: min to max)" : "");
+  chart.title += options.group_by.empty()
+                     ? fmt::format(", mean of all {} runs{}", curves.size(), options.band ? " (band: min to max)" : "")
+                     : fmt::format(", mean of the runs by {}{}", join(options.group_by, " / "),
+                                   options.band ? " (band: min to max)" : "");
   std::vector<std::string> labels;
   std::map<std::string, std::vector<const Curve*>> groups;
   for (const auto& [run, c] : curves) {
-    const std::string label = label_of(*run, options.group_by);
+    // Legend entries name their keys: "stages=4, scheme=gpipe".
+    std::vector<std::string> parts;
+    for (const std::string& k : options.group_by) parts.push_back(k + "=" + label_of(*run, {k}));
+    const std::string label = parts.empty() ? "all runs" : join(parts, ", ");
     if (!groups.count(label)) labels.push_back(label);
     groups[label].push_back(&c);
   }

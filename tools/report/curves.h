@@ -13,8 +13,13 @@ struct CurveOptions {
   std::string metric = "test_acc";    ///< a column of metrics/epochs.csv
   std::string x = "epoch";            ///< epoch, or time (cumulative seconds of the epochs)
   std::vector<std::string> group_by;  ///< config key paths; empty: one line per run
-  bool band = false;                  ///< a min-max band around each group's mean
+  bool band = false;                  ///< a min-max band around each group's mean (all runs as one group
+                                      ///< without group_by)
+  std::string baseline;               ///< a run (folder) whose final value is drawn as a reference line
 };
+
+/// The axis label of an epochs.csv column, with its unit ("test accuracy (%)").
+std::string metric_label(const std::string& metric);
 
 /// The chart of `runs`. An unknown metric, x or group key is a UserError; runs without a
 /// finished epoch are left out.

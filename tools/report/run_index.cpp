@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -59,6 +60,11 @@ std::vector<RunInfo> load_runs(const std::string& root) {
     run.config = load_json_or_yaml(dir / "config.yaml");
     run.summary = fs::exists(dir / "summary.json") ? load_json_or_yaml(dir / "summary.json")
                                                    : YAML::Node(YAML::NodeType::Undefined);
+    std::ifstream order(dir.parent_path() / "sweep-order.txt");
+    int k = 0;
+    for (std::string id; std::getline(order, id); ++k) {
+      if (id == dir.filename().string()) run.grid_order = k;
+    }
     runs.push_back(run);
   };
   if (fs::exists(fs::path(root) / "config.yaml")) add(root);

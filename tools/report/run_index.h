@@ -18,6 +18,9 @@ struct RunInfo {
   std::string name;    ///< its path relative to the folder searched ("." for that folder itself)
   YAML::Node config;   ///< config.yaml
   YAML::Node summary;  ///< summary.json; undefined while the run has none (interrupted or running)
+  /// Its cell's place in its sweep's grid (from <sweep.output>/sweep-order.txt, which
+  /// `pipelab sweep` writes), or -1: tables and plots keep the grid's order.
+  int grid_order = -1;
   /// True once the run has ended (finished or diverged).
   bool has_summary() const { return summary.IsDefined(); }
   /// True when its summary says the training loss became NaN or infinite.

@@ -55,6 +55,9 @@ Frame frame_of(const LineChart& chart) {
     }
   }
   if (!std::isfinite(x0)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;  // nothing to draw: empty axes
+  for (const Reference& r : chart.references) {
+    if (std::isfinite(r.y)) y0 = std::min(y0, r.y), y1 = std::max(y1, r.y);
+  }
   return {nice_ticks(x0, x1, 8, chart.integer_x), nice_ticks(y0, y1, 6)};
 }
 
@@ -87,7 +90,37 @@ std::string axes(const LineChart& chart, const Frame& f) {
   return out;
 }
 
-/// Series `k`: its band (hi forwards, lo backwards), its polyline, and dots at its points.
+/// The dash pattern of series `k` ("" solid): it changes after every cycle of colours and
+/// also every other series, so two curves lying on top of each other stay distinguishable.
+std::string dash(size_t k) {
+  static const char* patterns[] = {"", "7 3", "2 3", "9 3 2 3"};
+  return patterns[(k + k / 10) % 4];
+}
+
+/// A marker of series `k` at (x, y): circle, square, triangle, diamond in turn.
+std::string marker(size_t k, double x, double y, const std::string& colour) {
+  switch (k % 4) {
+    case 1:
+      return fmt::format("<rect x=\"{}\" y=\"{}\" width=\"5\" height=\"5\" fill=\"{}\" stroke=\"none\"/>\n",
+                         num(x - 2.5), num(y - 2.5), colour);
+    case 2:
+      return fmt::format("<polygon points=\"{},{} {},{} {},{}\" fill=\"{}\" stroke=\"none\"/>\n", num(x), num(y - 3.5),
+                         num(x - 3), num(y + 2.5), num(x + 3), num(y + 2.5), colour);
+    case 3:
+      return fmt::format("<polygon points=\"{},{} {},{} {},{} {},{}\" fill=\"{}\" stroke=\"none\"/>\n", num(x),
+                         num(y - 3.5), num(x + 3.5), num(y), num(x), num(y + 3.5), num(x - 3.5), num(y), colour);
+    default:
+      return fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\" stroke=\"none\"/>\n", num(x), num(y),
+                         colour);
+  }
+}
+
+std::string dash_attribute(size_t k) {
+  const std::string d = dash(k);
+  return d.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", d);
+}
+
+/// Series `k`: its band (hi forwards, lo backwards), its polyline, and markers at its points.
 std::string series(const Series& s, size_t k, const Frame& f) {
   std::string out;
   if (!s.lo.empty()) {
@@ -107,25 +140,39 @@ std::string series(const Series& s, size_t k, const Frame& f) {
     if (!finite_point(s, i)) continue;
     if (count++ > 0) points += ' ';
     points += f.point(s.x[i], s.y[i]);
-    dots += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\" stroke=\"none\"/>\n", num(f.px(s.x[i])),
-                        num(f.py(s.y[i])), colour(k));
+    dots += marker(k, f.px(s.x[i]), f.py(s.y[i]), colour(k));
   }
-  out += fmt::format("<polyline class=\"series\" data-label=\"{}\" points=\"{}\" stroke=\"{}\"/>\n",
-                     xml_escape(s.label), points, colour(k));
+  out += fmt::format("<polyline class=\"series\" data-label=\"{}\" points=\"{}\" stroke=\"{}\"{}/>\n",
+                     xml_escape(s.label), points, colour(k), dash_attribute(k));
   // Dots mark the epochs (and show a run of one epoch, which has no line to draw).
   return out + (count <= kMaxDots ? dots : "");
 }
 
-/// One entry per series, to the right of the plot, so it never hides a line.
+/// The reference lines across the plot, grey and dashed.
+std::string references(const LineChart& chart, const Frame& f) {
+  std::string out;
+  for (const Reference& r : chart.references) {
+    if (!std::isfinite(r.y)) continue;
+    out += "<g class=\"reference\">" +
+           line(kLeft, f.py(r.y), kRight, f.py(r.y), "stroke=\"#555555\" stroke-width=\"1.5\" stroke-dasharray=\"4 4\"") +
+           "</g>\n";
+  }
+  return out;
+}
+
+/// One entry per series (and reference line), to the right of the plot, so it never hides a line.
 std::string legend(const LineChart& chart) {
   std::string out = "<g class=\"legend\">\n";
   const double x = kRight + kLegendGap;
-  for (size_t k = 0; k < chart.series.size(); ++k) {
+  for (size_t k = 0; k < chart.series.size() + chart.references.size(); ++k) {
     const double y = kTop + 10 + kLegendLine * static_cast<double>(k);
-    out += "<g class=\"legend-entry\">" +
-           line(x, y, x + 24, y, fmt::format("stroke=\"{}\" stroke-width=\"2\"", colour(k))) +
+    const bool ref = k >= chart.series.size();
+    const std::string style =
+        ref ? "stroke=\"#555555\" stroke-width=\"1.5\" stroke-dasharray=\"4 4\""
+            : fmt::format("stroke=\"{}\" stroke-width=\"2\"{}", colour(k), dash_attribute(k));
+    out += "<g class=\"legend-entry\">" + line(x, y, x + 24, y, style) + (ref ? "" : marker(k, x + 12, y, colour(k))) +
            fmt::format("<text x=\"{}\" y=\"{}\">{}</text></g>\n", num(x + 30), num(y + 4),
-                       xml_escape(chart.series[k].label));
+                       xml_escape(ref ? chart.references[k - chart.series.size()].label : chart.series[k].label));
   }
   return out + "</g>\n";
 }
@@ -159,9 +206,11 @@ std::string render_svg(const LineChart& chart) {
   const Frame f = frame_of(chart);
   size_t longest = 0;
   for (const Series& s : chart.series) longest = std::max(longest, s.label.size());
-  const double legend_width = chart.series.empty() ? 0 : 40 + kCharWidth * static_cast<double>(longest);
+  for (const Reference& r : chart.references) longest = std::max(longest, r.label.size());
+  const size_t entries = chart.series.size() + chart.references.size();
+  const double legend_width = entries == 0 ? 0 : 40 + kCharWidth * static_cast<double>(longest);
   const double width = kRight + kLegendGap + legend_width + 20;
-  const double height = std::max(kBottom + 50, kTop + 20 + kLegendLine * static_cast<double>(chart.series.size()));
+  const double height = std::max(kBottom + 50, kTop + 20 + kLegendLine * static_cast<double>(entries));
   std::string out = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 0 {0:.0f} {1:.0f}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -171,7 +220,7 @@ std::string render_svg(const LineChart& chart) {
   out += axes(chart, f);
   out += "<g class=\"data\" fill=\"none\" stroke-width=\"2\">\n";
   for (size_t k = 0; k < chart.series.size(); ++k) out += series(chart.series[k], k, f);
-  out += "</g>\n" + legend(chart);
+  out += "</g>\n" + references(chart, f) + legend(chart);
   return out + "</svg>\n";
 }
 

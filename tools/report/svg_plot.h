@@ -14,15 +14,23 @@ struct Series {
   std::vector<double> lo, hi;  ///< a band around the line (same length as x), or empty
 };
 
+/// A horizontal reference line (e.g. the single-device run's final accuracy).
+struct Reference {
+  std::string label;
+  double y = 0;
+};
+
 struct LineChart {
   std::string title, x_label, y_label;
   std::vector<Series> series;
+  std::vector<Reference> references;
   bool integer_x = false;  ///< x ticks at whole numbers (epochs)
 };
 
 /// The chart as SVG text. The elements carry classes for tools and tests: `x-axis` and
 /// `y-axis` lines, `x-tick`/`y-tick` labels, `series` polylines (one per series, with
-/// data-label), `band` polygons, `legend-entry` groups.
+/// data-label), `band` polygons, `reference` lines, `legend-entry` groups. Series differ
+/// in colour and, so that overlapping ones stay apart, in dash pattern and marker shape.
 std::string render_svg(const LineChart& chart);
 
 /// `text` with &, <, > and " escaped for XML.

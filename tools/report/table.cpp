@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/io/json.h"
 #include "core/util/error.h"
@@ -34,18 +35,42 @@ std::vector<std::string> numeric_paths(const YAML::Node& summary) {
   return out;
 }
 
-/// Distinct labels in natural order, with the values they are made of.
-void sorted_labels(const std::vector<std::pair<std::string, std::vector<std::string>>>& seen,
-                   std::vector<std::string>& labels, std::vector<std::vector<std::string>>& values) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> unique;
-  for (const auto& s : seen) {
-    if (std::none_of(unique.begin(), unique.end(), [&](const auto& u) { return u.first == s.first; }))
-      unique.push_back(s);
+/// A label seen on a run, the values it is made of, and the run's place in its sweep's grid.
+struct Seen {
+  std::string label;
+  std::vector<std::string> values;
+  int grid_order;
+};
+
+/// Distinct labels, sorted key by key (in the order the keys were given) by where each key's
+/// value first appears in the sweep's grid; natural order when the runs have no grid order
+/// (not written by `pipelab sweep`).
+void sorted_labels(const std::vector<Seen>& seen, std::vector<std::string>& labels,
+                   std::vector<std::vector<std::string>>& values) {
+  std::vector<Seen> unique;
+  bool gridded = true;
+  std::vector<std::map<std::string, int>> rank;  // per key: value -> first grid position
+  for (const Seen& s : seen) {
+    gridded = gridded && s.grid_order >= 0;
+    rank.resize(std::max(rank.size(), s.values.size()));
+    for (size_t k = 0; k < s.values.size(); ++k) {
+      auto [it, fresh] = rank[k].emplace(s.values[k], s.grid_order);
+      if (!fresh) it->second = std::min(it->second, s.grid_order);
+    }
+    if (std::none_of(unique.begin(), unique.end(), [&](const Seen& u) { return u.label == s.label; })) unique.push_back(s);
   }
-  std::sort(unique.begin(), unique.end(), [](const auto& a, const auto& b) { return natural_less(a.first, b.first); });
-  for (auto& u : unique) {
-    labels.push_back(u.first);
-    values.push_back(u.second);
+  std::sort(unique.begin(), unique.end(), [&](const Seen& a, const Seen& b) {
+    if (gridded) {
+      for (size_t k = 0; k < a.values.size() && k < b.values.size(); ++k) {
+        const int ra = rank[k][a.values[k]], rb = rank[k][b.values[k]];
+        if (ra != rb) return ra < rb;
+      }
+    }
+    return natural_less(a.label, b.label);
+  });
+  for (Seen& u : unique) {
+    labels.push_back(u.label);
+    values.push_back(u.values);
   }
 }
 
@@ -104,10 +129,10 @@ ResultTable build_table(const std::vector<RunInfo>& runs, const TableOptions& op
     throw UserError(fmt::format("--metric {}: no summary.json has this number. Fix: use one of: {}.", options.metric,
                                 join(numeric_paths((*finished)->summary), ", ")));
   }
-  std::vector<std::pair<std::string, std::vector<std::string>>> rows_seen, cols_seen;
+  std::vector<Seen> rows_seen, cols_seen;
   for (const RunInfo* run : complete) {
-    rows_seen.emplace_back(label_of(*run, options.rows), values_of(*run, options.rows));
-    cols_seen.emplace_back(label_of(*run, options.cols), values_of(*run, options.cols));
+    rows_seen.push_back({label_of(*run, options.rows), values_of(*run, options.rows), run->grid_order});
+    cols_seen.push_back({label_of(*run, options.cols), values_of(*run, options.cols), run->grid_order});
   }
   sorted_labels(rows_seen, t.row_labels, t.row_values);
   sorted_labels(cols_seen, t.col_labels, t.col_values);

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <iostream>
 #include <list>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -140,7 +142,36 @@ struct Job {
   size_t index;
   ChildProcess child;
   Clock::time_point start;
+  int epochs_reported = -1;  ///< epoch lines of metrics/epochs.csv already shown (-1: not yet read)
+  Clock::time_point last_look{};
 };
+
+/// Shows the epochs a running cell finished since the last look (its metrics/epochs.csv),
+/// at most once a second, so a long sweep is never silent between `start` and `done`.
+template <class Report>
+void report_epochs(Report& report, const PlannedRun& run, Job& job) {
+  if (seconds_since(job.last_look) < 1) return;
+  job.last_look = Clock::now();
+  std::ifstream in(fs::path(run.dir) / "metrics" / "epochs.csv");
+  std::string header, line;
+  if (!std::getline(in, header)) return;
+  std::vector<std::string> names;
+  std::stringstream hs(header);
+  for (std::string f; std::getline(hs, f, ',');) names.push_back(f);
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || ++n <= job.epochs_reported) continue;
+    if (job.epochs_reported < 0) continue;  // a resumed run's earlier epochs: not news
+    std::map<std::string, std::string> v;
+    std::stringstream ls(line);
+    for (size_t k = 0; k < names.size() && std::getline(ls, v[names[k]], ','); ++k) {
+    }
+    const auto num = [&](const char* key) { return v.count(key) && !v[key].empty() ? std::atof(v[key].c_str()) : 0.0; };
+    report.line(job.index, "epoch " + v["epoch"], run.id,
+                fmt::format("train loss {:.4f}  test acc {:.2f}%  {:.1f}s", num("train_loss"), num("test_acc"), num("seconds")));
+  }
+  job.epochs_reported = n;
+}
 
 }  // namespace
 
@@ -167,6 +198,10 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
         changed.size() == 1 ? "its" : "their", join(changed, ", ")));
   }
   OutputLock lock(plan.output);
+  // The grid's order of the cells, for `pipelab table` and `pipelab plot`.
+  std::string order;
+  for (const PlannedRun& run : plan.runs) order += fs::path(run.dir).filename().string() + "\n";
+  write_file_atomic((fs::path(plan.output) / "sweep-order.txt").string(), order);
 
   // Each cell's experiment file is written before anything runs, so every run can also
   // be repeated by hand with `pipelab run <dir>/experiment.yaml`.
@@ -187,7 +222,8 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int threads = options.threads > 0 ? options.threads : std::max(1, cores / options.jobs);
   Reporter report(out, options.bar, plan.runs.size());
-  report.message(fmt::format("sweep {}: {} runs in {}/ ({} with results, {} to run), {} at a time, {} thread{} each",
+  report.message(fmt::format("sweep {}: {} runs in {}/ ({} with results, {} to run), {} at a time, {} intra-op "
+                             "thread{} each (unless a cell sets run.threads)",
                              plan.name, plan.runs.size(), plan.output, result.skipped, queue.size(), options.jobs,
                              threads, threads == 1 ? "" : "s"));
 
@@ -209,7 +245,7 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
       const PlannedRun& run = plan.runs[i];
       const bool rerun = status[i].state == RunStatus::State::Changed;
       std::vector<std::string> argv{options.pipelab, "run", run.experiment_path(), rerun ? "--overwrite" : "--resume",
-                                    "--quiet"};
+                                    "--quiet", "--name", run.id};
       const std::string log = (fs::path(run.dir) / "sweep.log").string();
       append_line(log, fmt::format("== {} pipelab {} (OMP_NUM_THREADS={})", now_text(),
                                    join(std::vector<std::string>(argv.begin() + 1, argv.end()), " "), threads));
@@ -225,6 +261,7 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
           status[i].state == RunStatus::State::Interrupted ? fmt::format("(after epoch {})", status[i].epochs) : "");
     }
     for (auto it = running.begin(); it != running.end();) {
+      report_epochs(report, plan.runs[it->index], *it);
       if (!it->child.poll()) {
         ++it;
         continue;

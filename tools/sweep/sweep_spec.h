@@ -1,5 +1,5 @@
 #pragma once
-/// The `sweep:` section of an experiment file, read in one place (docs/style.md, habit 4):
+/// The `sweep:` section of an experiment file, read in one place (docs/contributing.md, habit 4):
 ///
 ///   sweep:
 ///     output: runs/sweeps/demo                  # default: runs/<file name>
