@@ -24,7 +24,8 @@ std::pair<at::Tensor, at::Tensor> read_split(const std::string& dir, const std::
   const at::Tensor images = read_idx_ubyte(image_path, 3);
   const at::Tensor labels = read_idx_ubyte(label_path, 1);
   if (images.size(0) != labels.size(0)) {
-    throw UserError(fmt::format("{} holds {} images but {} holds {} labels; the two files must be of the same split",
+    throw UserError(fmt::format("{} holds {} images but {} holds {} labels; the two files must be of the same split. "
+                                "Fix: download both files of the split again.",
                                 image_path, images.size(0), label_path, labels.size(0)));
   }
   if (labels.numel() && labels.max().item<int64_t>() > 9) {

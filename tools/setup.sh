@@ -3,11 +3,14 @@
 # configures and builds it (Release) into build/. Safe to run again: what is installed
 # is reused, and the build is incremental.
 #
-#   tools/setup.sh                # install + build
-#   PIPELAB_BUILD_DIR=b tools/setup.sh -DPIPELAB_BENCH=OFF   # extra CMake arguments pass through
+#   tools/setup.sh                # install + build the `pipelab` command only
+#   tools/setup.sh --all          # ... and the test suite and the benchmarks
+#   PIPELAB_BUILD_DIR=b tools/setup.sh --all -DPIPELAB_BENCH=OFF   # extra CMake arguments pass through
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${PIPELAB_BUILD_DIR:-build}
+targets=(--target pipelab)
+if [ "${1:-}" = "--all" ]; then targets=(); shift; fi
 python=${PYTHON:-python3}
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
@@ -51,6 +54,10 @@ fi
 say "configuring $build_dir/"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$torch_prefix" -DPython3_EXECUTABLE="$(command -v "$python")" "$@" >/dev/null
-say "building (a few minutes the first time on 2 cores)"
-cmake --build "$build_dir"
+if [ ${#targets[@]} -gt 0 ]; then
+  say "building the pipelab command (tools/setup.sh --all builds the tests and benchmarks too)"
+else
+  say "building everything: the command, the test suite, the benchmarks"
+fi
+cmake --build "$build_dir" "${targets[@]}"
 say "done: $build_dir/pipelab --help"

@@ -1,7 +1,7 @@
 #pragma once
 /// A YAML node that knows where it came from (file, line:column, key path, or a --set
 /// override), so every configuration error names the place and the fix
-/// (docs/style.md, habit 4).
+/// (docs/contributing.md, habit 4).
 #include <yaml-cpp/yaml.h>
 
 #include <map>

@@ -1,6 +1,6 @@
 #pragma once
 /// Result files are written whole or not at all (temp file + rename), so an interrupted
-/// run or sweep never leaves a half-written result (DEVELOPERS.md, "nothing is lost").
+/// run or sweep never leaves a half-written result (docs/contributing.md, habit 13).
 #include <ostream>
 #include <string>
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/util/error.h"
@@ -20,7 +21,7 @@ ordered number_value(double v) { return std::isfinite(v) ? ordered(v) : ordered(
 
 }  // namespace
 
-std::string number(double v) { return number_value(v).dump(); }
+std::string number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 
 Object::Object() : impl_(std::make_unique<Impl>()) {}
 Object::~Object() = default;

@@ -1,6 +1,6 @@
 #pragma once
 /// Thread-local state of the action a stage is running, scoped with RAII guards
-/// (docs/style.md, habit 12). Each stage runs on one thread at a time, so thread-local
+/// (docs/contributing.md, habit 12). Each stage runs on one thread at a time, so thread-local
 /// state keeps concurrent stages apart under the threaded executor.
 #include <ATen/core/Generator.h>
 

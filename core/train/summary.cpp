@@ -125,8 +125,8 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
                      last.train_loss, last.train_acc);
   // The last epoch is the basis of both the measured and the projected throughput (the
   // projection replays the last epoch's stage times; earlier epochs include warm-up).
-  out += fmt::format("  throughput      {:.0f} samples/s training in the last epoch on this machine ({:.0f} over all "
-                     "epochs), data wait {:.1f}%, total {}\n",
+  out += fmt::format("  throughput      {:.0f} samples/s training in the last epoch on this machine ({:.0f} over all\n"
+                     "                  epochs), data wait {:.1f}%, total {}\n",
                      last.samples_per_second, s.samples_per_second, 100 * s.data_wait_fraction,
                      format_duration(s.seconds));
   if (stages > 1) {
@@ -138,7 +138,8 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
                        last.bytes_forward_per_step / 1e6, last.bytes_backward_per_step / 1e6);
   }
   if (e.run.amp != Amp::None) {
-    out += fmt::format("  precision       {} autocast, float32 master weights", e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
+    out += fmt::format("  precision       {} autocast, float32 master weights",
+                       e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
     if (!s.loss_scales.empty()) {
       out += fmt::format("; loss scale per stage {} ({} updates skipped)",
                          fmt::join(s.loss_scales, " "),

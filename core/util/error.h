@@ -1,5 +1,5 @@
 #pragma once
-/// Two error tiers (docs/style.md, habit 6): a user's mistake throws UserError with a message
+/// Two error tiers (docs/contributing.md, habit 6): a user's mistake throws UserError with a message
 /// that says what was wrong and how to fix it; a broken internal invariant is an assertion
 /// (InternalError). Only main() in tools/ turns exceptions into exit codes.
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
 #pragma once
-/// Where a result came from: pipelab's version and git revision (DEVELOPERS.md: every run
+/// Where a result came from: pipelab's version and git revision (docs/contributing.md, habit 14: every run
 /// writes its resolved config and the git revision next to its results).
 #include <string>
 

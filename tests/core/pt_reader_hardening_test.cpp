@@ -7,6 +7,7 @@
 #include <caffe2/serialize/inline_container.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 
 #include "core/io/pt_file.h"
@@ -31,7 +32,10 @@ std::string archive(const std::string& pickle, const std::vector<std::pair<std::
   return out;
 }
 
-std::string str(const std::string& s) { return "X" + std::string(1, static_cast<char>(s.size())) + std::string(3, '\0') + s; }
+/// A BINUNICODE string (opcode X, 4-byte little-endian length).
+std::string str(const std::string& s) {
+  return "X" + std::string(1, static_cast<char>(s.size())) + std::string(3, '\0') + s;
+}
 
 /// The pickle of torch._utils._rebuild_tensor_v2(storage, offset, size, stride, False, {}) of
 /// a FloatStorage `key` declared with `numel` elements (1-D size and stride).
@@ -109,7 +113,8 @@ TEST(PtReaderHardening, StoragesWhoseSizesLie) {
   expect_clear(archive(tensor_pickle(4, 0, 10, 1), {{"0", four}}), "reaches element 9 of a storage of 4");
   expect_clear(archive(tensor_pickle(4, 3, 2, 1), {{"0", four}}), "reaches element 4");
   expect_clear(archive(tensor_pickle(4, 0, 4, 1)), "storage record data/0 is missing");
-  expect_clear(archive(tensor_pickle(4, 0, 4, 1, "FooStorage"), {{"0", four}}), "unsupported storage type torch.FooStorage");
+  expect_clear(archive(tensor_pickle(4, 0, 4, 1, "FooStorage"), {{"0", four}}),
+               "unsupported storage type torch.FooStorage");
   // A size near 2^62 with a stride: overflow, not a wrapped check.
   std::string huge = tensor_pickle(4, 0, 4, 1);
   const std::string size = "(K\x04t";
@@ -125,6 +130,25 @@ TEST(PtReaderHardening, OddDictKeysAndForeignObjects) {
   // A length that runs past the end (and would overflow an unchecked sum).
   expect_clear(archive(std::string("\x80\x02\x8d") + std::string(8, '\xff') + "."), "ends early");
   expect_clear(archive("\x80\x02\xff."), "unsupported pickle opcode 0xff");
+}
+
+TEST(PtReaderHardening, EveryFileOfTheHostileProbe) {
+  // The files tools/probe/hostile_pt.py writes (Python's zipfile only, no torch needed).
+  testing::TempDir dir;
+  const auto [code, out] = testing::shell(fmt::format("python3 {}/tools/probe/hostile_pt.py {}", PIPELAB_SOURCE_DIR, dir.path()));
+  if (code != 0) GTEST_SKIP() << "python3 not available: " << out;
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    const std::string path = entry.path().string();
+    ++files;
+    const std::string e = testing::user_error([&] { load_pt(path); });
+    if (entry.path().filename() == "billion-laughs.pt") {
+      EXPECT_EQ(e, "") << "shared objects are kept shared, so this one reads";
+      continue;
+    }
+    EXPECT_NE(e.find(path + ": not a state dict pipelab can read"), std::string::npos) << path << ": " << e;
+  }
+  EXPECT_EQ(files, 40);
 }
 
 TEST(PtReaderHardening, NotAnArchiveOrAFolder) {
