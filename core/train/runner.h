@@ -79,6 +79,8 @@ class Runner {
   /// A ConfigError, before anything is written, if the model cannot take the dataset's
   /// examples (a forward of two of them through every stage).
   void check_model_takes_data();
+  /// A `balance: time` split that is the same on every process and across --resume.
+  std::vector<int> settled_time_balance(std::vector<int> measured) const;
   /// The ConfigError for a LibTorch error raised by running the model on the dataset's examples.
   [[noreturn]] void model_data_mismatch(const c10::Error& err) const;
   /// With several processes: every one must run the same experiment (the resolved

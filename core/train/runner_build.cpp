@@ -3,9 +3,10 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 #include <numeric>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include <fmt/ranges.h>
 
@@ -149,11 +150,15 @@ void Runner::build_stages() {
       model_data_mismatch(err);
     }
   };
+  // A multi-process executor joins its process group here (it needs only the stage
+  // count), so that the processes can agree on a measured balance below.
+  e_.executor->attach(stages);
   if (replicas) {
     balance_.assign(static_cast<size_t>(stages), static_cast<int>(blocks.size()));
   } else if (stages == requested) {
     balance_ = resolve_balance(e_.partition.balance, stages, static_cast<int>(blocks.size()), costs,
                                def_.named_balances, *e_.source);
+    if (e_.partition.balance.kind == Balance::Kind::Time) balance_ = settled_time_balance(std::move(balance_));
   } else {
     // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
     balance_ = balance_by_weight(std::vector<double>(blocks.size(), 1.0), stages);
@@ -189,9 +194,8 @@ void Runner::build_stages() {
     }
     init_report_ = load_model_state(this->stages(), load_tensor_dict(path), e_.init.strict, path).describe(path);
   }
-  // A multi-process executor joins its process group here; a data-parallel scheme takes
-  // its all-reduce from the executor (in one process, or over the group).
-  e_.executor->attach(stages);
+  // A data-parallel scheme takes its all-reduce from the executor (in one process, or
+  // over the group).
   e_.scheme->set_all_reduce([ex = e_.executor.get()](int ranks) { return ex->all_reduce(ranks); });
   for (int r = 0; r < stages; ++r) {
     Stage& s = *stages_[static_cast<size_t>(r)];
@@ -217,6 +221,30 @@ void Runner::prepare_stages() {
     x = stage->evaluate(x.to(stage->device())).activation;
     e_.scheme->prepare_stage(*stage, x.sizes().slice(1).vec(), data_.spec.classes);
   }
+}
+
+std::vector<int> Runner::settled_time_balance(std::vector<int> measured) const {
+  // Timings differ from one measurement to the next, but a run must be cut the same way
+  // everywhere: a resumed run keeps the split it started with (its config.yaml), and in a
+  // multi-process run every process takes process 0's split.
+  if (options_.resume) {
+    try {
+      const YAML::Node saved = YAML::LoadFile(e_.run.output + "/config.yaml")["partition"]["balance"];
+      std::vector<int> counts = saved.as<std::vector<int>>();
+      if (counts.size() == measured.size() &&
+          std::accumulate(counts.begin(), counts.end(), 0) == std::accumulate(measured.begin(), measured.end(), 0)) {
+        return counts;
+      }
+    } catch (const YAML::Exception&) {
+      // No usable saved split: the resume's own check reports the file.
+    }
+    return measured;
+  }
+  const std::vector<std::string> all = e_.executor->gather_text("balance", fmt::format("{}", fmt::join(measured, " ")));
+  std::istringstream first(all.front());
+  std::vector<int> counts;
+  for (int n = 0; first >> n;) counts.push_back(n);
+  return counts;
 }
 
 at::Tensor Runner::sample_inputs(int64_t n) const {

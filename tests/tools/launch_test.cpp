@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include <yaml-cpp/yaml.h>
+
 #include "core/dist/process_group.h"
 #include "core/io/pt_file.h"
 #include "tests/support/helpers.h"
@@ -74,6 +76,25 @@ TEST(Launch, DataParallelReplicasOverAProcessGroupEqualOneProcess) {
       pipelab(fmt::format("launch --nproc 2 {} {} --set run.output={}", dir.file("e.yaml"), dp, dir.file("two")));
   ASSERT_EQ(c2, 0) << out2;
   expect_same_run(dir.file("one"), dir.file("two"));
+}
+
+TEST(Launch, ProcessesAgreeOnAMeasuredBalance) {
+  // `balance: time` times the blocks in every process, and microsecond blocks time
+  // differently each time: without an agreement the ranks would cut the model in different
+  // places (and stop, their configurations differing). They take process 0's split.
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const auto [code, out] = pipelab(fmt::format(
+      "launch --nproc 4 {} --set 'model.sizes=[12, 24, 24, 24, 24, 24, 24, 4]' --set partition.stages=4 "
+      "--set partition.balance=time --set run.epochs=1 --set run.output={}",
+      dir.file("e.yaml"), dir.file("run")));
+  ASSERT_EQ(code, 0) << out;
+  const YAML::Node config = YAML::LoadFile(dir.file("run/config.yaml"));
+  int blocks = 0;
+  for (const auto& n : config["partition"]["balance"]) blocks += n.as<int>();
+  EXPECT_EQ(config["partition"]["balance"].size(), 4u);
+  EXPECT_GT(blocks, 0);
 }
 
 TEST(Launch, AKilledRankStopsTheOtherWithAClearError) {
