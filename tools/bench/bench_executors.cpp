@@ -23,6 +23,7 @@
 #include "core/dist/process_group.h"
 #include "core/exec/executor.h"
 #include "core/optim/optimizer.h"
+#include "tools/bench/bench_cli.h"
 
 namespace {
 
@@ -105,12 +106,7 @@ int main(int argc, char** argv) {
       "steps", po::value(&o.steps)->default_value(o.steps), "steps per timing")(
       "rounds", po::value(&o.rounds)->default_value(o.rounds), "interleaved rounds (the median is reported)");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (const auto code = pipelab::bench::parse_command_line(argc, argv, desc, vm)) return *code;
   at::set_num_threads(1);  // sequential: one core; threaded: one per stage thread
   Pipeline seq_p(o), thr_p(o);
   Data data(o);

@@ -24,6 +24,7 @@
 
 #include "core/device/device.h"
 #include "core/train/runner.h"
+#include "tools/bench/bench_cli.h"
 
 namespace {
 
@@ -126,17 +127,7 @@ int main(int argc, char** argv) {
       "gpipe-batch", po::value(&gpipe_batch)->default_value(gpipe_batch), "mini-batch of the GPipe comparison")(
       "skip-eager", "pipelab's figures only")("skip-gpipe", "no GPipe executor comparison");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << e.what() << "\n" << desc;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (const auto code = pipelab::bench::parse_command_line(argc, argv, desc, vm)) return *code;
   if (!pipelab::device::cuda_available()) {
     std::cerr << "pipelab_bench_gpu: no CUDA device\n";
     return 2;
