@@ -1,6 +1,7 @@
 /// Runner construction: everything is built and checked before anything is written.
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
@@ -231,8 +232,11 @@ std::vector<int> Runner::settled_time_balance(std::vector<int> measured) const {
     try {
       const YAML::Node saved = YAML::LoadFile(e_.run.output + "/config.yaml")["partition"]["balance"];
       std::vector<int> counts = saved.as<std::vector<int>>();
-      if (counts.size() == measured.size() &&
-          std::accumulate(counts.begin(), counts.end(), 0) == std::accumulate(measured.begin(), measured.end(), 0)) {
+      const bool fits = counts.size() == measured.size() &&
+                        std::all_of(counts.begin(), counts.end(), [](int n) { return n > 0; }) &&
+                        std::accumulate(counts.begin(), counts.end(), 0) ==
+                            std::accumulate(measured.begin(), measured.end(), 0);
+      if (fits) {
         return counts;
       }
     } catch (const YAML::Exception&) {
