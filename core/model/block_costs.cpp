@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <numeric>
 
 #include "core/device/device.h"
@@ -27,6 +28,19 @@ void restore(std::vector<Block>& blocks, const std::vector<bool>& was) {
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i].module.ptr()->train(was[i]);
 }
 
+/// Runs the blocks one after another over `x` in evaluation mode without gradients (no
+/// statistic moves); `cost` runs one block, replacing `x` by its output, and says what the
+/// block cost.
+std::vector<double> chained_eval(std::vector<Block>& blocks, at::Tensor x,
+                                 const std::function<double(Block&, at::Tensor&)>& cost) {
+  const std::vector<bool> was = set_training(blocks, false);
+  at::NoGradGuard no_grad;
+  std::vector<double> out;
+  for (Block& b : blocks) out.push_back(cost(b, x));
+  restore(blocks, was);
+  return out;
+}
+
 }  // namespace
 
 std::vector<double> with_floor(std::vector<double> costs) {
@@ -41,18 +55,12 @@ std::vector<double> block_params(const std::vector<Block>& blocks) {
   return out;
 }
 
-std::vector<double> block_flops(std::vector<Block>& blocks, const at::Tensor& x_in) {
-  const std::vector<bool> was = set_training(blocks, false);
-  at::NoGradGuard no_grad;
-  std::vector<double> out;
-  at::Tensor x = x_in;
-  for (Block& b : blocks) {
+std::vector<double> block_flops(std::vector<Block>& blocks, const at::Tensor& x) {
+  return with_floor(chained_eval(blocks, x, [](Block& b, at::Tensor& y) {
     FlopCounter counter;
-    x = b.module.forward(x);
-    out.push_back(static_cast<double>(counter.flops()));
-  }
-  restore(blocks, was);
-  return with_floor(std::move(out));
+    y = b.module.forward(y);
+    return static_cast<double>(counter.flops());
+  }));
 }
 
 std::vector<double> block_seconds(std::vector<Block>& blocks, const at::Tensor& x_in, const c10::Device& device,
@@ -94,19 +102,13 @@ std::vector<double> block_seconds(std::vector<Block>& blocks, const at::Tensor& 
   return out;
 }
 
-std::vector<double> block_memory(std::vector<Block>& blocks, const at::Tensor& x_in) {
-  const std::vector<bool> was = set_training(blocks, false);
-  at::NoGradGuard no_grad;
-  std::vector<double> out;
-  at::Tensor x = x_in;
-  for (Block& b : blocks) {
+std::vector<double> block_memory(std::vector<Block>& blocks, const at::Tensor& x) {
+  return chained_eval(blocks, x, [](Block& b, at::Tensor& y) {
     double params = 0;
     for (const at::Tensor& p : b.module.ptr()->parameters()) params += static_cast<double>(p.nbytes());
-    x = b.module.forward(x);
-    out.push_back(3 * params + static_cast<double>(x.nbytes()) + 1);
-  }
-  restore(blocks, was);
-  return out;
+    y = b.module.forward(y);
+    return 3 * params + static_cast<double>(y.nbytes()) + 1;
+  });
 }
 
 }  // namespace pipelab

@@ -23,6 +23,7 @@
 
 #include "core/train/runner.h"
 #include "core/util/allocator.h"
+#include "tools/bench/bench_cli.h"
 
 namespace {
 
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
   int rounds = 7;
   int threads = 0;
   std::string only;
-  po::options_description options("options");
+  po::options_description options(
+      "usage: pipelab_bench_single [--model mlp|cnn] [--steps N] [--rounds R] [--threads T]\n\noptions");
   options.add_options()("help,h", "show this help")("model", po::value(&model)->default_value("mlp"), "mlp or cnn")(
       "steps", po::value(&steps)->default_value(200), "training steps per round (batch 128)")(
       "rounds", po::value(&rounds)->default_value(7), "alternating rounds of each loop")(
@@ -117,17 +119,7 @@ int main(int argc, char** argv) {
       "only", po::value(&only), "run only `plain` or `pipelab` (for profiling one side)")(
       "glibc-defaults", "leave glibc's mmap/trim thresholds at their defaults");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, options), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << e.what() << "\n" << options;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: pipelab_bench_single [--model mlp|cnn] [--steps N] [--rounds R] [--threads T]\n\n" << options;
-    return 0;
-  }
+  if (const auto code = pipelab::bench::parse_command_line(argc, argv, options, vm)) return *code;
   if (threads > 0) at::set_num_threads(threads);
   // Both loops run under the allocator setting the pipelab command uses
   // (core/util/allocator.h); --glibc-defaults measures them without it.
