@@ -24,10 +24,7 @@ class DpPolicy : public StagePolicy {
  public:
   explicit DpPolicy(std::shared_ptr<AllReduce> all_reduce) : all_reduce_(std::move(all_reduce)) {}
   void after_backward(Stage& stage, int) override { all_reduce_->produced(stage.index()); }
-  void update(Stage& stage) override {
-    all_reduce_->sum_gradients(stage.index(), stage.parameters());
-    stage.step();
-  }
+  void all_reduce(Stage& stage) override { all_reduce_->sum_gradients(stage.index(), stage.parameters()); }
 
  private:
   std::shared_ptr<AllReduce> all_reduce_;
@@ -39,20 +36,19 @@ class Dp : public Configured<Scheme, DpOptions> {
   Topology topology() const override { return Topology::Replicas; }
   int stages(int) const override { return options_.replicas; }
   int micro_batches() const override { return options_.replicas; }
-  /// Replica r: F(r) B(r) U on its shard (if the mini-batch has that many shards), then the
-  /// synchronized update.
+  /// Replica r: F(r) B(r) on its shard (if the mini-batch has that many shards), reading
+  /// the feed itself (no RECV_F), then the all-reduce every replica joins, then U:
+  /// `d1: 1F1 1B1 1ALLREDUCE 1U`.
   Schedule schedule(int stages, int units) const override {
     Schedule s(stages);
     for (int r = 0; r < stages; ++r) {
       if (r < units) {
-        s.stage(r).push_back(Action::F(r));
-        s.stage(r).push_back(Action::B(r));
+        s.add(r, Action::F(r, r));
+        s.add(r, Action::B(r, r));
       }
-      s.stage(r).push_back(Action::U());
+      s.add(r, Action::all_reduce(r));
+      s.add(r, Action::U(r));
     }
-    s.links.forward = Links::Forward::Independent;
-    s.links.backward_inputs = {};
-    s.links.synchronized_updates = true;
     return s;
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {

@@ -21,6 +21,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "core/schedule/generators.h"
+#include "core/schedule/lower.h"
 #include "core/scheme/scheme.h"
 #include "core/scheme/staleness.h"
 #include "schemes/interlocking_heads.h"
@@ -169,26 +170,30 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
   Span span() const override { return Span::Epoch; }
   /// Heads and routes call autograd themselves (InterlockingPolicy::backward/head).
   bool routes_own_gradients() const override { return true; }
+  /// What goes back is the mode's gradient route, written into the schedule as its SEND and
+  /// RECV actions: stage r's B of t takes stage r+1's messages in the order listed.
   Schedule schedule(int stages, int units) const override {
     Schedule s(stages);
     for (int r = 0; r < stages; ++r) {
       for (int t = 0; t < units; ++t) {
-        s.stage(r).push_back(Action::F(t));
-        if (options_.sends_head_gradients()) s.stage(r).push_back(Action::H(t));
-        s.stage(r).push_back(Action::B(t));
-        s.stage(r).push_back(Action::U());
+        s.add(r, Action::F(r, t));
+        if (options_.sends_head_gradients()) s.add(r, Action::H(r, t));
+        s.add(r, Action::B(r, t));
+        s.add(r, Action::U(r));
       }
     }
+    Lowering how;
     switch (options_.mode) {
-      case Mode::Global: s.links.backward_inputs = {ActionKind::Backward}; break;
-      case Mode::Local: s.links.backward_inputs = {}; break;
+      case Mode::Global: how.sends_back = {ActionKind::Backward}; break;  // end-to-end backprop
+      case Mode::Local: how.sends_back = {}; break;                       // nothing comes back
       case Mode::Nwise:
-        s.links.backward_inputs = options_.distance > 1 ? std::vector<ActionKind>{ActionKind::Head, ActionKind::Backward}
-                                                        : std::vector<ActionKind>{ActionKind::Head};
+        // Stage r+1's head gradient, then its relay of the further heads' gradients.
+        how.sends_back = options_.distance > 1 ? std::vector<ActionKind>{ActionKind::Head, ActionKind::Backward}
+                                               : std::vector<ActionKind>{ActionKind::Head};
         break;
-      default: s.links.backward_inputs = {ActionKind::Head}; break;
+      default: how.sends_back = {ActionKind::Head}; break;  // pairwise: the next head's gradient
     }
-    return s;
+    return lower(s, how);
   }
   std::vector<int> max_in_flight(int stages) const override { return std::vector<int>(static_cast<size_t>(stages), 1); }
   bool prepares_stages() const override { return options_.uses_heads(); }

@@ -26,9 +26,9 @@ class PipedreamFlush : public Configured<Scheme, PipedreamFlushOptions> {
   Schedule schedule(int stages, int units) const override {
     Schedule s = schedules::one_f_one_b(stages, units);
     for (int r = 0; r < stages; ++r) {
-      auto& actions = s.stage(r);
-      actions.erase(std::remove(actions.begin(), actions.end(), Action::U()), actions.end());
-      actions.push_back(Action::U());
+      auto& actions = s.device(r);
+      actions.erase(std::remove(actions.begin(), actions.end(), Action::U(r)), actions.end());
+      actions.push_back(Action::U(r));
     }
     return s;
   }

@@ -11,6 +11,7 @@ constexpr int64_t kMaxDims = 8;
 constexpr int64_t kPerTensor = 2 + kMaxDims;  // dtype, ndim, sizes
 constexpr int64_t kHeader = 3 + 6 * kPerTensor;  // has value, extras, tag; up to 6 tensors
 constexpr int kParts = 16;
+constexpr int kStageSlots = 16;  // stages told apart per process pair (interleaved placements)
 
 int kind_index(char kind) {
   switch (kind) {
@@ -23,12 +24,12 @@ int kind_index(char kind) {
 
 }  // namespace
 
-int message_tag(char kind, int mb, int part) {
-  PIPELAB_ASSERT(part < kParts && mb >= 0 && mb < (1 << 23), "message tag out of range (mb {}, part {})", mb, part);
-  return (mb * 4 + kind_index(kind)) * kParts + part;
+int message_tag(char kind, int mb, int to, int part) {
+  PIPELAB_ASSERT(part < kParts && mb >= 0 && mb < (1 << 19) && to >= 0, "message tag out of range (mb {}, part {})", mb, part);
+  return ((mb * 4 + kind_index(kind)) * kStageSlots + to % kStageSlots) * kParts + part;
 }
 
-void send_message(ProcessGroup& group, const Message& m, int dst, char kind, int mb) {
+void send_message(ProcessGroup& group, const Message& m, int dst, char kind, int mb, int to) {
   std::vector<at::Tensor> tensors;
   if (m.value.defined()) tensors.push_back(m.value);
   for (const at::Tensor& t : m.extra) tensors.push_back(t);
@@ -46,15 +47,15 @@ void send_message(ProcessGroup& group, const Message& m, int dst, char kind, int
     h[at0 + 1] = t.dim();
     for (int64_t d = 0; d < t.dim(); ++d) h[at0 + 2 + d] = t.size(d);
   }
-  group.send(header, dst, message_tag(kind, mb, 0));
+  group.send(header, dst, message_tag(kind, mb, to, 0));
   for (size_t i = 0; i < tensors.size(); ++i) {
-    group.send(tensors[i].detach().to(at::kCPU).contiguous(), dst, message_tag(kind, mb, static_cast<int>(i) + 1));
+    group.send(tensors[i].detach().to(at::kCPU).contiguous(), dst, message_tag(kind, mb, to, static_cast<int>(i) + 1));
   }
 }
 
-Message receive_message(ProcessGroup& group, int src, char kind, int mb) {
+Message receive_message(ProcessGroup& group, int src, char kind, int mb, int to) {
   at::Tensor header = at::empty({kHeader}, at::kLong);
-  group.recv(header, src, message_tag(kind, mb, 0));
+  group.recv(header, src, message_tag(kind, mb, to, 0));
   auto h = header.accessor<int64_t, 1>();
   const bool has_value = h[0] != 0;
   const int64_t n = (has_value ? 1 : 0) + h[1];
@@ -64,7 +65,7 @@ Message receive_message(ProcessGroup& group, int src, char kind, int mb) {
     const int64_t at0 = 3 + i * kPerTensor;
     std::vector<int64_t> sizes(h.data() + at0 + 2, h.data() + at0 + 2 + h[at0 + 1]);
     at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(static_cast<at::ScalarType>(h[at0])));
-    group.recv(t, src, message_tag(kind, mb, static_cast<int>(i) + 1));
+    group.recv(t, src, message_tag(kind, mb, to, static_cast<int>(i) + 1));
     if (i == 0 && has_value) {
       m.value = t;
     } else {

@@ -8,11 +8,14 @@
 
 namespace pipelab::dist {
 
-/// The tag of part `part` (0: header, 1..: tensors) of the message that action kind `kind`
-/// of micro-batch `mb` sends; unique per sender-receiver pair within a schedule run.
-int message_tag(char kind, int mb, int part);
+/// The tag of part `part` (0: header, 1..: tensors) of the message with payload `kind`
+/// ('F', 'B', 'H') of micro-batch `mb` (below 2^19) for stage `to`. Unique per sender-receiver
+/// pair within a schedule run: two stages of one process could share tags only if they were a
+/// multiple of 16 apart and heard from the same process (an interleaved placement over more
+/// than 16 processes).
+int message_tag(char kind, int mb, int to, int part);
 
-void send_message(ProcessGroup& group, const Message& m, int dst, char kind, int mb);
-Message receive_message(ProcessGroup& group, int src, char kind, int mb);
+void send_message(ProcessGroup& group, const Message& m, int dst, char kind, int mb, int to);
+Message receive_message(ProcessGroup& group, int src, char kind, int mb, int to);
 
 }  // namespace pipelab::dist

@@ -79,6 +79,8 @@ void ExecStats::resolve_device_times() {
 void ExecStats::reset(int stages) {
   const size_t n = static_cast<size_t>(stages);
   forward.assign(n, {});
+  backward_input.assign(n, {});
+  backward_weight.assign(n, {});
   head.assign(n, {});
   backward.assign(n, {});
   update.assign(n, {});
@@ -116,10 +118,55 @@ void count_message(ExecStats& stats, int from, int to, const Message& m) {
   ++count[edge];
 }
 
+DeviceWork::DeviceWork(const Schedule& s, int device) : s_(s), device_(device) {
+  for (const Action& a : s.device(device)) {
+    if (is_send(a.kind)) sends_.insert({a.stage, payload(a.kind), a.mb});
+  }
+}
+
+void DeviceWork::produced(int stage, char kind, int mb, Message m) {
+  if (sends_.count({stage, kind, mb})) results_[{stage, kind, mb}] = std::move(m);
+}
+
+Message DeviceWork::take_result(int stage, char kind, int mb) {
+  auto it = results_.find({stage, kind, mb});
+  PIPELAB_ASSERT(it != results_.end(), "stage {} sends its {} result of micro-batch {} before computing it", stage, kind, mb);
+  Message m = std::move(it->second);
+  results_.erase(it);
+  return m;
+}
+
+void DeviceWork::received(int stage, char kind, int mb, Message m) {
+  if (kind == 'F') {
+    inputs_[{stage, mb}] = std::move(m);
+  } else {
+    gradients_[{stage, mb}].push_back(std::move(m));
+  }
+}
+
+Message DeviceWork::take_input(int stage, int mb) {
+  auto it = inputs_.find({stage, mb});
+  PIPELAB_ASSERT(it != inputs_.end(), "stage {} has no input for micro-batch {}", stage, mb);
+  Message m = std::move(it->second);
+  inputs_.erase(it);
+  return m;
+}
+
+std::vector<Message> DeviceWork::take_gradients(int stage, int mb) {
+  auto it = gradients_.find({stage, mb});
+  if (it == gradients_.end()) return {};
+  std::vector<Message> m = std::move(it->second);
+  gradients_.erase(it);
+  return m;
+}
+
+namespace {
+
+/// F of `mb`: reads the feed when nothing was received for it.
 Message run_forward(StageSlot& slot, int mb, Message in, bool from_feed, Feed& feed, RunMode mode, ExecStats& stats) {
   Stage& stage = *slot.stage;
   Timed timed(stats.forward[static_cast<size_t>(stage.index())]);
-  if (from_feed || stage.is_first()) in.value = feed.input(mb);
+  if (from_feed) in.value = feed.input(mb);
   PIPELAB_ASSERT(in.value.defined(), "stage {}: forward of micro-batch {} has no input", stage.index(), mb);
   in.value = device::transfer(in.value, nullptr, stage.device());
   const bool target_needed = mode == RunMode::Eval ? stage.is_last() : stage.needs_target();
@@ -144,76 +191,97 @@ Message run_forward(StageSlot& slot, int mb, Message in, bool from_feed, Feed& f
   return out;
 }
 
-Message run_head(StageSlot& slot, int mb, ExecStats& stats) {
-  Timed timed(stats.head[static_cast<size_t>(slot.stage->index())]);
-  return slot.policy->head(*slot.stage, mb);
-}
-
-Message run_backward(StageSlot& slot, int mb, const std::vector<Message>& in, ExecStats& stats) {
+/// The compute of `a` (F, B, I, W, H, U, ALLREDUCE's local part), timed and traced.
+void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, RunMode mode, Transport& transport,
+             ExecStats& stats) {
   Stage& stage = *slot.stage;
-  Timed timed(stats.backward[static_cast<size_t>(stage.index())]);
-  slot.policy->before_backward(stage, mb);
-  Message out = slot.policy->backward(stage, mb, in);
-  slot.policy->after_backward(stage, mb);
-  return out;
-}
-
-void run_update(StageSlot& slot, ExecStats& stats) {
-  Timed timed(stats.update[static_cast<size_t>(slot.stage->index())]);
-  slot.policy->update(*slot.stage);
-}
-
-void run_action(const Schedule& s, int r, const Action& a, StageSlot& slot, Feed& feed, RunMode mode,
-                Transport& transport, ExecStats& stats) {
-  const int last = s.stages() - 1;
-  const bool pipeline = s.links.forward == Links::Forward::Pipeline;
-  const c10::Device here = slot.stage->device();
-  const auto send = [&](int to, Message m) {
-    count_message(stats, r, to, m);
-    device::Ready ready = m.empty() ? nullptr : device::record_ready(here);
-    transport.send(r, to, a.kind, a.mb, {std::move(m), std::move(ready)});
-  };
-  // A message arrives on this stage's device and stream (device::transfer).
-  const auto receive = [&](int from, ActionKind kind) {
-    Parcel p = transport.receive(r, from, kind, a.mb);
-    Message& m = p.message;
-    m.value = device::transfer(m.value, p.ready, here);
-    for (at::Tensor& t : m.extra) t = device::transfer(t, p.ready, here);
-    return std::move(m);
-  };
+  const size_t r = static_cast<size_t>(a.stage);
+  if (a.kind == ActionKind::AllReduce) transport.collective_barrier(work.device());
+  Traced traced(stats, a.stage, a, stage.device());
   switch (a.kind) {
     case ActionKind::Forward: {
-      const bool receives = pipeline && r > 0;
-      Message in = receives ? receive(r - 1, a.kind) : Message{};
-      Message out;
-      {
-        Traced traced(stats, r, a, here);
-        out = run_forward(slot, a.mb, std::move(in), !pipeline, feed, mode, stats);
-      }
-      if (pipeline && r < last) send(r + 1, std::move(out));
+      const bool received = work.has_input(a.stage, a.mb);
+      Message in = received ? work.take_input(a.stage, a.mb) : Message{};
+      work.produced(a.stage, 'F', a.mb, run_forward(slot, a.mb, std::move(in), !received, feed, mode, stats));
       break;
     }
-    case ActionKind::Head:
     case ActionKind::Backward: {
-      std::vector<Message> in;
-      if (a.kind == ActionKind::Backward && r < last) {
-        for (const ActionKind k : s.links.backward_inputs) in.push_back(receive(r + 1, k));
-      }
-      Message out;
-      {
-        Traced traced(stats, r, a, here);
-        out = a.kind == ActionKind::Head ? run_head(slot, a.mb, stats) : run_backward(slot, a.mb, in, stats);
-      }
-      if (r > 0 && s.links.sends_back(a.kind)) send(r - 1, std::move(out));
+      Timed timed(stats.backward[r]);
+      const std::vector<Message> in = work.take_gradients(a.stage, a.mb);
+      slot.policy->before_backward(stage, a.mb);
+      Message out = slot.policy->backward(stage, a.mb, in);
+      slot.policy->after_backward(stage, a.mb);
+      work.produced(a.stage, 'B', a.mb, std::move(out));
       break;
     }
-    case ActionKind::Update:
-      if (s.links.synchronized_updates) transport.update_barrier(r);
-      {
-        Traced traced(stats, r, a, here);
-        run_update(slot, stats);
-      }
+    case ActionKind::BackwardInput: {
+      Timed timed(stats.backward_input[r]);
+      const std::vector<Message> in = work.take_gradients(a.stage, a.mb);
+      slot.policy->before_backward(stage, a.mb);
+      work.produced(a.stage, 'B', a.mb, slot.policy->backward_input(stage, a.mb, in));
       break;
+    }
+    case ActionKind::BackwardWeight: {
+      Timed timed(stats.backward_weight[r]);
+      slot.policy->backward_weight(stage, a.mb);
+      slot.policy->after_backward(stage, a.mb);
+      break;
+    }
+    case ActionKind::Head: {
+      Timed timed(stats.head[r]);
+      work.produced(a.stage, 'H', a.mb, slot.policy->head(stage, a.mb));
+      break;
+    }
+    case ActionKind::Update: {
+      Timed timed(stats.update[r]);
+      slot.policy->update(stage);
+      break;
+    }
+    case ActionKind::AllReduce: slot.policy->all_reduce(stage); break;
+    default: PIPELAB_ASSERT(false, "{} is not a compute action", a.str());
+  }
+}
+
+[[noreturn]] void rethrow_with_window(const DeviceWork& work, size_t index) {
+  const std::string where = "\nwhile running\n  " + work.schedule().window(work.device(), index, "<-- ERROR HERE");
+  try {
+    throw;
+  } catch (const InternalError& e) {
+    throw InternalError(e.what() + where);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(e.what_without_backtrace() + where);
+  }
+}
+
+}  // namespace
+
+void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, RunMode mode, Transport& transport,
+                ExecStats& stats) {
+  const Action& a = work.schedule().device(work.device())[index];
+  try {
+    const char p = payload(a.kind);
+    if (is_send(a.kind)) {
+      const int to = p == 'F' ? a.stage + 1 : a.stage - 1;
+      Message m = work.take_result(a.stage, p, a.mb);
+      count_message(stats, a.stage, to, m);
+      device::Ready ready = m.empty() ? nullptr : device::record_ready(slot.stage->device());
+      transport.send(a.stage, to, p, a.mb, {std::move(m), std::move(ready)});
+    } else if (is_receive(a.kind)) {
+      const int from = p == 'F' ? a.stage - 1 : a.stage + 1;
+      Parcel parcel = transport.receive(a.stage, from, p, a.mb);
+      // The message arrives on this stage's device and stream.
+      Message& m = parcel.message;
+      const c10::Device here = slot.stage->device();
+      m.value = device::transfer(m.value, parcel.ready, here);
+      for (at::Tensor& t : m.extra) t = device::transfer(t, parcel.ready, here);
+      work.received(a.stage, p, a.mb, std::move(m));
+    } else {
+      compute(a, work, slot, feed, mode, transport, stats);
+    }
+  } catch (const InternalError&) {
+    rethrow_with_window(work, index);
+  } catch (const c10::Error&) {
+    rethrow_with_window(work, index);
   }
 }
 

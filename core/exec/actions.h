@@ -1,6 +1,11 @@
 #pragma once
-/// The meaning of F, H, B and U on one stage, shared by every executor: the scheme's policy
-/// hooks around the Stage calls, device placement, timing and loss reporting.
+/// The meaning of every action of a schedule on one device, shared by every executor: the
+/// scheme's policy hooks around the Stage calls, messages through a Transport, device
+/// placement, timing and loss reporting.
+#include <map>
+#include <set>
+#include <tuple>
+
 #include "core/exec/executor.h"
 #include "core/exec/transport.h"
 
@@ -14,22 +19,42 @@ void end_run(std::vector<StageSlot>& slots, RunMode mode);
 /// Adds a message sent from stage `from` to stage `to` (neighbours) to the traffic figures.
 void count_message(ExecStats& stats, int from, int to, const Message& m);
 
-/// F of `mb` on `slot` with input `in`; a first stage (or any stage under independent
-/// forward links, `from_feed`) reads the feed instead. Returns the message for the next
-/// stage (empty from a stage with the loss, which reports to the feed).
-Message run_forward(StageSlot& slot, int mb, Message in, bool from_feed, Feed& feed, RunMode mode, ExecStats& stats);
-/// H of `mb`: the stage's own head; returns its message for the previous stage.
-Message run_head(StageSlot& slot, int mb, ExecStats& stats);
-/// B of `mb` with the messages `in` from the next stage (Links::backward_inputs order);
-/// returns the message for the previous stage.
-Message run_backward(StageSlot& slot, int mb, const std::vector<Message>& in, ExecStats& stats);
-/// U on `slot`.
-void run_update(StageSlot& slot, ExecStats& stats);
+/// What one device keeps between its actions during one schedule run: results waiting for
+/// their SEND, and messages received and not yet used. Used by that device's thread only.
+class DeviceWork {
+ public:
+  /// For device `device` of the complete schedule `s`.
+  DeviceWork(const Schedule& s, int device);
+  const Schedule& schedule() const { return s_; }
+  int device() const { return device_; }
 
-/// Action `a` of stage `r` of `s`: receives what it consumes through `transport`, runs it
-/// with the functions above, sends what it produces (and counts the traffic). Every
-/// executor runs every action through this one function, so they agree on the numbers.
-void run_action(const Schedule& s, int r, const Action& a, StageSlot& slot, Feed& feed, RunMode mode,
-                Transport& transport, ExecStats& stats);
+  /// Keeps the result of (stage, payload, mb) if a SEND of this device will send it.
+  void produced(int stage, char kind, int mb, Message m);
+  Message take_result(int stage, char kind, int mb);
+  /// A received activation (RECV_F) or gradient (RECV_B, RECV_H; kept in arrival order).
+  void received(int stage, char kind, int mb, Message m);
+  /// The activation received for (stage, mb), if any: `has_input` tells.
+  bool has_input(int stage, int mb) const { return inputs_.count({stage, mb}) > 0; }
+  Message take_input(int stage, int mb);
+  std::vector<Message> take_gradients(int stage, int mb);
+  /// Results and messages never used (0 after a complete run).
+  size_t pending() const { return results_.size() + inputs_.size() + gradients_.size(); }
+
+ private:
+  const Schedule& s_;
+  int device_;
+  std::set<std::tuple<int, char, int>> sends_;
+  std::map<std::tuple<int, char, int>, Message> results_;
+  std::map<std::pair<int, int>, Message> inputs_;
+  std::map<std::pair<int, int>, std::vector<Message>> gradients_;
+};
+
+/// Action `index` of `work`'s device, on `slot` (the slot of the action's stage): receives
+/// or sends through `transport`, or runs the compute with the policy's hooks. Every executor
+/// runs every action through this one function, so they agree on the numbers. An internal
+/// or LibTorch error inside it is rethrown with the device's actions around it, the failing
+/// one marked `<-- ERROR HERE` (as torch.distributed.pipelining reports a failed action).
+void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, RunMode mode, Transport& transport,
+                ExecStats& stats);
 
 }  // namespace pipelab

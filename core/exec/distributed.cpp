@@ -4,7 +4,9 @@
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <mutex>
 
 #include "core/dist/group_all_reduce.h"
@@ -12,6 +14,8 @@
 #include "core/exec/actions.h"
 #include "core/exec/mailboxes.h"
 #include "core/exec/stage_threads.h"
+#include "core/schedule/dataflow.h"
+#include "core/schedule/lower.h"
 
 namespace pipelab {
 namespace {
@@ -19,23 +23,23 @@ namespace {
 /// Local receivers through mailboxes, remote ones through the process group.
 class GroupTransport : public Transport {
  public:
-  GroupTransport(dist::ProcessGroup& group, Mailboxes& local, int stages)
-      : group_(group), local_(local), stages_(stages) {}
-  void send(int from, int to, ActionKind kind, int mb, Parcel p) override {
-    if (owner(to) == group_.rank()) return local_.send(from, to, kind, mb, std::move(p));
-    dist::send_message(group_, p.message, owner(to), static_cast<char>(kind), mb);
+  GroupTransport(dist::ProcessGroup& group, Mailboxes& local, std::function<int(int)> owner)
+      : group_(group), local_(local), owner_(std::move(owner)) {}
+  void send(int from, int to, char kind, int mb, Parcel p) override {
+    if (owner_(to) == group_.rank()) return local_.send(from, to, kind, mb, std::move(p));
+    dist::send_message(group_, p.message, owner_(to), kind, mb, to);
   }
-  Parcel receive(int to, int from, ActionKind kind, int mb) override {
-    if (owner(from) == group_.rank()) return local_.receive(to, from, kind, mb);
-    return {dist::receive_message(group_, owner(from), static_cast<char>(kind), mb), nullptr};
+  Parcel receive(int to, int from, char kind, int mb) override {
+    if (owner_(from) == group_.rank()) return local_.receive(to, from, kind, mb);
+    return {dist::receive_message(group_, owner_(from), kind, mb, to), nullptr};
   }
-  void update_barrier(int) override { group_.barrier(); }
+  // One device per process (run() checks that a schedule with collectives has it so).
+  void collective_barrier(int) override { group_.barrier(); }
 
  private:
-  int owner(int stage) const { return DistributedExecutor::owner(stage, stages_, group_.size()); }
   dist::ProcessGroup& group_;
   Mailboxes& local_;
-  int stages_;
+  std::function<int(int)> owner_;  ///< stage -> rank
 };
 
 /// Passes everything through, except that results on a rank that does not report them
@@ -74,66 +78,80 @@ DistributedExecutor::DistributedExecutor(DistributedOptions options) : Configure
 
 DistributedExecutor::~DistributedExecutor() = default;
 
-int DistributedExecutor::owner(int stage, int stages, int world_size) {
-  // Rank p runs [p*D/N, (p+1)*D/N): the largest p whose first stage is <= stage.
+int DistributedExecutor::owner(int device, int devices, int world_size) {
+  // Rank p runs [p*D/N, (p+1)*D/N): the largest p whose first device is <= device.
   int p = world_size - 1;
-  while (p > 0 && static_cast<int64_t>(p) * stages / world_size > stage) --p;
+  while (p > 0 && static_cast<int64_t>(p) * devices / world_size > device) --p;
   return p;
 }
 
-void DistributedExecutor::attach(int stages) {
-  if (stages_ == stages) return;
-  PIPELAB_ASSERT(stages_ == 0, "attached to {} stages, then to {}", stages_, stages);
-  stages_ = stages;
-  if (options_.world_size > stages_) {
-    throw UserError(fmt::format("{} processes for {} stages. Fix: use at most {} processes (executor.world_size).",
-                                options_.world_size, stages_, stages_));
+int DistributedExecutor::stage_owner(int stage) const {
+  return owner(placement_.at(static_cast<size_t>(stage)), devices_, options_.world_size);
+}
+
+void DistributedExecutor::attach(const std::vector<int>& placement) {
+  if (placement_ == placement) return;
+  PIPELAB_ASSERT(placement_.empty(), "attached to {} stages, then to {}", placement_.size(), placement.size());
+  placement_ = placement;
+  devices_ = placement.empty() ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;
+  if (options_.world_size > devices_) {
+    throw UserError(fmt::format("{} processes for {} devices. Fix: use at most {} processes (executor.world_size).",
+                                options_.world_size, devices_, devices_));
   }
   group_ = std::make_unique<dist::ProcessGroup>(dist::GroupOptions{
       options_.rank, options_.world_size, dist::Endpoint::parse(options_.master, "executor.master"),
       options_.timeout_s});
   int local = 0;
-  for (int r = 0; r < stages_; ++r) local += owner(r, stages_, options_.world_size) == options_.rank;
-  const int per_stage =
+  for (int d = 0; d < devices_; ++d) local += owner(d, devices_, options_.world_size) == options_.rank;
+  const int per_device =
       options_.intra_op_threads > 0 ? options_.intra_op_threads : std::max(1, at::get_num_threads() / std::max(local, 1));
-  threads_ = std::make_unique<StageThreads>(stages_, per_stage);
+  threads_ = std::make_unique<StageThreads>(devices_, per_device);
 }
 
-void DistributedExecutor::run(const Schedule& s, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) {
+void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) {
   const auto start = std::chrono::steady_clock::now();
+  const Schedule s = with_communication(schedule);
   const int n = static_cast<int>(slots.size());
-  if (stages_ == 0) attach(n);
-  if (s.links.synchronized_updates && options_.world_size != stages_) {
-    throw UserError("synchronized updates (data parallelism) need one process per replica. Fix: set "
+  if (placement_.empty()) {
+    std::vector<int> placement = s.placement();
+    for (int& d : placement) d = std::max(d, 0);
+    attach(placement);
+  }
+  PIPELAB_ASSERT(s.devices() <= devices_, "the schedule has {} devices, the processes were set up for {}", s.devices(),
+                 devices_);
+  if (!all_reduce_positions(s).front().empty() && options_.world_size != devices_) {
+    throw UserError("a schedule with ALLREDUCE (data parallelism) needs one process per device. Fix: set "
                     "executor.world_size (pipelab launch --nproc) to the number of replicas.");
   }
   if (stats_.forward.size() != slots.size()) stats_.reset(n);
   begin_run(slots, s.micro_batches(), mode);
-  const bool writer = writes_results(stages_);
+  const bool writer = writes_results();
   RelayFeed relay(feed, !writer);
-  Mailboxes local(n);
-  GroupTransport transport(*group_, local, stages_);
+  Mailboxes local(n, s.devices());
+  GroupTransport transport(*group_, local, [this](int stage) { return stage_owner(stage); });
+  std::vector<DeviceWork> work;
+  for (int d = 0; d < s.devices(); ++d) work.emplace_back(s, d);
   threads_->run(
-      [&](int r) {
-        if (r >= n || owner(r, stages_, options_.world_size) != options_.rank || !slots[static_cast<size_t>(r)].stage) {
-          return;
-        }
-        StageSlot& slot = slots[static_cast<size_t>(r)];
-        device::StreamScope stream(slot.stage->device(), slot.stage->index());
-        for (const Action& a : s.stage(r)) {
+      [&](int d) {
+        if (d >= s.devices()) return;
+        const auto& actions = s.device(d);
+        if (actions.empty() || owner(d, devices_, options_.world_size) != options_.rank) return;
+        device::StreamScope stream(slots.at(static_cast<size_t>(actions.front().stage)).stage->device(), d);
+        for (size_t i = 0; i < actions.size(); ++i) {
           if (local.cancelled()) throw Cancelled();
-          run_action(s, r, a, slot, relay, mode, transport, stats_);
+          run_action(i, work[static_cast<size_t>(d)], slots.at(static_cast<size_t>(actions[i].stage)), relay, mode,
+                     transport, stats_);
         }
       },
       [&] { local.cancel(); });
-  relay_results(stages_, relay.kept(), feed);
+  relay_results(relay.kept(), feed);
   group_->complete_sends();
   end_run(slots, mode);
   stats_.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void DistributedExecutor::relay_results(int stages, std::vector<std::pair<int, MicroBatchResult>>& kept, Feed& feed) {
-  const int writer = owner(stages - 1, stages, options_.world_size);
+void DistributedExecutor::relay_results(std::vector<std::pair<int, MicroBatchResult>>& kept, Feed& feed) {
+  const int writer = stage_owner(stages() - 1);
   if (options_.rank != writer) {
     // Rows of (micro-batch, loss, hits, count); the loss keeps its bits through double.
     at::Tensor rows = at::zeros({static_cast<int64_t>(kept.size()), 4}, at::kDouble);
@@ -168,10 +186,10 @@ void DistributedExecutor::relay_results(int stages, std::vector<std::pair<int, M
 
 void DistributedExecutor::gather_weights(std::vector<StageSlot>& slots) {
   at::NoGradGuard no_grad;
-  const int writer = owner(stages_ - 1, stages_, options_.world_size);
+  const int writer = stage_owner(stages() - 1);
   int tag = kResultsTag + 16;
   for (size_t r = 0; r < slots.size(); ++r) {
-    const int from = owner(static_cast<int>(r), stages_, options_.world_size);
+    const int from = stage_owner(static_cast<int>(r));
     torch::nn::Module& m = slots[r].stage->module();
     std::vector<at::Tensor> state = m.parameters();
     for (const at::Tensor& b : m.buffers()) state.push_back(b);
@@ -208,7 +226,8 @@ void DistributedExecutor::merge_stats() {
   // Each process measured only its own stages and the messages it sent: the sums over
   // processes are the whole pipeline's figures.
   std::vector<double> mine;
-  for (const auto* times : {&stats_.forward, &stats_.head, &stats_.backward, &stats_.update}) {
+  for (const auto* times : {&stats_.forward, &stats_.head, &stats_.backward, &stats_.update, &stats_.backward_input,
+                            &stats_.backward_weight}) {
     for (const ActionTime& t : *times) mine.insert(mine.end(), {static_cast<double>(t.count), t.seconds});
   }
   for (const auto* counts : {&stats_.bytes_forward, &stats_.bytes_backward, &stats_.messages_forward,
@@ -218,7 +237,8 @@ void DistributedExecutor::merge_stats() {
   const at::Tensor sum = at::stack(group_->all_gather(at::tensor(mine, at::kDouble))).sum(0);
   const double* v = sum.data_ptr<double>();
   size_t k = 0;
-  for (auto* times : {&stats_.forward, &stats_.head, &stats_.backward, &stats_.update}) {
+  for (auto* times : {&stats_.forward, &stats_.head, &stats_.backward, &stats_.update, &stats_.backward_input,
+                      &stats_.backward_weight}) {
     for (ActionTime& t : *times) {
       t.count = static_cast<int64_t>(v[k++]);
       t.seconds = v[k++];
@@ -236,6 +256,6 @@ std::shared_ptr<AllReduce> DistributedExecutor::all_reduce(int) {
 }
 
 PIPELAB_REGISTER(Executor, DistributedExecutor, "distributed",
-                 "one process per stage (or group of stages) over c10d (Gloo); same numbers as sequential");
+                 "one process per device (or group of devices) over c10d (Gloo); same numbers as sequential");
 
 }  // namespace pipelab

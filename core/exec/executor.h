@@ -66,7 +66,7 @@ struct ActionRecord {
 /// What an executor measured: per-stage action times and per-edge traffic.
 /// Each entry has a single writer (the stage that ran the action or sent the message).
 struct ExecStats {
-  std::vector<ActionTime> forward, head, backward, update;
+  std::vector<ActionTime> forward, head, backward, update, backward_input, backward_weight;
   /// Edge r carries stage r -> r+1 (forward) and r+1 -> r (backward: B and H messages).
   /// Empty messages are not counted.
   std::vector<int64_t> bytes_forward, bytes_backward, messages_forward, messages_backward;
@@ -86,18 +86,20 @@ struct ExecStats {
 class Executor : public Component {
  public:
   static constexpr const char* kKind = "executor";
-  /// Runs `schedule` (already validated) over `slots` (one per stage).
+  /// Runs `schedule` (already validated; lowered here if it has no communication) over
+  /// `slots` (one per stage), one device's actions at a time per device.
   virtual void run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) = 0;
-  /// How this executor will use threads for `stages` stages, for the start of a run's log
+  /// How this executor will use threads for `devices` devices, for the start of a run's log
   /// ("1 thread x 2 intra-op threads").
-  virtual std::string thread_layout(int stages) const;
+  virtual std::string thread_layout(int devices) const;
   ExecStats& stats() { return stats_; }
 
   // For executors whose stages live in several processes (one Runner per process, each
   // with every stage built but running only its own). In one process these are trivial.
 
-  /// Called once the `stages` stages are built, before their policies are made.
-  virtual void attach(int /*stages*/) {}
+  /// Called once the stages are built, before their policies are made, with the device of
+  /// each stage (Scheme::placement).
+  virtual void attach(const std::vector<int>& /*placement*/) {}
   /// Whether this process writes the run's records (metrics, summary, checkpoints).
   virtual bool writes_records() const { return true; }
   /// "" in one process; else this process's name for its own log folder ("rank1").

@@ -6,14 +6,14 @@
 
 namespace pipelab {
 
-Mailboxes::Mailboxes(int stages) : boxes_(static_cast<size_t>(stages)) {}
+Mailboxes::Mailboxes(int stages, int devices) : boxes_(static_cast<size_t>(stages)), devices_(devices) {}
 
-void Mailboxes::send(int, int to, ActionKind kind, int mb, Parcel p) {
+void Mailboxes::send(int, int to, char kind, int mb, Parcel p) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& box = boxes_.at(static_cast<size_t>(to));
-    const bool fresh = box.emplace(std::make_pair(static_cast<char>(kind), mb), std::move(p)).second;
-    PIPELAB_ASSERT(fresh, "stage {} got a second {} message for micro-batch {}", to, static_cast<char>(kind), mb);
+    const bool fresh = box.emplace(std::make_pair(kind, mb), std::move(p)).second;
+    PIPELAB_ASSERT(fresh, "stage {} got a second {} message for micro-batch {}", to, kind, mb);
     high_water_ = std::max(high_water_, box.size());
   }
   // Every waiter re-checks its own key; with a handful of stages this is cheaper than a
@@ -21,10 +21,10 @@ void Mailboxes::send(int, int to, ActionKind kind, int mb, Parcel p) {
   changed_.notify_all();
 }
 
-Parcel Mailboxes::receive(int to, int, ActionKind kind, int mb) {
+Parcel Mailboxes::receive(int to, int, char kind, int mb) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto& box = boxes_.at(static_cast<size_t>(to));
-  const auto key = std::make_pair(static_cast<char>(kind), mb);
+  const auto key = std::make_pair(kind, mb);
   auto it = box.end();
   changed_.wait(lock, [&] { return cancelled_ || (it = box.find(key)) != box.end(); });
   if (cancelled_) throw Cancelled();
@@ -33,11 +33,11 @@ Parcel Mailboxes::receive(int to, int, ActionKind kind, int mb) {
   return p;
 }
 
-void Mailboxes::update_barrier(int) {
+void Mailboxes::collective_barrier(int) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (cancelled_) throw Cancelled();
   const int64_t round = round_;
-  if (++arrived_ == static_cast<int>(boxes_.size())) {
+  if (++arrived_ == devices_) {
     arrived_ = 0;
     ++round_;
     changed_.notify_all();

@@ -1,7 +1,7 @@
 #pragma once
 /// The threaded executor's transport: one mailbox per receiving stage, keyed by the sending
-/// action (kind, micro-batch), with blocking receive; a barrier for synchronized updates;
-/// and cancellation, which wakes every waiting stage with Cancelled.
+/// action (kind, micro-batch), with blocking receive; a barrier for ALLREDUCE actions;
+/// and cancellation, which wakes every waiting device with Cancelled.
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -14,10 +14,11 @@ namespace pipelab {
 
 class Mailboxes : public Transport {
  public:
-  explicit Mailboxes(int stages);
-  void send(int from, int to, ActionKind kind, int mb, Parcel p) override;
-  Parcel receive(int to, int from, ActionKind kind, int mb) override;
-  void update_barrier(int stage) override;
+  /// Mailboxes for `stages` receiving stages; `devices` threads meet at a collective.
+  Mailboxes(int stages, int devices);
+  void send(int from, int to, char kind, int mb, Parcel p) override;
+  Parcel receive(int to, int from, char kind, int mb) override;
+  void collective_barrier(int device) override;
 
   /// Wakes every waiting stage with Cancelled, now and in every later wait.
   void cancel();
@@ -34,7 +35,8 @@ class Mailboxes : public Transport {
   std::vector<std::map<std::pair<char, int>, Parcel>> boxes_;  ///< per receiver: (kind, mb) -> message
   size_t high_water_ = 0;
   bool cancelled_ = false;
-  // Update barrier: stages arrived in the current round, and the round number.
+  // Collective barrier: devices arrived in the current round, and the round number.
+  int devices_ = 0;
   int arrived_ = 0;
   int64_t round_ = 0;
 };

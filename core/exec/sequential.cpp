@@ -1,11 +1,12 @@
 /// The reference executor: one thread, one deterministic global order (round-robin over
-/// the stages, one ready action each; schedule/dataflow.h). Messages wait in a mailbox.
+/// the devices, one ready action each; schedule/dataflow.h). Messages wait in a map.
 #include <chrono>
 #include <map>
 #include <tuple>
 
 #include "core/exec/actions.h"
 #include "core/schedule/dataflow.h"
+#include "core/schedule/lower.h"
 
 namespace pipelab {
 namespace {
@@ -19,17 +20,15 @@ struct SequentialOptions {
 /// sent, so a missing message is a bug, never a wait. The walk is the update barrier.
 class MapTransport : public Transport {
  public:
-  void send(int, int to, ActionKind kind, int mb, Parcel p) override {
-    mailbox_[{to, static_cast<char>(kind), mb}] = std::move(p);
-  }
-  Parcel receive(int to, int, ActionKind kind, int mb) override {
-    auto it = mailbox_.find({to, static_cast<char>(kind), mb});
+  void send(int, int to, char kind, int mb, Parcel p) override { mailbox_[{to, kind, mb}] = std::move(p); }
+  Parcel receive(int to, int, char kind, int mb) override {
+    auto it = mailbox_.find({to, kind, mb});
     PIPELAB_ASSERT(it != mailbox_.end(), "stage {} has no {} message for micro-batch {}", to, static_cast<char>(kind), mb);
     Parcel p = std::move(it->second);
     mailbox_.erase(it);
     return p;
   }
-  void update_barrier(int) override {}
+  void collective_barrier(int) override {}
   size_t pending() const { return mailbox_.size(); }
 
  private:
@@ -40,13 +39,17 @@ class SequentialExecutor : public Configured<Executor, SequentialOptions> {
  public:
   using Configured::Configured;
 
-  void run(const Schedule& s, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) override {
+  void run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) override {
     const auto start = std::chrono::steady_clock::now();
+    const Schedule s = with_communication(schedule);
     if (stats_.forward.size() != slots.size()) stats_.reset(static_cast<int>(slots.size()));
     begin_run(slots, s.micro_batches(), mode);
     MapTransport transport;
-    const WalkResult walk = walk_schedule(s, [&](int r, size_t i) {
-      run_action(s, r, s.stage(r)[i], slots[static_cast<size_t>(r)], feed, mode, transport, stats_);
+    std::vector<DeviceWork> work;
+    for (int d = 0; d < s.devices(); ++d) work.emplace_back(s, d);
+    const WalkResult walk = walk_schedule(s, [&](int d, size_t i) {
+      const Action& a = s.device(d)[i];
+      run_action(i, work[static_cast<size_t>(d)], slots.at(static_cast<size_t>(a.stage)), feed, mode, transport, stats_);
     });
     PIPELAB_ASSERT(walk.complete, "the schedule deadlocked; it should have been validated");
     PIPELAB_ASSERT(transport.pending() == 0, "{} messages were never received", transport.pending());

@@ -1,4 +1,4 @@
-/// The threaded executor (docs/design.md, "Executors"): one thread per stage, each following its
+/// The threaded executor (docs/design.md, "Executors"): one thread per device, each following its
 /// own action list, messages through blocking mailboxes. With every stage on one device this
 /// is the simulated mode with threads (as the interlocking-backprop library runs it); with
 /// stage i on device i (`run.devices: [cuda:0, cuda:1, ...]`) it is true model parallelism,
@@ -12,6 +12,7 @@
 #include "core/exec/actions.h"
 #include "core/exec/mailboxes.h"
 #include "core/exec/stage_threads.h"
+#include "core/schedule/lower.h"
 
 namespace pipelab {
 namespace {
@@ -21,8 +22,8 @@ struct ThreadedOptions {
   template <class V>
   void fields(V& v) {
     v("intra_op_threads", intra_op_threads,
-      "LibTorch intra-op threads per stage thread (0: the run's threads divided by the stages, at least 1; "
-      "OpenMP and BLAS threads multiply with the stages, so keep stages x this <= cores)",
+      "LibTorch intra-op threads per device thread (0: the run's threads divided by the devices, at least 1; "
+      "OpenMP and BLAS threads multiply with the devices, so keep devices x this <= cores)",
       non_negative);
   }
 };
@@ -31,22 +32,28 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
  public:
   using Configured::Configured;
 
-  void run(const Schedule& s, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) override {
+  void run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) override {
     const auto start = std::chrono::steady_clock::now();
+    const Schedule s = with_communication(schedule);
     const int n = static_cast<int>(slots.size());
     if (stats_.forward.size() != slots.size()) stats_.reset(n);
-    if (!threads_ || threads_->size() != n) threads_ = std::make_unique<StageThreads>(n, per_stage(n));
+    const int devices = s.devices();
+    if (!threads_ || threads_->size() != devices) threads_ = std::make_unique<StageThreads>(devices, per_device(devices));
     begin_run(slots, s.micro_batches(), mode);
-    Mailboxes mail(n);
+    Mailboxes mail(n, devices);
+    std::vector<DeviceWork> work;
+    for (int d = 0; d < devices; ++d) work.emplace_back(s, d);
     threads_->run(
-        [&](int r) {
-          StageSlot& slot = slots[static_cast<size_t>(r)];
-          if (!slot.stage) return;
-          device::StreamScope stream(slot.stage->device(), slot.stage->index());
-          for (const Action& a : s.stage(r)) {
-            // Checked between actions too, so a stage that never waits still stops soon.
+        [&](int d) {
+          const auto& actions = s.device(d);
+          if (actions.empty()) return;
+          // One stream per device thread: its stages' work is ordered as the list says.
+          device::StreamScope stream(slots.at(static_cast<size_t>(actions.front().stage)).stage->device(), d);
+          for (size_t i = 0; i < actions.size(); ++i) {
+            // Checked between actions too, so a device that never waits still stops soon.
             if (mail.cancelled()) throw Cancelled();
-            run_action(s, r, a, slot, feed, mode, mail, stats_);
+            run_action(i, work[static_cast<size_t>(d)], slots.at(static_cast<size_t>(actions[i].stage)), feed, mode,
+                       mail, stats_);
           }
         },
         [&] { mail.cancel(); });
@@ -55,16 +62,16 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
     stats_.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
-  std::string thread_layout(int stages) const override {
-    const int m = per_stage(stages);
-    return fmt::format("{} stage thread{} x {} intra-op thread{}", stages, stages == 1 ? "" : "s", m, m == 1 ? "" : "s");
+  std::string thread_layout(int devices) const override {
+    const int m = per_device(devices);
+    return fmt::format("{} device thread{} x {} intra-op thread{}", devices, devices == 1 ? "" : "s", m, m == 1 ? "" : "s");
   }
 
  private:
   /// Decided on the caller's thread, whose count is the run's `threads` budget.
-  int per_stage(int stages) const {
+  int per_device(int devices) const {
     return options_.intra_op_threads > 0 ? options_.intra_op_threads
-                                         : std::max(1, at::get_num_threads() / std::max(stages, 1));
+                                         : std::max(1, at::get_num_threads() / std::max(devices, 1));
   }
 
   std::unique_ptr<StageThreads> threads_;
@@ -73,6 +80,6 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
 }  // namespace
 
 PIPELAB_REGISTER(Executor, ThreadedExecutor, "threaded",
-                 "one thread per stage (simulated on one device, or stage i on device i); same numbers as sequential");
+                 "one thread per device (simulated on one device, or device i on run.devices[i]); same numbers as sequential");
 
 }  // namespace pipelab

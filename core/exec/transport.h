@@ -1,6 +1,6 @@
 #pragma once
 /// How messages travel between stages, for the executors that share exec/actions.h's
-/// run_action: a map in one thread (sequential), blocking mailboxes between stage threads
+/// run_action: a map in one thread (sequential), blocking mailboxes between device threads
 /// (threaded), c10d point-to-point between processes (distributed).
 #include <stdexcept>
 
@@ -19,15 +19,17 @@ struct Parcel {
 class Transport {
  public:
   virtual ~Transport() = default;
-  /// Delivers `m`, the result of action `kind` of micro-batch `mb` at stage `from`, to
-  /// neighbour `to`. Never blocks on the receiver (the schedule, not the transport,
-  /// bounds what is in flight).
-  virtual void send(int from, int to, ActionKind kind, int mb, Parcel p) = 0;
-  /// The message stage `from` sent to stage `to` for (`kind`, `mb`); waits for it.
-  virtual Parcel receive(int to, int from, ActionKind kind, int mb) = 0;
-  /// Called by stage `stage` before its k-th update when the schedule synchronizes
-  /// updates: returns once every stage has reached its k-th update.
-  virtual void update_barrier(int stage) = 0;
+  /// Delivers `p`, stage `from`'s message with payload `kind` ('F' activation, 'B' input
+  /// gradient, 'H' head gradient) of micro-batch `mb`, to neighbour `to` (a SEND action).
+  /// Never blocks on the receiver (the schedule, not the transport, bounds what is in
+  /// flight).
+  virtual void send(int from, int to, char kind, int mb, Parcel p) = 0;
+  /// The message stage `from` sent to stage `to` with (`kind`, `mb`) (a RECV action); waits
+  /// for it.
+  virtual Parcel receive(int to, int from, char kind, int mb) = 0;
+  /// An ALLREDUCE action of device `device`: returns once every device has reached its k-th
+  /// ALLREDUCE.
+  virtual void collective_barrier(int device) = 0;
 };
 
 /// Thrown inside a stage that was waiting when another stage failed: the executor stops

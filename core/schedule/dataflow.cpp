@@ -1,44 +1,39 @@
 #include "core/schedule/dataflow.h"
 
-#include <array>
+#include <set>
 
 namespace pipelab {
-namespace {
 
-size_t kind_slot(ActionKind k) { return k == ActionKind::Forward ? 0 : k == ActionKind::Head ? 1 : 2; }
+std::tuple<int, char, int> message_key(const Action& a) {
+  const char p = payload(a.kind);
+  const int to = is_send(a.kind) ? (p == 'F' ? a.stage + 1 : a.stage - 1) : a.stage;
+  return {to, p, a.mb};
+}
 
-}  // namespace
-
-std::vector<std::vector<size_t>> update_positions(const Schedule& s) {
-  std::vector<std::vector<size_t>> out(static_cast<size_t>(s.stages()));
-  for (int r = 0; r < s.stages(); ++r) {
-    for (size_t i = 0; i < s.stage(r).size(); ++i) {
-      if (s.stage(r)[i].kind == ActionKind::Update) out[static_cast<size_t>(r)].push_back(i);
+std::vector<std::vector<size_t>> all_reduce_positions(const Schedule& s) {
+  std::vector<std::vector<size_t>> out(static_cast<size_t>(s.devices()));
+  for (int d = 0; d < s.devices(); ++d) {
+    for (size_t i = 0; i < s.device(d).size(); ++i) {
+      if (s.device(d)[i].kind == ActionKind::AllReduce) out[static_cast<size_t>(d)].push_back(i);
     }
   }
   return out;
 }
 
 WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t)>& visit) {
-  const int stages = s.stages();
-  const size_t mbs = static_cast<size_t>(s.micro_batches());
-  // done[r][F/H/B][mb]
-  std::vector<std::array<std::vector<char>, 3>> done(static_cast<size_t>(stages));
-  for (auto& d : done) d.fill(std::vector<char>(mbs, 0));
-  const auto updates = update_positions(s);
-  std::vector<size_t> updates_done(static_cast<size_t>(stages), 0);
+  const int devices = s.devices();
+  std::set<std::tuple<int, char, int>> sent;
+  const auto collectives = all_reduce_positions(s);
+  std::vector<size_t> collectives_done(static_cast<size_t>(devices), 0);
   WalkResult result;
-  result.next.assign(static_cast<size_t>(stages), 0);
-  const auto ready = [&](int r, const Action& a) {
-    for (const auto& [q, dep] : s.dependencies(r, a)) {
-      if (!done[static_cast<size_t>(q)][kind_slot(dep.kind)][static_cast<size_t>(dep.mb)]) return false;
-    }
-    if (a.kind == ActionKind::Update && s.links.synchronized_updates) {
-      // Barrier: every stage is at (or past) its k-th update.
-      const size_t k = updates_done[static_cast<size_t>(r)];
-      for (int q = 0; q < stages; ++q) {
-        const auto& u = updates[static_cast<size_t>(q)];
-        if (k >= u.size() || result.next[static_cast<size_t>(q)] < u[k]) return false;
+  result.next.assign(static_cast<size_t>(devices), 0);
+  const auto ready = [&](int d, const Action& a) {
+    if (is_receive(a.kind)) return sent.count(message_key(a)) > 0;
+    if (a.kind == ActionKind::AllReduce) {
+      const size_t k = collectives_done[static_cast<size_t>(d)];
+      for (int q = 0; q < devices; ++q) {
+        const auto& c = collectives[static_cast<size_t>(q)];
+        if (k >= c.size() || result.next[static_cast<size_t>(q)] < c[k]) return false;
       }
     }
     return true;
@@ -46,19 +41,17 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
   for (;;) {
     bool progress = false;
     bool all_done = true;
-    for (int r = 0; r < stages; ++r) {
-      size_t& i = result.next[static_cast<size_t>(r)];
-      const auto& actions = s.stage(r);
+    for (int d = 0; d < devices; ++d) {
+      size_t& i = result.next[static_cast<size_t>(d)];
+      const auto& actions = s.device(d);
       if (i >= actions.size()) continue;
       all_done = false;
       const Action& a = actions[i];
-      if (!ready(r, a)) continue;
-      visit(r, i);
-      if (a.kind == ActionKind::Update) {
-        ++updates_done[static_cast<size_t>(r)];
-      } else {
-        done[static_cast<size_t>(r)][kind_slot(a.kind)][static_cast<size_t>(a.mb)] = 1;
-      }
+      if (!ready(d, a)) continue;
+      visit(d, i);
+      if (is_send(a.kind)) sent.insert(message_key(a));
+      if (is_receive(a.kind)) sent.erase(message_key(a));
+      if (a.kind == ActionKind::AllReduce) ++collectives_done[static_cast<size_t>(d)];
       ++i;
       progress = true;
     }

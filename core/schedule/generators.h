@@ -1,6 +1,9 @@
 #pragma once
 /// Schedule generators: pure functions of (stages, micro-batches), golden-tested in
-/// tests/golden/. See docs/schemes.md §2.
+/// tests/golden/. They return compute-only schedules (one stage per device unless said
+/// otherwise); lower() adds the messages. See docs/schemes.md §2 and docs/schedules.md.
+#include <vector>
+
 #include "core/schedule/schedule.h"
 
 namespace pipelab::schedules {
@@ -17,7 +20,8 @@ Schedule gpipe(int stages, int micro_batches);
 /// drains the remaining backwards, each followed by an update.
 Schedule one_f_one_b(int stages, int micro_batches);
 
-/// Forward passes only (evaluation): F0..F(n-1) on every stage.
-Schedule forward_only(int stages, int micro_batches);
+/// Forward passes only (evaluation): F0..F(n-1) on every stage; with a placement (the
+/// device of each stage), each device runs its stages one after the other.
+Schedule forward_only(int stages, int micro_batches, const std::vector<int>& placement = {});
 
 }  // namespace pipelab::schedules

@@ -1,91 +1,121 @@
 #pragma once
-/// A schedule is data: per stage, the ordered list of actions it runs (docs/design.md, "Schedules
-/// are data"). Text form, as in torch.distributed.pipelining: `2F0` = stage 2, forward of
-/// micro-batch 0; `2B0` = its backward; `2H0` = its own auxiliary head's backward
-/// (interlocking backprop); `2U` = an optimizer step at stage 2. The links say which
-/// actions send messages to which neighbour, so every executor runs every scheme unchanged.
-#include <optional>
+/// A schedule is complete data (docs/design.md, "Schedules are data"; docs/schedules.md has the
+/// grammar): per *device* (a stage thread, or a process), the ordered list of actions it runs.
+/// Every action names its model stage, so a device may hold several stages (interleaved and
+/// V-shaped placements), and every message between stages is an action of its own, so the
+/// executors need nothing but the lists. Modelled on torch.distributed.pipelining's action IR
+/// (`_Action`, its lowering pass that adds SEND/RECV, `_format_pipeline_order`), written anew.
+///
+/// Compute actions: `2F0` forward of micro-batch 0 on stage 2; `2B0` its whole backward;
+/// `2I0` / `2W0` the backward split into the input gradient and the weight gradient (zero-bubble
+/// schedules); `2H0` the stage's own auxiliary head (interlocking backprop); `2U` an optimizer step.
+/// Communication actions: `2SEND_F0` / `3RECV_F0` the activation from stage 2 to 3;
+/// `3SEND_B0` / `2RECV_B0` the input gradient of stage 3's B or I back to stage 2; `3SEND_H0` /
+/// `2RECV_H0` stage 3's head gradient; `2ALLREDUCE` the data-parallel all-reduce, a collective of
+/// every device. A backward consumes the gradients its device received for its stage and
+/// micro-batch, in the order of the RECV actions; a forward with no RECV_F before it reads the
+/// data feed.
 #include <string>
 #include <vector>
 
 namespace pipelab {
 
-enum class ActionKind : char { Forward = 'F', Head = 'H', Backward = 'B', Update = 'U' };
+enum class ActionKind : char {
+  Forward = 'F',
+  Backward = 'B',
+  BackwardInput = 'I',
+  BackwardWeight = 'W',
+  Head = 'H',
+  Update = 'U',
+  SendF = 'f',
+  RecvF = 'g',
+  SendB = 'b',
+  RecvB = 'c',
+  SendH = 'h',
+  RecvH = 'i',
+  AllReduce = 'A',
+};
 
-/// One action of one stage. `mb` is -1 for an update.
+/// The message a communication action carries: 'F' (an activation), 'B' (an input gradient,
+/// from B or I) or 'H' (a head's gradient); 0 for compute actions and ALLREDUCE.
+char payload(ActionKind k);
+bool is_send(ActionKind k);
+bool is_receive(ActionKind k);
+/// F, B, I, W, H, U: what a device spends compute on.
+bool is_compute(ActionKind k);
+/// B, I or W.
+bool is_backward(ActionKind k);
+
+/// One action of one model stage. `mb` is -1 for U and ALLREDUCE.
 struct Action {
+  int stage = 0;
   ActionKind kind = ActionKind::Forward;
   int mb = -1;
 
-  static Action F(int mb) { return {ActionKind::Forward, mb}; }
-  static Action B(int mb) { return {ActionKind::Backward, mb}; }
-  static Action H(int mb) { return {ActionKind::Head, mb}; }
-  static Action U() { return {ActionKind::Update, -1}; }
-  bool operator==(const Action& o) const { return kind == o.kind && mb == o.mb; }
+  static Action F(int stage, int mb) { return {stage, ActionKind::Forward, mb}; }
+  static Action B(int stage, int mb) { return {stage, ActionKind::Backward, mb}; }
+  static Action I(int stage, int mb) { return {stage, ActionKind::BackwardInput, mb}; }
+  static Action W(int stage, int mb) { return {stage, ActionKind::BackwardWeight, mb}; }
+  static Action H(int stage, int mb) { return {stage, ActionKind::Head, mb}; }
+  static Action U(int stage) { return {stage, ActionKind::Update, -1}; }
+  static Action all_reduce(int stage) { return {stage, ActionKind::AllReduce, -1}; }
+  bool operator==(const Action& o) const { return stage == o.stage && kind == o.kind && mb == o.mb; }
   bool operator!=(const Action& o) const { return !(*this == o); }
-  /// "F3", "B0", "U".
+  /// The kind's name: "F", "SEND_B", "ALLREDUCE".
+  static std::string kind_name(ActionKind k);
+  /// "F3", "SEND_B0", "U" (without the stage).
   std::string text() const;
+  /// "2F3", "1SEND_B0", "0U".
+  std::string str() const;
+  /// Parses "2F3" (UserError with `why` on a bad token; see Schedule::parse).
+  static Action parse(const std::string& token, std::string& why);
 };
 
-/// A reference to the i-th action of stage r.
-struct ActionRef {
-  int stage = 0;
-  size_t index = 0;
-};
-
-/// How the stages of a schedule exchange messages.
-struct Links {
-  /// Pipeline: stage r's forward takes stage r-1's output. Independent: every stage takes
-  /// its micro-batches from the feed and reports its own loss (data-parallel replicas).
-  enum class Forward { Pipeline, Independent };
-  Forward forward = Forward::Pipeline;
-  /// The actions of stage r+1 whose messages stage r's backward consumes, in this order:
-  /// {B} end-to-end backprop; {H} pairwise interlocking (each component sends its own
-  /// head's gradient before it waits); {H, B} n-wise; {} nothing comes back (local).
-  /// An action of one of these kinds at stage r > 0 sends its result to stage r-1.
-  std::vector<ActionKind> backward_inputs{ActionKind::Backward};
-  /// The k-th update of every stage waits until every stage has reached its k-th update
-  /// (the gradients are all-reduced in between: data parallelism).
-  bool synchronized_updates = false;
-
-  bool operator==(const Links& o) const {
-    return forward == o.forward && backward_inputs == o.backward_inputs && synchronized_updates == o.synchronized_updates;
-  }
-  /// Whether an action of `kind` at a stage r > 0 sends a message to stage r-1.
-  bool sends_back(ActionKind kind) const;
-};
-
-/// Per-stage action lists plus the links between stages.
 class Schedule {
  public:
   Schedule() = default;
-  explicit Schedule(int stages) : stages_(static_cast<size_t>(stages)) {}
+  Schedule(int stages, int devices);
+  /// One stage per device, device r = stage r.
+  explicit Schedule(int stages) : Schedule(stages, stages) {}
 
-  int stages() const { return static_cast<int>(stages_.size()); }
-  const std::vector<Action>& stage(int r) const { return stages_.at(static_cast<size_t>(r)); }
-  std::vector<Action>& stage(int r) { return stages_.at(static_cast<size_t>(r)); }
+  /// Model stages (1 + the largest stage any action names, or the count given).
+  int stages() const { return stages_; }
+  int devices() const { return static_cast<int>(devices_.size()); }
+  const std::vector<Action>& device(int d) const { return devices_.at(static_cast<size_t>(d)); }
+  std::vector<Action>& device(int d) { return devices_.at(static_cast<size_t>(d)); }
+  /// Appends `a` to device `d`.
+  void add(int d, Action a) { device(d).push_back(a); }
+  /// Per stage, the device whose list holds its actions (-1: none; validate_schedule
+  /// checks that no stage is on two devices).
+  std::vector<int> placement() const;
   /// 1 + the largest micro-batch id used (0 for an empty schedule).
   int micro_batches() const;
-  /// True when any stage runs a backward (B or H): a training schedule.
+  /// True when any stage runs a backward (B, I, W or H): a training schedule.
   bool has_backward() const;
+  /// True when the schedule carries its messages (SEND, RECV or ALLREDUCE actions); a
+  /// schedule without them gets them from lower().
+  bool has_communication() const;
+  /// The schedule without its communication actions (what a reader of a schedule looks at).
+  Schedule compute_only() const;
 
-  Links links;
-
-  /// The actions of other stages that must finish before stage r's action `a` can start
-  /// (a synchronized update's barrier is not listed: see dataflow.h).
-  std::vector<std::pair<int, Action>> dependencies(int r, const Action& a) const;
-
-  /// One line per stage: "0F0 0F1 0B1 0B0 0U".
+  /// One line per device: "d0: 0F0 0SEND_F0 0F1 ...".
   std::string to_text() const;
-  /// Parses one or more lines of `<stage><F|H|B|U><mb>` tokens (any order across stages,
-  /// order within a stage preserved; '#' starts a comment). Throws UserError. The links
-  /// keep their defaults (a pipeline with end-to-end backprop).
-  static Schedule parse(const std::string& text);
+  /// Parses the text form: lines `d<k>: <action> ...`, or lines without `d<k>:`, where each
+  /// action goes to the device numbered like its stage (one stage per device). '#' starts a
+  /// comment. `source` names the text in errors ("my.sched"), which give line:column.
+  static Schedule parse(const std::string& text, const std::string& source = "schedule");
+  /// torch.distributed.pipelining's CSV form: row k lists device k's actions, one per cell
+  /// (empty cells are idle steps and are skipped).
+  static Schedule parse_csv(const std::string& text, const std::string& source = "schedule");
+  /// Device `d`'s actions around `index`, the one at `index` marked, for error messages:
+  ///   d1: ... 1F2 1SEND_F2 1RECV_B0 <-- HERE 1B0 ...
+  std::string window(int d, size_t index, const std::string& mark = "<-- HERE") const;
 
-  bool operator==(const Schedule& o) const { return stages_ == o.stages_ && links == o.links; }
+  bool operator==(const Schedule& o) const { return stages_ == o.stages_ && devices_ == o.devices_; }
 
  private:
-  std::vector<std::vector<Action>> stages_;
+  int stages_ = 0;
+  std::vector<std::vector<Action>> devices_;
 };
 
 }  // namespace pipelab

@@ -1,6 +1,6 @@
 #pragma once
 /// Replays a schedule against a cost model (docs/design.md, "Timeline simulation"): makespan,
-/// per-stage busy time and the bubble fraction, without running any kernels.
+/// per-device busy time and the bubble fraction, without running any kernels.
 #include <string>
 #include <vector>
 
@@ -8,13 +8,20 @@
 
 namespace pipelab {
 
-/// Per-stage durations of F, H, B and U, plus a fixed transfer time per message.
+/// Per-stage durations of F, B, H and U, plus a fixed transfer time per message. I and W
+/// (a backward split in two) cost `backward_input` and `backward_weight`; where those are
+/// empty, half a B each. Communication actions cost nothing but the transfer.
 struct CostModel {
-  std::vector<double> forward, head, backward, update;
+  std::vector<double> forward, head, backward, update, backward_input, backward_weight;
   double transfer = 0;
   /// Same costs on every stage (e.g. F = 1, B = 1 for a clock-cycle picture); an auxiliary
   /// head's backward (H) costs `head`.
   static CostModel uniform(int stages, double forward, double backward, double update = 0, double head = 0.5);
+  /// The zero-bubble papers' unit costs: F, B (= our I, the input gradient) and W, so that a
+  /// whole backward costs B + W.
+  static CostModel split(int stages, double forward, double input, double weight);
+  /// The duration of action `a`.
+  double cost(const Action& a) const;
 };
 
 /// One action placed in time.
@@ -24,18 +31,24 @@ struct TimedAction {
 };
 
 struct Timeline {
-  std::vector<std::vector<TimedAction>> stages;
+  /// Per device, its compute actions in time.
+  std::vector<std::vector<TimedAction>> devices;
   double makespan = 0;
+  /// Per device, the time it computes.
   std::vector<double> busy;
-  /// 1 - (total busy time) / (stages x makespan): the idle share of the devices.
+  /// 1 - (total busy time) / (devices x makespan): the idle share of the devices.
   double bubble_fraction = 0;
+  /// Per device, the most micro-batches whose forward ran and whose backward (B or W) has not
+  /// (over all the stages it holds): what it keeps in memory.
+  std::vector<int> peak_in_flight;
 };
 
-/// Simulates `s` (which must be valid) under `costs`.
+/// Simulates `s` (lowered first if it has no communication; it must be valid) under `costs`.
 Timeline simulate_timeline(const Schedule& s, const CostModel& costs);
 
 /// A text grid with one column per time unit (costs must be whole numbers), e.g.
 ///   stage 0 | F0 F1 .. .. B1 B0 U
+/// Rows are devices; a device that holds several stages names them ("d0 | 0F0 4F0 ...").
 std::string render_grid(const Timeline& t);
 
 }  // namespace pipelab

@@ -10,6 +10,12 @@ Message StagePolicy::head(Stage& stage, int mb) {
   return {};
 }
 
+std::vector<int> Scheme::placement(int stages) const {
+  std::vector<int> out;
+  for (int r = 0; r < stages; ++r) out.push_back(r);
+  return out;
+}
+
 std::shared_ptr<AllReduce> Scheme::make_all_reduce(int ranks) const {
   return all_reduce_ ? all_reduce_(ranks) : std::make_shared<LocalAllReduce>(ranks);
 }

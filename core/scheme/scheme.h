@@ -37,17 +37,26 @@ class StagePolicy {
   virtual void before_forward(Stage& /*stage*/, int /*mb*/, Message& /*in*/) {}
   virtual void after_forward(Stage& /*stage*/, int /*mb*/, Message& /*out*/) {}
   virtual void before_backward(Stage& /*stage*/, int /*mb*/) {}
-  /// The gradient route (docs/design.md): what the backward of `mb` does, given the messages of
-  /// the next stage that the schedule's Links::backward_inputs list (in that order; none on
-  /// the last stage). Returns the message for the previous stage (sent only if the schedule
-  /// links B backwards). The default is end-to-end backprop.
+  /// The gradient route (docs/design.md): what the backward of `mb` does, given the gradients
+  /// its device received for it from the next stage, in the order of the schedule's RECV
+  /// actions (none on the last stage). Returns the message for the previous stage (sent only
+  /// if the schedule sends it). The default is end-to-end backprop.
   virtual Message backward(Stage& stage, int mb, const std::vector<Message>& in) {
     return {stage.backward(mb, in.empty() ? at::Tensor() : in.front().value), {}, in.empty() ? -1 : in.front().tag};
   }
+  /// The backward split in two (I, then W; zero-bubble schedules): the input gradient, then
+  /// the weights' gradients. before_backward runs before I, after_backward after W.
+  virtual Message backward_input(Stage& stage, int mb, const std::vector<Message>& in) {
+    return {stage.backward_input(mb, in.empty() ? at::Tensor() : in.front().value), {}, in.empty() ? -1 : in.front().tag};
+  }
+  virtual void backward_weight(Stage& stage, int mb) { stage.backward_weight(mb); }
   virtual void after_backward(Stage& /*stage*/, int /*mb*/) {}
   /// The H action: a stage's own auxiliary objective (interlocking backprop). Returns the
-  /// message for the previous stage (sent only if the schedule links H backwards).
+  /// message for the previous stage (sent only if the schedule has a SEND_H for it).
   virtual Message head(Stage& stage, int mb);
+  /// The ALLREDUCE action, after every device has reached it (data parallelism sums the
+  /// replicas' gradients here).
+  virtual void all_reduce(Stage& /*stage*/) {}
   /// The U action. The default applies one optimizer step with the scheduled LR.
   virtual void update(Stage& stage) { stage.step(); }
   /// End of a training schedule run: every micro-batch has completed (a flush).
@@ -95,12 +104,17 @@ class Scheme : public Component {
   virtual bool routes_own_gradients() const { return false; }
   /// Whether prepare_stage needs the output shapes (they cost a dry forward).
   virtual bool prepares_stages() const { return false; }
-  /// The number of stages this scheme runs when the partition asks for `requested`.
+  /// The number of stages this scheme runs when the partition asks for `requested` (0: the
+  /// caller has no preference; a scheme that fixes its own count returns it).
   virtual int stages(int requested) const { return requested; }
+  /// The device (stage thread, process, `run.devices` entry) of each of `stages` stages; the
+  /// default puts stage r on device r. Must agree with the schedule's placement.
+  virtual std::vector<int> placement(int stages) const;
   virtual Span span() const { return Span::MiniBatch; }
   /// Micro-batches per mini-batch (GPipe's chunks); 1 for schemes without micro-batching.
   virtual int micro_batches() const { return 1; }
-  /// The schedule of one run over `units` micro-batches (or mini-batches) on `stages` stages.
+  /// The schedule of one run over `units` micro-batches (or mini-batches) on `stages` stages:
+  /// complete (with its messages), or compute-only, which lower() completes as a pipeline.
   virtual Schedule schedule(int stages, int units) const = 0;
   /// Per-stage bound on in-flight micro-batches, checked by the validator (empty: none).
   virtual std::vector<int> max_in_flight(int /*stages*/) const { return {}; }

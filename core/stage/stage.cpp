@@ -134,13 +134,9 @@ ForwardResult Stage::forward(int mb, const at::Tensor& x_in, const ForwardOption
   return result;
 }
 
-at::Tensor Stage::backward(int mb, const at::Tensor& dy) {
-  auto it = saved_.find(mb);
-  PIPELAB_ASSERT(it != saved_.end(), "stage {}: backward of micro-batch {} without forward", index_, mb);
-  Saved s = std::move(it->second);
-  saved_.erase(it);
+Stage::Root Stage::backward_root(Saved& s, int mb, const at::Tensor& dy) {
   at::Tensor out = s.output;
-  if (s.checkpointed) {
+  if (s.checkpointed && !s.recomputed) {
     // Recompute with the generator states of the original forward (same dropout masks),
     // then put the generators back where they were.
     const std::vector<at::Tensor> now = rng_states();
@@ -152,20 +148,72 @@ at::Tensor Stage::backward(int mb, const at::Tensor& dy) {
       if (is_last()) out = run_loss(out, s.target, s.loss_scale);
     }
     set_rng_states(now);
+    s.output = out;
+    s.recomputed = true;
   }
   // fp16: the backward starts from the gradient times this stage's loss scale, and what
   // goes back is unscaled float32 (precision.h).
   const double scale = scaler_ ? scaler_->scale() : 1.0;
-  if (is_last()) {
-    torch::autograd::backward({scaler_ ? out * scale : out});
+  if (is_last()) return {scaler_ ? out * scale : out, at::Tensor()};
+  PIPELAB_ASSERT(dy.defined(), "stage {}: backward of micro-batch {} needs a gradient", index_, mb);
+  at::Tensor g = dy.to(out.device());
+  if (scaler_) g = g.to(at::kFloat) * scale;
+  return {out, g.to(out.scalar_type())};
+}
+
+at::Tensor Stage::input_gradient(const at::Tensor& dx) const {
+  if (!dx.defined()) return {};
+  return scaler_ ? dx.to(at::kFloat) / scaler_->scale() : dx;
+}
+
+at::Tensor Stage::backward(int mb, const at::Tensor& dy) {
+  auto it = saved_.find(mb);
+  PIPELAB_ASSERT(it != saved_.end() && !it->second.input_done, "stage {}: backward of micro-batch {} without forward",
+                 index_, mb);
+  Saved s = std::move(it->second);
+  saved_.erase(it);
+  const Root root = backward_root(s, mb, dy);
+  if (root.grad.defined()) {
+    torch::autograd::backward({root.output}, {root.grad});
   } else {
-    PIPELAB_ASSERT(dy.defined(), "stage {}: backward of micro-batch {} needs a gradient", index_, mb);
-    at::Tensor g = dy.to(out.device());
-    if (scaler_) g = g.to(at::kFloat) * scale;
-    torch::autograd::backward({out}, {g.to(out.scalar_type())});
+    torch::autograd::backward({root.output});
   }
   if (is_first()) return {};
-  return scaler_ ? s.input.grad().to(at::kFloat) / scale : s.input.grad();
+  return input_gradient(s.input.grad());
+}
+
+at::Tensor Stage::backward_input(int mb, const at::Tensor& dy) {
+  auto it = saved_.find(mb);
+  PIPELAB_ASSERT(it != saved_.end() && !it->second.input_done, "stage {}: I of micro-batch {} without forward", index_,
+                 mb);
+  Saved& s = it->second;
+  const Root root = backward_root(s, mb, dy);
+  s.output = root.output;
+  s.output_grad = root.grad;
+  s.input_done = true;
+  if (is_first()) return {};
+  // Only the path to the input runs; the graph stays for W (Qi et al. 2024, §2: B = I + W).
+  const std::vector<at::Tensor> grads =
+      root.grad.defined() ? torch::autograd::grad({root.output}, {s.input}, {root.grad}, /*retain_graph=*/true)
+                          : torch::autograd::grad({root.output}, {s.input}, {}, /*retain_graph=*/true);
+  return input_gradient(grads.at(0));
+}
+
+void Stage::backward_weight(int mb) {
+  auto it = saved_.find(mb);
+  PIPELAB_ASSERT(it != saved_.end() && it->second.input_done, "stage {}: W of micro-batch {} before its I", index_, mb);
+  Saved s = std::move(it->second);
+  saved_.erase(it);
+  std::vector<at::Tensor> weights;
+  for (const at::Tensor& p : parameters()) {
+    if (p.requires_grad()) weights.push_back(p);
+  }
+  if (weights.empty()) return;
+  // The same graph walked again, accumulating into the parameters only: the parameter
+  // gradients are those a whole B computes, bit for bit (tests/exec).
+  torch::autograd::backward({s.output}, s.output_grad.defined() ? std::vector<at::Tensor>{s.output_grad}
+                                                                : std::vector<at::Tensor>{},
+                            /*retain_graph=*/false, /*create_graph=*/false, weights);
 }
 
 void Stage::step(double lr_scale) {

@@ -94,6 +94,11 @@ class Stage {
   /// Backward of micro-batch `mb`; `dy` is the gradient of the output (undefined on the
   /// last stage, which starts from its loss). Returns dx (undefined on the first stage).
   at::Tensor backward(int mb, const at::Tensor& dy);
+  /// The backward split in two (zero-bubble schedules): I computes and returns dx only,
+  /// keeping the graph; W then accumulates the parameters' gradients and drops the
+  /// micro-batch. I then W leaves the same gradients as B.
+  at::Tensor backward_input(int mb, const at::Tensor& dy);
+  void backward_weight(int mb);
   /// One optimizer update with the scheduled LR (times `lr_scale`), then the gradients are
   /// dropped.
   void step(double lr_scale = 1.0);
@@ -136,7 +141,17 @@ class Stage {
     bool checkpointed = false;
     at::Tensor target;
     double loss_scale = 1.0;
+    bool recomputed = false;  ///< a checkpointed forward was recomputed (by I)
+    bool input_done = false;  ///< I ran; W comes next
+    at::Tensor output_grad;   ///< what I started from (undefined on the last stage)
   };
+  /// Where a backward starts: the output (or scaled loss) and its gradient.
+  struct Root {
+    at::Tensor output, grad;
+  };
+  Root backward_root(Saved& s, int mb, const at::Tensor& dy);
+  /// dx as sent back (unscaled under fp16).
+  at::Tensor input_gradient(const at::Tensor& dx) const;
 
   /// The blocks (and, on the last stage, the loss if `target` is defined) under the stage's
   /// autocast setting.

@@ -112,7 +112,10 @@ void Runner::evaluate(EpochMetrics& m) {
   // batch-norm statistics, as DDP's rank 0 does).
   const bool replicas = e_.scheme->topology() == Topology::Replicas;
   const int evaluating = replicas ? 1 : stage_count();
-  if (!eval_schedule_.stages()) eval_schedule_ = schedules::forward_only(evaluating, static_cast<int>(test_->batches()));
+  if (!eval_schedule_.stages()) {
+    eval_schedule_ = schedules::forward_only(evaluating, static_cast<int>(test_->batches()),
+                                             replicas ? std::vector<int>{} : placement_);
+  }
   std::vector<StageSlot> slots(slots_.begin(), slots_.begin() + evaluating);
   if (test_->batches() > 0) e_.executor->run(eval_schedule_, slots, feed, RunMode::Eval);
   m.test_loss = count ? loss_sum / static_cast<double>(count) : 0;
@@ -191,7 +194,7 @@ RunSummary Runner::run() {
   }
   {
     const std::string line =
-        fmt::format("threads: {}{}; {} stage{} on {}", e_.executor->thread_layout(stage_count()),
+        fmt::format("threads: {}{}; {} stage{} on {}", e_.executor->thread_layout(device_count()),
                     e_.run.threads > 0 ? "" : " (run.threads 0: OMP_NUM_THREADS, else half the cores)", stage_count(),
                     stage_count() == 1 ? "" : "s", fmt::join(e_.run.devices, ", "));
     record.log(line);

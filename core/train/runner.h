@@ -4,6 +4,7 @@
 /// evaluates each epoch and writes the run's folder. Variation lives in YAML and in
 /// registered components, never here.
 #include <c10/util/Exception.h>
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -66,6 +67,10 @@ class Runner {
 
   std::vector<Stage*> stages() const;
   int stage_count() const { return static_cast<int>(stages_.size()); }
+  /// The devices the scheme places the stages on (threads, processes, run.devices entries).
+  int device_count() const {
+    return placement_.empty() ? 0 : *std::max_element(placement_.begin(), placement_.end()) + 1;
+  }
   const std::vector<int>& balance() const { return balance_; }
   const DatasetSplits& data() const { return data_; }
   /// The configuration as resolved (defaults filled in, balance as counts), with provenance.
@@ -76,6 +81,8 @@ class Runner {
   /// Lets the scheme add to each stage (e.g. auxiliary heads), given its output shape.
   void prepare_stages();
   void check_schedules() const;
+  /// Validates one training schedule and its agreement with the scheme's placement.
+  void check_schedule(const Schedule& s, const std::vector<int>& bound) const;
   /// A ConfigError, before anything is written, if the model cannot take the dataset's
   /// examples (a forward of two of them through every stage).
   void check_model_takes_data();
@@ -120,6 +127,7 @@ class Runner {
   std::map<int, Schedule> schedules_;
   ExecStats last_train_stats_;  ///< what the executor measured in the last training epoch
   Schedule eval_schedule_;
+  std::vector<int> placement_;  ///< the device of each stage (Scheme::placement)
 };
 
 /// The end-of-run summary for people: epoch table, accuracy, throughput, pipeline figures.

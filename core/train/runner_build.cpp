@@ -14,6 +14,7 @@
 #include "core/device/device.h"
 #include "core/model/block_costs.h"
 #include "core/schedule/generators.h"
+#include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
@@ -126,9 +127,15 @@ void Runner::build_stages() {
                                 e_.scheme->type()),
                     "use run.amp: bf16 (no loss scaling needed) or none");
   }
-  if (run.devices.size() != 1 && static_cast<int>(run.devices.size()) != stages) {
-    e_.source->fail("run.devices", fmt::format("{} devices for {} stages", run.devices.size(), stages),
-                    fmt::format("give one device for all stages or exactly {}", stages));
+  // The scheme's placement puts stage r on device placement[r]: one thread or process each,
+  // and run.devices[placement[r]] when several devices are listed.
+  const std::vector<int> placement = e_.scheme->placement(stages);
+  placement_ = placement;
+  const int device_count = placement.empty() ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;
+  if (run.devices.size() != 1 && static_cast<int>(run.devices.size()) != device_count) {
+    e_.source->fail("run.devices",
+                    fmt::format("{} devices for {} stages placed on {} devices", run.devices.size(), stages, device_count),
+                    fmt::format("give one device for all stages or exactly {}", device_count));
   }
   std::vector<c10::Device> devices;
   for (const std::string& d : run.devices) {
@@ -151,9 +158,9 @@ void Runner::build_stages() {
       model_data_mismatch(err);
     }
   };
-  // A multi-process executor joins its process group here (it needs only the stage
-  // count), so that the processes can agree on a measured balance below.
-  e_.executor->attach(stages);
+  // A multi-process executor joins its process group here (it needs only the placement),
+  // so that the processes can agree on a measured balance below.
+  e_.executor->attach(placement);
   if (replicas) {
     balance_.assign(static_cast<size_t>(stages), static_cast<int>(blocks.size()));
   } else if (stages == requested) {
@@ -178,7 +185,7 @@ void Runner::build_stages() {
       for (int k = 0; k < balance_[static_cast<size_t>(r)]; ++k) spec.blocks.push_back(std::move(blocks[next++]));
     }
     spec.loss = spec.replica || r + 1 == stages ? def_.loss : nullptr;
-    spec.device = devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(r)];
+    spec.device = devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(placement[static_cast<size_t>(r)])];
     spec.seed = seed;
     spec.precision = {run.amp, run.loss_scale};
     spec.channels_last = run.channels_last;
@@ -291,6 +298,18 @@ void Runner::model_data_mismatch(const c10::Error& err) const {
                                 why, e_.source->file()));
 }
 
+void Runner::check_schedule(const Schedule& s, const std::vector<int>& bound) const {
+  validate_schedule(s, {bound});
+  std::vector<int> placed = s.placement();
+  for (size_t r = 0; r < placed.size() && r < placement_.size(); ++r) {
+    if (placed[r] >= 0 && placed[r] != placement_[r]) {
+      throw UserError(fmt::format("scheme {} places stage {} on device {}, but its schedule runs it on device d{}. Fix: "
+                                  "make the scheme's placement and its schedule agree",
+                                  e_.scheme->type(), r, placement_[r], placed[r]));
+    }
+  }
+}
+
 void Runner::check_schedules() const {
   const int stages = stage_count();
   const std::vector<int> bound = e_.scheme->max_in_flight(stages);
@@ -304,16 +323,19 @@ void Runner::check_schedules() const {
                       fmt::format("use run.batch_size >= {} or fewer micro-batches", m));
     }
     const int units = static_cast<int>(chunk_sizes(e_.run.batch_size, m).size());
-    validate_schedule(e_.scheme->schedule(stages, units), {bound});
+    check_schedule(e_.scheme->schedule(stages, units), bound);
   } else {
-    validate_schedule(e_.scheme->schedule(stages, static_cast<int>(train_->batches())), {bound});
+    check_schedule(e_.scheme->schedule(stages, static_cast<int>(train_->batches())), bound);
   }
-  validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1))));
+  validate_schedule(
+      schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)), placement_));
 }
 
 const Schedule& Runner::train_schedule(int units) {
   auto it = schedules_.find(units);
-  if (it == schedules_.end()) it = schedules_.emplace(units, e_.scheme->schedule(stage_count(), units)).first;
+  if (it == schedules_.end()) {
+    it = schedules_.emplace(units, with_communication(e_.scheme->schedule(stage_count(), units))).first;
+  }
   return it->second;
 }
 

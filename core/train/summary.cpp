@@ -72,6 +72,8 @@ void Runner::finish_summary(RunSummary& s) const {
     measured.forward.push_back(st.forward[r].mean());
     measured.backward.push_back(st.backward[r].mean());
     measured.update.push_back(st.update[r].mean());
+    measured.backward_input.push_back(st.backward_input[r].mean());
+    measured.backward_weight.push_back(st.backward_weight[r].mean());
   }
   const Timeline t = simulate_timeline(schedule, measured);
   s.bubble_measured = t.bubble_fraction;

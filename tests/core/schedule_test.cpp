@@ -28,7 +28,7 @@ TEST(Schedule, GoldenTables) {
 TEST(Schedule, TextRoundTrip) {
   const Schedule s = schedules::one_f_one_b(4, 6);
   EXPECT_EQ(Schedule::parse(s.to_text()), s);
-  EXPECT_EQ(schedules::gpipe(2, 1).to_text(), "0F0 0B0 0U\n1F0 1B0 1U\n");
+  EXPECT_EQ(schedules::gpipe(2, 1).to_text(), "d0: 0F0 0B0 0U\nd1: 1F0 1B0 1U\n");
   // A single global order is split by stage, keeping each stage's order.
   EXPECT_EQ(Schedule::parse("0F0 1F0 1B0 0B0 1U 0U"), schedules::gpipe(2, 1));
 }
@@ -37,7 +37,10 @@ TEST(Schedule, ParseErrorsNameTheToken) {
   EXPECT_NE(testing::user_error([] { Schedule::parse("0F0 0X1"); }).find("'0X1'"), std::string::npos);
   EXPECT_NE(testing::user_error([] { Schedule::parse("F0"); }).find("stage number"), std::string::npos);
   EXPECT_NE(testing::user_error([] { Schedule::parse("0U3"); }).find("no micro-batch"), std::string::npos);
-  EXPECT_NE(testing::user_error([] { Schedule::parse("0F"); }).find("line 1"), std::string::npos);
+  EXPECT_NE(testing::user_error([] { Schedule::parse("0F0\nd1: 1F0 0F", "my.sched"); }).find("my.sched:2:9:"),
+            std::string::npos);
+  EXPECT_NE(testing::user_error([] { Schedule::parse("x1: 0F0"); }).find("not a device label"), std::string::npos);
+  EXPECT_NE(testing::user_error([] { Schedule::parse("d0: 0F0\nd0: 0B0"); }).find("second line"), std::string::npos);
 }
 
 TEST(Schedule, GeneratedSchedulesAreValid) {
@@ -54,7 +57,10 @@ TEST(Schedule, GeneratedSchedulesAreValid) {
 }
 
 TEST(Schedule, ValidatorRejectsBackwardBeforeForward) {
-  EXPECT_NE(validation_error("0B0 0F0 0U").find("0B0 before 0F0"), std::string::npos);
+  const std::string msg = validation_error("0B0 0F0 0U");
+  EXPECT_NE(msg.find("device d0, action 0 (0B0): it runs before 0F0"), std::string::npos) << msg;
+  // The window of the device's actions marks the culprit.
+  EXPECT_NE(msg.find("d0: 0B0 <-- HERE 0F0 0U"), std::string::npos) << msg;
 }
 
 TEST(Schedule, ValidatorRejectsDeadlock) {
@@ -62,14 +68,17 @@ TEST(Schedule, ValidatorRejectsDeadlock) {
   // micro-batch 1 before it goes backward on micro-batch 0.
   const std::string msg = validation_error("0F0 0B0 0F1 0B1 0U\n1F0 1F1 1B1 1B0 1U");
   EXPECT_NE(msg.find("deadlock"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("stage 0 waits at 0B0 for 1B0"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("stage 1 waits at 1F1 for 0F1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("device d0, action 2 waits for 1SEND_B0:\n    d0: 0F0 0SEND_F0 0RECV_B0 <-- HERE 0B0"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("device d1, action 2 waits for 0SEND_F1"), std::string::npos) << msg;
 }
 
 TEST(Schedule, ValidatorRejectsMissingMicroBatch) {
   EXPECT_NE(validation_error("0F0 0F1 0B1 0B0 0U\n1F0 1B0 1U").find("stage 1 never runs micro-batch 1"),
             std::string::npos);
-  EXPECT_NE(validation_error("0F0 0F1 0B0 0U").find("never 0B1"), std::string::npos);
+  EXPECT_NE(validation_error("0F0 0F1 0B0 0U").find("micro-batch 1 never completes on stage 0: add 0B1"),
+            std::string::npos);
 }
 
 TEST(Schedule, ValidatorRejectsRepeatsUnappliedGradientsAndTooManyInFlight) {
@@ -85,7 +94,7 @@ TEST(Timeline, GpipeClockCyclesFollowF6) {
   for (auto [m, d] : std::vector<std::pair<int, int>>{{1, 1}, {1, 3}, {3, 1}, {3, 3}, {4, 2}, {8, 4}}) {
     const Timeline t = simulate_timeline(schedules::gpipe(d, m), CostModel::uniform(d, 1, 1));
     for (int r = 0; r < d; ++r) {
-      for (const TimedAction& a : t.stages[static_cast<size_t>(r)]) {
+      for (const TimedAction& a : t.devices[static_cast<size_t>(r)]) {
         const int i = a.action.mb;
         if (a.action.kind == ActionKind::Forward) EXPECT_EQ(a.start, i + r);
         if (a.action.kind == ActionKind::Backward) EXPECT_EQ(a.start, (m + d - 1) + (m - 1 - i) + (d - 1 - r));

@@ -8,6 +8,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/pt_reader_hardening_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/registry_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reproducibility_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/schedule_ir_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schedule_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stage_test.cpp
 )

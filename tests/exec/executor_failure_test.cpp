@@ -22,11 +22,12 @@ struct Pipeline : testing::LinearPipeline {
 /// on_result() (the last stage's thread) at micro-batch `fail_at`.
 class Data : public Feed {
  public:
-  enum class Where { Nowhere, Input, Result };
+  enum class Where { Nowhere, Input, Result, Shape };
   Data(Where where, int fail_at) : where_(where), fail_at_(fail_at) {}
   at::Tensor input(int mb) override {
     note_thread();
     if (where_ == Where::Input && mb == fail_at_) throw UserError("input of micro-batch 2 is broken");
+    if (where_ == Where::Shape && mb == fail_at_) return at::ones({2, 5});  // Linear(4, 4) cannot take it
     return at::ones({2, 4}) * (mb + 1);
   }
   at::Tensor target(int) override { return at::zeros({2}, at::kLong); }
@@ -87,6 +88,25 @@ TEST(ThreadedExecutor, AFailingLastStageStopsStagesWaitingForGradients) {
     FAIL() << "no error";
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "the loss of micro-batch 1 is broken");
+  }
+}
+
+TEST(Executors, AnActionThatFailsIsShownInItsDevicesSchedule) {
+  // As torch.distributed.pipelining reports a failed action: the error, then the device's
+  // actions around it with the failing one marked.
+  for (const char* type : {"{type: sequential}", "{type: threaded, intra_op_threads: 1}"}) {
+    Pipeline p;
+    Data data(Data::Where::Shape, 2);
+    auto executor = testing::make_executor(type);
+    try {
+      executor->run(p.scheme->schedule(4, 4), p.slots, data, RunMode::Train);
+      FAIL() << "no error";
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("while running\n  d0: 0F0 0SEND_F0 0F1 0SEND_F1 0F2 <-- ERROR HERE 0SEND_F2 0F3"), std::string::npos)
+          << type << ": " << what;
+      EXPECT_NE(what.find("mat1 and mat2 shapes cannot be multiplied"), std::string::npos) << what;
+    }
   }
 }
 

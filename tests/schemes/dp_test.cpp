@@ -60,15 +60,25 @@ run:       {epochs: 1, batch_size: 16, dtype: float64}
   EXPECT_EQ(load_tensor_dict(dir.file("dp/checkpoints/final.pt")).size(), r0.size());
 }
 
-TEST(DataParallel, ScheduleLinksAndTheUpdateBarrier) {
+TEST(DataParallel, TheAllReduceIsAnActionOfEveryReplica) {
   const auto dp = Registry<Scheme>::get().create_default("dp");
   const Schedule s = dp->schedule(3, 2);  // three replicas, a mini-batch with two shards
-  EXPECT_EQ(s.to_text(), "0F0 0B0 0U\n1F1 1B1 1U\n2U\n");
+  // Each replica reads its own shard (no RECV_F), nothing travels between replicas but the
+  // all-reduce, which every replica joins before its update.
+  EXPECT_EQ(s.to_text(), "d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F1 1B1 1ALLREDUCE 1U\nd2: 2ALLREDUCE 2U\n");
   EXPECT_NO_THROW(validate_schedule(s));
   Schedule missing = s;
-  missing.stage(2).clear();  // a replica that never updates would leave the others waiting
-  EXPECT_NE(testing::user_error([&] { validate_schedule(missing); }).find("stage 0 waits at 0U for the other stages' updates"),
+  missing.device(2).clear();  // a replica that never joins would leave the others waiting
+  EXPECT_NE(testing::user_error([&] { validate_schedule(missing); }).find("device d2 runs 0 ALLREDUCE"),
             std::string::npos);
+  // A collective one device reaches only after a message the other sends after the
+  // collective: a cycle, which the validator finds.
+  const std::string msg = testing::user_error([] {
+    validate_schedule(Schedule::parse("0F0 0SEND_F0 0RECV_B0 0B0 0ALLREDUCE 0U\n"
+                                      "1RECV_F0 1F0 1ALLREDUCE 1B0 1SEND_B0 1U"));
+  });
+  EXPECT_NE(msg.find("deadlock"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("device d1, action 2 waits for the other devices' ALLREDUCE"), std::string::npos) << msg;
 }
 
 }  // namespace

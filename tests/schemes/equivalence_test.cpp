@@ -108,8 +108,8 @@ TEST(Equivalence, LossScalingOracle) {
     at::AutoGradMode grad(true);
     // Run F and B only (drop the update) to read the accumulated gradient.
     Schedule fb(1);
-    for (const Action& a : s.stage(0)) {
-      if (a.kind != ActionKind::Update) fb.stage(0).push_back(a);
+    for (const Action& a : s.device(0)) {
+      if (a.kind != ActionKind::Update) fb.device(0).push_back(a);
     }
     executor->run(fb, slots, feed, RunMode::Train);
     EXPECT_DOUBLE_EQ(linear->weight.grad().item<double>(), 7.5) << chunks << " chunks";

@@ -1,7 +1,9 @@
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/batch_norm_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/equivalence_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/modern_schedules_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipedream_flush_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sync_schedules_test.cpp
 )
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/async_oracle_test.cpp

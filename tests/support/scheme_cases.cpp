@@ -2,12 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 
+#include "core/config/config_node.h"
 #include "core/scheme/scheme.h"
 
 namespace pipelab::testing {
+namespace {
+
+std::unique_ptr<Scheme> make_scheme(const std::string& section) {
+  auto source = std::make_shared<ConfigSource>("<scheme case>");
+  return Registry<Scheme>::get().create(ConfigNode(YAML::Load(section), source, "scheme"));
+}
+
+}  // namespace
 
 std::vector<SchemeCase> scheme_cases() {
   const std::map<std::string, std::vector<std::string>> variants{
@@ -15,10 +26,17 @@ std::vector<SchemeCase> scheme_cases() {
       {"pipedream", {"flush: never", "vertical_sync: true"}},
       {"spectrain", {"version: 2"}},
       {"interlocking", {"mode: local", "mode: pairwise", "mode: nwise, distance: 2"}},
+      {"interleaved_1f1b", {"chunks: 4, virtual_stages: 2"}},
+      {"looped_bfs", {"chunks: 4, virtual_stages: 2"}},
   };
+  // Schemes whose default cannot run every case (interleaving needs 2 stages per device and a
+  // multiple of the devices as micro-batches): their variants above stand for them.
+  const std::set<std::string> variants_only{"interleaved_1f1b", "looped_bfs"};
   std::vector<SchemeCase> out;
   for (const std::string& name : Registry<Scheme>::get().names()) {
-    std::vector<std::string> options{""};
+    if (name == "custom") continue;
+    std::vector<std::string> options;
+    if (!variants_only.count(name)) options.push_back("");
     if (variants.count(name)) {
       for (const std::string& v : variants.at(name)) options.push_back(v);
     }
@@ -27,10 +45,16 @@ std::vector<SchemeCase> scheme_cases() {
       for (const int stages : {2, 4}) {
         // dp's stages are its replicas.
         const std::string extra = name == "dp" ? fmt::format("replicas: {}", stages) : option;
-        out.push_back({fmt::format("{{type: {}{}{}}}", name, extra.empty() ? "" : ", ", extra), stages});
+        const std::string section = fmt::format("{{type: {}{}{}}}", name, extra.empty() ? "" : ", ", extra);
+        const std::vector<int> placement = make_scheme(section)->placement(stages);
+        out.push_back({section, stages, *std::max_element(placement.begin(), placement.end()) + 1});
       }
     }
   }
+  // Schedules from files: a hand-written 1F1B (text) and an interleaved one (torch CSV).
+  const std::string dir = PIPELAB_EXPERIMENTS_DIR "/schedules/";
+  out.push_back({"{type: custom, file: '" + dir + "1f1b_d2_m4.sched'}", 2, 2});
+  out.push_back({"{type: custom, file: '" + dir + "interleaved_d2_v2_m4.csv', virtual_stages: 2}", 4, 2});
   return out;
 }
 

@@ -12,9 +12,11 @@ namespace pipelab::testing {
 struct SchemeCase {
   std::string scheme;  ///< the scheme section, e.g. "{type: gpipe, chunks: 4}"
   int stages;
+  int devices;  ///< the devices (threads, processes) the scheme places the stages on
 };
 
-/// Every case at 2 and 4 stages (dp: 2 and 4 replicas).
+/// Every case at 2 and 4 stages (dp: 2 and 4 replicas); schemes with two stages per device
+/// at 2 and 4 stages (1 and 2 devices); `custom` with the shipped example schedules.
 std::vector<SchemeCase> scheme_cases();
 /// A test-name-safe label: "_type__gpipe__chunks__4__4stages".
 std::string scheme_case_name(const ::testing::TestParamInfo<SchemeCase>& info);

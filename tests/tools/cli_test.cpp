@@ -49,14 +49,15 @@ TEST(Cli, ScheduleAndList) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("{type: gpipe, chunks: 4"), std::string::npos) << out;
   EXPECT_NE(out.find("3F0 3F1 3F2 3F3 3B3 3B2 3B1 3B0 3U"), std::string::npos) << out;
-  for (const char* legend : {"F forward", "B backward", "H backward of the stage's own auxiliary head", "U optimizer step"}) {
+  for (const char* legend : {"F forward", "B backward", "I, W: B split", "H auxiliary head's backward", "U optimizer step"}) {
     EXPECT_NE(out.find(legend), std::string::npos) << legend;
   }
-  // docs/interlocking-cpu.md's bubble column: 4 components, 468 mini-batches of an epoch.
+  // docs/interlocking-cpu.md's bubble column: 4 components, 468 mini-batches of an epoch,
+  // with the summaries' unit costs (F = 1, a whole B = 1, H = 0.5).
   for (const auto& [mode, bubble] : std::vector<std::pair<std::string, std::string>>{
            {"global", "75.0%"}, {"local", "0.3%"}, {"pairwise", "28.7%"}, {"nwise, distance: 2", "70.6%"}}) {
     std::tie(code, out) = pipelab("schedule --scheme interlocking --set 'scheme={type: interlocking, mode: " + mode +
-                                  "}' --stages 4 --microbatches 468");
+                                  "}' --stages 4 --microbatches 468 --costs 1,0.5,0.5");
     EXPECT_EQ(code, 0) << out;
     EXPECT_NE(out.find("(" + bubble + " of device time idle)"), std::string::npos) << mode << ": " << out.substr(out.rfind("makespan"));
   }

@@ -1,5 +1,5 @@
-// The documentation that shows code is held to the code: docs/adding-a-scheme.md's listing
-// is schemes/pipedream_flush.cpp byte for byte (so it compiles), and every hook its table
+// The documentation that shows code is held to the code: docs/adding-a-scheme.md's listings
+// are schemes/pipedream_flush.cpp and schemes/zb_h1.cpp byte for byte (so they compile), and every hook its table
 // names exists in core/scheme/scheme.h; no document cites a file that is not in the tree.
 #include <gtest/gtest.h>
 
@@ -20,6 +20,12 @@ TEST(Docs, AddingASchemeListsTheRealFile) {
   const size_t end = doc.find("```", start + 7);
   EXPECT_EQ(doc.substr(start + 7, end - start - 7), testing::read_text(kRoot + "/schemes/pipedream_flush.cpp"))
       << "update docs/adding-a-scheme.md's listing to schemes/pipedream_flush.cpp";
+  // The second listing: a schedule-only scheme.
+  const size_t start2 = doc.find("```cpp\n", end + 3);
+  ASSERT_NE(start2, std::string::npos);
+  const size_t end2 = doc.find("```", start2 + 7);
+  EXPECT_EQ(doc.substr(start2 + 7, end2 - start2 - 7), testing::read_text(kRoot + "/schemes/zb_h1.cpp"))
+      << "update docs/adding-a-scheme.md's second listing to schemes/zb_h1.cpp";
   const std::string scheme_h = testing::read_text(kRoot + "/core/scheme/scheme.h");
   const std::regex hook("\\| `([a-z_]+)\\(");
   int hooks = 0;

@@ -138,7 +138,8 @@ TEST_P(MultiProcessEquivalence, LaunchEqualsOneProcessBitwise) {
   const std::string sets = fmt::format("--set 'scheme={}' --set partition.stages={}", c.scheme, c.stages);
   const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
   ASSERT_EQ(c1, 0) << out1;
-  const int processes = c.scheme.find("type: single") != std::string::npos ? 1 : c.stages;
+  // One process per device (the scheme's placement; `single` has one).
+  const int processes = c.scheme.find("type: single") != std::string::npos ? 1 : c.devices;
   const auto [c2, out2] = pipelab(
       fmt::format("launch --nproc {} {} {} --set run.output={}", processes, dir.file("e.yaml"), sets, dir.file("many")));
   if (c.scheme.find("flush: never") != std::string::npos) {

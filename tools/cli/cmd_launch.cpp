@@ -65,7 +65,7 @@ int launch(const Args& args) {
   int port = 0;
   std::vector<std::string> sets;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
-      "nproc", po::value(&nproc)->required(), "number of processes (one per stage, or per group of stages)")(
+      "nproc", po::value(&nproc)->required(), "number of processes (one per device of the scheme's placement, or per group of devices)")(
       "master-port", po::value(&port)->default_value(0), "rendezvous port on 127.0.0.1 (0: a free one)")(
       "set", po::value(&sets)->composing(), "override a value, as in pipelab run (repeatable)")(
       "overwrite", "replace a finished run in the output folder");
@@ -74,7 +74,8 @@ int launch(const Args& args) {
   po::variables_map vm;
   if (!parse(args, "pipelab launch --nproc N FILE [--set key.path=value ...] [--overwrite]\n\n"
                    "Runs FILE as one distributed run of N local processes over c10d (Gloo): rank r runs\n"
-                   "stages [r*D/N, (r+1)*D/N). The process with the last stage writes the results to\n"
+                   "devices [r*D/N, (r+1)*D/N) of the scheme's D devices (one stage each, or several:\n"
+                   "docs/schedules.md). The process with the last stage writes the results to\n"
                    "run.output; the others log to run.output/ranks/rank<r>/. Output is gathered here.",
              options, positional, vm)) {
     return 0;
