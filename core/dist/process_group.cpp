@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <set>
 
 #include <c10/util/Exception.h>
 
@@ -78,8 +79,10 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::TCPStore> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   std::chrono::milliseconds timeout;
-  std::mutex mutex;  // guards sends
+  std::mutex mutex;  // guards sends, receives and aborted
   std::deque<c10::intrusive_ptr<c10d::Work>> sends;
+  std::set<c10d::Work*> receives;  ///< waiting now
+  bool aborted = false;
 };
 
 ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options), impl_(std::make_unique<Impl>()) {
@@ -131,12 +134,35 @@ void ProcessGroup::send(const at::Tensor& t, int dst, int tag) {
 
 void ProcessGroup::recv(at::Tensor& t, int src, int tag) {
   std::vector<at::Tensor> ts{t};
+  c10::intrusive_ptr<c10d::Work> work;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->aborted) throw ReceiveAborted();
+    work = impl_->group->recv(ts, src, tag);
+    impl_->receives.insert(work.get());
+  }
   try {
-    impl_->group->recv(ts, src, tag)->wait(impl_->timeout);
+    work->wait(impl_->timeout);
   } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->receives.erase(work.get());
+    if (impl_->aborted) throw ReceiveAborted();
     throw UserError(fmt::format("rank {} lost rank {} (waiting {} s at most): {}", options_.rank, src,
                                 options_.timeout_seconds, first_line(e)));
   }
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->receives.erase(work.get());
+}
+
+void ProcessGroup::abort_receives() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->aborted = true;
+  for (c10d::Work* w : impl_->receives) w->abort();
+}
+
+void ProcessGroup::reset_receives() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->aborted = false;
 }
 
 void ProcessGroup::complete_sends() {
@@ -195,6 +221,8 @@ ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options) {
 ProcessGroup::~ProcessGroup() = default;
 void ProcessGroup::send(const at::Tensor&, int, int) {}
 void ProcessGroup::recv(at::Tensor&, int, int) {}
+void ProcessGroup::abort_receives() {}
+void ProcessGroup::reset_receives() {}
 void ProcessGroup::complete_sends() {}
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor&) { return {}; }
 void ProcessGroup::barrier() {}

@@ -35,6 +35,12 @@ int free_port();
 /// libgloo-dev; the code itself is inside LibTorch).
 bool available();
 
+/// A recv() stopped by abort_receives().
+class ReceiveAborted : public std::runtime_error {
+ public:
+  ReceiveAborted() : std::runtime_error("receive aborted") {}
+};
+
 class ProcessGroup {
  public:
   /// Joins the group: blocks until every rank has joined or the timeout passes.
@@ -50,8 +56,13 @@ class ProcessGroup {
   /// Starts sending contiguous CPU tensor `t` to `dst` under `tag`; returns at once. The
   /// tensor is kept alive until the send completes (complete_sends()).
   void send(const at::Tensor& t, int dst, int tag);
-  /// Receives into `t` (its shape and dtype must match what was sent) from `src`.
+  /// Receives into `t` (its shape and dtype must match what was sent) from `src`. Throws
+  /// ReceiveAborted when abort_receives() stops it.
   void recv(at::Tensor& t, int src, int tag);
+  /// Stops every recv() waiting now and every later one (a run that failed elsewhere must
+  /// not wait for messages that will never come); reset_receives() allows them again.
+  void abort_receives();
+  void reset_receives();
   /// Waits for every send started so far.
   void complete_sends();
   /// Every rank's `t` (same shape on every rank), in rank order.

@@ -13,6 +13,7 @@
 #include "core/dist/wire.h"
 #include "core/exec/actions.h"
 #include "core/exec/mailboxes.h"
+#include "core/exec/remote_receives.h"
 #include "core/exec/stage_threads.h"
 #include "core/schedule/dataflow.h"
 #include "core/schedule/lower.h"
@@ -20,7 +21,8 @@
 namespace pipelab {
 namespace {
 
-/// Local receivers through mailboxes, remote ones through the process group.
+/// Local receivers through mailboxes, remote ones through the process group; what comes from
+/// another process was received ahead into the mailboxes (exec/remote_receives.h).
 class GroupTransport : public Transport {
  public:
   GroupTransport(dist::ProcessGroup& group, Mailboxes& local, std::function<int(int)> owner)
@@ -29,10 +31,7 @@ class GroupTransport : public Transport {
     if (owner_(to) == group_.rank()) return local_.send(from, to, kind, mb, std::move(p));
     dist::send_message(group_, p.message, owner_(to), kind, mb, to);
   }
-  Parcel receive(int to, int from, char kind, int mb) override {
-    if (owner_(from) == group_.rank()) return local_.receive(to, from, kind, mb);
-    return {dist::receive_message(group_, owner_(from), kind, mb, to), nullptr};
-  }
+  Parcel receive(int to, int from, char kind, int mb) override { return local_.receive(to, from, kind, mb); }
   // One device per process (run() checks that a schedule with collectives has it so).
   void collective_barrier(int) override { group_.barrier(); }
 
@@ -131,19 +130,30 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   GroupTransport transport(*group_, local, [this](int stage) { return stage_owner(stage); });
   std::vector<DeviceWork> work;
   for (int d = 0; d < s.devices(); ++d) work.emplace_back(s, d);
-  threads_->run(
-      [&](int d) {
-        if (d >= s.devices()) return;
-        const auto& actions = s.device(d);
-        if (actions.empty() || owner(d, devices_, options_.world_size) != options_.rank) return;
-        device::StreamScope stream(slots.at(static_cast<size_t>(actions.front().stage)).stage->device(), d);
-        for (size_t i = 0; i < actions.size(); ++i) {
-          if (local.cancelled()) throw Cancelled();
-          run_action(i, work[static_cast<size_t>(d)], slots.at(static_cast<size_t>(actions[i].stage)), relay, mode,
-                     transport, stats_);
-        }
-      },
-      [&] { local.cancel(); });
+  const auto local_device = [&](int d) { return owner(d, devices_, options_.world_size) == options_.rank; };
+  RemoteReceives remote(s, *group_, local, local_device, [this](int stage) { return stage_owner(stage); });
+  try {
+    threads_->run(
+        [&](int d) {
+          if (d >= s.devices()) return;
+          const auto& actions = s.device(d);
+          if (actions.empty() || !local_device(d)) return;
+          device::StreamScope stream(slots.at(static_cast<size_t>(actions.front().stage)).stage->device(), d);
+          for (size_t i = 0; i < actions.size(); ++i) {
+            if (local.cancelled()) throw Cancelled();
+            run_action(i, work[static_cast<size_t>(d)], slots.at(static_cast<size_t>(actions[i].stage)), relay, mode,
+                       transport, stats_);
+          }
+        },
+        [&] {
+          local.cancel();
+          remote.stop();
+        });
+  } catch (const Cancelled&) {
+    remote.finish();  // a lost peer is why, if a receiver met it
+    throw;
+  }
+  remote.finish();
   relay_results(relay.kept(), feed);
   group_->complete_sends();
   end_run(slots, mode);

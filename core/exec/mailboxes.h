@@ -14,8 +14,9 @@ namespace pipelab {
 
 class Mailboxes : public Transport {
  public:
-  /// Mailboxes for `stages` receiving stages; `devices` threads meet at a collective.
-  Mailboxes(int stages, int devices);
+  /// Mailboxes for `stages` receiving stages; `devices` threads meet at a collective. A
+  /// receiver polls for `spin_seconds` before it sleeps.
+  Mailboxes(int stages, int devices, double spin_seconds = 0);
   void send(int from, int to, char kind, int mb, Parcel p) override;
   Parcel receive(int to, int from, char kind, int mb) override;
   void collective_barrier(int device) override;
@@ -38,6 +39,7 @@ class Mailboxes : public Transport {
   // Collective barrier: devices arrived in the current round, and the round number.
   int devices_ = 0;
   int arrived_ = 0;
+  double spin_seconds_ = 0;
   int64_t round_ = 0;
 };
 

@@ -19,8 +19,12 @@ namespace {
 
 struct ThreadedOptions {
   int intra_op_threads = 0;
+  double spin_us = 100;
   template <class V>
   void fields(V& v) {
+    v("spin_us", spin_us,
+      "microseconds a device thread polls for a message before it sleeps (a wake-up costs tens of microseconds)",
+      non_negative);
     v("intra_op_threads", intra_op_threads,
       "LibTorch intra-op threads per device thread (0: the run's threads divided by the devices, at least 1; "
       "OpenMP and BLAS threads multiply with the devices, so keep devices x this <= cores)",
@@ -40,7 +44,7 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
     const int devices = s.devices();
     if (!threads_ || threads_->size() != devices) threads_ = std::make_unique<StageThreads>(devices, per_device(devices));
     begin_run(slots, s.micro_batches(), mode);
-    Mailboxes mail(n, devices);
+    Mailboxes mail(n, devices, options_.spin_us * 1e-6);
     std::vector<DeviceWork> work;
     for (int d = 0; d < devices; ++d) work.emplace_back(s, d);
     threads_->run(

@@ -3,8 +3,9 @@
 /// two chunks per device); every schedule runs the same mini-batch of m micro-batches on the
 /// sequential executor (the baseline: one thread, one core) and on the threaded one (one
 /// thread and one core per device), rounds interleaved. For each it prints the measured step
-/// times, the measured speed-up, and two predictions from the timeline simulation: with unit
-/// costs (F = I = W = 1 per stage) and with the per-action times the threaded run measured.
+/// times, the measured speed-up, and two predictions from the timeline simulation: the speed-up
+/// with unit costs (F = I = W = 1 per stage), and the threaded step time with the per-action
+/// times the sequential run measured (each action alone on a core) replayed on the devices.
 ///
 ///   build/pipelab_bench_schedules [--width W] [--layers L] [--batch N] [--chunks M] [--rounds R]
 ///                                 [--schemes gpipe,pipedream_flush,zb_h1,interleaved_1f1b]
@@ -176,10 +177,10 @@ int main(int argc, char** argv) {
     const Timeline unit = simulate_timeline(c.schedule, CostModel::split(stages, 1, 1, 1));
     double busy = 0;
     for (const double b : unit.busy) busy += b;
-    // The threaded run's own per-action means, replayed (transfer time 0).
-    c.threaded->stats().reset(stages);
-    c.time(*c.threaded, *c.thr, data, o.steps);
-    const ExecStats& st = c.threaded->stats();
+    // The sequential run's per-action means, replayed on the devices (transfer time 0).
+    c.sequential->stats().reset(stages);
+    c.time(*c.sequential, *c.seq, data, o.steps);
+    const ExecStats& st = c.sequential->stats();
     CostModel measured;
     for (int r = 0; r < stages; ++r) {
       const size_t i = static_cast<size_t>(r);

@@ -105,7 +105,8 @@ int launch(const Args& args) {
     for (const std::string& s : sets) argv.insert(argv.end(), {"--set", s});
     if (vm.count("overwrite")) argv.push_back("--overwrite");
     const std::string out = (tmp / fmt::format("rank{}.out", r)).string();
-    children.emplace_back(argv, std::vector<std::string>{}, out);
+    // The ranks share this machine's cores: each takes its share of the run's thread budget.
+    children.emplace_back(argv, std::vector<std::string>{fmt::format("PIPELAB_LOCAL_PROCESSES={}", nproc)}, out);
     tails.emplace_back(out, nproc > 1 ? fmt::format("[rank {}] ", r) : "");
   }
   int first_failure = -1;
