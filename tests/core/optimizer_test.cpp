@@ -142,20 +142,57 @@ TEST(Optimizer, MatchesLibTorchOptimizers) {
   }
 }
 
+TEST(Optimizer, NadamMatchesTorchAndTheOracle) {
+  // Oracle O5 (NAdam's update, F28): constant gradient 1 on W0 = 1, lr 0.1, betas (0.99, 0.999),
+  // psi 0.004; torch.optim.NAdam 2.15 in float64 gives the same digits (its mu-product is
+  // float32, so 1e-8).
+  const auto plain = trajectory("{type: nadam, lr: 0.1, betas: [0.99, 0.999]}", {1, 1});
+  EXPECT_NEAR(plain[0], 0.89934403, 1e-8);
+  EXPECT_NEAR(plain[1], 0.83134346, 1e-8);
+  const auto decoupled =
+      trajectory("{type: nadam, lr: 0.1, betas: [0.99, 0.999], weight_decay: 0.01, decoupled_weight_decay: true}", {1, 1});
+  EXPECT_NEAR(decoupled[0], 0.89834403, 1e-8);
+  EXPECT_NEAR(decoupled[1], 0.82944512, 1e-8);
+  // Three steps of changing gradients on three weights, coupled and decoupled decay 0.1:
+  // torch.optim.NAdam(lr=0.01, weight_decay=0.1) in float64 printed these.
+  for (const bool decoupled_decay : {false, true}) {
+    at::Tensor w = at::tensor({0.5, -1.0, 2.0}, at::kDouble);
+    auto opt = make(fmt::format("{{type: nadam, lr: 0.01, weight_decay: 0.1, decoupled_weight_decay: {}}}", decoupled_decay), w);
+    for (const std::vector<double>& g :
+         std::vector<std::vector<double>>{{0.1, -0.2, 0.3}, {-0.4, 0.5, 0.05}, {0.2, 0.2, -0.1}}) {
+      w.mutable_grad() = at::tensor(g, at::kDouble);
+      opt->step();
+    }
+    const std::vector<double> torch_result = decoupled_decay
+                                                 ? std::vector<double>{0.49350077246099094, -1.000258041694995, 1.9839203825804623}
+                                                 : std::vector<double>{0.49296112695228506, -0.9998316087781719, 1.981348923145053};
+    for (int64_t i = 0; i < 3; ++i) EXPECT_NEAR(w[i].item<double>(), torch_result[static_cast<size_t>(i)], 1e-9) << i;
+  }
+  // The direction is what the step subtracted, over lr.
+  at::Tensor w = at::ones({1}, at::kDouble);
+  auto opt = make("{type: nadam, lr: 0.1, betas: [0.99, 0.999]}", w);
+  w.mutable_grad() = at::ones({1}, at::kDouble);
+  opt->step();
+  EXPECT_NEAR(opt->direction(0).item<double>(), (1 - 0.89934403) / 0.1, 1e-7);
+}
+
 TEST(Optimizer, StateRoundTrip) {
   at::Tensor a = at::ones({3}, at::kDouble), b = at::ones({3}, at::kDouble);
-  auto oa = make("{type: adam, lr: 0.1}", a);
-  a.mutable_grad() = at::full({3}, 0.5, at::kDouble);
-  oa->step();
-  auto ob = make("{type: adam, lr: 0.1}", b);
-  b.copy_(a);
-  ob->load_state(oa->state());
-  ob->set_steps(oa->steps());
-  a.mutable_grad() = at::full({3}, -0.25, at::kDouble);
-  b.mutable_grad() = at::full({3}, -0.25, at::kDouble);
-  oa->step();
-  ob->step();
-  EXPECT_TRUE(at::equal(a, b));
+  for (const char* yaml : {"{type: adam, lr: 0.1}", "{type: nadam, lr: 0.1}"}) {
+    a.fill_(1);
+    auto oa = make(yaml, a);
+    a.mutable_grad() = at::full({3}, 0.5, at::kDouble);
+    oa->step();
+    auto ob = make(yaml, b);
+    b.copy_(a);
+    ob->load_state(oa->state());
+    ob->set_steps(oa->steps());
+    a.mutable_grad() = at::full({3}, -0.25, at::kDouble);
+    b.mutable_grad() = at::full({3}, -0.25, at::kDouble);
+    oa->step();
+    ob->step();
+    EXPECT_TRUE(at::equal(a, b)) << yaml;
+  }
 }
 
 double lr_factor(const std::string& yaml, double epoch, int total = 4) {
