@@ -47,6 +47,8 @@ class Adam : public Optimizer {
     return (m_[i] / bc1) / ((u_[i] / bc2).sqrt_().add_(request.eps.value_or(o_.eps)));
   }
 
+  std::optional<double> beta1() const override { return o_.betas[0]; }
+  void set_beta1(double beta1) override { o_.betas[0] = beta1; }
   double decoupled_decay() const override { return decoupled_ ? o_.weight_decay : 0; }
 
   std::vector<std::pair<std::string, at::Tensor>> state() const override {

@@ -54,6 +54,8 @@ class Nadam : public Optimizer {
     return (last_coupled_.at(i) * ((1 - mu) / (1 - pi)) + m_[i] * (mu_next / (1 - pi * mu_next))) / den;
   }
 
+  std::optional<double> beta1() const override { return o_.betas[0]; }
+  void set_beta1(double beta1) override { o_.betas[0] = beta1; }
   double decoupled_decay() const override { return o_.decoupled_weight_decay ? o_.weight_decay : 0; }
 
   std::vector<std::pair<std::string, at::Tensor>> state() const override {

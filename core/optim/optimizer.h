@@ -59,6 +59,10 @@ class Optimizer {
 
   /// lambda of a decoupled weight decay (AdamW), 0 otherwise: a predictor may add it (§3.8).
   virtual double decoupled_decay() const { return 0; }
+  /// The first-moment decay beta1 of an Adam-family optimizer (nullopt for others), and a way
+  /// for a scheme to set it per stage (the Nesterov asynchronous scheme's adaptive momentum).
+  virtual std::optional<double> beta1() const { return std::nullopt; }
+  virtual void set_beta1(double /*beta1*/) {}
 
   /// Named state tensors for checkpoints ("<param index>.<name>").
   virtual std::vector<std::pair<std::string, at::Tensor>> state() const = 0;

@@ -1,48 +1,44 @@
-/// flush: never — the mini-batches of every epoch flow through one 1F1B pipeline that is
-/// drained only at the end of the run, so the warm-up of epoch e+1 overlaps the drain of
-/// epoch e. "The model after epoch e" is, at each stage, the weights right after that
-/// stage's last update of epoch e (stages reach it at different times). Each stage saves
-/// those weights then (from its own thread or process, so this works on every executor);
-/// after the run every epoch is evaluated on them. Such a run cannot resume mid-way.
+/// flush: never — the mini-batches of every epoch flow through one pipeline (1F1B, or
+/// 2BW's) that is drained only at the end of the run, so the warm-up of epoch e+1 overlaps
+/// the drain of epoch e. "The model after epoch e" is, at each stage, the weights right after
+/// the update that applies the gradient of epoch e's last micro-batch there (stages reach it
+/// at different times). Each stage saves those weights then (from its own thread or process,
+/// so this works on every executor; the wrapper that does it is in runner_flushless.h); after
+/// the run every epoch is evaluated on them. Such a run cannot resume mid-way.
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
+#include "core/train/runner_flushless.h"
 #include "core/train/state_dict.h"
 #include "core/util/progress.h"
 
 namespace pipelab {
+
+EpochSnapshot::EpochSnapshot(StagePolicy& inner, std::string folder, int64_t per_epoch)
+    : inner_(inner), folder_(std::move(folder)), per_epoch_(per_epoch) {}
+
+std::string EpochSnapshot::path(const std::string& folder, int64_t epoch, int stage) {
+  return fmt::format("{}/epoch_{}_stage_{}.pt", folder, epoch, stage);
+}
+
+void EpochSnapshot::after_backward(Stage& s, int mb) {
+  inner_.after_backward(s, mb);
+  if ((mb + 1) % per_epoch_ == 0) finished_.push_back((mb + 1) / per_epoch_);
+}
+
+void EpochSnapshot::update(Stage& s) {
+  inner_.update(s);
+  // The epoch ends with the update that applies its last micro-batch's gradient. Counting
+  // micro-batches rather than optimizer steps keeps this right for schemes that step once per
+  // several micro-batches (pipedream_2bw) and for fp16 updates skipped after an overflow.
+  for (const int64_t epoch : finished_) save_tensor_dict(path(folder_, epoch, s.index()), model_state({&s}));
+  finished_.clear();
+}
+
 namespace {
-
-/// Wraps a scheme's policy; after the update that ends an epoch, saves the stage's weights.
-class EpochSnapshot : public StagePolicy {
- public:
-  EpochSnapshot(StagePolicy& inner, std::string folder, int64_t per_epoch)
-      : inner_(inner), folder_(std::move(folder)), per_epoch_(per_epoch) {}
-  void begin(Stage& s, int n) override { inner_.begin(s, n); }
-  bool checkpoint(int mb) const override { return inner_.checkpoint(mb); }
-  void before_forward(Stage& s, int mb, Message& in) override { inner_.before_forward(s, mb, in); }
-  void after_forward(Stage& s, int mb, Message& out) override { inner_.after_forward(s, mb, out); }
-  void before_backward(Stage& s, int mb) override { inner_.before_backward(s, mb); }
-  void after_backward(Stage& s, int mb) override { inner_.after_backward(s, mb); }
-  void end(Stage& s) override { inner_.end(s); }
-  void collect(std::vector<StageMetric>& out) override { inner_.collect(out); }
-  void update(Stage& s) override {
-    inner_.update(s);
-    const int64_t steps = s.optimizer().steps();
-    if (steps % per_epoch_ == 0) save_tensor_dict(path(folder_, steps / per_epoch_, s.index()), model_state({&s}));
-  }
-  static std::string path(const std::string& folder, int64_t epoch, int stage) {
-    return fmt::format("{}/epoch_{}_stage_{}.pt", folder, epoch, stage);
-  }
-
- private:
-  StagePolicy& inner_;
-  std::string folder_;
-  int64_t per_epoch_;
-};
 
 std::string snapshot_folder(const RunRecord& record) { return record.checkpoint_path("flushless"); }
 

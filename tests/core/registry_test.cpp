@@ -28,14 +28,14 @@ void expect_registered(const std::vector<std::string>& names) {
 }
 
 TEST(Registry, ExpectedNamesAreRegistered) {
-  expect_registered<Scheme>({"single", "naive", "gpipe", "pipedream_flush", "async", "pipedream", "spectrain", "pipeoptim",
-                             "interlocking", "dp", "interleaved_1f1b", "looped_bfs", "zb_h1", "zb_h2", "zbv",
-                             "dualpipe_v", "custom"});
+  expect_registered<Scheme>({"single", "naive", "gpipe", "pipedream_flush", "pipedream_2bw", "async", "pipedream",
+                             "spectrain", "pipeoptim", "interlocking", "dp", "interleaved_1f1b", "looped_bfs", "zb_h1",
+                             "zb_h2", "zbv", "dualpipe_v", "custom", "pipemare", "nesterov_async"});
   expect_registered<ModelFactory>({"mlp", "cnn", "vgg16", "resnet", "densenet121", "googlenet", "mobilenet_v2",
                                    "inception_v3", "amoebanet_d", "transformer", "residual_lstm"});
   expect_registered<DatasetFactory>(
       {"synthetic", "tensors", "cifar10", "cifar100", "mnist", "fashion_mnist", "imdb", "glue", "tiny_imagenet"});
-  expect_registered<OptimizerFactory>({"sgd", "adam", "adamw"});
+  expect_registered<OptimizerFactory>({"sgd", "adam", "adamw", "nadam"});
   expect_registered<LrSchedule>({"constant", "step", "multistep", "polynomial", "cosine"});
   expect_registered<Executor>({"sequential", "threaded", "distributed"});
 }

@@ -96,7 +96,9 @@ TEST(ScheduleIr, TimelineCountsDevicesAndPeakInFlight) {
 
 TEST(ScheduleIr, EveryRegisteredSchemeRoundTripsThroughText) {
   for (const std::string& name : Registry<Scheme>::get().names()) {
-    if (name == "custom") continue;  // its schedule is a file
+    bool has_required = false;  // (a custom schedule's file, PipeMare's K): covered by the scheme cases
+    for (const FieldInfo& f : Registry<Scheme>::get().find(name)->options()) has_required |= f.required;
+    if (name == "custom" || has_required) continue;
     const auto scheme = Registry<Scheme>::get().create_default(name);
     for (const int requested : {1, 2, 4}) {
       int stages = 0;

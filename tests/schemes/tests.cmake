@@ -2,6 +2,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/batch_norm_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/equivalence_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/modern_schedules_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/pipedream_2bw_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipedream_flush_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sync_schedules_test.cpp
 )
@@ -11,6 +12,9 @@ list(APPEND PIPELAB_TEST_SOURCES
 )
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/async_runs_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/flushless_hooks_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/nesterov_async_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/pipemare_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/prediction_test.cpp
 )
 list(APPEND PIPELAB_TEST_SOURCES

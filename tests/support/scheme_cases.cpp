@@ -24,14 +24,20 @@ std::vector<SchemeCase> scheme_cases() {
   const std::map<std::string, std::vector<std::string>> variants{
       {"gpipe", {"chunks: 4, checkpoint: always"}},
       {"pipedream", {"flush: never", "vertical_sync: true"}},
+      {"pipedream_2bw", {"flush: never, micro_batches: 2", "flush: epoch, micro_batches: 2"}},
       {"spectrain", {"version: 2"}},
       {"interlocking", {"mode: local", "mode: pairwise", "mode: nwise, distance: 2"}},
       {"interleaved_1f1b", {"chunks: 4, virtual_stages: 2"}},
       {"looped_bfs", {"chunks: 4, virtual_stages: 2"}},
+      {"pipemare", {"rescheduling_steps: 10", "rescheduling_steps: 10, correction: backward, velocity_decay: 0.5",
+                    "rescheduling_steps: 10, correction: forward, velocity_decay: 0.5, flush: never"}},
   };
   // Schemes whose default cannot run every case (interleaving needs 2 stages per device and a
-  // multiple of the devices as micro-batches): their variants above stand for them.
-  const std::set<std::string> variants_only{"interleaved_1f1b", "looped_bfs"};
+  // multiple of the devices as micro-batches; pipedream_2bw's default never flushes, which
+  // multi-process runs refuse, and the cases spell it out so that their tests expect it;
+  // PipeMare's K has no default):
+  // their variants above stand for them.
+  const std::set<std::string> variants_only{"interleaved_1f1b", "looped_bfs", "pipedream_2bw", "pipemare"};
   std::vector<SchemeCase> out;
   for (const std::string& name : Registry<Scheme>::get().names()) {
     if (name == "custom") continue;

@@ -1,0 +1,237 @@
+/// `pipedream_2bw`: PipeDream-2BW (Narayanan et al., "Memory-Efficient Pipeline-Parallel DNN
+/// Training", ICML 2021, arXiv:2006.09503), as the reference code on msr-fiddle/pipedream's
+/// `pipedream_2bw` branch (9fa62318cec0) computes it: Megatron's
+/// `forward_backward_pipelining_no_flushes` and its fp16 optimizer's buffer swaps. Formula and
+/// quirk numbers (F21-F23, Q42-Q45) are those of the project's reference notes on the further
+/// schemes, §8.1 and §8.7. Two weight buffers per stage, the gradient of each mini-batch
+/// accumulated over its micro-batches, one update per mini-batch, never a flush.
+///
+/// Units. A run unit (one `run.batch_size` batch of the loader) is a *micro-batch*, and
+/// `micro_batches` (m) consecutive units make one mini-batch, i.e. one update: the mini-batch
+/// holds m x run.batch_size examples (Megatron's micro-batch size and global batch size).
+/// The last mini-batch of a run may have fewer micro-batches; its gradient is their mean.
+/// The runner's LR schedule counts micro-batches, so each update takes the LR of its
+/// mini-batch's first micro-batch. `micro_batches` defaults to 4, a small pipeline-filling
+/// value: the public driver's 32 (global batch 256 / micro-batch 8) is a sweep setting.
+///
+/// Semantics (stage r of D, mini-batch k of the run, w_r = min(D-1-r, m)):
+/// - schedule: w_r warm-up forwards once, then 1F1B pairs (F of unit w_r+i, B of unit i), an
+///   update after the B of every mini-batch's last micro-batch, and a cool-down only at the
+///   end of the run. So iteration k's backwards are B_k's micro-batches and its forwards are
+///   the last m-w_r of B_k, then the first w_r of B_{k+1}.
+/// - versions (F21): every forward and backward of B_k reads W_{max(k-1,0)}: the live weights
+///   W_k for B_{k+1}'s forwards in iteration k, the "older" buffer W_{k-1} for the rest.
+///   Forward and backward read the same weights, so each gradient is exact for them.
+/// - update (F22): W_{k+1} = Opt(W_k, mean over B_k of the gradients at W_{max(k-1,0)}): one
+///   optimizer state, advanced once per mini-batch with a gradient one step stale (zero at
+///   the first step after a start). The older buffer takes W_k just before the step.
+///   At D = 1 this is still one-step-delayed SGD, not single-device training (§8.6, 1).
+/// - metrics: forward and backward gaps (1 from the second mini-batch on, every stage) and
+///   `stored_versions` (2) in metrics/stages.csv, as schemes/pipedream.cpp records them.
+///
+/// How each point of §8.1 became a default or an option:
+/// - verified in the reference code: the schedule, F21, F22, the clamp w_r <= m, one
+///   optimizer state, no flush between iterations (Megatron counts iterations) -> the
+///   defaults; `flush: never` (the notes' `twobw_epoch_flush: off`) carries the pipeline
+///   across epochs (such runs cannot resume or run as several processes yet).
+///   `flush: epoch` drains at every epoch end and restarts with both buffers equal to the
+///   live weights, as the reference code's restart (`first_iteration`) does; its first
+///   update is then not stale.
+/// - quirks of the reference code (§8.7, where the correct behaviour is the default): Q42
+///   (no unscaling, overflow check or clipping with stashing) — fp16 updates here go through
+///   Stage::step like every scheme's (unscale, skip on overflow; pipelab has no clipping);
+///   no fidelity flag. Q43 (fp16 only, fp32 groups not double-buffered) — any precision,
+///   every parameter. Q44 (evaluation reads W_{k-1}) — evaluation reads the live W_k; no
+///   fidelity flag, since evaluation does not go through the policy. Q45 (tied-embedding
+///   all-reduce skipped) — not applicable: pipelab stages share no parameters.
+/// - UNVERIFIED (the paper's wording of the constraint, m >= D?) -> `require_m_ge_d`, off:
+///   when on, micro_batches < stages is an error; off, the code's clamp w_r = min(D-1-r, m)
+///   keeps any m valid (two buffers suffice whenever w_r <= m, derived).
+/// - paper hyperparameters (UNVERIFIED) and the public driver's (Adam, lr 1.5e-5, ...) are
+///   experiment settings, not scheme options.
+///
+/// `pipedream_flush` (schemes/pipedream_flush.cpp) checked against §8.1's F23 (Megatron's
+/// `forward_backward_pipelining`): it agrees. Per mini-batch it runs the 1F1B generator,
+/// whose warm-up min(D-1-r, m) is Megatron's, then one update; one weight version; micro-batch
+/// losses scaled by n_i/N, which is Megatron's 1/m when the micro-batches are equal (chunk
+/// semantics also allow a smaller last one); the same numbers as GPipe (its test, 1e-12 in
+/// float64). Two remarks: its in-flight bound D-r equals F23's w_r+1 unless m < D-r-1 (then
+/// it is loose, not wrong); and its `chunks` splits run.batch_size, whereas this scheme's
+/// `micro_batches` groups run.batch_size batches, so equal settings mean different batches.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "core/scheme/scheme.h"
+#include "core/scheme/staleness.h"
+#include "core/util/error.h"
+#include "core/weights/weights.h"
+
+namespace pipelab {
+namespace {
+
+enum class Flush { Never, Epoch };
+
+struct Pipedream2bwOptions {
+  int micro_batches = 4;
+  Flush flush = Flush::Never;
+  bool require_m_ge_d = false;
+  template <class V>
+  void fields(V& v) {
+    v("micro_batches", micro_batches,
+      "micro-batches (run.batch_size batches) per mini-batch: the gradients of m of them make one update", positive);
+    v.choice("flush", flush, Choices<Flush>{{"never", Flush::Never}, {"epoch", Flush::Epoch}},
+             "never: one pipeline across epochs (the reference code); epoch: drain and restart at every epoch end");
+    v("require_m_ge_d", require_m_ge_d,
+      "reject micro_batches < stages, the paper's constraint as commonly stated (UNVERIFIED); "
+      "off, the warm-up is clamped to m as in the reference code");
+  }
+};
+
+/// The reference code's schedule over `units` micro-batches, `m` per mini-batch, as a pure
+/// function: warm-up w_r = min(D-1-r, m) once, then F(w_r+i) B(i) pairs, U after the last
+/// micro-batch of each mini-batch, the remaining backwards at the end.
+Schedule two_bw_schedule(int stages, int units, int m) {
+  Schedule s(stages);
+  for (int r = 0; r < stages; ++r) {
+    auto& a = s.device(r);
+    const int warmup = std::min({stages - 1 - r, m, units});
+    const auto backward = [&](int i) {
+      a.push_back(Action::B(r, i));
+      if ((i + 1) % m == 0 || i + 1 == units) a.push_back(Action::U(r));
+    };
+    for (int j = 0; j < warmup; ++j) a.push_back(Action::F(r, j));
+    for (int i = 0; i + warmup < units; ++i) {
+      a.push_back(Action::F(r, warmup + i));
+      backward(i);
+    }
+    for (int i = std::max(0, units - warmup); i < units; ++i) backward(i);
+  }
+  return s;
+}
+
+/// The LR factor that makes Stage::step use the LR of runner step `unit`. The stage's LR
+/// schedule is indexed by optimizer steps, which elsewhere equal the runner's steps (one per
+/// unit); here a step takes m units, so the update of a mini-batch asks for the LR of its
+/// first micro-batch's runner step (the schedule's epoch position, as Megatron's iteration-
+/// based schedule would place it).
+double lr_factor_at_unit(Stage& stage, int64_t unit) {
+  Optimizer& optimizer = stage.optimizer();
+  const int64_t steps = optimizer.steps();
+  const double now = stage.scheduled_lr();
+  optimizer.set_steps(unit);
+  const double wanted = stage.scheduled_lr();
+  optimizer.set_steps(steps);
+  if (wanted == now) return 1.0;
+  if (now == 0) {
+    throw UserError(fmt::format(
+        "pipedream_2bw: the LR schedule is 0 at optimizer step {} but {} at step {}, so the update cannot be rescaled. "
+        "Fix: use an LR schedule that is not 0 there (e.g. lr_schedule.warmup_start_factor > 0)",
+        steps, wanted, unit));
+  }
+  return wanted / now;
+}
+
+/// Two weight buffers per stage (F21, F22): the live parameters are the newer one (W_k, what
+/// the optimizer steps and evaluation reads), `older_` holds W_{k-1}.
+class TwoBufferPolicy : public StagePolicy {
+ public:
+  TwoBufferPolicy(Stage& stage, int m) : m_(m), swap_(stage) {}
+
+  void begin(Stage& stage, int micro_batches) override {
+    // A start or a restart after a flush: both buffers hold the live weights.
+    older_ = copy_weights(stage);
+    units_in_run_ = micro_batches;
+    updates_ = 0;
+    accumulated_ = 0;
+  }
+  void before_forward(Stage& stage, int mb, Message&) override { record_.forward(mb, read(stage, mb)); }
+  void after_forward(Stage&, int, Message&) override { swap_.restore(); }
+  void before_backward(Stage& stage, int mb) override { record_.backward(stage, mb, read(stage, mb)); }
+  void after_backward(Stage&, int) override {
+    swap_.restore();
+    ++accumulated_;
+  }
+
+  void update(Stage& stage) override {
+    at::NoGradGuard no_grad;
+    // The mean over the mini-batch's micro-batches (Megatron divides each micro-batch's loss by m).
+    if (accumulated_ > 1) {
+      for (const at::Tensor& p : stage.parameters()) {
+        if (p.grad().defined()) p.grad().div_(static_cast<double>(accumulated_));
+      }
+    }
+    // The older buffer takes W_k; the optimizer then steps the live one to W_{k+1}.
+    const std::vector<at::Tensor> params = stage.parameters();
+    for (size_t i = 0; i < params.size(); ++i) older_[i].copy_(params[i].detach());
+    stage.step(lr_factor_at_unit(stage, units_before_ + updates_ * m_));
+    ++updates_;
+    accumulated_ = 0;
+    record_.add(stage, "stored_versions", 2.0);
+  }
+
+  void end(Stage&) override { units_before_ += units_in_run_; }
+  void collect(std::vector<StageMetric>& out) override { record_.collect(out); }
+  /// The runner steps (micro-batches) of the runs before, for the LR of later updates after
+  /// a resume (flush: epoch; the buffers themselves restart equal at every run).
+  c10::IValue state() const override { return c10::IValue(units_before_); }
+  void load_state(Stage&, const c10::IValue& state) override { units_before_ = state.isInt() ? state.toInt() : 0; }
+
+ private:
+  /// Puts in the weights micro-batch `mb` reads, W_{max(k-1,0)} for its mini-batch k (F21),
+  /// and returns the optimizer step they stand for.
+  int64_t read(Stage& stage, int mb) {
+    const int64_t wanted = std::max<int64_t>(mb / m_ - 1, 0);  // updates of this run the weights have seen
+    const int64_t live = stage.optimizer().steps();
+    if (wanted == updates_) return live;
+    PIPELAB_ASSERT(wanted + 1 == updates_,
+                   "stage {}: micro-batch {} needs the weights after update {} of the run, but "
+                   "the stage holds only those after updates {} and {}",
+                   stage.index(), mb, wanted, updates_ - 1, updates_);
+    swap_.swap_in(older_);
+    return live - 1;
+  }
+
+  int64_t m_;
+  WeightSwap swap_;
+  Weights older_;
+  int64_t units_in_run_ = 0, units_before_ = 0;
+  int64_t updates_ = 0;  ///< updates in this run
+  int accumulated_ = 0;  ///< micro-batches whose gradients wait for the next update
+  StalenessRecorder record_;
+};
+
+class Pipedream2bw : public Configured<Scheme, Pipedream2bwOptions> {
+ public:
+  using Configured::Configured;
+  Span span() const override { return options_.flush == Flush::Never ? Span::Run : Span::Epoch; }
+
+  Schedule schedule(int stages, int units) const override {
+    if (options_.require_m_ge_d && options_.micro_batches < stages) {
+      fail("micro_batches",
+           fmt::format("{} micro-batches per mini-batch for {} stages, and require_m_ge_d is on",
+                       options_.micro_batches, stages),
+           fmt::format("set micro_batches >= {}, or require_m_ge_d: false", stages));
+    }
+    return two_bw_schedule(stages, units, options_.micro_batches);
+  }
+
+  /// w_r + 1 = min(D - r, m + 1) micro-batches in flight at stage r (F23's bound, which 2BW shares).
+  std::vector<int> max_in_flight(int stages) const override {
+    std::vector<int> bound;
+    for (int r = 0; r < stages; ++r) bound.push_back(std::min(stages - r, options_.micro_batches + 1));
+    return bound;
+  }
+
+  std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
+    return std::make_unique<TwoBufferPolicy>(stage, options_.micro_batches);
+  }
+};
+
+}  // namespace
+
+PIPELAB_REGISTER(
+    Scheme, Pipedream2bw, "pipedream_2bw",
+    "two weight buffers, micro-batch gradients accumulated, one-step-delayed updates, no flush (PipeDream-2BW)");
+
+}  // namespace pipelab
