@@ -9,23 +9,46 @@
 ///   it): a ring of D - r snapshots filled with W_0 once and never reset at the epoch flush,
 ///   so the first w_r backwards of each later epoch read previous-epoch weights (Q11). The
 ///   public runtime has no vertical sync (Q12).
+/// - gap_aware (Gap-Aware, Barkai et al. ICLR 2020, as FTPipe's `ws_ga` pipelines run it; SGD
+///   only, F33): before each update of a chosen stage, the gradient is divided elementwise by
+///   P = 1 + |W_stash - W| / C (core/weights/gap_aware.h). Which stages: FTPipe's policies
+///   `all_except_last` (its shipped configs), `almost_last_partition`, `all_except_last_two`.
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
+#include "core/weights/gap_aware.h"
 #include "core/weights/stashed_weights.h"
 
 namespace pipelab {
 namespace {
 
+enum class GapAwareStages { Off, AllExceptLast, AlmostLast, AllExceptLastTwo };
+
 struct PipedreamOptions {
   FlushOption flush;
   Variant variant = Variant::Paper;
   bool vertical_sync = false;
+  GapAwareStages gap_aware = GapAwareStages::Off;
   template <class V>
   void fields(V& v) {
     flush.fields(v);
     v.choice("variant", variant, variant_choices(),
              "paper: backward reads its forward's version; reference: the released ring, not reset at flushes (Q11)");
     v("vertical_sync", vertical_sync, "every stage uses the first stage's version of each mini-batch (paper only)");
+    v.choice("gap_aware", gap_aware,
+             Choices<GapAwareStages>{{"off", GapAwareStages::Off},
+                                     {"all_except_last", GapAwareStages::AllExceptLast},
+                                     {"almost_last_partition", GapAwareStages::AlmostLast},
+                                     {"all_except_last_two", GapAwareStages::AllExceptLastTwo}},
+             "Gap-Aware penalty on these stages' stale gradients (FTPipe's policies; SGD only)");
+  }
+  /// Whether stage r of D applies Gap-Aware.
+  bool gap_aware_at(int r, int stages) const {
+    switch (gap_aware) {
+      case GapAwareStages::AllExceptLast: return r < stages - 1;
+      case GapAwareStages::AlmostLast: return r == stages - 2;
+      case GapAwareStages::AllExceptLastTwo: return r < stages - 2;
+      default: return false;
+    }
   }
   void check(const ConfigNode& node) const {
     if (vertical_sync && variant == Variant::Reference) {
@@ -40,7 +63,8 @@ class PipedreamPolicy : public StagePolicy {
   PipedreamPolicy(Stage& stage, const PipedreamOptions& o)
       : o_(o), stash_(stage, warmup(stage.index(), stage.count()),
                       o.variant == Variant::Paper ? StashedWeights::Backward::ForwardVersion
-                                                  : StashedWeights::Backward::Ring) {}
+                                                  : StashedWeights::Backward::Ring),
+        gap_aware_(o.gap_aware_at(stage.index(), stage.count())) {}
 
   void before_forward(Stage& stage, int mb, Message& in) override {
     int64_t wanted = -1;  // the live weights
@@ -53,8 +77,21 @@ class PipedreamPolicy : public StagePolicy {
     if (o_.vertical_sync) out.tag = stash_.forward_version(mb);
   }
   void before_backward(Stage& stage, int mb) override { record_.backward(stage, mb, stash_.before_backward(mb)); }
-  void after_backward(Stage&, int mb) override { stash_.after_backward(mb); }
+  void after_backward(Stage& stage, int mb) override {
+    // Gap-Aware measures the distance from the weights this backward read (still swapped in).
+    if (gap_aware_) {
+      read_ = copy_weights(stage);
+      last_mb_ = mb;
+    }
+    stash_.after_backward(mb);
+  }
   void update(Stage& stage) override {
+    if (gap_aware_) {
+      // F32: the steps taken since this micro-batch's forward, min(j, w_r).
+      const int64_t staleness = std::min<int64_t>(last_mb_, warmup(stage.index(), stage.count()));
+      ga_.before_step(stage, staleness, &read_);
+      record_.add(stage, "gap_aware_penalty", ga_.mean_penalty());
+    }
     stage.step();
     stash_.after_update();
     record_.add(stage, "stored_versions", static_cast<double>(stash_.stored()));
@@ -68,6 +105,10 @@ class PipedreamPolicy : public StagePolicy {
   PipedreamOptions o_;
   StashedWeights stash_;
   StalenessRecorder record_;
+  bool gap_aware_;
+  GapAware ga_;
+  Weights read_;
+  int64_t last_mb_ = 0;
 };
 
 class Pipedream : public OneFOneBScheme<PipedreamOptions> {

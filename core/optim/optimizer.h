@@ -63,6 +63,9 @@ class Optimizer {
   /// for a scheme to set it per stage (the Nesterov asynchronous scheme's adaptive momentum).
   virtual std::optional<double> beta1() const { return std::nullopt; }
   virtual void set_beta1(double /*beta1*/) {}
+  /// SGD's momentum mu and L2 decay lambda (nullopt for other optimizers): Gap-Aware's
+  /// penalty (core/weights/gap_aware.h) is defined on SGD's terms.
+  virtual std::optional<std::pair<double, double>> sgd_momentum_and_decay() const { return std::nullopt; }
 
   /// Named state tensors for checkpoints ("<param index>.<name>").
   virtual std::vector<std::pair<std::string, at::Tensor>> state() const = 0;

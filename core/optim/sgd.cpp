@@ -35,6 +35,10 @@ class Sgd : public Optimizer {
   Sgd(std::vector<at::Tensor> params, const SgdOptions& o)
       : Optimizer(std::move(params), o.lr), o_(o), buffers_(params_.size()) {}
 
+  std::optional<std::pair<double, double>> sgd_momentum_and_decay() const override {
+    return std::make_pair(o_.momentum, o_.weight_decay);
+  }
+
   at::Tensor direction(size_t i, const DirectionRequest& request) const override {
     const at::Tensor& g = request.gradient_with_l2 ? last_coupled_.at(i) : last_grad_.at(i);
     if (!g.defined()) return {};

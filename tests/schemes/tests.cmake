@@ -8,6 +8,7 @@ list(APPEND PIPELAB_TEST_SOURCES
 )
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/async_oracle_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gap_aware_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/toy_pipeline.cpp
 )
 list(APPEND PIPELAB_TEST_SOURCES
