@@ -18,9 +18,7 @@
 
 #include <cmath>
 
-#include "core/scheme/one_f_one_b.h"
-#include "core/scheme/staleness.h"
-#include "core/weights/stashed_weights.h"
+#include "core/weights/stashing_policy.h"
 #include "schemes/nesterov_async.h"
 #include "schemes/pipemare.h"
 
@@ -59,11 +57,11 @@ void clip_gradients(Stage& stage, double max_norm) {
   }
 }
 
-class NesterovAsyncPolicy : public StagePolicy {
+class NesterovAsyncPolicy : public StashingPolicy {
  public:
   NesterovAsyncPolicy(Stage& stage, const NesterovAsyncOptions& o)
-      : o_(o), tau_(warmup(stage.index(), stage.count())),
-        stash_(stage, tau_, StashedWeights::Backward::ForwardVersion) {
+      : StashingPolicy(stage, StashedWeights::Backward::ForwardVersion), o_(o),
+        tau_(warmup(stage.index(), stage.count())) {
     if (o.clip > 0 && stage.loss_scaler()) {
       throw UserError("scheme nesterov_async: clip reads the gradients before fp16's loss scale is taken out. Fix: use "
                       "run.amp: bf16 or none, or clip: 0");
@@ -78,27 +76,16 @@ class NesterovAsyncPolicy : public StagePolicy {
     }
   }
 
-  void before_forward(Stage&, int mb, Message&) override { record_.forward(mb, stash_.before_forward(mb)); }
-  void after_forward(Stage&, int, Message&) override { stash_.after_forward(); }
-  void before_backward(Stage& stage, int mb) override { record_.backward(stage, mb, stash_.before_backward(mb)); }
-  void after_backward(Stage&, int mb) override { stash_.after_backward(mb); }
-  void update(Stage& stage) override {
+ protected:
+  void step(Stage& stage) override {
     if (o_.clip > 0) clip_gradients(stage, o_.clip);
     const int64_t k = stage.optimizer().steps() + 1;
     stage.step(o_.lr_correction_steps > 0 ? pipemare::lr_factor(tau_, k, o_.lr_correction_steps) : 1.0);
-    stash_.after_update();
-    record_.add(stage, "stored_versions", static_cast<double>(stash_.stored()));
   }
-  void end(Stage&) override { stash_.flush(); }
-  void collect(std::vector<StageMetric>& out) override { record_.collect(out); }
-  c10::IValue state() const override { return stash_.state(); }
-  void load_state(Stage&, const c10::IValue& s) override { stash_.load_state(s); }
 
  private:
   NesterovAsyncOptions o_;
   int tau_;
-  StashedWeights stash_;
-  StalenessRecorder record_;
 };
 
 class NesterovAsync : public OneFOneBScheme<NesterovAsyncOptions> {

@@ -13,10 +13,8 @@
 ///   only, F33): before each update of a chosen stage, the gradient is divided elementwise by
 ///   P = 1 + |W_stash - W| / C (core/weights/gap_aware.h). Which stages: FTPipe's policies
 ///   `all_except_last` (its shipped configs), `almost_last_partition`, `all_except_last_two`.
-#include "core/scheme/one_f_one_b.h"
-#include "core/scheme/staleness.h"
 #include "core/weights/gap_aware.h"
-#include "core/weights/stashed_weights.h"
+#include "core/weights/stashing_policy.h"
 
 namespace pipelab {
 namespace {
@@ -58,13 +56,12 @@ struct PipedreamOptions {
   }
 };
 
-class PipedreamPolicy : public StagePolicy {
+class PipedreamPolicy : public StashingPolicy {
  public:
   PipedreamPolicy(Stage& stage, const PipedreamOptions& o)
-      : o_(o), stash_(stage, warmup(stage.index(), stage.count()),
-                      o.variant == Variant::Paper ? StashedWeights::Backward::ForwardVersion
-                                                  : StashedWeights::Backward::Ring),
-        gap_aware_(o.gap_aware_at(stage.index(), stage.count())) {}
+      : StashingPolicy(stage, o.variant == Variant::Paper ? StashedWeights::Backward::ForwardVersion
+                                                          : StashedWeights::Backward::Ring),
+        o_(o), gap_aware_(o.gap_aware_at(stage.index(), stage.count())) {}
 
   void before_forward(Stage& stage, int mb, Message& in) override {
     int64_t wanted = -1;  // the live weights
@@ -72,20 +69,21 @@ class PipedreamPolicy : public StagePolicy {
     if (o_.vertical_sync) wanted = stage.is_first() ? stage.optimizer().steps() : in.tag;
     record_.forward(mb, stash_.before_forward(mb, wanted));
   }
-  void after_forward(Stage&, int mb, Message& out) override {
-    stash_.after_forward();
+  void after_forward(Stage& stage, int mb, Message& out) override {
+    StashingPolicy::after_forward(stage, mb, out);
     if (o_.vertical_sync) out.tag = stash_.forward_version(mb);
   }
-  void before_backward(Stage& stage, int mb) override { record_.backward(stage, mb, stash_.before_backward(mb)); }
   void after_backward(Stage& stage, int mb) override {
     // Gap-Aware measures the distance from the weights this backward read (still swapped in).
     if (gap_aware_) {
       read_ = copy_weights(stage);
       last_mb_ = mb;
     }
-    stash_.after_backward(mb);
+    StashingPolicy::after_backward(stage, mb);
   }
-  void update(Stage& stage) override {
+
+ protected:
+  void step(Stage& stage) override {
     if (gap_aware_) {
       // F32: the steps taken since this micro-batch's forward, min(j, w_r).
       const int64_t staleness = std::min<int64_t>(last_mb_, warmup(stage.index(), stage.count()));
@@ -93,18 +91,10 @@ class PipedreamPolicy : public StagePolicy {
       record_.add(stage, "gap_aware_penalty", ga_.mean_penalty());
     }
     stage.step();
-    stash_.after_update();
-    record_.add(stage, "stored_versions", static_cast<double>(stash_.stored()));
   }
-  void end(Stage&) override { stash_.flush(); }
-  void collect(std::vector<StageMetric>& out) override { record_.collect(out); }
-  c10::IValue state() const override { return stash_.state(); }
-  void load_state(Stage&, const c10::IValue& s) override { stash_.load_state(s); }
 
  private:
   PipedreamOptions o_;
-  StashedWeights stash_;
-  StalenessRecorder record_;
   bool gap_aware_;
   GapAware ga_;
   Weights read_;
