@@ -45,7 +45,7 @@ std::string custom(const testing::TempDir& dir, const std::string& name, const s
 }
 
 TEST(SyncSchedules, InputThenWeightGradientsEqualTheWholeBackwardBitwise) {
-  // Dropout and batch norm on: the split must not touch the random streams or statistics.
+  // Dropout on: the split must not touch the random streams.
   const std::vector<std::string> base{"model.dropout=0.25", "partition.stages=2", "partition.balance=[2, 2]"};
   testing::TempDir dir;
   auto with = [&](const std::string& scheme) {
