@@ -11,12 +11,25 @@
 /// - `adaptive_momentum` (F29): stage r's beta1 = beta1 + w_r (0.99 - beta1) / D;
 /// - `lr_correction_steps` K (F24, "PipeMare type LR correction"): stage r's k-th step uses
 ///   lr(k) * w_r^-(1 - min(k/K, 1)), with the LR set by the global step (Q46's default).
-/// The paper's own update (F26, second-hand) and its no-stash variant are not implemented.
 /// With the recompute of the code, a backward reads exactly its forward's weights, which is
 /// what stashing with saved activations computes too.
+///
+/// `variant: paper` is the paper's delayed Nesterov update (its Eq. 10, F26; read second-hand,
+/// not from the PDF, so every coefficient is configuration): with d_t = gamma (w_t - w_{t-1}),
+///   w_{t+1} = w_t + d_t - lr (1 - gamma) grad f(w_{t-tau} + d_{t-tau}).
+/// Here the forward of a mini-batch computes the look-ahead w + gamma (w - w_prev) from the
+/// live weights it would read (w_{t-tau}: the stage's delay tau is the 1F1B schedule's w_r, as
+/// in the code; the paper's floor((2(P-i)+1)/2K) is UNVERIFIED) and stashes it for the
+/// backward; the update is a plain SGD step scaled by 1 - gamma, then the momentum term
+/// gamma (w_t - w_{t-1}) with w_{t-1} the weights before the previous update (d = 0 before
+/// the first, the oracle's clamp). `gamma` has no default (the paper's practice of 0.99 is
+/// second-hand); the theory schedule gamma_t = (t-2)/t and the no-stash variant (Eq. 13) are
+/// not implemented. Needs `optimizer: sgd` without momentum (gamma is the momentum); a coupled
+/// weight decay adds lambda w_t to the gradient. Memory: the stash plus one weight copy.
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <map>
 
 #include "core/weights/stashing_policy.h"
 #include "schemes/nesterov_async.h"
@@ -27,19 +40,39 @@ namespace {
 
 struct NesterovAsyncOptions {
   FlushOption flush;
-  double clip = 10;
+  Variant variant = Variant::Reference;
+  std::optional<double> gamma;
+  std::optional<double> clip;
   bool adaptive_momentum = false;
   int64_t lr_correction_steps = 0;
   template <class V>
   void fields(V& v) {
     flush.fields(v);
-    v("clip", clip, "clip each stage's gradient to this 2-norm before its step, as AsyncPP does (0: no clip)",
+    v.choice("variant", variant, variant_choices(),
+             "reference: the released code (stashing + the configured optimizer, nadam in its runs); paper: the "
+             "paper's delayed Nesterov update (F26, second-hand), needs gamma and optimizer sgd without momentum");
+    v("gamma", gamma, "variant paper: the momentum gamma of F26 (required: 0.99 in the paper's practice, second-hand)",
+      in_half_open(0.0, 1.0));
+    v("clip", clip,
+      "clip each stage's gradient to this 2-norm before its step, as AsyncPP does (0: no clip; default 10 for "
+      "variant reference, 0 for paper)",
       non_negative);
     v("adaptive_momentum", adaptive_momentum,
       "stage r's beta1 = beta1 + w_r (0.99 - beta1) / D (AsyncPP's --adaptive_momentum; needs adam, adamw or nadam)");
     v("lr_correction_steps", lr_correction_steps,
       "K of the PipeMare-type LR correction, lr * w_r^-(1 - min(k/K, 1)) (AsyncPP's --lr_correction; 0: off)",
       non_negative);
+  }
+  double clip_norm() const { return clip.value_or(variant == Variant::Reference ? 10.0 : 0.0); }
+  void check(const ConfigNode& node) const {
+    if (variant == Variant::Paper && !gamma) {
+      node.fail("variant paper needs the momentum of its update, which has no published default here",
+                "add gamma: 0.99 (the paper's practice, second-hand) or another value");
+    }
+    if (variant == Variant::Reference && gamma) {
+      node.child("gamma").fail("gamma belongs to variant paper; the released code's momentum is the optimizer's",
+                               "remove gamma, or set variant: paper");
+    }
   }
 };
 
@@ -57,15 +90,35 @@ void clip_gradients(Stage& stage, double max_norm) {
   }
 }
 
-class NesterovAsyncPolicy : public StashingPolicy {
+/// What both variants do around an optimizer step: the per-stage clip (Q47) and the
+/// optional PipeMare-type LR correction (F24), set by the global step (Q46's default).
+class StepRules {
  public:
-  NesterovAsyncPolicy(Stage& stage, const NesterovAsyncOptions& o)
-      : StashingPolicy(stage, StashedWeights::Backward::ForwardVersion), o_(o),
-        tau_(warmup(stage.index(), stage.count())) {
-    if (o.clip > 0 && stage.loss_scaler()) {
+  StepRules(Stage& stage, const NesterovAsyncOptions& o)
+      : clip_(o.clip_norm()), tau_(warmup(stage.index(), stage.count())), k_(o.lr_correction_steps) {
+    if (clip_ > 0 && stage.loss_scaler()) {
       throw UserError("scheme nesterov_async: clip reads the gradients before fp16's loss scale is taken out. Fix: use "
                       "run.amp: bf16 or none, or clip: 0");
     }
+  }
+  /// One step of `stage`'s optimizer with its LR scaled by `scale` (and the correction).
+  void step(Stage& stage, double scale = 1.0) const {
+    if (clip_ > 0) clip_gradients(stage, clip_);
+    const int64_t k = stage.optimizer().steps() + 1;
+    stage.step(scale * (k_ > 0 ? pipemare::lr_factor(tau_, k, k_) : 1.0));
+  }
+
+ private:
+  double clip_;
+  int tau_;
+  int64_t k_;
+};
+
+/// variant reference: the released code (F27).
+class NesterovAsyncPolicy : public StashingPolicy {
+ public:
+  NesterovAsyncPolicy(Stage& stage, const NesterovAsyncOptions& o)
+      : StashingPolicy(stage, StashedWeights::Backward::ForwardVersion), rules_(stage, o) {
     if (o.adaptive_momentum) {
       const std::optional<double> beta1 = stage.optimizer().beta1();
       if (!beta1) {
@@ -77,21 +130,88 @@ class NesterovAsyncPolicy : public StashingPolicy {
   }
 
  protected:
-  void step(Stage& stage) override {
-    if (o_.clip > 0) clip_gradients(stage, o_.clip);
-    const int64_t k = stage.optimizer().steps() + 1;
-    stage.step(o_.lr_correction_steps > 0 ? pipemare::lr_factor(tau_, k, o_.lr_correction_steps) : 1.0);
+  void step(Stage& stage) override { rules_.step(stage); }
+
+ private:
+  StepRules rules_;
+};
+
+/// variant paper: F26 with the look-ahead of the forward's live weights stashed for its backward.
+class NesterovPaperPolicy : public StagePolicy {
+ public:
+  NesterovPaperPolicy(Stage& stage, const NesterovAsyncOptions& o)
+      : gamma_(*o.gamma), rules_(stage, o), swap_(stage) {
+    const auto sgd = stage.optimizer().sgd_momentum_and_decay();
+    if (!sgd || sgd->first != 0) {
+      throw UserError("scheme nesterov_async, variant paper: its update carries its own momentum gamma, so the "
+                      "optimizer must be plain SGD. Fix: use optimizer {type: sgd, momentum: 0}");
+    }
+    if (o.adaptive_momentum) {
+      throw UserError("scheme nesterov_async, variant paper: adaptive_momentum sets an Adam beta1, which this "
+                      "variant has none of. Fix: adaptive_momentum: false");
+    }
+  }
+
+  void before_forward(Stage& stage, int mb, Message&) override {
+    forward_version_[mb] = stage.optimizer().steps();
+    record_.forward(mb, forward_version_[mb]);
+    Weights ahead = copy_weights(stage);
+    at::NoGradGuard no_grad;
+    // d = gamma (w - w_prev); zero before the first update (the oracle's clamp).
+    for (size_t i = 0; i < ahead.size() && !prev_.empty(); ++i) ahead[i].add_(ahead[i] - prev_[i], gamma_);
+    swap_.swap_in(ahead);
+    stash_[mb] = std::move(ahead);
+  }
+  void after_forward(Stage&, int, Message&) override { swap_.restore(); }
+  void before_backward(Stage& stage, int mb) override {
+    record_.backward(stage, mb, forward_version_.at(mb));
+    swap_.swap_in(stash_.at(mb));
+  }
+  void after_backward(Stage&, int mb) override {
+    swap_.restore();
+    stash_.erase(mb);
+    forward_version_.erase(mb);
+  }
+  void update(Stage& stage) override {
+    Weights before = copy_weights(stage);
+    rules_.step(stage, 1 - gamma_);  // w - lr (1 - gamma) g
+    if (!prev_.empty()) {
+      at::NoGradGuard no_grad;
+      const std::vector<at::Tensor> params = stage.parameters();
+      for (size_t i = 0; i < params.size(); ++i) params[i].data().add_(before[i] - prev_[i], gamma_);
+    }
+    prev_ = std::move(before);
+    record_.add(stage, "stored_versions", static_cast<double>(stash_.size() + 1));
+  }
+  void collect(std::vector<StageMetric>& out) override { record_.collect(out); }
+  /// w_{t-1} is optimizer state: a resumed run must continue its momentum.
+  c10::IValue state() const override {
+    c10::impl::GenericList list(c10::TensorType::get());
+    for (const at::Tensor& t : prev_) list.push_back(t.to(at::kCPU));
+    return list;
+  }
+  void load_state(Stage& stage, const c10::IValue& s) override {
+    prev_.clear();
+    if (s.isNone()) return;
+    const std::vector<at::Tensor> params = stage.parameters();
+    for (const c10::IValue& t : s.toListRef()) prev_.push_back(t.toTensor().to(params.at(prev_.size()).options()));
   }
 
  private:
-  NesterovAsyncOptions o_;
-  int tau_;
+  double gamma_;
+  StepRules rules_;
+  WeightSwap swap_;
+  Weights prev_;  ///< the weights before the latest update (empty before the first)
+  std::map<int, Weights> stash_;
+  std::map<int, int64_t> forward_version_;
+  StalenessRecorder record_;
 };
 
 class NesterovAsync : public OneFOneBScheme<NesterovAsyncOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
+    if (options_.variant == Variant::Paper) return std::make_unique<NesterovPaperPolicy>(stage, options_);
     return std::make_unique<NesterovAsyncPolicy>(stage, options_);
   }
 };

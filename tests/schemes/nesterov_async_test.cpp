@@ -1,10 +1,12 @@
 // The Nesterov asynchronous scheme (schemes/nesterov_async.cpp) as AsyncPP's code runs it:
 // adaptive momentum against oracle O7, one stage equal to single-device NAdam, and with AdamW
 // exactly PipeDream's weight stashing with the ring reset at every epoch (§8.6's
-// equivalences); clipping and the LR correction change the run.
+// equivalences); clipping and the LR correction change the run. Variant paper (F26) against
+// oracle O6 on f(w) = w^2 / 2.
 #include <gtest/gtest.h>
 
 #include "schemes/nesterov_async.h"
+#include "tests/schemes/toy_pipeline.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab {
@@ -52,6 +54,53 @@ TEST(NesterovAsync, ClipMomentumAndLrCorrectionEachChangeTheRun) {
   EXPECT_NE(testing::user_error([] {
               testing::train(kMlp, {"optimizer={type: sgd, lr: 0.1}", "scheme={type: nesterov_async, adaptive_momentum: true}"});
             }).find("adam, adamw or nadam"),
+            std::string::npos);
+}
+
+TEST(NesterovAsync, PaperVariantMatchesO6) {
+  // Two stages of the quadratic toy: every weight descends w^2 / 2 on its own, stage 0 with
+  // the 1F1B delay tau = 1, stage 1 with none. gamma = 0.9, lr = 0.5, four steps.
+  testing::ToyConfig c;
+  c.init = {1, 1, 1, 1};
+  c.lr = 0.5;
+  c.quadratic = true;
+  const testing::ToyResult r = testing::run_toy("{type: nesterov_async, variant: paper, gamma: 0.9}", c);
+  // O6 (tau = 1): w_0..w_4 = 1, 0.95, 0.855, 0.72425, 0.5681. Step 3 by hand: d_2 = 0.9 (0.855 -
+  // 0.95) = -0.0855, the gradient at the look-ahead w_1 + d_1 = 0.905, w_3 = 0.855 - 0.0855 -
+  // 0.05 * 0.905 = 0.72425.
+  EXPECT_NEAR(r.weights[0], 0.5681, 1e-12);
+  EXPECT_NEAR(r.weights[1], 0.5681, 1e-12);
+  // tau = 0 (plain NAG): w = 1, 0.95, 0.85975, 0.73959875, 0.59988949375.
+  EXPECT_NEAR(r.weights[2], 0.59988949375, 1e-12);
+  EXPECT_NEAR(r.weights[3], 0.59988949375, 1e-12);
+}
+
+TEST(NesterovAsync, PaperVariantWithoutMomentumIsPipedreamStashing) {
+  // gamma = 0: no look-ahead and an unscaled step, so the forwards' weights are exactly those
+  // PipeDream stashes (w_{j - w_r}), with dropout on every stage.
+  const std::string sgd = "optimizer={type: sgd, lr: 0.05}";
+  const TensorDict pipedream = testing::train(kMlp, {sgd, "scheme={type: pipedream, variant: paper}"});
+  const TensorDict paper = testing::train(kMlp, {sgd, "scheme={type: nesterov_async, variant: paper, gamma: 0}"});
+  EXPECT_TRUE(testing::identical(pipedream, paper));
+  // With momentum the two differ, and the threaded executor computes the same bits.
+  const std::string scheme = "scheme={type: nesterov_async, variant: paper, gamma: 0.9}";
+  const TensorDict sequential = testing::train(kMlp, {sgd, scheme});
+  EXPECT_GT(testing::max_difference(pipedream, sequential), 1e-6);
+  EXPECT_TRUE(testing::identical(sequential, testing::train(kMlp, {sgd, scheme, "run.executor=threaded"})));
+}
+
+TEST(NesterovAsync, PaperVariantOptionsAreChecked) {
+  const std::string sgd = "optimizer={type: sgd, lr: 0.05}";
+  EXPECT_NE(testing::user_error([&] { testing::train(kMlp, {sgd, "scheme={type: nesterov_async, variant: paper}"}); })
+                .find("add gamma: 0.99"),
+            std::string::npos);
+  EXPECT_NE(testing::user_error([&] { testing::train(kMlp, {sgd, "scheme={type: nesterov_async, gamma: 0.9}"}); })
+                .find("gamma belongs to variant paper"),
+            std::string::npos);
+  EXPECT_NE(testing::user_error([&] {
+              testing::train(kMlp, {"optimizer={type: sgd, lr: 0.05, momentum: 0.9}",
+                                    "scheme={type: nesterov_async, variant: paper, gamma: 0.9}"});
+            }).find("must be plain SGD"),
             std::string::npos);
 }
 

@@ -9,14 +9,22 @@
 namespace pipelab::testing {
 namespace {
 
-/// y = w * x (or x + w) with one scalar weight.
+enum class ScalarForm { Product, Sum, HalfSquare };
+
+/// y = w * x, x + w or x + w^2 / 2 with one scalar weight.
 struct ScalarImpl : torch::nn::Module {
-  ScalarImpl(double value, bool additive) : additive(additive) {
+  ScalarImpl(double value, ScalarForm form) : form(form) {
     w = register_parameter("w", at::full({1}, value, at::kDouble));
   }
-  at::Tensor forward(const at::Tensor& x) { return additive ? x + w : x * w; }
+  at::Tensor forward(const at::Tensor& x) {
+    switch (form) {
+      case ScalarForm::Sum: return x + w;
+      case ScalarForm::HalfSquare: return x + w * w / 2;
+      default: return x * w;
+    }
+  }
   at::Tensor w;
-  bool additive;
+  ScalarForm form;
 };
 TORCH_MODULE(Scalar);
 
@@ -57,6 +65,9 @@ ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config) {
                                : config.optimizer;
   const auto optimizer = Registry<OptimizerFactory>::get().create(ConfigNode(YAML::Load(optimizer_yaml), source, "o"));
   const int stages = static_cast<int>(config.init.size() / 2);
+  const ScalarForm form = config.quadratic           ? ScalarForm::HalfSquare
+                          : config.constant_gradient ? ScalarForm::Sum
+                                                     : ScalarForm::Product;
   std::vector<std::unique_ptr<Stage>> owned;
   std::vector<std::unique_ptr<StagePolicy>> policies;
   std::vector<StageSlot> slots;
@@ -67,10 +78,10 @@ ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config) {
     spec.first_block = static_cast<size_t>(2 * r);
     for (int k = 0; k < 2; ++k) {
       spec.blocks.push_back({fmt::format("{}{}", k ? 'b' : 'a', r),
-                             torch::nn::AnyModule(Scalar(config.init[static_cast<size_t>(2 * r + k)], config.constant_gradient))});
+                             torch::nn::AnyModule(Scalar(config.init[static_cast<size_t>(2 * r + k)], form))});
     }
     if (r + 1 == stages) {
-      spec.loss = config.constant_gradient ? std::shared_ptr<Loss>(std::make_shared<Linear>())
+      spec.loss = form != ScalarForm::Product ? std::shared_ptr<Loss>(std::make_shared<Linear>())
                                            : std::make_shared<HalfSquaredError>();
     }
     owned.push_back(std::make_unique<Stage>(std::move(spec)));

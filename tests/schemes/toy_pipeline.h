@@ -16,6 +16,9 @@ struct ToyConfig {
   int examples = 4;  ///< mini-batches per epoch: the four (x, t) pairs, cycled
   /// Blocks y = x + w and the loss mean(out): every weight's gradient is 1 at every step.
   bool constant_gradient = false;
+  /// Blocks y = x + w^2 / 2 and the loss mean(out): every weight's gradient is the weight
+  /// itself, i.e. each weight descends f(w) = w^2 / 2 on its own (oracle O6).
+  bool quadratic = false;
   /// The optimizer section (default: SGD with the fields above).
   std::string optimizer;
 };
