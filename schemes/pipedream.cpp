@@ -10,43 +10,33 @@
 ///   so the first w_r backwards of each later epoch read previous-epoch weights (Q11). The
 ///   public runtime has no vertical sync (Q12).
 /// - gap_aware (Gap-Aware, Barkai et al. ICLR 2020, as FTPipe's `ws_ga` pipelines run it; SGD
-///   only, F33): before each update of a chosen stage, the gradient is divided elementwise by
-///   P = 1 + |W_stash - W| / C (core/weights/gap_aware.h). Which stages: FTPipe's policies
-///   `all_except_last` (its shipped configs), `almost_last_partition`, `all_except_last_two`.
+///   F33, Adam and AdamW F34): before each update of a chosen stage, the gradient is divided
+///   elementwise by P = 1 + |W_stash - W| / C (core/weights/gap_aware.h). Which stages:
+///   FTPipe's policies `all_except_last` (its shipped configs), `almost_last_partition`,
+///   `all_except_last_two`. `gap_aware_raw_normaliser` takes Adam's C without bias
+///   correction, as FTPipe's code does (fidelity, Q49).
 #include "core/weights/gap_aware.h"
 #include "core/weights/stashing_policy.h"
 
 namespace pipelab {
 namespace {
 
-enum class GapAwareStages { Off, AllExceptLast, AlmostLast, AllExceptLastTwo };
-
 struct PipedreamOptions {
   FlushOption flush;
   Variant variant = Variant::Paper;
   bool vertical_sync = false;
   GapAwareStages gap_aware = GapAwareStages::Off;
+  bool gap_aware_raw_normaliser = false;
   template <class V>
   void fields(V& v) {
     flush.fields(v);
     v.choice("variant", variant, variant_choices(),
              "paper: backward reads its forward's version; reference: the released ring, not reset at flushes (Q11)");
     v("vertical_sync", vertical_sync, "every stage uses the first stage's version of each mini-batch (paper only)");
-    v.choice("gap_aware", gap_aware,
-             Choices<GapAwareStages>{{"off", GapAwareStages::Off},
-                                     {"all_except_last", GapAwareStages::AllExceptLast},
-                                     {"almost_last_partition", GapAwareStages::AlmostLast},
-                                     {"all_except_last_two", GapAwareStages::AllExceptLastTwo}},
-             "Gap-Aware penalty on these stages' stale gradients (FTPipe's policies; SGD only)");
-  }
-  /// Whether stage r of D applies Gap-Aware.
-  bool gap_aware_at(int r, int stages) const {
-    switch (gap_aware) {
-      case GapAwareStages::AllExceptLast: return r < stages - 1;
-      case GapAwareStages::AlmostLast: return r == stages - 2;
-      case GapAwareStages::AllExceptLastTwo: return r < stages - 2;
-      default: return false;
-    }
+    v.choice("gap_aware", gap_aware, gap_aware_stage_choices(),
+             "Gap-Aware penalty on these stages' stale gradients (FTPipe's policies; SGD, Adam, AdamW)");
+    v("gap_aware_raw_normaliser", gap_aware_raw_normaliser,
+      "Adam/AdamW Gap-Aware: C = sqrt(S) + eps as FTPipe's code, without bias correction (fidelity, Q49)");
   }
   void check(const ConfigNode& node) const {
     if (vertical_sync && variant == Variant::Reference) {
@@ -61,7 +51,7 @@ class PipedreamPolicy : public StashingPolicy {
   PipedreamPolicy(Stage& stage, const PipedreamOptions& o)
       : StashingPolicy(stage, o.variant == Variant::Paper ? StashedWeights::Backward::ForwardVersion
                                                           : StashedWeights::Backward::Ring),
-        o_(o), gap_aware_(o.gap_aware_at(stage.index(), stage.count())) {}
+        o_(o), gap_aware_(gap_aware_at(o.gap_aware, stage.index(), stage.count())), ga_(o.gap_aware_raw_normaliser) {}
 
   void before_forward(Stage& stage, int mb, Message& in) override {
     int64_t wanted = -1;  // the live weights

@@ -50,6 +50,9 @@ class Adam : public Optimizer {
   std::optional<double> beta1() const override { return o_.betas[0]; }
   void set_beta1(double beta1) override { o_.betas[0] = beta1; }
   double decoupled_decay() const override { return decoupled_ ? o_.weight_decay : 0; }
+  std::optional<AdamSettings> adam_settings() const override {
+    return AdamSettings{o_.betas[0], o_.betas[1], o_.eps, o_.weight_decay, decoupled_};
+  }
 
   std::vector<std::pair<std::string, at::Tensor>> state() const override {
     std::vector<std::pair<std::string, at::Tensor>> out;

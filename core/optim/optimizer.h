@@ -63,9 +63,29 @@ class Optimizer {
   /// for a scheme to set it per stage (the Nesterov asynchronous scheme's adaptive momentum).
   virtual std::optional<double> beta1() const { return std::nullopt; }
   virtual void set_beta1(double /*beta1*/) {}
-  /// SGD's momentum mu and L2 decay lambda (nullopt for other optimizers): Gap-Aware's
-  /// penalty (core/weights/gap_aware.h) is defined on SGD's terms.
-  virtual std::optional<std::pair<double, double>> sgd_momentum_and_decay() const { return std::nullopt; }
+  /// SGD's hyperparameters (nullopt for other optimizers): Gap-Aware's penalty
+  /// (core/weights/gap_aware.h) and predictors that simulate future steps read them.
+  struct SgdSettings {
+    double momentum = 0, dampening = 0, weight_decay = 0;
+    bool nesterov = false;
+  };
+  virtual std::optional<SgdSettings> sgd_settings() const { return std::nullopt; }
+  /// SGD's momentum mu and L2 decay lambda (nullopt for other optimizers).
+  std::optional<std::pair<double, double>> sgd_momentum_and_decay() const {
+    const auto s = sgd_settings();
+    return s ? std::optional<std::pair<double, double>>(std::make_pair(s->momentum, s->weight_decay)) : std::nullopt;
+  }
+  /// Switches SGD's Nesterov momentum per stage (a scheme may use it on some stages only);
+  /// needs momentum > 0 and dampening 0. Other optimizers ignore it.
+  virtual void set_nesterov(bool /*nesterov*/) {}
+  /// Adam's hyperparameters (Adam and AdamW; nullopt for others): `weight_decay` is the L2
+  /// lambda, applied to the gradient or, when `decoupled`, to the weights. The moments m and
+  /// u are in state() ("exp_avg", "exp_avg_sq"), steps() is their step count t.
+  struct AdamSettings {
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+    bool decoupled = false;
+  };
+  virtual std::optional<AdamSettings> adam_settings() const { return std::nullopt; }
 
   /// Named state tensors for checkpoints ("<param index>.<name>").
   virtual std::vector<std::pair<std::string, at::Tensor>> state() const = 0;

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "core/optim/optimizer.h"
+#include "core/util/error.h"
 
 namespace pipelab {
 namespace {
@@ -35,8 +36,13 @@ class Sgd : public Optimizer {
   Sgd(std::vector<at::Tensor> params, const SgdOptions& o)
       : Optimizer(std::move(params), o.lr), o_(o), buffers_(params_.size()) {}
 
-  std::optional<std::pair<double, double>> sgd_momentum_and_decay() const override {
-    return std::make_pair(o_.momentum, o_.weight_decay);
+  std::optional<SgdSettings> sgd_settings() const override {
+    return SgdSettings{o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov};
+  }
+  void set_nesterov(bool nesterov) override {
+    PIPELAB_ASSERT(!nesterov || (o_.momentum > 0 && o_.dampening == 0),
+                   "Nesterov momentum needs momentum > 0 and dampening 0");
+    o_.nesterov = nesterov;
   }
 
   at::Tensor direction(size_t i, const DirectionRequest& request) const override {

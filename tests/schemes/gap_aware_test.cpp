@@ -1,5 +1,6 @@
-// Gap-Aware (core/weights/gap_aware.h) inside PipeDream's weight stashing, against oracle O13:
-// one stage with delay 1, SGD with momentum, constant gradient 1.
+// Gap-Aware (core/weights/gap_aware.h) inside PipeDream's weight stashing, against oracles O13
+// (SGD with momentum) and O14 (Adam): one stage with delay 1, constant gradient 1. Adam with
+// L2 decay and AdamW against hand-computed float64 values of F34.
 #include <gtest/gtest.h>
 
 #include "tests/schemes/toy_pipeline.h"
@@ -38,11 +39,66 @@ TEST(GapAware, StagePoliciesAndOptimizers) {
               0.768572576, 1e-9);
   EXPECT_NEAR(testing::run_toy("{type: pipedream, gap_aware: all_except_last_two}", constant_gradient(2)).weights[0],
               0.71, 1e-12);
-  testing::ToyConfig adam = constant_gradient(2);
-  adam.optimizer = "{type: adam, lr: 0.001}";
-  EXPECT_NE(testing::user_error([&] { testing::run_toy("{type: pipedream, gap_aware: all_except_last}", adam); })
-                .find("implemented for SGD"),
+  testing::ToyConfig nadam = constant_gradient(2);
+  nadam.optimizer = "{type: nadam, lr: 0.001}";
+  EXPECT_NE(testing::user_error([&] { testing::run_toy("{type: pipedream, gap_aware: all_except_last}", nadam); })
+                .find("implemented for SGD, Adam and AdamW"),
             std::string::npos);
+}
+
+testing::ToyConfig adam_constant_gradient(const std::string& optimizer) {
+  testing::ToyConfig c = constant_gradient(2);
+  c.optimizer = optimizer;
+  return c;
+}
+
+TEST(GapAware, AdamMatchesO14WithFtpipesRawNormaliser) {
+  // O14 (Q49's fidelity flag, C = sqrt(S) + eps): eta = 1e-3, betas (0.9, 0.999), eps 1e-8.
+  // Step 1: W_1 = 0.99900000001, S = 9.9999998e-10. Step 2: C = 3.16327763e-5, Gap = 0.001,
+  // P = 32.6127798, g' = 0.0306628263, W_2 = 0.998307438836.
+  const testing::ToyResult r =
+      testing::run_toy("{type: pipedream, gap_aware: all_except_last, gap_aware_raw_normaliser: true}",
+                       adam_constant_gradient("{type: adam, lr: 0.001}"));
+  EXPECT_NEAR(r.weights[0], 0.998307438836, 1e-12);
+  EXPECT_NEAR(r.weights[1], 0.998307438836, 1e-12);
+  // The last stage: plain Adam, W_2 = 0.99800000002.
+  EXPECT_NEAR(r.weights[2], 0.99800000002, 1e-12);
+  EXPECT_NEAR(r.weights[3], 0.99800000002, 1e-12);
+}
+
+TEST(GapAware, AdamDefaultCorrectsTheBiasOfS) {
+  // Q49's decision, C = sqrt(S / (1 - beta2^t)) + eps, by hand (float64):
+  //   step 1: d_1 = m_hat / (sqrt(u_hat) + eps) = 1 / (1 + 1e-8), W_1 = 0.99900000001,
+  //           S = (1 - 0.999) (1e-3 d_1)^2 = 9.9999998e-10;
+  //   step 2 (t = 1): C = sqrt(S / 0.001) + 1e-8 = 1.00000999e-3, Gap = 0.00099999999,
+  //           P = 1.99999000010, g' = 0.500002499988, m_2 = 0.140000249999,
+  //           u_2 = 0.00124900250, m_hat = 0.736843421046, u_hat = 0.624813656825,
+  //           W_2 = W_1 - 1e-3 m_hat / (sqrt(u_hat) + eps) = 0.998067819651307.
+  const testing::ToyResult r = testing::run_toy("{type: pipedream, gap_aware: all_except_last}",
+                                                adam_constant_gradient("{type: adam, lr: 0.001}"));
+  EXPECT_NEAR(r.weights[0], 0.998067819651307, 1e-12);
+  EXPECT_NEAR(r.weights[2], 0.99800000002, 1e-12);
+  const auto& metrics = r.metrics[0];
+  double last_penalty = 0;
+  for (const StageMetric& m : metrics) {
+    if (m.name == "gap_aware_penalty") last_penalty = m.value;
+  }
+  EXPECT_NEAR(last_penalty, 1.99999000010, 1e-9);
+}
+
+TEST(GapAware, AdamL2DividesTheDecayAndAdamWScalesTheWeights) {
+  // lambda = 0.1, the same steps (float64 by hand, the same recurrences as above):
+  // Adam + L2 feeds (g + lambda W_1) / P: W_2 = 0.998067832953439 (no GA: 0.998000002388929).
+  const testing::ToyResult l2 = testing::run_toy("{type: pipedream, gap_aware: all_except_last}",
+                                                 adam_constant_gradient("{type: adam, lr: 0.001, weight_decay: 0.1}"));
+  EXPECT_NEAR(l2.weights[0], 0.998067832953439, 1e-12);
+  EXPECT_NEAR(l2.weights[2], 0.998000002388929, 1e-12);
+  // AdamW: W_1 <- W_1 (1 - lambda lr (1 - P) / P), then AdamW's (1 - lr lambda) and the step
+  // with g / P: W_2 = 0.997927454025939 (no GA: 0.997800110019999).
+  const testing::ToyResult w = testing::run_toy("{type: pipedream, gap_aware: all_except_last}",
+                                                adam_constant_gradient("{type: adamw, lr: 0.001, weight_decay: 0.1}"));
+  EXPECT_NEAR(w.weights[0], 0.997927454025939, 1e-12);
+  EXPECT_NEAR(w.weights[2], 0.997800110019999, 1e-12);
 }
 
 }  // namespace
