@@ -22,6 +22,7 @@ namespace pipelab {
 /// The `run:` section.
 struct RunOptions {
   enum class Dtype { Float32, Float64 };
+  enum class Shadow { Off, Sync };
   int epochs = 0;
   int64_t batch_size = 0;
   std::optional<int64_t> eval_batch_size;
@@ -36,6 +37,7 @@ struct RunOptions {
   bool channels_last = false;
   int checkpoint_every = 0;
   bool progress = true;
+  Shadow shadow = Shadow::Off;
   PrefetchOptions loader;
   template <class V>
   void fields(V& v) {
@@ -60,6 +62,9 @@ struct RunOptions {
     v.section("loss_scale", loss_scale, "fp16's per-stage dynamic loss scaler (torch.amp.GradScaler's defaults)");
     v("checkpoint_every", checkpoint_every, "save weights every N epochs (0: only at the end)", non_negative);
     v("progress", progress, "show a progress bar (plain lines when not a terminal)");
+    v.choice("shadow", shadow, Choices<Shadow>{{"off", Shadow::Off}, {"sync", Shadow::Sync}},
+             "sync: also compute, at every update, the gradient synchronous training would apply there, and "
+             "record how far the scheme's is from it in metrics/stages.csv (never changes the run)");
     v.section("loader", loader, "batches built ahead by worker threads: `loader: {workers: N, prefetch: K}`");
   }
   void check(const ConfigNode& node) const {

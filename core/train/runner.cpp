@@ -10,6 +10,7 @@
 #include "core/schedule/timeline.h"
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
+#include "core/train/shadow_sync.h"
 #include "core/train/state_dict.h"
 #include "core/train/training_state.h"
 #include "core/util/progress.h"
@@ -47,7 +48,8 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
   if (e_.scheme->span() == Span::MiniBatch) {
     for (int64_t j = 0; j < steps && !diverged; ++j) {
       ChunkFeed feed(train_->batch(j), e_.scheme->micro_batches(), dtype_);
-      executor.run(train_schedule(feed.count()), slots_, feed, RunMode::Train);
+      ShadowFeed shadowed(feed, shadow_.get());
+      executor.run(train_schedule(feed.count()), slots_, shadowed, RunMode::Train);
       totals.add(feed.totals());
       // Only the process with the loss sees it; every process must stop at the same step.
       diverged = executor.any(!finish_step(feed.totals().loss));
@@ -57,7 +59,8 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
     LoaderFeed feed(*train_, dtype_, [&](int, const MicroBatchResult& r) {
       if (!finish_step(totals.add(r))) diverged = true;
     });
-    executor.run(train_schedule(static_cast<int>(steps)), slots_, feed, RunMode::Train);
+    ShadowFeed shadowed(feed, shadow_.get());
+    executor.run(train_schedule(static_cast<int>(steps)), slots_, shadowed, RunMode::Train);
     collect_stage_metrics(record, epoch + 1);
   }
   executor.merge_stats();

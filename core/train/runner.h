@@ -78,6 +78,9 @@ class Runner {
 
  private:
   void build_stages();
+  /// run.shadow: sync — a replica of the model and a wrapper around every policy
+  /// (core/train/shadow_sync.h).
+  void start_shadow();
   /// Lets the scheme add to each stage (e.g. auxiliary heads), given its output shape.
   void prepare_stages();
   void check_schedules() const;
@@ -128,6 +131,7 @@ class Runner {
   ExecStats last_train_stats_;  ///< what the executor measured in the last training epoch
   Schedule eval_schedule_;
   std::vector<int> placement_;  ///< the device of each stage (Scheme::placement)
+  std::unique_ptr<class ShadowSync> shadow_;  ///< null unless run.shadow: sync
 };
 
 /// The end-of-run summary for people: epoch table, accuracy, throughput, pipeline figures.

@@ -18,6 +18,7 @@
 #include "core/schedule/validate.h"
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
+#include "core/train/shadow_sync.h"
 #include "core/train/state_dict.h"
 #include "core/util/provenance.h"
 
@@ -59,6 +60,7 @@ Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), 
   data_ = e_.dataset->load(context);
   def_ = e_.model->define(data_.spec);
   build_stages();
+  start_shadow();
   const int64_t spe = std::max<int64_t>(data_.train->size() / run.batch_size, 0);
   if (spe == 0) {
     e_.source->fail("run.batch_size",
@@ -75,7 +77,7 @@ Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), 
   check_processes_agree();
 }
 
-Runner::~Runner() = default;
+Runner::~Runner() = default;  // here, where ShadowSync is complete
 
 namespace {
 

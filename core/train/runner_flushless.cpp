@@ -12,6 +12,7 @@
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
 #include "core/train/runner_flushless.h"
+#include "core/train/shadow_sync.h"
 #include "core/train/state_dict.h"
 #include "core/util/progress.h"
 
@@ -70,7 +71,8 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
       finished_at[static_cast<size_t>(epoch)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   }, per_epoch);
-  executor.run(train_schedule(static_cast<int>(per_epoch * epochs)), slots_, feed, RunMode::Train);
+  ShadowFeed shadowed(feed, shadow_.get());
+  executor.run(train_schedule(static_cast<int>(per_epoch * epochs)), slots_, shadowed, RunMode::Train);
   for (size_t r = 0; r < slots_.size(); ++r) slots_[r].policy = policies_[r].get();
   executor.merge_stats();
   last_train_stats_ = executor.stats();

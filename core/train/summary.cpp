@@ -93,17 +93,22 @@ std::string stage_table(const RunSummary& s) {
   }
   if (names.empty()) return "";
   std::string out = "  per stage       stage";
+  // Each column as wide as its label (at least 16), so that long names stay aligned.
+  std::vector<size_t> widths;
   for (const std::string& n : names) {
     std::string label = n;
     std::replace(label.begin(), label.end(), '_', ' ');
-    out += fmt::format("  {:>16}", label);
+    widths.push_back(std::max<size_t>(16, label.size()));
+    out += fmt::format("  {:>{}}", label, widths.back());
   }
   out += "   (means over all updates)\n";
   for (size_t r = 0; r < s.stage_means.size(); ++r) {
     out += fmt::format("                  {:>4}", r);
+    size_t column = 0;
     for (const std::string& n : names) {
+      const size_t w = widths[column++];
       const auto it = s.stage_means[r].find(n);
-      out += it == s.stage_means[r].end() ? fmt::format("  {:>16}", "-") : fmt::format("  {:>16.3f}", it->second);
+      out += it == s.stage_means[r].end() ? fmt::format("  {:>{}}", "-", w) : fmt::format("  {:>{}.3f}", it->second, w);
     }
     out += "\n";
   }

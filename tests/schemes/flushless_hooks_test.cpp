@@ -62,6 +62,12 @@ TEST(FlushlessHooks, TheWrapperOverridesEveryHookOfStagePolicy) {
   EXPECT_EQ(declared, kHooks) << "StagePolicy's hooks changed: update kHooks and the direct test below";
   EXPECT_EQ(overridden, declared)
       << "EpochSnapshot (core/train/runner_flushless.h) must forward every StagePolicy hook";
+  // run.shadow's wrapper (core/train/shadow_sync.h) has the same duty.
+  std::set<std::string> shadow;
+  const std::string shadow_wrapper = class_body("core/train/shadow_sync.h", "ShadowPolicy final");
+  for (std::sregex_iterator it(shadow_wrapper.begin(), shadow_wrapper.end(), override_fn), e; it != e; ++it)
+    shadow.insert((*it)[1]);
+  EXPECT_EQ(shadow, declared) << "ShadowPolicy (core/train/shadow_sync.h) must forward every StagePolicy hook";
 }
 
 /// Records each hook it sees and answers with values the test can recognise.

@@ -17,6 +17,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/nesterov_async_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipemare_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/prediction_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shadow_sync_test.cpp
 )
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dp_test.cpp
