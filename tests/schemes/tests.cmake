@@ -8,6 +8,7 @@ list(APPEND PIPELAB_TEST_SOURCES
 )
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/async_oracle_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ftpipe_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gap_aware_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/toy_pipeline.cpp
 )
@@ -18,6 +19,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/pipemare_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/prediction_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shadow_sync_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/xpipe_test.cpp
 )
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dp_test.cpp

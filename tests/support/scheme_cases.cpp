@@ -31,13 +31,17 @@ std::vector<SchemeCase> scheme_cases() {
       {"looped_bfs", {"chunks: 4, virtual_stages: 2"}},
       {"pipemare", {"rescheduling_steps: 10", "rescheduling_steps: 10, correction: backward, velocity_decay: 0.5",
                     "rescheduling_steps: 10, correction: forward, velocity_decay: 0.5, flush: never"}},
+      {"ftpipe", {"predictor: msnag, stash: true, gap_aware: all_except_last",
+                  "predictor: aggmsnag, nag_with_predictor: true, nesterov_last_partition: true, recompute: false"}},
+      {"xpipe",
+       {"micro_batches: 2, adam_only: false", "micro_batches: 3, adam_only: false, bellwether: reuse, flush: never"}},
   };
   // Schemes whose default cannot run every case (interleaving needs 2 stages per device and a
   // multiple of the devices as micro-batches; pipedream_2bw's default never flushes, which
   // multi-process runs refuse, and the cases spell it out so that their tests expect it;
-  // PipeMare's K has no default):
+  // PipeMare's K has no default; xpipe's default needs Adam, these tests train with SGD):
   // their variants above stand for them.
-  const std::set<std::string> variants_only{"interleaved_1f1b", "looped_bfs", "pipedream_2bw", "pipemare"};
+  const std::set<std::string> variants_only{"interleaved_1f1b", "looped_bfs", "pipedream_2bw", "pipemare", "xpipe"};
   std::vector<SchemeCase> out;
   for (const std::string& name : Registry<Scheme>::get().names()) {
     if (name == "custom") continue;

@@ -1,0 +1,262 @@
+/// `xpipe`: XPipe (Guan, Yin, Li, Lu, "XPipe: Efficient Pipeline Model Parallelism for
+/// Multi-GPU DNN Training", arXiv:1911.04610, a preprint). Micro-batches flow asynchronously
+/// across mini-batch boundaries; each pass runs on weights predicted from Adam's moments, so
+/// nothing is stashed. Formula labels F30, F31 and oracles O8, O9 are those of the project's
+/// reference notes on the further schemes (§8.4); no XPipe code was found, so nothing here is
+/// verified against code, and the mechanism itself is second-hand (a third-party reading note).
+///
+/// Units. A run unit (one `run.batch_size` batch) is a micro-batch; `micro_batches` (T)
+/// consecutive units make one mini-batch, i.e. one update, as in `pipedream_2bw`. The last
+/// mini-batch of a schedule run may be shorter; its gradient is the mean over what it has.
+/// Each update takes the LR of its mini-batch's first micro-batch (the runner's LR schedule
+/// counts micro-batches). T = 4 by default is pipelab's choice (the paper's T is UNVERIFIED).
+///
+/// Semantics (stage r of D):
+/// - schedule: 1F1B with the full warm-up w_r = D-1-r (not 2BW's clamp to T: with one weight
+///   copy nothing bounds the versions in flight), one update (U) after the backward of each
+///   mini-batch's last micro-batch. At T = 1 it is the 1F1B schedule of `spectrain`.
+/// - version difference (F30, second-hand; r/2 and the rounding UNVERIFIED, see xpipe.h):
+///   s_fwd = round((D + T - r/2 - 2)/T), s_bwd = round((T + floor(r/2) - 1)/T); defaults
+///   ceil(r/2) and round-half-up (`half_stage`, `rounding` choose the other readings).
+/// - predictor (F31, second-hand): W_hat = W - lr * s * m_hat/(sqrt(u_hat) + eps), Adam's
+///   bias-corrected direction with the optimizer's eps (predict_weights' Adam direction), lr
+///   the LR of the stage's next update. The source's note writes "+"; descent must subtract,
+///   so the sign is UNVERIFIED but the only sensible one. As in SpecTrain v1, the forward
+///   predicts s_fwd and the backward s_bwd updates ahead, each from the live real weights,
+///   swapped in for the pass and swapped out after it: one real copy plus a live prediction.
+///   The backward reads W_hat(s_bwd) in its own weight products (the mixed-version backward
+///   of F3, as `spectrain` v1).
+/// - update: the configured optimizer on the real weights, once per mini-batch, with the mean
+///   of the micro-batches' gradients. F31 is defined on Adam's moments, so an Adam-family
+///   optimizer is required (adam, adamw; nadam predicts with NAdam's own step direction,
+///   F28's, which is not F31); `adam_only: false` lets any optimizer's direction stand in
+///   (SGD: its momentum buffer), which is not XPipe. AdamW's decoupled decay is not predicted.
+/// - bellwether (UNVERIFIED that the mini-batch's micro-batches reuse its prediction):
+///   `per_micro_batch` (default) predicts at every F and B from the live weights. Within a
+///   mini-batch the backwards see no update in between, so their predictions are the same
+///   weights anyway; the forwards of a mini-batch straddle one of the stage's updates unless
+///   T divides w_r, so the later ones predict from one update newer weights and target one
+///   version further. `reuse` runs every forward of a mini-batch on the weights its first
+///   micro-batch (the bellwether) ran on, kept as one extra copy until the next bellwether.
+/// - flushes (UNVERIFIED; no source describes them): `flush: epoch` (default) drains at
+///   every epoch end, mini-batches restart with the epoch, Adam's moments carry over;
+///   `flush: never` runs one pipeline across epochs (mini-batches may straddle epochs).
+///   Nothing is predicted before the stage's first update (Q9: Adam has no moments yet).
+/// - metrics: forward_gap and backward_gap (the live version at the backward minus the version
+///   the weights stand for: live + s when predicted, live when not) and prediction_error.
+/// At D = 1 and T = 1, s = 0 and xpipe is `single`; at T = 1 it is `spectrain` v1 (paper
+/// variant) with the Adam direction, F30 reducing to F10/F11 (both tested).
+#include <ATen/ATen.h>
+
+#include <optional>
+
+#include "core/scheme/one_f_one_b.h"
+#include "core/scheme/staleness.h"
+#include "core/util/error.h"
+#include "core/weights/prediction_meter.h"
+#include "core/weights/weights.h"
+#include "schemes/xpipe.h"
+
+namespace pipelab {
+namespace {
+
+using Flush = FlushOption::Flush;
+using xpipe::HalfStage;
+using xpipe::Rounding;
+enum class Bellwether { PerMicroBatch, Reuse };
+
+struct XpipeOptions {
+  int micro_batches = 4;
+  Flush flush = Flush::Epoch;
+  HalfStage half_stage = HalfStage::Ceil;
+  Rounding rounding = Rounding::HalfUp;
+  Bellwether bellwether = Bellwether::PerMicroBatch;
+  bool adam_only = true;
+  bool measure_prediction = true;
+  template <class V>
+  void fields(V& v) {
+    v("micro_batches", micro_batches,
+      "T: micro-batches (run.batch_size batches) per mini-batch; their mean gradient makes one update "
+      "(the paper's T is unknown; 4 is pipelab's choice)",
+      positive);
+    v.choice("flush", flush, Choices<Flush>{{"epoch", Flush::Epoch}, {"never", Flush::Never}},
+             "epoch: drain at every epoch end, mini-batches restarting; never: one pipeline across epochs "
+             "(XPipe's flushes are undescribed: UNVERIFIED). Either way nothing is predicted before a stage's first "
+             "update (Q9)");
+    v.choice("half_stage", half_stage, Choices<HalfStage>{{"ceil", HalfStage::Ceil}, {"real", HalfStage::Real}},
+             "F30's r/2 in s_fwd (UNVERIFIED): ceil(r/2), which gives SpecTrain v1's s at T = 1, or the real r/2");
+    v.choice("rounding", rounding, Choices<Rounding>{{"half_up", Rounding::HalfUp}, {"half_even", Rounding::HalfEven}},
+             "F30's round() on an exact .5 (UNVERIFIED): up, or to the even integer");
+    v.choice("bellwether", bellwether,
+             Choices<Bellwether>{{"per_micro_batch", Bellwether::PerMicroBatch}, {"reuse", Bellwether::Reuse}},
+             "per_micro_batch: predict at every forward from the live weights; reuse: every forward of a mini-batch "
+             "runs on its first micro-batch's weights (one more copy; UNVERIFIED)");
+    v("adam_only", adam_only,
+      "F31 predicts with Adam's moments: require adam, adamw or nadam; false lets any optimizer's own update "
+      "direction stand in (e.g. SGD's momentum buffer; not XPipe)");
+    v("measure_prediction", measure_prediction,
+      "record ||W_hat - W_target|| / ||W_target - W_now|| (two weight copies)");
+  }
+};
+
+/// The runner's LR at runner step `unit`. The stage's LR schedule is indexed by its updates,
+/// which here are one per T runner steps (micro-batches); as pipedream_2bw does.
+double lr_at_unit(Stage& stage, int64_t unit) {
+  Optimizer& optimizer = stage.optimizer();
+  const int64_t steps = optimizer.steps();
+  optimizer.set_steps(unit);
+  const double lr = stage.scheduled_lr();
+  optimizer.set_steps(steps);
+  return lr;
+}
+
+class XpipePolicy : public StagePolicy {
+ public:
+  XpipePolicy(Stage& stage, const XpipeOptions& o)
+      : o_(o), swap_(stage),
+        s_(xpipe::version_difference(stage.index(), stage.count(), o.micro_batches, o.half_stage, o.rounding)) {
+    if (o.adam_only && !stage.optimizer().beta1()) {
+      throw UserError(
+          "scheme xpipe: F31 predicts the weights with Adam's moments (W - lr s m_hat / (sqrt(u_hat) + eps)), and "
+          "this optimizer has none. Fix: use optimizer adam or adamw (XPipe's), or set adam_only: false to predict "
+          "with this optimizer's own update direction (not XPipe)");
+    }
+  }
+
+  void begin(Stage&, int units) override {
+    units_in_run_ = units;
+    updates_ = 0;
+    accumulated_ = 0;
+    bellwether_.reset();
+  }
+
+  void before_forward(Stage& stage, int mb, Message&) override {
+    const int64_t mini_batch = mb / o_.micro_batches;
+    if (o_.bellwether == Bellwether::Reuse && bellwether_ && bellwether_->mini_batch == mini_batch) {
+      record_.forward(mb, bellwether_->version);
+      swap_.swap_in(bellwether_->weights);
+      return;
+    }
+    std::optional<Weights> predicted;
+    const int64_t version = predict(stage, s_.forward, predicted);
+    record_.forward(mb, version);
+    if (predicted && o_.measure_prediction) meter_.start(stage, *predicted, version);
+    if (o_.bellwether == Bellwether::Reuse) {
+      bellwether_ = Kept{mini_batch, version, predicted ? *predicted : copy_weights(stage)};
+    }
+    if (predicted) swap_.swap_in(*predicted);
+  }
+  void after_forward(Stage&, int, Message&) override { swap_.restore(); }
+
+  void before_backward(Stage& stage, int mb) override {
+    std::optional<Weights> predicted;
+    record_.backward(stage, mb, predict(stage, s_.backward, predicted));
+    if (predicted) swap_.swap_in(*predicted);
+  }
+  void after_backward(Stage&, int) override {
+    swap_.restore();
+    ++accumulated_;
+  }
+
+  void update(Stage& stage) override {
+    {
+      at::NoGradGuard no_grad;
+      if (accumulated_ > 1) {  // the mean over the mini-batch's micro-batches
+        for (const at::Tensor& p : stage.parameters()) {
+          if (p.grad().defined()) p.grad().div_(static_cast<double>(accumulated_));
+        }
+      }
+    }
+    // Stage::step uses the stage's schedule at its update count; ask for the LR of the
+    // mini-batch's first micro-batch instead.
+    const double now = stage.scheduled_lr(), wanted = lr_at_unit(stage, next_update_unit());
+    if (wanted != now && now == 0) {
+      throw UserError(fmt::format(
+          "scheme xpipe: the LR schedule is 0 at optimizer step {} but {} at step {}, so the update cannot be "
+          "rescaled. Fix: use an LR schedule that is not 0 there (e.g. lr_schedule.warmup_start_factor > 0)",
+          stage.optimizer().steps(), wanted, next_update_unit()));
+    }
+    stage.step(wanted == now ? 1.0 : wanted / now);
+    ++updates_;
+    accumulated_ = 0;
+    if (const auto error = meter_.check(stage)) record_.add(stage, "prediction_error", *error);
+  }
+
+  void end(Stage&) override {
+    units_before_ += units_in_run_;
+    bellwether_.reset();
+  }
+  void collect(std::vector<StageMetric>& out) override { record_.collect(out); }
+  /// The runner steps (micro-batches) of the runs before, for the LR after a resume.
+  c10::IValue state() const override { return c10::IValue(units_before_); }
+  void load_state(Stage&, const c10::IValue& state) override { units_before_ = state.isInt() ? state.toInt() : 0; }
+
+ private:
+  struct Kept {
+    int64_t mini_batch, version;
+    Weights weights;
+  };
+
+  /// The runner step of the next update's first micro-batch.
+  int64_t next_update_unit() const { return units_before_ + updates_ * o_.micro_batches; }
+
+  /// F31's W_hat for `s` updates ahead, into `out` (left empty when nothing is predicted:
+  /// s = 0, or no update yet, Q9); returns the version the pass's weights stand for.
+  int64_t predict(Stage& stage, int s, std::optional<Weights>& out) {
+    const int64_t live = stage.optimizer().steps();
+    if (s == 0 || live == 0) return live;
+    out = predict_weights(stage, lr_at_unit(stage, next_update_unit()), s, {});
+    return live + s;
+  }
+
+  XpipeOptions o_;
+  WeightSwap swap_;
+  xpipe::VersionDifference s_;
+  int64_t units_in_run_ = 0, units_before_ = 0;
+  int64_t updates_ = 0;  ///< updates in this schedule run
+  int accumulated_ = 0;  ///< micro-batches whose gradients wait for the next update
+  std::optional<Kept> bellwether_;
+  PredictionMeter meter_;
+  StalenessRecorder record_;
+};
+
+class Xpipe : public Configured<Scheme, XpipeOptions> {
+ public:
+  using Configured::Configured;
+  Span span() const override { return options_.flush == Flush::Epoch ? Span::Epoch : Span::Run; }
+
+  /// 1F1B (full warm-up) with one U after the backward of each mini-batch's last micro-batch.
+  Schedule schedule(int stages, int units) const override {
+    Schedule s = schedules::one_f_one_b(stages, units);
+    for (int d = 0; d < s.devices(); ++d) {
+      std::vector<Action> kept;
+      int last_backward = -1;
+      for (const Action& a : s.device(d)) {
+        if (a.kind == ActionKind::Backward) last_backward = a.mb;
+        const bool closes = (last_backward + 1) % options_.micro_batches == 0 || last_backward + 1 == units;
+        if (a.kind != ActionKind::Update || closes) kept.push_back(a);
+      }
+      s.device(d) = std::move(kept);
+    }
+    return s;
+  }
+
+  /// At most D - r micro-batches in flight at stage r (§2.1).
+  std::vector<int> max_in_flight(int stages) const override {
+    std::vector<int> bound;
+    for (int r = 0; r < stages; ++r) bound.push_back(stages - r);
+    return bound;
+  }
+
+  std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
+    return std::make_unique<XpipePolicy>(stage, options_);
+  }
+};
+
+}  // namespace
+
+PIPELAB_REGISTER(Scheme, Xpipe, "xpipe",
+                 "asynchronous 1F1B over micro-batches, one update per mini-batch, forward and backward weights "
+                 "predicted from Adam's moments (XPipe)");
+
+}  // namespace pipelab
