@@ -72,6 +72,17 @@ class PipedreamPolicy : public StashingPolicy {
     StashingPolicy::after_backward(stage, mb);
   }
 
+  /// The stash's state, and with Gap-Aware its statistics: [stash, gap_aware].
+  c10::IValue state() const override {
+    if (!gap_aware_) return StashingPolicy::state();
+    return c10::ivalue::Tuple::create({StashingPolicy::state(), ga_.state()});
+  }
+  void load_state(Stage& stage, const c10::IValue& s) override {
+    if (!gap_aware_ || !s.isTuple()) return StashingPolicy::load_state(stage, s);
+    StashingPolicy::load_state(stage, s.toTupleRef().elements()[0]);
+    ga_.load_state(stage, s.toTupleRef().elements()[1]);
+  }
+
  protected:
   void step(Stage& stage) override {
     if (gap_aware_) {

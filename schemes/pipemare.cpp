@@ -87,6 +87,8 @@ class PipemarePolicy : public StagePolicy {
       }
     }
     record_.add(stage, "lr_factor", factor);
+    // One weight copy, plus the velocity delta when the correction keeps one.
+    record_.add(stage, "stored_versions", velocity_.empty() ? 1.0 : 2.0);
   }
   void end(Stage&) override {
     if (o_.reset_velocity) {
@@ -98,11 +100,12 @@ class PipemarePolicy : public StagePolicy {
     if (velocity_.empty()) return {};
     return c10::IValue(c10::List<at::Tensor>(velocity_));
   }
-  void load_state(Stage&, const c10::IValue& s) override {
+  void load_state(Stage& stage, const c10::IValue& s) override {
     velocity_.clear();
-    if (s.isTensorList()) {
-      for (const at::Tensor& t : s.toTensorVector()) velocity_.push_back(t.clone());
-    }
+    // A tensor list comes back from a .pt file as a generic list.
+    if (!s.isList()) return;
+    const std::vector<at::Tensor> params = stage.parameters();
+    for (const c10::IValue& t : s.toListRef()) velocity_.push_back(t.toTensor().to(params.at(velocity_.size()).options()).clone());
   }
 
  private:

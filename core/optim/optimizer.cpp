@@ -29,6 +29,24 @@ void Optimizer::zero_grad() {
   }
 }
 
+std::vector<std::pair<std::string, at::Tensor>> Optimizer::last_gradients() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (last_grad_[i].defined()) out.emplace_back(std::to_string(i) + ".last_gradient", last_grad_[i]);
+    if (last_coupled_[i].defined()) out.emplace_back(std::to_string(i) + ".last_coupled_gradient", last_coupled_[i]);
+  }
+  return out;
+}
+
+void Optimizer::load_last_gradients(const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor g = find_state(state, i, "last_gradient");
+    const at::Tensor c = find_state(state, i, "last_coupled_gradient");
+    last_grad_[i] = g.defined() ? g.to(params_[i].options()).clone() : at::Tensor();
+    last_coupled_[i] = c.defined() ? c.to(params_[i].options()).clone() : at::Tensor();
+  }
+}
+
 at::Tensor find_state(const std::vector<std::pair<std::string, at::Tensor>>& state, size_t i,
                       const std::string& name) {
   const std::string key = std::to_string(i) + "." + name;

@@ -56,6 +56,11 @@ class Optimizer {
   const at::Tensor& last_gradient(size_t i) const { return last_grad_.at(i); }
   /// The gradient the latest update consumed after adding the coupled L2 term (G = g + lambda W).
   const at::Tensor& last_coupled_gradient(size_t i) const { return last_coupled_.at(i); }
+  /// Both of them as named tensors ("<i>.last_gradient", "<i>.last_coupled_gradient"), and
+  /// back: predictors read them, so a resumed run needs them to predict as the uninterrupted
+  /// one does (torch's optimizers keep no such state; this is pipelab's own).
+  std::vector<std::pair<std::string, at::Tensor>> last_gradients() const;
+  void load_last_gradients(const std::vector<std::pair<std::string, at::Tensor>>& state);
 
   /// lambda of a decoupled weight decay (AdamW), 0 otherwise: a predictor may add it (§3.8).
   virtual double decoupled_decay() const { return 0; }

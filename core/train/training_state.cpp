@@ -46,6 +46,7 @@ void save_training_state(const std::string& path, const TrainingProgress& progre
     s.insert("model", to_ivalue(model_state({stages[r]})));
     s.insert("optimizer_steps", stages[r]->optimizer().steps());
     s.insert("optimizer", named(stages[r]->optimizer().state()));
+    s.insert("optimizer_last_gradients", named(stages[r]->optimizer().last_gradients()));
     s.insert("generators", tensors(stages[r]->rng_states()));
     s.insert("policy", policies[r]->state());
     if (const LossScaler* scaler = stages[r]->loss_scaler()) s.insert("loss_scaler", scaler->state());
@@ -84,6 +85,14 @@ TrainingProgress load_training_state(const std::string& path, const std::vector<
     }
     stages[r]->optimizer().load_state(opt);
     stages[r]->optimizer().set_steps(at_key(s, "optimizer_steps", path).toInt());
+    // Absent from states written before predictors' inputs were saved: they start empty.
+    if (s.contains("optimizer_last_gradients")) {
+      std::vector<std::pair<std::string, at::Tensor>> last;
+      for (const auto& kv : s.at("optimizer_last_gradients").toGenericDict()) {
+        last.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+      }
+      stages[r]->optimizer().load_last_gradients(last);
+    }
     std::vector<at::Tensor> gens;
     for (const c10::IValue& g : at_key(s, "generators", path).toListRef()) gens.push_back(g.toTensor());
     stages[r]->set_rng_states(gens);

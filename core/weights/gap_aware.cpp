@@ -100,4 +100,26 @@ void GapAware::before_step(Stage& stage, int64_t staleness, const Weights* stash
   mean_penalty_ = elements > 0 ? penalty_sum / static_cast<double>(elements) : 1;
 }
 
+c10::IValue GapAware::state() const {
+  c10::impl::GenericList statistics(c10::TensorType::get());
+  for (const at::Tensor& t : a_) statistics.push_back(t.to(at::kCPU));
+  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  out.insert("statistics", statistics);
+  out.insert("count", count_);
+  out.insert("recorded_step", recorded_step_);
+  out.insert("lr_max", lr_max_);
+  return out;
+}
+
+void GapAware::load_state(Stage& stage, const c10::IValue& state) {
+  if (!state.isGenericDict()) return;
+  const c10::impl::GenericDict d = state.toGenericDict();
+  const std::vector<at::Tensor> params = stage.parameters();
+  a_.clear();
+  for (const c10::IValue& t : d.at("statistics").toListRef()) a_.push_back(t.toTensor().to(params.at(a_.size()).options()));
+  count_ = d.at("count").toInt();
+  recorded_step_ = d.at("recorded_step").toInt();
+  lr_max_ = d.at("lr_max").toDouble();
+}
+
 }  // namespace pipelab

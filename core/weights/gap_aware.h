@@ -46,6 +46,11 @@ class GapAware {
   /// The last step's mean penalty P over all elements (1: none), for the stage metrics.
   double mean_penalty() const { return mean_penalty_; }
 
+  /// The running statistics, for resumable checkpoints (a resumed run must penalise as the
+  /// uninterrupted one would).
+  c10::IValue state() const;
+  void load_state(Stage& stage, const c10::IValue& state);
+
  private:
   /// S <- beta2 S + (1 - beta2) (lr d)^2 for the optimizer's latest step, once per step.
   void record_adam_step(Optimizer& optimizer, double beta2);

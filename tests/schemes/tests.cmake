@@ -18,6 +18,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/nesterov_async_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipemare_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/prediction_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/resume_state_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shadow_sync_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/xpipe_test.cpp
 )

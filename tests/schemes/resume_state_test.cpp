@@ -1,0 +1,63 @@
+// A run of an asynchronous scheme stopped after an epoch and resumed must end with the bytes
+// of the uninterrupted run: whatever a policy carries across epochs (Gap-Aware's statistics,
+// the Nesterov paper variant's previous weights, XPipe's micro-batch count, PipeMare's
+// velocity) has to be in the checkpoint's policy state, and what predictors read from the
+// optimizer (its last gradient) in the optimizer's.
+#include <gtest/gtest.h>
+
+#include "tests/support/helpers.h"
+
+namespace pipelab {
+namespace {
+
+const char* kMlp = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 4], dropout: 0.1}
+dataset:   {type: synthetic, samples: 96, test_samples: 32, shape: [12], classes: 4}
+partition: {stages: 4, balance: [1, 1, 1, 1]}
+scheme:    {type: async}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 3, batch_size: 16, seed: 5}
+)";
+
+void expect_resume_is_seamless(const std::vector<std::string>& overrides) {
+  testing::TempDir dir;
+  std::string label;
+  for (const std::string& o : overrides) label += o + " ";
+  Experiment straight = testing::experiment(kMlp, dir.file("straight"), overrides);
+  Runner(straight, {false, true}).run();
+  Experiment first = testing::experiment(kMlp, dir.file("resumed"), overrides);
+  RunnerOptions stop{false, true};
+  stop.stop_after = 1;
+  ASSERT_EQ(Runner(first, stop).run().status, "stopped") << label;
+  Experiment second = testing::experiment(kMlp, dir.file("resumed"), overrides);
+  RunnerOptions resume{false, true};
+  resume.resume = true;
+  ASSERT_EQ(Runner(second, resume).run().status, "finished") << label;
+  EXPECT_TRUE(testing::read_text(dir.file("straight/checkpoints/final.pt")) ==
+              testing::read_text(dir.file("resumed/checkpoints/final.pt")))
+      << label << "differs after a resume";
+}
+
+TEST(ResumeState, PredictorsReadTheLastGradientAfterAResume) {
+  // The predictions read the optimizer's last gradient (SGD without momentum: its direction;
+  // SpecTrain's reference variant: mu v + G), which a resume must restore with the buffers.
+  expect_resume_is_seamless({"scheme={type: spectrain, variant: reference}"});
+  expect_resume_is_seamless({"scheme={type: pipeoptim}", "optimizer.momentum=0"});
+  expect_resume_is_seamless({"scheme={type: pipedream, gap_aware: all_except_last}", "optimizer.momentum=0"});
+}
+
+TEST(ResumeState, GapAwareStatisticsCarryOver) {
+  expect_resume_is_seamless({"scheme={type: pipedream, gap_aware: all_except_last}"});
+  expect_resume_is_seamless({"scheme={type: pipedream, gap_aware: all_except_last}",
+                             "optimizer={type: adamw, lr: 0.01, weight_decay: 0.01}"});
+  expect_resume_is_seamless({"scheme={type: ftpipe, predictor: aggmsnag, stash: true, gap_aware: all_except_last}"});
+}
+
+TEST(ResumeState, NewSchemesCarryTheirState) {
+  expect_resume_is_seamless({"scheme={type: nesterov_async, variant: paper, gamma: 0.9}", "optimizer.momentum=0"});
+  expect_resume_is_seamless({"scheme={type: xpipe, micro_batches: 4}", "optimizer={type: adam, lr: 0.01}"});
+  expect_resume_is_seamless({"scheme={type: pipemare, rescheduling_steps: 10, correction: backward, velocity_decay: 0.5}"});
+}
+
+}  // namespace
+}  // namespace pipelab
