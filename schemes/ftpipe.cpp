@@ -10,8 +10,8 @@
 ///   more steps with zero gradients: `msnag` (SGD without decay F35, Adam F37, AdamW F38) or
 ///   `aggmsnag` (SGD with decay F36; Adam/AdamW with the gradient accumulated so far on the
 ///   first step). Plain msnag with SGD decay is an error, as in FTPipe. Each step uses the LR of
-///   the next update (FTPipe's `sched_aware` future LRs are not available: Stage exposes only
-///   the next LR). No prediction before the stage's first update (Q9).
+///   the next update, or with `sched_aware` (FTPipe's option, on in its language-model
+///   configurations) the LR schedule's own for each simulated update. No prediction before the stage's first update (Q9).
 ///   `nag_with_predictor` (F36, SGD): a forward with d = 0 looks one NAG step ahead.
 ///   `nesterov_last_partition`: the last stage drops the predictor and trains with Nesterov SGD.
 /// - stash: the forward's weights (W_hat when predicting) are kept for the backward of j
@@ -120,6 +120,7 @@ struct FtpipeOptions {
   bool stash_aliases_live = false;
   bool gap_aware_raw_normaliser = false;
   bool prediction_writes_grad = false;
+  bool sched_aware = false;
   template <class V>
   void fields(V& v) {
     flush.fields(v);
@@ -141,6 +142,9 @@ struct FtpipeOptions {
       "with a predictor the stash aliases the live weights: the backward reads them and the Gap is 0 (fidelity, Q48)");
     v("gap_aware_raw_normaliser", gap_aware_raw_normaliser,
       "Adam/AdamW Gap-Aware: C = sqrt(S) + eps without bias correction (fidelity, Q49)");
+    v("sched_aware", sched_aware,
+      "predict with the LR schedule's future LRs for the simulated updates (FTPipe's sched_aware; default: "
+      "the next update's LR for all of them)");
     v("prediction_writes_grad", prediction_writes_grad,
       "Adam aggmsnag with L2 decay adds lambda W into the accumulated gradient at each prediction (fidelity, Q51)");
   }
@@ -258,9 +262,15 @@ class FtpipePolicy : public StagePolicy {
       gap_from_.clear();
     }
     stage.step();
+    record_.add(stage, "stored_versions", static_cast<double>(1 + stash_.size()));
   }
   void end(Stage&) override { stash_.clear(); }
   void collect(std::vector<StageMetric>& out) override { record_.collect(out); }
+  /// The stash is empty at every flush; Gap-Aware's statistics carry over.
+  c10::IValue state() const override { return gap_aware_ ? ga_.state() : c10::IValue(); }
+  void load_state(Stage& stage, const c10::IValue& s) override {
+    if (gap_aware_) ga_.load_state(stage, s);
+  }
 
  private:
   /// The weights `steps` updates ahead (F35-F38), or one NAG step ahead when `nag`.
@@ -269,7 +279,10 @@ class FtpipePolicy : public StagePolicy {
     Optimizer& optimizer = stage.optimizer();
     const std::vector<at::Tensor> params = stage.parameters();
     const double lr = stage.scheduled_lr();
-    const std::vector<double> lrs(static_cast<size_t>(steps), lr);
+    std::vector<double> lrs(static_cast<size_t>(steps), lr);
+    if (o_.sched_aware) {
+      for (int64_t k = 0; k < steps; ++k) lrs[static_cast<size_t>(k)] = stage.lr_at(optimizer.steps() + k);
+    }
     const bool aggregate = o_.predictor == Predictor::Aggmsnag;
     Weights out;
     if (const auto sgd = optimizer.sgd_settings()) {

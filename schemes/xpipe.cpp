@@ -180,6 +180,8 @@ class XpipePolicy : public StagePolicy {
     ++updates_;
     accumulated_ = 0;
     if (const auto error = meter_.check(stage)) record_.add(stage, "prediction_error", *error);
+    // The real weights, plus the bellwether's prediction while a mini-batch reuses it.
+    record_.add(stage, "stored_versions", bellwether_ ? 2.0 : 1.0);
   }
 
   void end(Stage&) override {

@@ -104,7 +104,10 @@ class Stage {
   void step(double lr_scale = 1.0);
   /// The LR the next update will use (before any scale): what a predictor that looks ahead
   /// should assume.
-  double scheduled_lr() const { return lr_at_ ? lr_at_(optimizer_->steps()) : base_lr_; }
+  double scheduled_lr() const { return lr_at(optimizer_->steps()); }
+  /// The LR the update after `steps` updates will use: a predictor that simulates several
+  /// future updates reads the schedule's future LRs here (FTPipe's `sched_aware`).
+  double lr_at(int64_t steps) const { return lr_at_ ? lr_at_(steps) : base_lr_; }
   /// Evaluation forward (no grad, no saved state); on the last stage also the loss.
   ForwardResult evaluate(const at::Tensor& x, const at::Tensor& target = {});
 

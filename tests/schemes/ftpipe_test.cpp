@@ -154,6 +154,16 @@ TEST(Ftpipe, StashWithoutPredictorIsPipedream) {
   EXPECT_TRUE(testing::identical(train("{type: async}"), train("{type: ftpipe, recompute: false}")));
 }
 
+TEST(Ftpipe, SchedAwareReadsTheScheduleOnlyWhereItChanges) {
+  // Constant LR: the schedule's future LRs are the next one, bit for bit.
+  const std::string msnag = "{type: ftpipe, predictor: msnag}";
+  const std::string aware = "{type: ftpipe, predictor: msnag, sched_aware: true}";
+  EXPECT_TRUE(testing::identical(train(msnag), train(aware)));
+  // A per-step decay: the simulated updates further ahead take smaller LRs.
+  const std::string decay = "lr_schedule={type: polynomial, power: 2, granularity: step}";
+  EXPECT_GT(testing::max_difference(train(msnag, {decay}), train(aware, {decay})), 1e-9);
+}
+
 TEST(Ftpipe, MsnagWithoutMomentumPredictsNothing) {
   const std::string plain = "optimizer={type: sgd, lr: 0.05}";
   EXPECT_TRUE(testing::identical(train("{type: ftpipe}", {plain}), train("{type: ftpipe, predictor: msnag}", {plain})));
