@@ -24,8 +24,9 @@ void fake_run(const std::string& dir, const std::string& model, const std::strin
   testing::write_text(
       dir + "/summary.json",
       fmt::format("{{\n  \"status\": \"{}\",\n  \"test_acc\": {{\"final\": {}, \"best\": {}, \"best_epoch\": 3}},\n"
-                  "  \"samples_per_second\": 1000\n}}\n",
-                  status, acc, acc + 1));
+                  "  \"samples_per_second\": 1000,\n"
+                  "  \"per_stage\": [{{\"stage\": 0, \"gap\": {}}}, {{\"stage\": 1}}, {{\"stage\": 2, \"gap\": 3}}]\n}}\n",
+                  status, acc, acc + 1, acc / 10));
 }
 
 /// mlp x {gpipe/2: 90, 91, 92.5; gpipe/4: 88 and a diverged seed; naive/2: 89.5}; cnn x
@@ -93,6 +94,9 @@ TEST_F(TableTest, AllDivergedAndOtherMetrics) {
   EXPECT_NE(md.find("| cnn | 80.00, n=1 | – | diverged |"), std::string::npos) << md;
   md = table_markdown(table("test_acc.best"));
   EXPECT_NE(md.find("| mlp | 92.17 ± 1.26 |"), std::string::npos) << md;
+  // Through a list: the mean over the elements that have it (here (acc / 10 + 3) / 2).
+  md = table_markdown(table("per_stage.gap"));
+  EXPECT_NE(md.find("| cnn | 5.500, n=1 |"), std::string::npos) << md;
   md = table_markdown(table("samples_per_second"));
   EXPECT_NE(md.find("| cnn | 1000, n=1 | – | diverged |"), std::string::npos) << md;
   const std::string msg = testing::user_error([&] { table("test_accuracy"); });

@@ -16,8 +16,31 @@ namespace pipelab::tools {
 namespace {
 
 /// The metric in a summary: a number, or the `final` of a {final, best, best_epoch} group.
+/// A path through a list (`per_stage.shadow_cosine`) is the mean over the list's elements
+/// that have the rest of the path (a per-stage measurement, averaged over the stages).
 std::optional<double> metric_value(const YAML::Node& summary, const std::string& metric) {
-  YAML::Node n = find_path(summary, metric);
+  const std::vector<std::string> keys = split_key_path(metric);
+  YAML::Node n;
+  n.reset(summary);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (n.IsSequence()) {
+      std::string rest = keys[k];
+      for (size_t j = k + 1; j < keys.size(); ++j) rest += "." + keys[j];
+      double sum = 0;
+      int count = 0;
+      for (const YAML::Node& element : n) {
+        if (const auto v = metric_value(element, rest)) {
+          sum += *v;
+          ++count;
+        }
+      }
+      return count > 0 ? std::optional<double>(sum / count) : std::nullopt;
+    }
+    if (!n.IsMap()) return std::nullopt;
+    const YAML::Node next = static_cast<const YAML::Node&>(n)[keys[k]];
+    if (!next.IsDefined()) return std::nullopt;
+    n.reset(next);
+  }
   if (n.IsMap() && n["final"]) n.reset(n["final"]);
   if (!n.IsDefined() || !n.IsScalar()) return std::nullopt;
   const std::optional<double> v = parse_number(n.Scalar());
