@@ -116,12 +116,9 @@ Schedule two_bw_schedule(int stages, int units, int m) {
 /// first micro-batch's runner step (the schedule's epoch position, as Megatron's iteration-
 /// based schedule would place it).
 double lr_factor_at_unit(Stage& stage, int64_t unit) {
-  Optimizer& optimizer = stage.optimizer();
-  const int64_t steps = optimizer.steps();
+  const int64_t steps = stage.optimizer().steps();
   const double now = stage.scheduled_lr();
-  optimizer.set_steps(unit);
-  const double wanted = stage.scheduled_lr();
-  optimizer.set_steps(steps);
+  const double wanted = stage.lr_at(unit);
   if (wanted == now) return 1.0;
   if (now == 0) {
     throw UserError(fmt::format(

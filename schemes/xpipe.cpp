@@ -99,17 +99,6 @@ struct XpipeOptions {
   }
 };
 
-/// The runner's LR at runner step `unit`. The stage's LR schedule is indexed by its updates,
-/// which here are one per T runner steps (micro-batches); as pipedream_2bw does.
-double lr_at_unit(Stage& stage, int64_t unit) {
-  Optimizer& optimizer = stage.optimizer();
-  const int64_t steps = optimizer.steps();
-  optimizer.set_steps(unit);
-  const double lr = stage.scheduled_lr();
-  optimizer.set_steps(steps);
-  return lr;
-}
-
 class XpipePolicy : public StagePolicy {
  public:
   XpipePolicy(Stage& stage, const XpipeOptions& o)
@@ -169,7 +158,7 @@ class XpipePolicy : public StagePolicy {
     }
     // Stage::step uses the stage's schedule at its update count; ask for the LR of the
     // mini-batch's first micro-batch instead.
-    const double now = stage.scheduled_lr(), wanted = lr_at_unit(stage, next_update_unit());
+    const double now = stage.scheduled_lr(), wanted = stage.lr_at(next_update_unit());
     if (wanted != now && now == 0) {
       throw UserError(fmt::format(
           "scheme xpipe: the LR schedule is 0 at optimizer step {} but {} at step {}, so the update cannot be "
@@ -207,7 +196,7 @@ class XpipePolicy : public StagePolicy {
   int64_t predict(Stage& stage, int s, std::optional<Weights>& out) {
     const int64_t live = stage.optimizer().steps();
     if (s == 0 || live == 0) return live;
-    out = predict_weights(stage, lr_at_unit(stage, next_update_unit()), s, {});
+    out = predict_weights(stage, stage.lr_at(next_update_unit()), s, {});
     return live + s;
   }
 
