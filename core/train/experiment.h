@@ -38,6 +38,7 @@ struct RunOptions {
   int checkpoint_every = 0;
   bool progress = true;
   Shadow shadow = Shadow::Off;
+  bool trace = true;
   PrefetchOptions loader;
   template <class V>
   void fields(V& v) {
@@ -65,6 +66,9 @@ struct RunOptions {
     v.choice("shadow", shadow, Choices<Shadow>{{"off", Shadow::Off}, {"sync", Shadow::Sync}},
              "sync: also compute, at every update, the gradient synchronous training would apply there, and "
              "record how far the scheme's is from it in metrics/stages.csv (never changes the run)");
+    v("trace", trace,
+      "record every action of the last training epoch (of the whole run under flush: never) and write "
+      "trace.json (Perfetto, chrome://tracing) and metrics/actions.csv");
     v.section("loader", loader, "batches built ahead by worker threads: `loader: {workers: N, prefetch: K}`");
   }
   void check(const ConfigNode& node) const {

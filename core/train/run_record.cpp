@@ -273,6 +273,11 @@ void RunRecord::summary(const std::string& json) {
   write_file_atomic((fs::path(dir_) / "summary.json").string(), json + "\n");
 }
 
+void RunRecord::file(const std::string& name, const std::string& text) {
+  if (log_only_) return;
+  write_file_atomic((fs::path(dir_) / name).string(), text);
+}
+
 std::string RunRecord::checkpoint_path(const std::string& name) const {
   return (fs::path(dir_) / "checkpoints" / name).string();
 }

@@ -75,6 +75,8 @@ class RunRecord {
   void epoch(const EpochMetrics& m);
   void log(const std::string& line);
   void summary(const std::string& json);
+  /// Writes `name` (a path under the run folder) atomically.
+  void file(const std::string& name, const std::string& text);
   std::string checkpoint_path(const std::string& name) const;
 
  private:

@@ -11,6 +11,7 @@
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
 #include "core/train/shadow_sync.h"
+#include "core/train/trace.h"
 #include "core/train/state_dict.h"
 #include "core/train/training_state.h"
 #include "core/util/progress.h"
@@ -30,6 +31,7 @@ double percent(int64_t hits, int64_t count) {
 
 EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged) {
   Executor& executor = *e_.executor;
+  executor.stats().trace = e_.run.trace && epoch + 1 == e_.run.epochs;
   executor.stats().reset(stage_count());
   train_->start_epoch(epoch);
   const int64_t steps = train_->batches();
@@ -242,6 +244,7 @@ RunSummary Runner::run() {
   }
   if (diverged) summary.status = "diverged";
   save_checkpoint(record, "final.pt");
+  if (writer) write_trace(record);
   summary.seconds = seconds_since(start);
   double wait = 0, train_time = 0;
   for (const EpochMetrics& m : summary.history) {
@@ -259,6 +262,18 @@ RunSummary Runner::run() {
   }
   if (!options_.quiet) std::cout << text << std::flush;
   return summary;
+}
+
+void Runner::write_trace(RunRecord& record) const {
+  const ExecStats& st = last_train_stats_;
+  bool any = false;
+  for (const auto& a : st.actions) any = any || !a.empty();
+  if (!e_.run.trace || !any) return;
+  TraceArrows arrows;
+  arrows.activations = e_.scheme->topology() != Topology::Replicas;
+  arrows.gradients = arrows.activations && !e_.scheme->routes_own_gradients();
+  record.file("trace.json", chrome_trace(st, placement_, arrows));
+  record.file("metrics/actions.csv", actions_csv(st, placement_));
 }
 
 }  // namespace pipelab

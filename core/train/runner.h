@@ -114,6 +114,8 @@ class Runner {
   void finish_epoch(RunRecord& record, RunSummary& summary, struct TrainingProgress& progress, const EpochMetrics& m,
                     bool save_state);
   void save_checkpoint(const RunRecord& record, const std::string& name);
+  /// trace.json and metrics/actions.csv from the last traced schedule runs (run.trace).
+  void write_trace(RunRecord& record) const;
   std::vector<StagePolicy*> policies() const;
   void finish_summary(RunSummary& s) const;
 

@@ -47,6 +47,7 @@ std::string snapshot_folder(const RunRecord& record) { return record.checkpoint_
 
 std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& global_step, bool& diverged) {
   Executor& executor = *e_.executor;
+  executor.stats().trace = e_.run.trace;
   executor.stats().reset(stage_count());
   const int epochs = e_.run.epochs;
   const int64_t per_epoch = train_->batches();
