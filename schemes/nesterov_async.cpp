@@ -141,8 +141,8 @@ class NesterovPaperPolicy : public StagePolicy {
  public:
   NesterovPaperPolicy(Stage& stage, const NesterovAsyncOptions& o)
       : gamma_(*o.gamma), rules_(stage, o), swap_(stage) {
-    const auto sgd = stage.optimizer().sgd_momentum_and_decay();
-    if (!sgd || sgd->first != 0) {
+    const auto sgd = stage.optimizer().sgd_settings();
+    if (!sgd || sgd->momentum != 0) {
       throw UserError("scheme nesterov_async, variant paper: its update carries its own momentum gamma, so the "
                       "optimizer must be plain SGD. Fix: use optimizer {type: sgd, momentum: 0}");
     }

@@ -62,6 +62,7 @@
 
 #include <algorithm>
 
+#include "core/scheme/lr_at_unit.h"
 #include "core/scheme/scheme.h"
 #include "core/scheme/staleness.h"
 #include "core/util/error.h"
@@ -110,25 +111,6 @@ Schedule two_bw_schedule(int stages, int units, int m) {
   return s;
 }
 
-/// The LR factor that makes Stage::step use the LR of runner step `unit`. The stage's LR
-/// schedule is indexed by optimizer steps, which elsewhere equal the runner's steps (one per
-/// unit); here a step takes m units, so the update of a mini-batch asks for the LR of its
-/// first micro-batch's runner step (the schedule's epoch position, as Megatron's iteration-
-/// based schedule would place it).
-double lr_factor_at_unit(Stage& stage, int64_t unit) {
-  const int64_t steps = stage.optimizer().steps();
-  const double now = stage.scheduled_lr();
-  const double wanted = stage.lr_at(unit);
-  if (wanted == now) return 1.0;
-  if (now == 0) {
-    throw UserError(fmt::format(
-        "pipedream_2bw: the LR schedule is 0 at optimizer step {} but {} at step {}, so the update cannot be rescaled. "
-        "Fix: use an LR schedule that is not 0 there (e.g. lr_schedule.warmup_start_factor > 0)",
-        steps, wanted, unit));
-  }
-  return wanted / now;
-}
-
 /// Two weight buffers per stage (F21, F22): the live parameters are the newer one (W_k, what
 /// the optimizer steps and evaluation reads), `older_` holds W_{k-1}.
 class TwoBufferPolicy : public StagePolicy {
@@ -161,7 +143,7 @@ class TwoBufferPolicy : public StagePolicy {
     // The older buffer takes W_k; the optimizer then steps the live one to W_{k+1}.
     const std::vector<at::Tensor> params = stage.parameters();
     for (size_t i = 0; i < params.size(); ++i) older_[i].copy_(params[i].detach());
-    stage.step(lr_factor_at_unit(stage, units_before_ + updates_ * m_));
+    stage.step(lr_factor_at_unit(stage, units_before_ + updates_ * m_, "pipedream_2bw"));
     ++updates_;
     accumulated_ = 0;
     record_.add(stage, "stored_versions", 2.0);

@@ -50,6 +50,7 @@
 
 #include <optional>
 
+#include "core/scheme/lr_at_unit.h"
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
 #include "core/util/error.h"
@@ -156,16 +157,8 @@ class XpipePolicy : public StagePolicy {
         }
       }
     }
-    // Stage::step uses the stage's schedule at its update count; ask for the LR of the
-    // mini-batch's first micro-batch instead.
-    const double now = stage.scheduled_lr(), wanted = stage.lr_at(next_update_unit());
-    if (wanted != now && now == 0) {
-      throw UserError(fmt::format(
-          "scheme xpipe: the LR schedule is 0 at optimizer step {} but {} at step {}, so the update cannot be "
-          "rescaled. Fix: use an LR schedule that is not 0 there (e.g. lr_schedule.warmup_start_factor > 0)",
-          stage.optimizer().steps(), wanted, next_update_unit()));
-    }
-    stage.step(wanted == now ? 1.0 : wanted / now);
+    // The LR of the mini-batch's first micro-batch, not of the stage's update count.
+    stage.step(lr_factor_at_unit(stage, next_update_unit(), "xpipe"));
     ++updates_;
     accumulated_ = 0;
     if (const auto error = meter_.check(stage)) record_.add(stage, "prediction_error", *error);

@@ -75,11 +75,6 @@ class Optimizer {
     bool nesterov = false;
   };
   virtual std::optional<SgdSettings> sgd_settings() const { return std::nullopt; }
-  /// SGD's momentum mu and L2 decay lambda (nullopt for other optimizers).
-  std::optional<std::pair<double, double>> sgd_momentum_and_decay() const {
-    const auto s = sgd_settings();
-    return s ? std::optional<std::pair<double, double>>(std::make_pair(s->momentum, s->weight_decay)) : std::nullopt;
-  }
   /// Switches SGD's Nesterov momentum per stage (a scheme may use it on some stages only);
   /// needs momentum > 0 and dampening 0. Other optimizers ignore it.
   virtual void set_nesterov(bool /*nesterov*/) {}
