@@ -336,6 +336,14 @@ class FtpipePolicy : public StagePolicy {
 class Ftpipe : public OneFOneBScheme<FtpipeOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
+  /// A stash holds a set per mini-batch in flight (D - r); a predictor swaps its weights in
+  /// (the live ones wait aside); recompute keeps only a micro-batch's input (not on the last
+  /// stage, FtpipePolicy::checkpoint).
+  StageMemory stage_memory(int stage, int stages) const override {
+    const double swap = options_.predictor != Predictor::None ? 1 : 0;
+    const double stash = options_.stash ? stages - stage : 0;
+    return {1 + swap + stash, options_.recompute && stage + 1 < stages};
+  }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<FtpipePolicy>(stage, options_);
   }

@@ -76,6 +76,9 @@ class Gpipe : public Configured<Scheme, GpipeOptions> {
   using Configured::Configured;
   int micro_batches() const override { return options_.chunks; }
   Schedule schedule(int stages, int units) const override { return schedules::gpipe(stages, units); }
+  /// Checkpointed micro-batches keep only their input (the last one, under except_last, all
+  /// of it: the estimate errs by one micro-batch's activations there).
+  StageMemory stage_memory(int, int) const override { return {1, options_.checkpoint != Checkpoint::Never}; }
   std::unique_ptr<StagePolicy> make_policy(Stage&) const override { return std::make_unique<GpipePolicy>(options_); }
 };
 

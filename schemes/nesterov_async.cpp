@@ -210,6 +210,11 @@ class NesterovPaperPolicy : public StagePolicy {
 class NesterovAsync : public OneFOneBScheme<NesterovAsyncOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
+  /// Released: PipeDream's stash (D - r sets). Paper: a look-ahead per mini-batch in flight,
+  /// the previous weights and the live ones.
+  StageMemory stage_memory(int stage, int stages) const override {
+    return {static_cast<double>(stages - stage + (options_.variant == Variant::Paper ? 2 : 0)), false};
+  }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     if (options_.variant == Variant::Paper) return std::make_unique<NesterovPaperPolicy>(stage, options_);
     return std::make_unique<NesterovAsyncPolicy>(stage, options_);

@@ -105,6 +105,8 @@ class PipedreamPolicy : public StashingPolicy {
 class Pipedream : public OneFOneBScheme<PipedreamOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
+  /// One stashed version per mini-batch in flight: D - r at stage r (PipeDream §3.3).
+  StageMemory stage_memory(int stage, int stages) const override { return {static_cast<double>(stages - stage), false}; }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<PipedreamPolicy>(stage, options_);
   }

@@ -183,6 +183,8 @@ class TwoBufferPolicy : public StagePolicy {
 class Pipedream2bw : public Configured<Scheme, Pipedream2bwOptions> {
  public:
   using Configured::Configured;
+  /// Double-buffered weights (PipeDream-2BW §3.1).
+  StageMemory stage_memory(int, int) const override { return {2, false}; }
   Span span() const override { return options_.flush == Flush::Never ? Span::Run : Span::Epoch; }
 
   Schedule schedule(int stages, int units) const override {

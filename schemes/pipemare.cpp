@@ -128,6 +128,9 @@ class PipemarePolicy : public StagePolicy {
 class Pipemare : public OneFOneBScheme<PipemareOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
+  /// Live weights, the velocity of its discrepancy correction, and the live copy set aside
+  /// while corrected weights are swapped in.
+  StageMemory stage_memory(int, int) const override { return {3, false}; }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<PipemarePolicy>(stage, options_);
   }

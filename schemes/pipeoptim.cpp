@@ -71,6 +71,8 @@ class PipeoptimPolicy : public StagePolicy {
 class Pipeoptim : public OneFOneBScheme<PipeoptimOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
+  /// The live weights wait aside while a prediction is swapped in.
+  StageMemory stage_memory(int, int) const override { return {2, false}; }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<PipeoptimPolicy>(stage, options_);
   }

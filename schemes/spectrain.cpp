@@ -149,6 +149,13 @@ class SpectrainV2Reference : public StagePolicy {
 class Spectrain : public OneFOneBScheme<SpectrainOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
+  /// Version 1: the live weights wait aside while a prediction is swapped in. Version 2
+  /// keeps one set per mini-batch in flight (D - r) besides (paper: predictions; reference:
+  /// the stash).
+  StageMemory stage_memory(int stage, int stages) const override {
+    if (options_.version == 1) return {2, false};
+    return {static_cast<double>(stages - stage + (options_.variant == Variant::Paper ? 1 : 0)), false};
+  }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     if (options_.version == 1) return std::make_unique<SpectrainV1>(stage, options_);
     if (options_.variant == Variant::Paper) return std::make_unique<SpectrainV2Paper>(stage, options_);

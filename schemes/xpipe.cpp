@@ -207,6 +207,11 @@ class XpipePolicy : public StagePolicy {
 class Xpipe : public Configured<Scheme, XpipeOptions> {
  public:
   using Configured::Configured;
+  /// The live weights wait aside while a prediction is swapped in; `bellwether: reuse` keeps
+  /// one more copy.
+  StageMemory stage_memory(int, int) const override {
+    return {options_.bellwether == Bellwether::Reuse ? 3.0 : 2.0, false};
+  }
   Span span() const override { return options_.flush == Flush::Epoch ? Span::Epoch : Span::Run; }
 
   /// 1F1B (full warm-up) with one U after the backward of each mini-batch's last micro-batch.

@@ -7,7 +7,6 @@
 #include <map>
 #include <set>
 
-#include "core/schedule/dataflow.h"
 #include "core/schedule/lower.h"
 #include "core/util/error.h"
 
@@ -48,41 +47,28 @@ Timeline simulate_timeline(const Schedule& in, const CostModel& costs) {
   const size_t stages = static_cast<size_t>(s.stages());
   PIPELAB_ASSERT(costs.forward.size() == stages && costs.backward.size() == stages,
                  "cost model has {} stages, schedule {}", costs.forward.size(), stages);
+  EventCosts events;
+  events.compute = [&](int, const Action& a) { return costs.cost(a); };
+  events.latency = [&](const Action&) { return costs.transfer; };
+  events.collective = [&](const Action&) { return costs.transfer; };
+  const EventTimeline replayed = replay(s, events);
   const size_t devices = static_cast<size_t>(s.devices());
   Timeline t;
   t.devices.resize(devices);
   t.busy.assign(devices, 0);
   t.peak_in_flight.assign(devices, 0);
-  std::vector<int> in_flight(devices, 0);
-  std::vector<double> free_at(devices, 0);
-  std::map<std::tuple<int, char, int>, double> sent_at;  // message -> time it left
-  std::vector<size_t> collectives_seen(devices, 0);
-  std::vector<double> barrier;  // start of the k-th ALLREDUCE
-  const WalkResult walk = walk_schedule(s, [&](int dev, size_t i) {
-    const Action& a = s.device(dev)[i];
-    const size_t d = static_cast<size_t>(dev);
-    double start = free_at[d];
-    if (is_receive(a.kind)) start = std::max(start, sent_at.at(message_key(a)) + costs.transfer);
-    if (a.kind == ActionKind::AllReduce) {
-      const size_t k = collectives_seen[d]++;
-      if (barrier.size() <= k) {
-        // The walk visits a k-th ALLREDUCE only once every device has reached its k-th, so
-        // every device's free time is known: the collective waits for the latest of them.
-        barrier.push_back(*std::max_element(free_at.begin(), free_at.end()) + costs.transfer);
-      }
-      start = std::max(start, barrier[k]);
+  for (size_t d = 0; d < devices; ++d) {
+    int in_flight = 0;
+    for (const TimedAction& x : replayed.devices[d]) {
+      const Action& a = x.action;
+      if (!is_compute(a.kind)) continue;
+      t.busy[d] += x.end - x.start;
+      t.devices[d].push_back(x);
+      if (a.kind == ActionKind::Forward) t.peak_in_flight[d] = std::max(t.peak_in_flight[d], ++in_flight);
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) --in_flight;
     }
-    const double end = start + costs.cost(a);
-    free_at[d] = end;
-    if (is_send(a.kind)) sent_at[message_key(a)] = end;
-    if (!is_compute(a.kind)) return;
-    t.busy[d] += end - start;
-    t.devices[d].push_back({a, start, end});
-    if (a.kind == ActionKind::Forward) t.peak_in_flight[d] = std::max(t.peak_in_flight[d], ++in_flight[d]);
-    if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) --in_flight[d];
-  });
-  PIPELAB_ASSERT(walk.complete, "simulate_timeline needs a deadlock-free schedule");
-  t.makespan = devices ? *std::max_element(free_at.begin(), free_at.end()) : 0;
+  }
+  t.makespan = replayed.makespan;
   double busy = 0;
   for (double b : t.busy) busy += b;
   t.bubble_fraction = t.makespan > 0 ? 1.0 - busy / (static_cast<double>(devices) * t.makespan) : 0;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/schedule/event_sim.h"
 #include "core/schedule/schedule.h"
 
 namespace pipelab {
@@ -22,12 +23,6 @@ struct CostModel {
   static CostModel split(int stages, double forward, double input, double weight);
   /// The duration of action `a`.
   double cost(const Action& a) const;
-};
-
-/// One action placed in time.
-struct TimedAction {
-  Action action;
-  double start = 0, end = 0;
 };
 
 struct Timeline {

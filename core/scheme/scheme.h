@@ -83,6 +83,17 @@ enum class Topology {
   Replicas,    ///< every stage holds the whole model (data parallelism)
 };
 
+/// What a stage of a scheme keeps in memory besides its live weights and one in-flight
+/// micro-batch's activations, for memory estimates (`pipelab simulate`, tools/simulate).
+struct StageMemory {
+  /// Weight-sized copies held at once, the live weights included (PipeDream: D - r stashed
+  /// versions; 2BW: two; a scheme that swaps predicted weights in: the live copy aside too).
+  double weight_versions = 1;
+  /// A micro-batch in flight keeps only its input and recomputes the rest for its backward
+  /// (activation checkpointing).
+  bool recompute = false;
+};
+
 /// A registered training scheme (`scheme: {type: gpipe, chunks: 8}`).
 class AllReduce;
 
@@ -118,6 +129,9 @@ class Scheme : public Component {
   virtual Schedule schedule(int stages, int units) const = 0;
   /// Per-stage bound on in-flight micro-batches, checked by the validator (empty: none).
   virtual std::vector<int> max_in_flight(int /*stages*/) const { return {}; }
+  /// What stage `stage` of `stages` holds (StageMemory); the default: one weight version,
+  /// no recomputation.
+  virtual StageMemory stage_memory(int /*stage*/, int /*stages*/) const { return {}; }
   /// The policy of `stage` (which knows its index and the stage count); the default uses
   /// the latest weights.
   virtual std::unique_ptr<StagePolicy> make_policy(Stage& /*stage*/) const { return std::make_unique<StagePolicy>(); }

@@ -7,6 +7,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/json_files_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/readme_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/simulate_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/svg_plot_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep_plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep_run_test.cpp

@@ -5,50 +5,13 @@
 
 #include "core/model/block_costs.h"
 
-#include <cstdlib>
-#include <sstream>
-
 #include "core/train/experiment.h"
+#include "tools/cli/model_input.h"
 #include "tools/cli/options.h"
 #include "tools/describe/model_profile.h"
 
 namespace pipelab::cli {
 namespace {
-
-/// "3,32,32" or "[3, 32, 32]" -> {3, 32, 32}.
-std::vector<int64_t> parse_shape(std::string text) {
-  for (char& c : text) {
-    if (c == '[' || c == ']' || c == ',') c = ' ';
-  }
-  std::istringstream in(text);
-  std::vector<int64_t> shape;
-  int64_t d = 0;
-  while (in >> d) {
-    if (d <= 0) throw UsageError{fmt::format("--input-shape: sizes must be positive, got {}", d)};
-    shape.push_back(d);
-  }
-  if (!in.eof() || shape.empty()) throw UsageError{"--input-shape: expected sizes such as 3,32,32 (one example, no batch)"};
-  return shape;
-}
-
-/// The data the model is defined for: from the command line, or from loading the dataset
-/// as `pipelab run` would (the same data folder rules, core/train/runner_build.cpp).
-DataSpec data_spec(const Experiment& e, const po::variables_map& vm) {
-  if (vm.count("input-shape")) {
-    DataSpec spec;
-    spec.input_shape = parse_shape(vm["input-shape"].as<std::string>());
-    spec.classes = vm["classes"].as<int64_t>();
-    if (spec.classes < 1) throw UsageError{"--classes must be positive"};
-    spec.integer_input = vm.count("token-ids") > 0;
-    return spec;
-  }
-  if (vm.count("token-ids") || !vm["classes"].defaulted()) throw UsageError{"--classes and --token-ids go with --input-shape"};
-  DataContext context;
-  context.seed = static_cast<uint64_t>(e.run.seed);
-  const char* env = std::getenv("PIPELAB_DATA_DIR");
-  context.data_dir = e.run.data_dir ? *e.run.data_dir : env ? env : "data";
-  return e.dataset->load(context).spec;
-}
 
 /// Blocks per stage as the runner resolves them, and a line saying how.
 std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const ModelDef& def,
@@ -94,11 +57,8 @@ int describe(const Args& args) {
   std::string file;
   std::vector<std::string> sets;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
-      "set", po::value(&sets)->composing(), "override a value: --set model.depth=34 (repeatable)")(
-      "input-shape", po::value<std::string>(),
-      "one example's shape, e.g. 3,32,32, instead of loading the dataset (with --classes, --token-ids)")(
-      "classes", po::value<int64_t>()->default_value(10), "classes, with --input-shape")(
-      "token-ids", "examples are int64 word ids, with --input-shape (e.g. --input-shape 200 --classes 2 --token-ids)");
+      "set", po::value(&sets)->composing(), "override a value: --set model.depth=34 (repeatable)");
+  add_input_options(options);
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;

@@ -1,0 +1,56 @@
+#pragma once
+/// The discrete-event replay behind the timeline (timeline.h) and `pipelab simulate`
+/// (tools/simulate): every device runs its actions in order; a compute action takes its
+/// duration; a message occupies the link from its sender's device to its receiver's device
+/// (first in, first out: a link has one sender, so its order is that device's program order)
+/// for `wire` seconds and arrives `latency` later; a RECV waits for its message; the k-th
+/// ALLREDUCE starts once every device is free after its (k-1)-th work and takes `collective`.
+/// Messages between stages on the same device cost nothing.
+#include <functional>
+#include <vector>
+
+#include "core/schedule/schedule.h"
+
+namespace pipelab {
+
+struct EventCosts {
+  /// Seconds of compute action `a` on device `d`.
+  std::function<double(int d, const Action& a)> compute;
+  /// Seconds the message of SEND `a` occupies its link (bytes / bandwidth); none: 0.
+  std::function<double(const Action& a)> wire;
+  /// Seconds from leaving the link to arriving (the link's latency); none: 0.
+  std::function<double(const Action& a)> latency;
+  /// Seconds of the k-th collective (an ALLREDUCE `a` of every device); none: 0.
+  std::function<double(const Action& a)> collective;
+  /// Compute and communication overlap (a send costs its device nothing; the link works on
+  /// its own). Off: the sending device waits until its message has left and arrived.
+  bool overlap = true;
+  /// All devices share one worker that runs the actions in the dataflow walk's order: what
+  /// the sequential executor does, so a replay of its measured costs predicts its step.
+  bool one_worker = false;
+};
+
+/// One action placed in time on its device.
+struct TimedAction {
+  Action action;
+  double start = 0, end = 0;
+};
+
+/// A message on a link.
+struct TimedTransfer {
+  Action send;  ///< the SEND action
+  int from = 0, to = 0;  ///< devices
+  double start = 0, end = 0;  ///< on the link (end = arrival)
+};
+
+struct EventTimeline {
+  /// Per device, its actions in time (compute, communication and collectives).
+  std::vector<std::vector<TimedAction>> devices;
+  std::vector<TimedTransfer> transfers;
+  double makespan = 0;
+};
+
+/// Replays `s` (it must carry its communication and be deadlock-free).
+EventTimeline replay(const Schedule& s, const EventCosts& costs);
+
+}  // namespace pipelab

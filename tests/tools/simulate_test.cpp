@@ -1,0 +1,223 @@
+// pipelab simulate: the event replay against timelines computed by hand (links with bandwidth
+// and latency, with and without overlap; the ring all-reduce), memory per device, the
+// steady state of a pipeline that is never flushed, costs files, derived costs, and the
+// command's output.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "core/config/registry.h"
+#include "tests/support/helpers.h"
+#include "tools/simulate/derive.h"
+#include "tools/simulate/report.h"
+#include "tools/simulate/svg_timeline.h"
+
+namespace pipelab {
+namespace {
+
+std::unique_ptr<Scheme> scheme(const std::string& yaml) {
+  return Registry<Scheme>::get().create(ConfigNode(YAML::Load(yaml), std::make_shared<ConfigSource>("t"), "scheme"));
+}
+
+/// `stages` stages with F = 1 s, B = 2 s; a link of 1 byte/s (8e-9 Gbit/s).
+sim::SimCosts uniform(int stages, double bytes = 0, double latency_s = 0) {
+  sim::SimCosts c;
+  for (int s = 0; s < stages; ++s) {
+    sim::StageCosts k;
+    k.forward = 1;
+    k.backward = 2;
+    k.activation_bytes = s + 1 < stages ? bytes : 0;
+    k.gradient_bytes = s > 0 ? bytes : 0;
+    c.stages.push_back(k);
+  }
+  c.link.gbps = 8e-9;
+  c.link.latency_us = latency_s * 1e6;
+  return c;
+}
+
+TEST(Simulate, LinksByHand) {
+  // GPipe, 2 stages, 2 micro-batches; each message occupies the link 0.5 s and arrives 0.25 s
+  // later. Overlapping: d0 F0 [0,1] F1 [1,2]; F0's message on the link [1,1.5], arrives 1.75;
+  // F1's [2,2.5], arrives 2.75. d1 F0 [1.75,2.75] F1 [2.75,3.75] B1 [3.75,5.75] (message
+  // arrives 6.5) B0 [5.75,7.75] (arrives 8.5). d0 B1 [6.5,8.5] B0 [8.5,10.5].
+  const auto gpipe = scheme("{type: gpipe, chunks: 2, checkpoint: never}");
+  sim::SimOptions o;
+  sim::SimResult r = sim::simulate(*gpipe, 2, 2, 1, uniform(2, 0.5, 0.25), o);
+  EXPECT_DOUBLE_EQ(r.makespan, 10.5);
+  EXPECT_DOUBLE_EQ(r.step_seconds, 10.5);
+  EXPECT_DOUBLE_EQ(r.bubble, 1 - 12.0 / 21.0);
+  EXPECT_DOUBLE_EQ(r.bytes_per_step, 4 * 0.5);
+  ASSERT_EQ(r.timeline.transfers.size(), 4u);
+  EXPECT_DOUBLE_EQ(r.timeline.transfers[1].start, 2);
+  EXPECT_DOUBLE_EQ(r.timeline.transfers[1].end, 2.75);
+  // Blocking sends: d0 F0 [0,1], send until 1.75; F1 [1.75,2.75], send [2.75,3.5]. d1 F0
+  // [1.75,2.75] F1 [3.5,4.5] B1 [4.5,6.5] send until 7.25, B0 [7.25,9.25] send until 10.
+  // d0 B1 [7.25,9.25] B0 [10,12].
+  o.overlap = false;
+  r = sim::simulate(*gpipe, 2, 2, 1, uniform(2, 0.5, 0.25), o);
+  EXPECT_DOUBLE_EQ(r.makespan, 12);
+  // A slow device: d1 at 2x makes its F 2 s and B 4 s: d1 F0 [1.75,3.75] F1 [3.75,5.75]
+  // B1 [5.75,9.75] B0 [9.75,13.75] -> d0 B0 ends 13.75 + 0.75 + 2 = 16.5.
+  o.overlap = true;
+  o.slow[1] = 2;
+  r = sim::simulate(*gpipe, 2, 2, 1, uniform(2, 0.5, 0.25), o);
+  EXPECT_DOUBLE_EQ(r.makespan, 16.5);
+  // One worker (the sequential executor): the sum of every action, messages free.
+  o = {};
+  o.one_worker = true;
+  r = sim::simulate(*gpipe, 2, 2, 1, uniform(2), o);
+  EXPECT_DOUBLE_EQ(r.makespan, 2 * 2 * 3.0);
+}
+
+TEST(Simulate, RingAllReduceByHand) {
+  // 4 replicas, 3 bytes of gradient, 1 byte/s, 0.1 s latency: 2 * 3/4 * 3 = 4.5 s on the
+  // wire plus 2 * 3 latencies = 5.1 s after F + B = 3 s, then U = 0.5 s.
+  sim::SimCosts c = uniform(4, 0, 0.1);
+  for (sim::StageCosts& k : c.stages) {
+    k.parameter_bytes = 3;
+    k.update = 0.5;
+  }
+  const auto dp = scheme("{type: dp, replicas: 4}");
+  const sim::SimResult r = sim::simulate(*dp, 4, 4, 8, c, {});
+  EXPECT_NEAR(r.step_seconds, 3 + 5.1 + 0.5, 1e-12);
+  EXPECT_NEAR(r.bytes_per_step, 4 * 4.5, 1e-12);
+  EXPECT_NEAR(r.samples_per_second, 4 * 8 / 8.6, 1e-9);
+}
+
+TEST(Simulate, MemoryByHand) {
+  sim::SimCosts c = uniform(2, 20);
+  for (sim::StageCosts& k : c.stages) {
+    k.retained_bytes = 100;
+    k.parameter_bytes = 10;
+    k.optimizer_bytes = 10;
+    k.buffer_bytes = 1;
+  }
+  // GPipe without checkpointing keeps all 4 micro-batches; weights, one gradient, optimizer
+  // state and buffers: 10 + 10 + 10 + 1.
+  sim::SimResult r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: never}"), 2, 4, 1, c, {});
+  EXPECT_EQ(r.static_bytes, (std::vector<double>{31, 31}));
+  EXPECT_EQ(r.peak_activation_bytes, (std::vector<double>{400, 400}));
+  EXPECT_EQ(r.peak_bytes, (std::vector<double>{431, 431}));
+  // 1F1B keeps D - r.
+  r = sim::simulate(*scheme("{type: pipedream_flush, chunks: 4}"), 2, 4, 1, c, {});
+  EXPECT_EQ(r.peak_activation_bytes, (std::vector<double>{200, 100}));
+  // Checkpointing: stage 1 keeps its 20-byte input per micro-batch (80), and the backward of
+  // the last F recomputes the rest: 80 + 80 = 160.
+  r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: always}"), 2, 4, 1, c, {});
+  EXPECT_EQ(r.peak_activation_bytes[1], 160);
+  // PipeDream stashes D - r versions: stage 0 of 4 holds 4 weight versions + a gradient.
+  r = sim::simulate(*scheme("{type: pipedream}"), 4, 8, 1, [&] {
+    sim::SimCosts four = uniform(4, 20);
+    for (sim::StageCosts& k : four.stages) k.parameter_bytes = 10;
+    return four;
+  }(), {});
+  EXPECT_EQ(r.static_bytes, (std::vector<double>{50, 40, 30, 20}));
+  // The curve starts at the static bytes and ends there (every micro-batch done).
+  EXPECT_EQ(r.memory[0].front().bytes, 50);
+  EXPECT_EQ(r.memory[0].back().bytes, 50);
+}
+
+TEST(Simulate, SteadyStateOfAPipelineNeverFlushed) {
+  // PipeDream's 1F1B on 4 balanced stages: once full, one mini-batch per F + B = 3 s, no idle.
+  const sim::SimResult r = sim::simulate(*scheme("{type: pipedream}"), 4, 16, 32, uniform(4), {});
+  EXPECT_NEAR(r.step_seconds, 3, 1e-12);
+  EXPECT_NEAR(r.bubble, 0, 1e-12);
+  EXPECT_NEAR(r.samples_per_second, 32 / 3.0, 1e-12);
+}
+
+TEST(Simulate, CostsFiles) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("c.yaml"),
+                      "micro_batch_size: 8\nlink: {gbps: 100, latency_us: 5}\nstages:\n"
+                      "  - {forward: 0.01, backward: 0.02, activation_bytes: 4096, retained_bytes: 1e6}\n"
+                      "  - {forward: 0.02, backward: 0.04, gradient_bytes: 4096}\n");
+  const sim::SimCosts c = sim::load_costs(dir.file("c.yaml"));
+  ASSERT_EQ(c.stages.size(), 2u);
+  EXPECT_EQ(c.stages[0].retained_bytes, 1e6);
+  EXPECT_EQ(c.link.gbps, 100);
+  EXPECT_EQ(c.source, "given: " + dir.file("c.yaml"));
+  // Half the examples: half the seconds and activation bytes, the same weights.
+  const sim::SimCosts half = c.scaled_to(4);
+  EXPECT_DOUBLE_EQ(half.stages[1].forward, 0.01);
+  EXPECT_DOUBLE_EQ(half.stages[0].activation_bytes, 2048);
+  EXPECT_DOUBLE_EQ(c.stages[0].seconds('I'), 0.01);  // half of B when I is not given
+  testing::write_text(dir.file("bad.yaml"), "stages:\n  - {forward: 0.01, backwrd: 0.02}\n");
+  std::string why = testing::user_error([&] { sim::load_costs(dir.file("bad.yaml")); });
+  EXPECT_NE(why.find("bad.yaml:2:"), std::string::npos) << why;
+  EXPECT_NE(why.find("backwrd"), std::string::npos) << why;
+  EXPECT_NE(why.find("backward"), std::string::npos) << why;
+  testing::write_text(dir.file("none.yaml"), "link: {gbps: 1}\n");
+  why = testing::user_error([&] { sim::load_costs(dir.file("none.yaml")); });
+  EXPECT_NE(why.find("no `stages` list"), std::string::npos) << why;
+}
+
+TEST(Simulate, DerivedCostsByHand) {
+  // Two blocks: 1000 FLOPs and 10 outputs per example, then 3000 FLOPs and 5 outputs, 100 and
+  // 50 parameters; 1 GFLOP/s, no memory limit, 4 examples, float32.
+  std::vector<BlockProfile> blocks(2);
+  blocks[0].flops = 1000, blocks[0].output_shape = {10}, blocks[0].parameters = 100;
+  blocks[1].flops = 3000, blocks[1].output_shape = {5}, blocks[1].parameters = 50;
+  sim::DeviceSpec device;
+  device.tflops = 1e-3;
+  device.optimizer_states = 2;
+  const sim::SimCosts c = sim::derive_costs(blocks, sim::estimated_block_memory(blocks), {1, 1}, 4, device);
+  ASSERT_EQ(c.stages.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.stages[0].forward, 4e-6);
+  EXPECT_DOUBLE_EQ(c.stages[1].backward, 2 * 12e-6);
+  EXPECT_DOUBLE_EQ(c.stages[0].activation_bytes, 4 * 10 * 4);
+  EXPECT_DOUBLE_EQ(c.stages[1].gradient_bytes, 4 * 10 * 4);
+  EXPECT_DOUBLE_EQ(c.stages[1].parameter_bytes, 200);
+  EXPECT_DOUBLE_EQ(c.stages[1].optimizer_bytes, 400);
+  EXPECT_DOUBLE_EQ(c.stages[0].retained_bytes, 2 * 4 * 10 * 4);  // the estimate: twice the output
+}
+
+TEST(Simulate, TraceAndSvg) {
+  const sim::SimResult r = sim::simulate(*scheme("{type: zb_h1}"), 2, 4, 1, uniform(2), {});
+  const nlohmann::json trace = nlohmann::json::parse(sim::simulated_trace(r));
+  int slices = 0;
+  for (const auto& e : trace["traceEvents"]) slices += e["ph"] == "X";
+  EXPECT_EQ(slices, 2 * (4 * 3 + 1));  // F, I, W per micro-batch and U, per stage
+  const std::string svg = sim::render_timeline_svg(r, "zb_h1");
+  size_t boxes = 0;
+  for (size_t p = svg.find("class=\"action\""); p != std::string::npos; p = svg.find("class=\"action\"", p + 1)) ++boxes;
+  EXPECT_EQ(boxes, 26u);
+  EXPECT_NE(svg.find("data-action=\"1W3\""), std::string::npos);
+  EXPECT_EQ(sim::per_scheme_path("out/t.svg", "a:b=1", true), "out/t-a_b=1.svg");
+}
+
+TEST(Simulate, Command) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"),
+                      "model: {type: mlp, sizes: [8, 16, 16, 4]}\n"
+                      "dataset: {type: synthetic, samples: 64, shape: [8], classes: 4}\n"
+                      "partition: {stages: 2}\nscheme: {type: gpipe, chunks: 2}\n"
+                      "optimizer: {type: sgd, lr: 0.1}\nrun: {epochs: 1, batch_size: 16}\n");
+  testing::write_text(dir.file("c.yaml"), "micro_batch_size: 8\nstages:\n  - {forward: 0.001, backward: 0.002}\n"
+                                          "  - {forward: 0.001, backward: 0.002}\n");
+  const std::string bin = PIPELAB_BINARY;
+  auto [code, out] = testing::shell(bin + " simulate --help");
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("usage: pipelab simulate"), std::string::npos) << out;
+  // GPipe, 2 stages, 2 micro-batches of 8: (2 + 1) F + (2 + 1) B = 3 + 6 = 9 ms.
+  std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --costs " + dir.file("c.yaml") +
+                                       " --schemes gpipe,pipedream_flush --svg " + dir.file("svg/t.svg"));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("| gpipe | 2 | 2 | 2 | 9.00 | 1778 | 33.3% |"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("svg/t-pipedream_flush.svg")));
+  // 4 micro-batches of 4 examples: the costs halve.
+  std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --costs " + dir.file("c.yaml") +
+                                       " --schemes gpipe --microbatches 4");
+  EXPECT_NE(out.find("| gpipe | 2 | 2 | 4 | 7.50 |"), std::string::npos) << out;
+  std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml"));
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("give the costs"), std::string::npos) << out;
+  std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --costs " + dir.file("c.yaml") +
+                                       " --stages 3");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("are for 2 stages"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace pipelab

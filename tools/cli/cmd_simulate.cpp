@@ -1,0 +1,309 @@
+/// pipelab simulate FILE [--schemes a,b:key=value,...] [--stages D] [--microbatches M]
+/// [--costs COSTS | --device-flops T ...] [--slow-device r:factor] [--svg out.svg] [--trace out.json]:
+/// what D devices would do with the experiment's model under each scheme, without running it.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "core/config/registry.h"
+#include "core/io/atomic_file.h"
+#include "core/model/block_costs.h"
+#include "tools/cli/model_input.h"
+#include "tools/simulate/derive.h"
+#include "tools/simulate/report.h"
+#include "tools/simulate/svg_timeline.h"
+
+namespace pipelab::cli {
+namespace {
+
+using sim::SchemeRow;
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, sep);) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
+/// "interleaved_1f1b:virtual_stages=2:stages=16" -> the scheme section and a stage count
+/// (`stages` is the simulator's, not the scheme's; 0 = --stages). The file's own scheme type
+/// starts from the file's section.
+std::pair<YAML::Node, int> scheme_spec(const std::string& spec, const Scheme& file_scheme) {
+  const std::vector<std::string> parts = split(spec, ':');
+  if (parts.empty()) throw UsageError{fmt::format("--schemes: empty scheme name in '{}'", spec)};
+  YAML::Node node = parts[0] == file_scheme.type() ? YAML::Clone(file_scheme.resolved()) : YAML::Node(YAML::NodeType::Map);
+  node["type"] = parts[0];
+  int stages = 0;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError{fmt::format("--schemes {}: '{}' is not key=value (e.g. gpipe:chunks=8)", spec, parts[i])};
+    }
+    const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
+    if (key == "stages") {
+      stages = std::atoi(value.c_str());
+      if (stages < 1) throw UsageError{fmt::format("--schemes {}: stages must be a positive number", spec)};
+    } else {
+      node[key] = YAML::Load(value);
+    }
+  }
+  return {node, stages};
+}
+
+/// Writes `text` to `path`, making its folder first.
+void write_output(const std::string& path, const std::string& text) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+  if (ec) throw UserError(fmt::format("cannot create the folder {}: {}. Fix: give a writable path", folder.string(), ec.message()));
+  write_file_atomic(path, text);
+  fmt::print("wrote {}\n", path);
+}
+
+/// "2:1.5" -> device 2 computes 1.5x slower.
+std::map<int, double> slow_devices(const std::vector<std::string>& given) {
+  std::map<int, double> out;
+  for (const std::string& g : given) {
+    const size_t colon = g.find(':');
+    char* end = nullptr;
+    const long d = colon == std::string::npos ? -1 : std::strtol(g.c_str(), &end, 10);
+    const double f = colon == std::string::npos ? 0 : std::strtod(g.c_str() + colon + 1, nullptr);
+    if (d < 0 || f <= 0) throw UsageError{fmt::format("--slow-device {}: give DEVICE:FACTOR, e.g. 3:1.5", g)};
+    out[static_cast<int>(d)] = f;
+  }
+  return out;
+}
+
+/// All stages of `c` as one replica of the whole model, repeated `replicas` times (a
+/// data-parallel scheme's stages are replicas).
+sim::SimCosts as_replicas(const sim::SimCosts& c, int replicas) {
+  sim::StageCosts whole;
+  for (const sim::StageCosts& s : c.stages) {
+    for (auto [to, from] : {std::pair{&whole.forward, s.forward}, {&whole.backward, s.backward},
+                            {&whole.backward_input, s.backward_input}, {&whole.backward_weight, s.backward_weight},
+                            {&whole.update, s.update}, {&whole.retained_bytes, s.retained_bytes},
+                            {&whole.parameter_bytes, s.parameter_bytes}, {&whole.buffer_bytes, s.buffer_bytes},
+                            {&whole.optimizer_bytes, s.optimizer_bytes}}) {
+      *to += from;
+    }
+  }
+  sim::SimCosts out = c;
+  out.stages.assign(static_cast<size_t>(replicas), whole);
+  return out;
+}
+
+/// Where costs come from: a file, or the model profiled once and cut per stage count.
+class CostSource {
+ public:
+  CostSource(const Experiment& e, const po::variables_map& vm, const std::string& costs_file, sim::DeviceSpec device)
+      : e_(e), device_(device) {
+    if (!costs_file.empty()) {
+      file_ = sim::load_costs(costs_file);
+      if (vm.count("link-gbps")) file_->link.gbps = device.link.gbps;
+      if (vm.count("link-latency-us")) file_->link.latency_us = device.link.latency_us;
+      return;
+    }
+    const DataSpec spec = data_spec(e, vm);
+    blocks_ = profile_blocks(e.model->define(spec), spec, static_cast<uint64_t>(e.run.seed));
+    memory_ = sim::estimated_block_memory(blocks_);
+  }
+  bool derived() const { return !file_; }
+  const std::optional<sim::SimCosts>& file() const { return file_; }
+  const sim::BlockMemory& memory() const { return memory_; }
+
+  /// Costs of `stages` stages for units of `examples` examples.
+  sim::SimCosts costs(int stages, double examples) const {
+    if (file_) return file_->scaled_to(examples);
+    if (stages > static_cast<int>(blocks_.size())) {
+      throw UserError(fmt::format("{} stages, but the model has {} blocks", stages, blocks_.size()));
+    }
+    std::vector<double> flops;
+    for (const BlockProfile& b : blocks_) flops.push_back(static_cast<double>(b.flops));
+    // The file's partition when it has this many stages, else the FLOPs-balanced cut.
+    std::vector<int> balance = e_.partition.balance.kind == Balance::Kind::Counts &&
+                                       static_cast<int>(e_.partition.balance.counts.size()) == stages
+                                   ? e_.partition.balance.counts
+                                   : balance_by_weight(with_floor(flops), stages);
+    sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_);
+    c.source = "derived";
+    return c;
+  }
+
+ private:
+  const Experiment& e_;
+  sim::DeviceSpec device_;
+  std::optional<sim::SimCosts> file_;
+  std::vector<BlockProfile> blocks_;
+  sim::BlockMemory memory_;
+};
+
+}  // namespace
+
+int simulate(const Args& args) {
+  po::options_description options("options");
+  std::string file, schemes_text, costs_file, svg, trace, markdown, executor = "devices", dtype = "float32";
+  std::vector<std::string> sets, slow;
+  int stages = 0, micro = 0;
+  sim::DeviceSpec device;
+  options.add_options()("file", po::value(&file)->required(), "experiment YAML file (model, partition, scheme, batch)")(
+      "set", po::value(&sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
+      "schemes", po::value(&schemes_text),
+      "schemes to compare, comma-separated, each NAME[:key=value...] (e.g. gpipe,zb_h1,"
+      "interleaved_1f1b:virtual_stages=2:stages=16; stages= is the stage count for that scheme); default: the file's")(
+      "stages", po::value(&stages), "model stages D (default: the file's partition.stages)")(
+      "microbatches", po::value(&micro),
+      "micro-batches per mini-batch for flushed schemes (default: the file's scheme's, else each scheme's own); a "
+      "scheme that is not flushed per mini-batch runs 4D mini-batches of the whole batch")(
+      "costs", po::value(&costs_file), "costs file: a run's metrics/costs.json (measured) or a YAML file (given)")(
+      "device-flops", po::value(&device.tflops), "derive costs: the device's achieved TFLOP/s")(
+      "memory-bw", po::value(&device.memory_gbs), "derive costs: memory bandwidth, GB/s (0: not limiting)")(
+      "link-gbps", po::value(&device.link.gbps), "link bandwidth between devices, Gbit/s (0: infinite)")(
+      "link-latency-us", po::value(&device.link.latency_us), "link latency per message, microseconds")(
+      "dtype", po::value(&dtype), "derive costs: float32, bfloat16 or float16 (bytes of weights and activations)")(
+      "no-overlap", "a send occupies its device until the message arrives (default: compute and links overlap)")(
+      "executor", po::value(&executor),
+      "devices (one worker per device) or sequential (one thread runs every action in order, as the sequential "
+      "executor; default for costs measured with it)")(
+      "slow-device", po::value(&slow)->composing(), "DEVICE:FACTOR: that device computes FACTOR times slower (repeatable)")(
+      "svg", po::value(&svg), "write the timeline and memory per device as SVG (one file per scheme: out-NAME.svg)")(
+      "trace", po::value(&trace), "write a Chrome trace (Perfetto, chrome://tracing) per scheme")(
+      "markdown", po::value(&markdown), "also write the comparison table to this file");
+  add_input_options(options);
+  po::positional_options_description positional;
+  positional.add("file", 1);
+  po::variables_map vm;
+  if (!parse(args,
+             "pipelab simulate FILE [--schemes a,b,c] [--stages D] [--microbatches M]\n"
+             "                [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T]]\n"
+             "                [--link-gbps G] [--link-latency-us L] [--no-overlap] [--slow-device r:f]\n"
+             "                [--svg out.svg] [--trace out.json] [--markdown out.md]\n\n"
+             "Replays each scheme's schedule against a cost model and prints step time, samples/s, bubble,\n"
+             "peak memory per device and bytes moved (docs/simulate.md). Costs are measured (a run's\n"
+             "metrics/costs.json), given (the same keys in YAML) or derived from the model's FLOPs:\n\n"
+             "  pipelab simulate exp.yaml --costs runs/exp/metrics/costs.json\n"
+             "  pipelab simulate exp.yaml --schemes gpipe,pipedream_flush,zb_h1 --stages 8 --microbatches 32 \\\n"
+             "      --device-flops 400 --memory-bw 3350 --link-gbps 3600 --dtype bfloat16 --input-shape 3,224,224",
+             options, positional, vm)) {
+    return 0;
+  }
+  if (!costs_file.empty() && vm.count("device-flops")) throw UsageError{"give --costs or --device-flops, not both"};
+  if (costs_file.empty() && !vm.count("device-flops")) {
+    throw UsageError{"give the costs: --costs FILE (measured or given) or --device-flops TFLOPS (derived)"};
+  }
+  if (vm.count("device-flops") && device.tflops <= 0) throw UsageError{"--device-flops must be positive"};
+  if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16") {
+    throw UsageError{fmt::format("--dtype {}: use float32, bfloat16 or float16", dtype)};
+  }
+  if (executor != "devices" && executor != "sequential") {
+    throw UsageError{fmt::format("--executor {}: use devices or sequential", executor)};
+  }
+  device.dtype_bytes = dtype == "float32" ? 4 : 2;
+  const Experiment e = Experiment::load(file, sets);
+  const YAML::Node optimizer = e.optimizer->resolved();
+  const std::string opt = e.optimizer->type();
+  device.optimizer_states = opt == "adam" || opt == "adamw" || opt == "nadam" ? 2
+                            : optimizer["momentum"] && optimizer["momentum"].as<double>() > 0 ? 1
+                                                                                             : 0;
+  const CostSource source(e, vm, costs_file, device);
+  sim::SimOptions sim_options;
+  sim_options.overlap = !vm.count("no-overlap");
+  sim_options.slow = slow_devices(slow);
+  const bool measured_sequential = source.file() && source.file()->executor == "sequential";
+  sim_options.one_worker = executor == "sequential" || (!vm.count("executor") && measured_sequential);
+  if (!vm.count("stages")) stages = e.partition.stages;
+  if (stages < 1 || (vm.count("microbatches") && micro < 1)) throw UsageError{"--stages and --microbatches must be positive"};
+
+  std::vector<std::pair<std::string, std::unique_ptr<Scheme>>> schemes;
+  std::vector<int> scheme_stages;
+  for (const std::string& spec : split(schemes_text, ',')) {
+    auto [node, d] = scheme_spec(spec, *e.scheme);
+    auto src = std::make_shared<ConfigSource>("--schemes " + spec);
+    schemes.emplace_back(spec, Registry<Scheme>::get().create(ConfigNode(node, src, "scheme")));
+    scheme_stages.push_back(d);
+  }
+  if (schemes.empty()) {
+    schemes.emplace_back(e.scheme->type(), Registry<Scheme>::get().create(ConfigNode(e.scheme->resolved(),
+                                                                                     e.source, "scheme")));
+    scheme_stages.push_back(0);
+  }
+  const double batch = static_cast<double>(e.run.batch_size);
+  std::vector<SchemeRow> rows;
+  for (size_t i = 0; i < schemes.size(); ++i) {
+    auto& [name, scheme] = schemes[i];
+    SchemeRow row;
+    row.name = name;
+    try {
+      int d = scheme->stages(scheme_stages[i] ? scheme_stages[i] : stages);
+      const bool flushed = scheme->span() == Span::MiniBatch;
+      const int per_step = std::max(1, scheme->micro_batches());
+      // Flushed schemes run --microbatches, else the file's scheme's count, else their own.
+      const int file_micro = e.scheme->span() == Span::MiniBatch ? e.scheme->micro_batches() : 0;
+      int units = flushed ? (micro > 0 ? micro : file_micro > 1 ? file_micro : per_step)
+                          : ((4 * d + per_step - 1) / per_step) * per_step;
+      const double examples = flushed ? batch / units : batch;
+      sim::SimCosts costs;
+      if (scheme->topology() == Topology::Replicas) {
+        units = d;
+        costs = as_replicas(source.costs(source.derived() ? 1 : static_cast<int>(source.file()->stages.size()),
+                                         batch / d),
+                            d);
+      } else {
+        costs = source.costs(d, examples);
+      }
+      row.result = sim::simulate(*scheme, d, units, examples, costs, sim_options);
+    } catch (const UserError& err) {
+      row.error = err.what();
+    }
+    rows.push_back(std::move(row));
+  }
+
+  // Report.
+  const std::string costs_line =
+      source.derived()
+          ? fmt::format("derived: {:g} TFLOP/s, memory {:g} GB/s, {}, {} optimizer state(s) per parameter; activations "
+                        "kept {}",
+                        device.tflops, device.memory_gbs, dtype, device.optimizer_states,
+                        source.memory().measured ? "measured with LibTorch's allocator" : "estimated as 2x block outputs")
+          : source.file()->source;
+  const sim::LinkSpec link = source.file() ? source.file()->link : device.link;
+  fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\nlinks {} Gbit/s, {:g} us latency, {}{}{}\n\n", file,
+             e.model->type(), e.run.batch_size, costs_line, link.gbps > 0 ? fmt::format("{:g}", link.gbps) : "infinite",
+             link.latency_us, sim_options.overlap ? "overlapping compute" : "blocking sends",
+             sim_options.one_worker ? "; one worker runs every action (sequential executor)" : "",
+             sim_options.slow.empty() ? "" : "; slow devices given");
+  const std::string table = sim::markdown_table(rows);
+  fmt::print("{}\n{}", table, sim::memory_lines(rows));
+  if (const auto& f = source.file(); f && f->step_seconds > 0 && rows.size() == 1 && rows[0].error.empty()) {
+    const double predicted = rows[0].result.step_seconds;
+    fmt::print("\nmeasured step {:.3f} ms ({} steps of {} with the {} executor); predicted {:.3f} ms: {:+.1f}%\n",
+               f->step_seconds * 1e3, f->steps, f->scheme, f->executor, predicted * 1e3,
+               100 * (predicted - f->step_seconds) / f->step_seconds);
+  }
+  const bool several = rows.size() > 1;
+  for (const SchemeRow& row : rows) {
+    if (!row.error.empty()) continue;
+    if (!svg.empty()) {
+      const std::string path = sim::per_scheme_path(svg, row.name, several);
+      write_output(path, sim::render_timeline_svg(
+                                  row.result, fmt::format("{} on {} devices, {} units: step {:.2f} ms, bubble {:.1f}%",
+                                                          row.name, row.result.devices, row.result.units,
+                                                          row.result.step_seconds * 1e3, 100 * row.result.bubble)));
+    }
+    if (!trace.empty()) {
+      const std::string path = sim::per_scheme_path(trace, row.name, several);
+      write_output(path, sim::simulated_trace(row.result));
+    }
+  }
+  if (!markdown.empty()) write_output(markdown, table);
+  for (const SchemeRow& row : rows) {
+    if (!row.error.empty()) return 2;
+  }
+  return 0;
+}
+
+}  // namespace pipelab::cli
+
+PIPELAB_COMMAND(simulate, "what D devices would do under each scheme: step time, bubble, memory, traces (no training)");

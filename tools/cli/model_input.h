@@ -1,0 +1,58 @@
+#pragma once
+/// The example shape a model is defined for, shared by `pipelab describe` and `pipelab
+/// simulate`: from --input-shape/--classes/--token-ids, or from loading the dataset as
+/// `pipelab run` would.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/train/experiment.h"
+#include "tools/cli/options.h"
+
+namespace pipelab::cli {
+
+/// "3,32,32" or "[3, 32, 32]" -> {3, 32, 32}.
+inline std::vector<int64_t> parse_shape(std::string text) {
+  for (char& c : text) {
+    if (c == '[' || c == ']' || c == ',') c = ' ';
+  }
+  std::istringstream in(text);
+  std::vector<int64_t> shape;
+  int64_t d = 0;
+  while (in >> d) {
+    if (d <= 0) throw UsageError{fmt::format("--input-shape: sizes must be positive, got {}", d)};
+    shape.push_back(d);
+  }
+  if (!in.eof() || shape.empty()) throw UsageError{"--input-shape: expected sizes such as 3,32,32 (one example, no batch)"};
+  return shape;
+}
+
+/// The data the model is defined for: from the command line, or from loading the dataset
+/// as `pipelab run` would (the same data folder rules, core/train/runner_build.cpp).
+inline DataSpec data_spec(const Experiment& e, const po::variables_map& vm) {
+  if (vm.count("input-shape")) {
+    DataSpec spec;
+    spec.input_shape = parse_shape(vm["input-shape"].as<std::string>());
+    spec.classes = vm["classes"].as<int64_t>();
+    if (spec.classes < 1) throw UsageError{"--classes must be positive"};
+    spec.integer_input = vm.count("token-ids") > 0;
+    return spec;
+  }
+  if (vm.count("token-ids") || !vm["classes"].defaulted()) throw UsageError{"--classes and --token-ids go with --input-shape"};
+  DataContext context;
+  context.seed = static_cast<uint64_t>(e.run.seed);
+  const char* env = std::getenv("PIPELAB_DATA_DIR");
+  context.data_dir = e.run.data_dir ? *e.run.data_dir : env ? env : "data";
+  return e.dataset->load(context).spec;
+}
+
+/// The options data_spec reads.
+inline void add_input_options(po::options_description& options) {
+  options.add_options()("input-shape", po::value<std::string>(),
+                        "one example's shape, e.g. 3,32,32, instead of loading the dataset (with --classes, --token-ids)")(
+      "classes", po::value<int64_t>()->default_value(10), "classes, with --input-shape")(
+      "token-ids", "examples are int64 word ids, with --input-shape (e.g. --input-shape 200 --classes 2 --token-ids)");
+}
+
+}  // namespace pipelab::cli

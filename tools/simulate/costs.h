@@ -1,0 +1,98 @@
+#pragma once
+/// What `pipelab simulate` replays a schedule with: per stage, the seconds of each action and
+/// the bytes it moves and holds. Three sources, one format:
+/// - measured: the metrics/costs.json a `pipelab run` writes (core/train/stage_costs.h);
+/// - given: the same keys in a YAML file written by hand (docs/simulate.md);
+/// - derived: from the model's FLOPs and a device spec (derive.h).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config/fields.h"
+
+namespace pipelab::sim {
+
+/// One pipeline stage, for one micro-batch of `SimCosts::micro_batch_size` examples.
+struct StageCosts {
+  double forward = 0, backward = 0, backward_input = 0, backward_weight = 0, head = 0, update = 0;  ///< seconds
+  double activation_bytes = 0;  ///< sent forward per micro-batch (0 on the last stage)
+  double gradient_bytes = 0;    ///< sent back per micro-batch (0 on stage 0)
+  double retained_bytes = 0;    ///< held from a micro-batch's F until its backward ends
+  double peak_activation_bytes = 0;  ///< measured peak of activations (for validation; not replayed)
+  double parameter_bytes = 0, buffer_bytes = 0, optimizer_bytes = 0;
+  double stored_versions = 1;  ///< weight versions the measured scheme held (informational)
+  int stage = 0, device = 0;   ///< as measured (informational)
+
+  template <class V>
+  void fields(V& v) {
+    v("stage", stage, "stage index (informational)", non_negative);
+    v("device", device, "device it ran on (informational)", non_negative);
+    v("forward", forward, "seconds of one F", non_negative);
+    v("backward", backward, "seconds of one whole B", non_negative);
+    v("backward_input", backward_input, "seconds of one I (0: half of B)", non_negative);
+    v("backward_weight", backward_weight, "seconds of one W (0: half of B)", non_negative);
+    v("head", head, "seconds of an auxiliary head's H", non_negative);
+    v("update", update, "seconds of one optimizer step U", non_negative);
+    v("activation_bytes", activation_bytes, "bytes sent forward per micro-batch", non_negative);
+    v("gradient_bytes", gradient_bytes, "bytes sent back per micro-batch", non_negative);
+    v("retained_bytes", retained_bytes, "bytes one in-flight micro-batch holds until its backward", non_negative);
+    v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", non_negative);
+    v("parameter_bytes", parameter_bytes, "bytes of the stage's parameters", non_negative);
+    v("buffer_bytes", buffer_bytes, "bytes of its buffers (batch-norm statistics)", non_negative);
+    v("optimizer_bytes", optimizer_bytes, "bytes of its optimizer state", non_negative);
+    v("stored_versions", stored_versions, "weight versions the measured scheme held", non_negative);
+  }
+  /// Seconds of compute action kind `k` ('F', 'B', 'I', 'W', 'H', 'U').
+  double seconds(char k) const;
+};
+
+/// The link between any two devices.
+struct LinkSpec {
+  double gbps = 0;        ///< bandwidth in gigabits per second (0: infinite)
+  double latency_us = 0;  ///< per message
+  template <class V>
+  void fields(V& v) {
+    v("gbps", gbps, "bandwidth, Gbit/s (0: infinite)", non_negative);
+    v("latency_us", latency_us, "latency per message, microseconds", non_negative);
+  }
+  /// Seconds `bytes` occupy the link.
+  double wire_seconds(double bytes) const { return gbps > 0 ? bytes * 8 / (gbps * 1e9) : 0; }
+  double latency_seconds() const { return latency_us * 1e-6; }
+};
+
+struct SimCosts {
+  std::vector<StageCosts> stages;
+  LinkSpec link;
+  double micro_batch_size = 0;  ///< examples the costs are for (0: unknown; cannot be rescaled)
+  double step_seconds = 0;      ///< measured step, when the costs were measured
+  int micro_batches = 0;        ///< micro-batches per step of the measured run (0: unknown)
+  int steps = 0;                ///< mini-batches the measured step time is the mean of
+  std::string executor, scheme, dtype, format;
+  int version = 1;
+  /// "measured: runs/x/metrics/costs.json", "given: my.yaml", "derived: ..."
+  std::string source;
+
+  /// The scalar keys and `link`; `stages` (a list of StageCosts) is read by load_costs.
+  template <class V>
+  void fields(V& v) {
+    v("format", format, "pipelab-stage-costs");
+    v("version", version, "format version (1)", positive);
+    v.section("link", link, "the link between devices");
+    v("micro_batch_size", micro_batch_size, "examples per micro-batch the costs are for", non_negative);
+    v("step_seconds", step_seconds, "measured seconds of one step", non_negative);
+    v("micro_batches", micro_batches, "micro-batches per step of the measured run", non_negative);
+    v("steps", steps, "steps the measured time averages", non_negative);
+    v("executor", executor, "executor of the measured run");
+    v("scheme", scheme, "scheme of the measured run");
+    v("dtype", dtype, "element type of the measured run");
+  }
+
+  /// The costs of micro-batches of `examples` examples: seconds and activation bytes scale
+  /// linearly (an assumption: it ignores a kernel's fixed costs), weights do not.
+  SimCosts scaled_to(double examples) const;
+};
+
+/// Reads a costs file (JSON or YAML); errors name the file, the line:column and the key.
+SimCosts load_costs(const std::string& path);
+
+}  // namespace pipelab::sim

@@ -1,0 +1,69 @@
+#include "tools/simulate/derive.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/util/error.h"
+
+namespace pipelab::sim {
+namespace {
+
+double elements(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), 1.0, [](double a, int64_t b) { return a * static_cast<double>(b); });
+}
+
+}  // namespace
+
+BlockMemory estimated_block_memory(const std::vector<BlockProfile>& blocks) {
+  BlockMemory m;
+  for (const BlockProfile& b : blocks) m.retained_per_example.push_back(2 * 4 * elements(b.output_shape));
+  return m;
+}
+
+SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory& memory, const std::vector<int>& balance,
+                      double examples, const DeviceSpec& device) {
+  PIPELAB_ASSERT(device.tflops > 0, "derive_costs needs the device's FLOP rate");
+  PIPELAB_ASSERT(memory.retained_per_example.size() == blocks.size(), "one retained size per block");
+  const double rate = device.tflops * 1e12;
+  const double bw = device.memory_gbs * 1e9;
+  const double scale = device.dtype_bytes / 4;  // the profile's sizes are float32
+  const auto roofline = [&](double flops, double bytes) { return std::max(flops / rate, bw > 0 ? bytes / bw : 0.0); };
+  SimCosts c;
+  c.link = device.link;
+  c.micro_batch_size = examples;
+  c.format = "pipelab-stage-costs";
+  size_t first = 0;
+  for (size_t s = 0; s < balance.size(); ++s) {
+    StageCosts k;
+    k.stage = k.device = static_cast<int>(s);
+    double params = 0;
+    for (size_t b = first; b < first + static_cast<size_t>(balance[s]); ++b) {
+      const BlockProfile& block = blocks.at(b);
+      const double in = b == 0 ? 0 : elements(blocks[b - 1].output_shape);
+      const double out = elements(block.output_shape);
+      const double weight_bytes = static_cast<double>(block.parameters) * device.dtype_bytes;
+      // Forward: read the input and the weights, write the output. The input gradient (I)
+      // and the weight gradient (W) each cost the forward's FLOPs (2x multiply-adds).
+      const double traffic = (in + out) * device.dtype_bytes * examples;
+      k.forward += roofline(static_cast<double>(block.flops) * examples, traffic + weight_bytes);
+      k.backward_input += roofline(static_cast<double>(block.flops) * examples, 2 * traffic + weight_bytes);
+      k.backward_weight += roofline(static_cast<double>(block.flops) * examples, traffic + 2 * weight_bytes);
+      k.retained_bytes += memory.retained_per_example[b] * scale * examples;
+      params += static_cast<double>(block.parameters);
+    }
+    const size_t last = first + static_cast<size_t>(balance[s]) - 1;
+    k.backward = k.backward_input + k.backward_weight;
+    k.activation_bytes = s + 1 < balance.size() ? elements(blocks.at(last).output_shape) * device.dtype_bytes * examples : 0;
+    k.gradient_bytes = s > 0 ? elements(blocks.at(first - 1).output_shape) * device.dtype_bytes * examples : 0;
+    k.parameter_bytes = params * device.dtype_bytes;
+    k.optimizer_bytes = params * device.optimizer_states * device.dtype_bytes;
+    // The step reads weights and gradient, writes weights, and reads and writes each state.
+    k.update = bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw : 0;
+    c.stages.push_back(k);
+    first += static_cast<size_t>(balance[s]);
+  }
+  PIPELAB_ASSERT(first == blocks.size(), "balance covers {} of {} blocks", first, blocks.size());
+  return c;
+}
+
+}  // namespace pipelab::sim

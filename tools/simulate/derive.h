@@ -1,0 +1,36 @@
+#pragma once
+/// Costs for devices that are not here: each block's forward FLOPs and parameters (from
+/// `pipelab describe`'s profile) and the bytes it keeps for its backward, over a device spec.
+/// A roofline per block: an action takes the longer of its FLOPs at the device's rate and
+/// its memory traffic at the device's bandwidth.
+#include <vector>
+
+#include "tools/describe/model_profile.h"
+#include "tools/simulate/costs.h"
+
+namespace pipelab::sim {
+
+struct DeviceSpec {
+  double tflops = 0;         ///< achieved dense FLOP/s, in 10^12 (not the datasheet peak)
+  double memory_gbs = 0;     ///< memory bandwidth, GB/s (0: traffic is free)
+  LinkSpec link;
+  double dtype_bytes = 4;    ///< bytes per element of weights and activations
+  double optimizer_states = 1;  ///< state tensors per parameter (SGD momentum 1, Adam 2)
+};
+
+/// Per block, bytes one example keeps from its forward until its backward (measured or
+/// estimated), at 4 bytes per element.
+struct BlockMemory {
+  std::vector<double> retained_per_example;
+  bool measured = false;  ///< by LibTorch's allocator (else: twice the block's output)
+};
+
+/// Costs of `balance` (blocks per stage) for micro-batches of `examples` examples.
+SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory& memory, const std::vector<int>& balance,
+                      double examples, const DeviceSpec& device);
+
+/// The estimate used when nothing was measured: twice each block's output (its output and
+/// one intermediate of the same size), float32.
+BlockMemory estimated_block_memory(const std::vector<BlockProfile>& blocks);
+
+}  // namespace pipelab::sim

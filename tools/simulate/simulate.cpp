@@ -1,0 +1,159 @@
+#include "tools/simulate/simulate.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/schedule/lower.h"
+#include "core/schedule/validate.h"
+#include "core/util/error.h"
+
+namespace pipelab::sim {
+namespace {
+
+double wire_bytes(const SimCosts& c, const Action& send) {
+  const StageCosts& s = c.stages.at(static_cast<size_t>(send.stage));
+  return payload(send.kind) == 'F' ? s.activation_bytes : s.gradient_bytes;
+}
+
+EventCosts event_costs(const SimCosts& c, const SimOptions& o, int devices) {
+  EventCosts e;
+  e.overlap = o.overlap;
+  e.one_worker = o.one_worker;
+  e.compute = [&c, &o](int d, const Action& a) {
+    const auto slow = o.slow.find(d);
+    return c.stages.at(static_cast<size_t>(a.stage)).seconds(static_cast<char>(a.kind)) *
+           (slow == o.slow.end() ? 1.0 : slow->second);
+  };
+  e.wire = [&c](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a)); };
+  e.latency = [&c](const Action&) { return c.link.latency_seconds(); };
+  // A ring all-reduce of n devices: each sends 2(n-1)/n of the gradient's bytes in 2(n-1)
+  // latency-bound steps (Patarasuk & Yuan 2009; what NCCL's ring does).
+  e.collective = [&c, devices](const Action& a) {
+    const double n = devices;
+    if (n < 2) return 0.0;
+    const double bytes = c.stages.at(static_cast<size_t>(a.stage)).parameter_bytes;
+    return c.link.wire_seconds(2 * (n - 1) / n * bytes) + 2 * (n - 1) * c.link.latency_seconds();
+  };
+  return e;
+}
+
+/// Memory per device over the replay: the static part, then +retained at each F's end
+/// (only the input under recompute, the rest from the backward's start) and -retained when
+/// the micro-batch's backward ends (its W, when the backward is split).
+void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
+  const std::vector<int> placement = r.schedule.placement();
+  const size_t devices = static_cast<size_t>(r.devices);
+  r.static_bytes.assign(devices, 0);
+  r.peak_activation_bytes.assign(devices, 0);
+  r.peak_bytes.assign(devices, 0);
+  r.memory.assign(devices, {});
+  std::vector<StageMemory> held;
+  for (int s = 0; s < r.stages; ++s) {
+    held.push_back(scheme.stage_memory(s, r.stages));
+    const StageCosts& k = c.stages[static_cast<size_t>(s)];
+    const int d = placement[static_cast<size_t>(s)];
+    if (d < 0) continue;
+    // Weights in every version, one gradient, the optimizer's state, the buffers.
+    r.static_bytes[static_cast<size_t>(d)] +=
+        k.parameter_bytes * (held.back().weight_versions + 1) + k.optimizer_bytes + k.buffer_bytes;
+  }
+  for (size_t d = 0; d < devices; ++d) {
+    std::vector<std::pair<double, double>> changes;  // (time, delta)
+    std::map<std::pair<int, int>, bool> split;       // (stage, mb) whose backward is I + W
+    for (const TimedAction& x : r.timeline.devices[d]) {
+      if (x.action.kind == ActionKind::BackwardInput) split[{x.action.stage, x.action.mb}] = true;
+    }
+    for (const TimedAction& x : r.timeline.devices[d]) {
+      const Action& a = x.action;
+      if (a.stage < 0 || !is_compute(a.kind)) continue;
+      const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
+      const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
+      const double kept = recompute ? std::min(k.gradient_bytes, k.retained_bytes) : k.retained_bytes;
+      if (a.kind == ActionKind::Forward) changes.push_back({x.end, kept});
+      const bool first_backward = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput;
+      if (first_backward && recompute) changes.push_back({x.start, k.retained_bytes - kept});
+      const bool last_backward = a.kind == ActionKind::BackwardWeight ||
+                                 (a.kind == ActionKind::Backward && !split.count({a.stage, a.mb}));
+      if (last_backward) changes.push_back({x.end, -k.retained_bytes});
+    }
+    // Frees before allocations at the same instant.
+    std::stable_sort(changes.begin(), changes.end(), [](const auto& p, const auto& q) {
+      return p.first < q.first || (p.first == q.first && p.second < q.second);
+    });
+    double now = 0;
+    std::vector<MemoryPoint>& curve = r.memory[d];
+    curve.push_back({0, r.static_bytes[d]});
+    for (const auto& [t, delta] : changes) {
+      now += delta;
+      r.peak_activation_bytes[d] = std::max(r.peak_activation_bytes[d], now);
+      curve.push_back({t, r.static_bytes[d] + now});
+    }
+    r.peak_bytes[d] = r.static_bytes[d] + r.peak_activation_bytes[d];
+  }
+}
+
+SimResult replay_scheme(const Scheme& scheme, int stages, int units, const SimCosts& costs, const SimOptions& o) {
+  SimResult r;
+  r.schedule = with_communication(scheme.schedule(stages, units));
+  validate_schedule(r.schedule, {scheme.max_in_flight(stages)});
+  r.stages = r.schedule.stages();
+  r.devices = r.schedule.devices();
+  r.units = units;
+  if (static_cast<int>(costs.stages.size()) != r.stages) {
+    throw UserError(fmt::format("the costs ({}) are for {} stages, the {} schedule has {}. Fix: give costs measured "
+                                "or written for {} stages, or derive them (--device-flops)",
+                                costs.source, costs.stages.size(), scheme.type(), r.stages, r.stages));
+  }
+  r.timeline = replay(r.schedule, event_costs(costs, o, r.devices));
+  r.makespan = r.timeline.makespan;
+  return r;
+}
+
+double total_busy(const SimResult& r, std::vector<double>* per_device) {
+  double busy = 0;
+  for (size_t d = 0; d < r.timeline.devices.size(); ++d) {
+    double b = 0;
+    for (const TimedAction& x : r.timeline.devices[d]) {
+      if (is_compute(x.action.kind)) b += x.end - x.start;
+    }
+    if (per_device) per_device->push_back(b);
+    busy += b;
+  }
+  return busy;
+}
+
+}  // namespace
+
+SimResult simulate(const Scheme& scheme, int stages, int units, double examples, const SimCosts& costs,
+                   const SimOptions& options) {
+  SimResult r = replay_scheme(scheme, stages, units, costs, options);
+  const double busy = total_busy(r, &r.busy);
+  if (scheme.span() == Span::MiniBatch) {
+    r.step_seconds = r.makespan;
+    r.samples_per_second = r.makespan > 0 ? units * examples / r.makespan : 0;
+    r.bubble = r.makespan > 0 ? 1 - busy / (r.devices * r.makespan) : 0;
+  } else {
+    // A pipeline that runs on: the time per mini-batch once it is full, and the idle share
+    // of that time, from the difference of two replays (U and 2U mini-batches).
+    const SimResult twice = replay_scheme(scheme, stages, 2 * units, costs, options);
+    const double span = twice.makespan - r.makespan;
+    r.step_seconds = span / units;
+    r.samples_per_second = r.step_seconds > 0 ? examples / r.step_seconds : 0;
+    r.bubble = span > 0 ? 1 - (total_busy(twice, nullptr) - busy) / (r.devices * span) : 0;
+  }
+  double bytes = 0;
+  for (const TimedTransfer& t : r.timeline.transfers) bytes += wire_bytes(costs, t.send);
+  for (const auto& row : r.timeline.devices) {
+    for (const TimedAction& x : row) {
+      if (x.action.kind == ActionKind::AllReduce && r.devices > 1) {
+        bytes += 2.0 * (r.devices - 1) / r.devices * costs.stages[static_cast<size_t>(x.action.stage)].parameter_bytes;
+      }
+    }
+  }
+  // Per step: a flushed scheme's replay is one step; otherwise per mini-batch.
+  r.bytes_per_step = scheme.span() == Span::MiniBatch ? bytes : bytes / units;
+  add_memory(r, scheme, costs);
+  return r;
+}
+
+}  // namespace pipelab::sim

@@ -1,0 +1,49 @@
+#pragma once
+/// Replays one scheme's schedule against a cost model (core/schedule/event_sim.h) and
+/// reports what the devices would do: step time, throughput, bubble, bytes moved, and
+/// memory per device over time (weights, their versions, optimizer state, activations of
+/// the micro-batches in flight).
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/schedule/event_sim.h"
+#include "core/scheme/scheme.h"
+#include "tools/simulate/costs.h"
+
+namespace pipelab::sim {
+
+struct SimOptions {
+  bool overlap = true;        ///< compute and communication overlap (else a send blocks its device)
+  bool one_worker = false;    ///< one thread runs every device's actions (the sequential executor)
+  std::map<int, double> slow; ///< device -> factor its compute takes longer
+};
+
+/// Memory of one device over time: `bytes` from `time` on.
+struct MemoryPoint {
+  double time = 0, bytes = 0;
+};
+
+struct SimResult {
+  Schedule schedule;  ///< what was replayed (with its messages)
+  EventTimeline timeline;
+  int stages = 0, devices = 0, units = 0;
+  double makespan = 0;
+  /// One step: a flushed mini-batch's makespan; for a pipeline that is never (or only per
+  /// epoch) flushed, the steady-state time per mini-batch.
+  double step_seconds = 0;
+  double samples_per_second = 0;
+  double bubble = 0;           ///< idle share of device time over the replay
+  std::vector<double> busy;    ///< per device, seconds computing
+  double bytes_per_step = 0;   ///< over links and in all-reduces
+  std::vector<double> static_bytes;  ///< per device: weights (all versions), gradients, optimizer state, buffers
+  std::vector<double> peak_activation_bytes, peak_bytes;  ///< per device
+  std::vector<std::vector<MemoryPoint>> memory;           ///< per device, a step function
+};
+
+/// Replays `scheme` on `stages` stages over `units` micro-batches (a flushed scheme) or
+/// mini-batches (otherwise), with `costs` for one unit of `examples` examples.
+SimResult simulate(const Scheme& scheme, int stages, int units, double examples, const SimCosts& costs,
+                   const SimOptions& options);
+
+}  // namespace pipelab::sim
