@@ -22,11 +22,12 @@ class Timed {
   std::chrono::steady_clock::time_point start_;
 };
 
-/// Records one action of one stage in ExecStats::actions (when tracing).
+/// Records one action of one stage in ExecStats::actions (when tracing), and charges what
+/// it allocates on the host to its stage (MemoryMeter; the scope lives as long as this).
 class Traced {
  public:
   Traced(ExecStats& stats, int stage, const Action& a, const c10::Device& device)
-      : stats_(stats.trace ? &stats : nullptr), stage_(stage) {
+      : stats_(stats.trace ? &stats : nullptr), stage_(stage), memory_(stats_ ? stats.memory.get() : nullptr, stage) {
     if (!stats_) return;
     record_.kind = a.kind;
     record_.mb = a.mb;
@@ -34,8 +35,12 @@ class Traced {
     device_ = device;
     record_.start = seconds();
   }
+  /// The bytes of the message the action produced for another stage.
+  void sent(int64_t bytes) { record_.bytes = bytes; }
   ~Traced() {
     if (!stats_) return;
+    // An F's allocations still alive now are its micro-batch's: saved activations, output.
+    if (record_.kind == ActionKind::Forward) record_.retained_bytes = memory_.retained();
     record_.end = seconds();
     record_.device_end_mark = device::mark(device_);
     stats_->actions[static_cast<size_t>(stage_)].push_back(std::move(record_));
@@ -45,6 +50,7 @@ class Traced {
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - stats_->origin).count(); }
   ExecStats* stats_;
   int stage_;
+  MemoryMeter::Scope memory_;
   c10::Device device_ = c10::kCPU;
   ActionRecord record_;
 };
@@ -91,7 +97,17 @@ void ExecStats::reset(int stages) {
   messages_backward.assign(edges, 0);
   wall_seconds = 0;
   actions.assign(n, {});
+  peak_activation_bytes.assign(n, 0);
+  memory = trace ? std::make_shared<MemoryMeter>() : nullptr;
   origin = std::chrono::steady_clock::now();
+}
+
+void ExecStats::read_memory_peaks() {
+  if (!memory) return;
+  peak_activation_bytes.resize(actions.size(), 0);
+  for (size_t s = 0; s < peak_activation_bytes.size(); ++s) {
+    peak_activation_bytes[s] = memory->usage(static_cast<int>(s)).peak;
+  }
 }
 
 void begin_run(std::vector<StageSlot>& slots, int micro_batches, RunMode mode) {
@@ -124,8 +140,11 @@ DeviceWork::DeviceWork(const Schedule& s, int device) : s_(s), device_(device) {
   }
 }
 
-void DeviceWork::produced(int stage, char kind, int mb, Message m) {
-  if (sends_.count({stage, kind, mb})) results_[{stage, kind, mb}] = std::move(m);
+int64_t DeviceWork::produced(int stage, char kind, int mb, Message m) {
+  if (!sends_.count({stage, kind, mb})) return 0;
+  const int64_t bytes = m.bytes();
+  results_[{stage, kind, mb}] = std::move(m);
+  return bytes;
 }
 
 Message DeviceWork::take_result(int stage, char kind, int mb) {
@@ -202,7 +221,7 @@ void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, Run
     case ActionKind::Forward: {
       const bool received = work.has_input(a.stage, a.mb);
       Message in = received ? work.take_input(a.stage, a.mb) : Message{};
-      work.produced(a.stage, 'F', a.mb, run_forward(slot, a.mb, std::move(in), !received, feed, mode, stats));
+      traced.sent(work.produced(a.stage, 'F', a.mb, run_forward(slot, a.mb, std::move(in), !received, feed, mode, stats)));
       break;
     }
     case ActionKind::Backward: {
@@ -211,14 +230,14 @@ void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       slot.policy->before_backward(stage, a.mb);
       Message out = slot.policy->backward(stage, a.mb, in);
       slot.policy->after_backward(stage, a.mb);
-      work.produced(a.stage, 'B', a.mb, std::move(out));
+      traced.sent(work.produced(a.stage, 'B', a.mb, std::move(out)));
       break;
     }
     case ActionKind::BackwardInput: {
       Timed timed(stats.backward_input[r]);
       const std::vector<Message> in = work.take_gradients(a.stage, a.mb);
       slot.policy->before_backward(stage, a.mb);
-      work.produced(a.stage, 'B', a.mb, slot.policy->backward_input(stage, a.mb, in));
+      traced.sent(work.produced(a.stage, 'B', a.mb, slot.policy->backward_input(stage, a.mb, in)));
       break;
     }
     case ActionKind::BackwardWeight: {
@@ -229,7 +248,7 @@ void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, Run
     }
     case ActionKind::Head: {
       Timed timed(stats.head[r]);
-      work.produced(a.stage, 'H', a.mb, slot.policy->head(stage, a.mb));
+      traced.sent(work.produced(a.stage, 'H', a.mb, slot.policy->head(stage, a.mb)));
       break;
     }
     case ActionKind::Update: {

@@ -28,8 +28,9 @@ class DeviceWork {
   const Schedule& schedule() const { return s_; }
   int device() const { return device_; }
 
-  /// Keeps the result of (stage, payload, mb) if a SEND of this device will send it.
-  void produced(int stage, char kind, int mb, Message m);
+  /// Keeps the result of (stage, payload, mb) if a SEND of this device will send it;
+  /// returns the bytes kept (0 when nothing will be sent).
+  int64_t produced(int stage, char kind, int mb, Message m);
   Message take_result(int stage, char kind, int mb);
   /// A received activation (RECV_F) or gradient (RECV_B, RECV_H; kept in arrival order).
   void received(int stage, char kind, int mb, Message m);

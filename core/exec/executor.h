@@ -4,6 +4,7 @@
 /// the same functions (exec/actions.h), so results depend only on per-stage order.
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/device/streams.h"
@@ -12,6 +13,7 @@
 #include "core/exec/collective.h"
 #include "core/exec/message.h"
 #include "core/scheme/scheme.h"
+#include "core/util/memory_meter.h"
 
 namespace pipelab {
 
@@ -61,6 +63,12 @@ struct ActionRecord {
   double start = 0, end = 0;
   double device_start = -1, device_end = -1;
   device::Mark device_start_mark, device_end_mark;
+  /// Bytes of the message this action produced for another stage (F: its activation; B or
+  /// I: its input gradient; H: the head's gradient); 0 when it sends nothing.
+  int64_t bytes = 0;
+  /// F only: host bytes allocated during the action and still alive at its end (what one
+  /// micro-batch in flight holds until its backward; MemoryMeter). 0 for other actions.
+  int64_t retained_bytes = 0;
 };
 
 /// What an executor measured: per-stage action times and per-edge traffic.
@@ -75,8 +83,16 @@ struct ExecStats {
   bool trace = false;
   std::vector<std::vector<ActionRecord>> actions;
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
-  /// Clears everything (the trace flag stays).
+  /// When tracing: the host memory meter every action thread installs (MemoryMeter::Install)
+  /// and every compute action runs under (its stage is the tag). Null otherwise.
+  std::shared_ptr<MemoryMeter> memory;
+  /// Per stage, the peak of the host bytes its actions allocated and still held, over the
+  /// traced runs (read_memory_peaks; merged over processes by Executor::merge_stats).
+  std::vector<int64_t> peak_activation_bytes;
+  /// Clears everything (the trace flag stays); a fresh meter when tracing.
   void reset(int stages);
+  /// Copies each stage's peak from the meter into peak_activation_bytes (no meter: kept).
+  void read_memory_peaks();
   /// Fills device_start/device_end of the traced CUDA actions: seconds after the earliest
   /// mark on the same device, so stages on one GPU share one clock. Waits for the device.
   void resolve_device_times();
@@ -113,7 +129,8 @@ class Executor : public Component {
   /// process). The runner compares the processes' resolved configurations with it.
   virtual std::vector<std::string> gather_text(const std::string& /*key*/, const std::string& text) { return {text}; }
   /// Adds the other processes' shares of stats() (the stages and edges they ran) into this
-  /// process's (a collective, called once per epoch).
+  /// process's (a collective, called once per epoch); when tracing, the writing process also
+  /// gets their ActionRecords and peak_activation_bytes, on its own clock.
   virtual void merge_stats() {}
   /// The all-reduce `ranks` data-parallel replicas use.
   virtual std::shared_ptr<AllReduce> all_reduce(int ranks) { return std::make_shared<LocalAllReduce>(ranks); }

@@ -44,6 +44,7 @@ class SequentialExecutor : public Configured<Executor, SequentialOptions> {
     const Schedule s = with_communication(schedule);
     if (stats_.forward.size() != slots.size()) stats_.reset(static_cast<int>(slots.size()));
     begin_run(slots, s.micro_batches(), mode);
+    MemoryMeter::Install metered(stats_.memory);  // every action runs on this thread
     MapTransport transport;
     std::vector<DeviceWork> work;
     for (int d = 0; d < s.devices(); ++d) work.emplace_back(s, d);

@@ -53,6 +53,7 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
           if (actions.empty()) return;
           // One stream per device thread: its stages' work is ordered as the list says.
           device::StreamScope stream(slots.at(static_cast<size_t>(actions.front().stage)).stage->device(), d);
+          MemoryMeter::Install metered(stats_.memory);
           for (size_t i = 0; i < actions.size(); ++i) {
             // Checked between actions too, so a device that never waits still stops soon.
             if (mail.cancelled()) throw Cancelled();

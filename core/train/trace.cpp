@@ -60,6 +60,7 @@ std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placeme
       json::Object args;
       args.add("stage", static_cast<int64_t>(s));
       if (a.mb >= 0) args.add("micro_batch", a.mb);
+      args.add("bytes", a.bytes);
       e.add("args", args);
       events.push_back(e);
       if (a.kind == ActionKind::Forward && arrows.activations) spans[{s, 'F', a.mb}].push_back({start, end});
@@ -99,12 +100,12 @@ std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placeme
 }
 
 std::string actions_csv(const ExecStats& stats, const std::vector<int>& placement) {
-  std::string out = "device,stage,action,micro_batch,start,end\n";
+  std::string out = "device,stage,action,micro_batch,start,end,bytes_sent\n";
   for (size_t s = 0; s < stats.actions.size(); ++s) {
     for (const ActionRecord& a : stats.actions[s]) {
       const auto [start, end] = span_s(a);
-      out += fmt::format("{},{},{},{},{},{}\n", device_of(placement, s), s, Action::kind_name(a.kind), a.mb,
-                         json::number(start), json::number(end));
+      out += fmt::format("{},{},{},{},{},{},{}\n", device_of(placement, s), s, Action::kind_name(a.kind), a.mb,
+                         json::number(start), json::number(end), a.bytes);
     }
   }
   return out;

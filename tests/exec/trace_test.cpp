@@ -50,6 +50,11 @@ TEST(Trace, ChromeTraceOfTheLastEpoch) {
         EXPECT_GE(e["ts"].get<double>(), 0.0);
         ++slices[e["name"]];
         tracks.insert(e["tid"].get<int>());
+        // A micro-batch is 16 / 4 = 4 examples; stage 0 sends 4 x 24 floats forward, stage 1
+        // as many back (the gradient of its input); nothing else leaves a stage.
+        const std::string name = e["name"];
+        const int64_t sent = name.rfind("0F", 0) == 0 || name.rfind("1B", 0) == 0 ? 4 * 24 * 4 : 0;
+        EXPECT_EQ(e["args"]["bytes"].get<int64_t>(), sent) << name;
       } else if (ph == "s" || ph == "f") {
         for (const char* key : {"id", "ts", "tid"}) ASSERT_TRUE(e.contains(key)) << e.dump();
         flows[e["id"].get<int64_t>()] += ph;
@@ -73,19 +78,22 @@ TEST(Trace, ChromeTraceOfTheLastEpoch) {
     std::istringstream csv(testing::read_text(dir.file("run/metrics/actions.csv")));
     std::string line;
     std::getline(csv, line);
-    EXPECT_EQ(line, "device,stage,action,micro_batch,start,end");
+    EXPECT_EQ(line, "device,stage,action,micro_batch,start,end,bytes_sent");
     int lines = 0;
     while (std::getline(csv, line)) {
       ++lines;
       std::istringstream f(line);
-      std::string device, stage, action, mb, start, end;
+      std::string device, stage, action, mb, start, end, bytes;
       std::getline(f, device, ',');
       std::getline(f, stage, ',');
       std::getline(f, action, ',');
       std::getline(f, mb, ',');
       std::getline(f, start, ',');
       std::getline(f, end, ',');
+      std::getline(f, bytes, ',');
       EXPECT_EQ(device, stage);
+      const bool sends = (stage == "0" && action == "F") || (stage == "1" && action == "B");
+      EXPECT_EQ(std::stoll(bytes), sends ? 4 * 24 * 4 : 0) << line;
       EXPECT_LE(std::stod(start), std::stod(end));
     }
     EXPECT_EQ(lines, 2 * 4 * 9);

@@ -1,0 +1,84 @@
+#include "core/util/memory_meter.h"
+
+#include <algorithm>
+
+namespace pipelab {
+namespace {
+
+// The tag and scope of this thread's allocations. Plain thread-locals rather than state in
+// the meter: a thread runs one action at a time, whichever meter is installed.
+thread_local int t_tag = MemoryMeter::kNoTag;
+thread_local uint64_t t_scope = 0;
+
+}  // namespace
+
+MemoryMeter::Scope::Scope(MemoryMeter* meter, int tag) : meter_(meter) {
+  if (!meter_) return;
+  {
+    std::lock_guard<std::mutex> lock(meter_->mutex_);
+    id_ = meter_->next_scope_++;
+    meter_->open_scopes_[id_] = 0;
+  }
+  previous_tag_ = t_tag;
+  previous_scope_ = t_scope;
+  t_tag = tag;
+  t_scope = id_;
+}
+
+MemoryMeter::Scope::~Scope() {
+  if (!meter_) return;
+  t_tag = previous_tag_;
+  t_scope = previous_scope_;
+  std::lock_guard<std::mutex> lock(meter_->mutex_);
+  meter_->open_scopes_.erase(id_);
+}
+
+int64_t MemoryMeter::Scope::retained() const {
+  if (!meter_) return 0;
+  std::lock_guard<std::mutex> lock(meter_->mutex_);
+  const auto it = meter_->open_scopes_.find(id_);
+  return it == meter_->open_scopes_.end() ? 0 : it->second;
+}
+
+MemoryMeter::Install::Install(const std::shared_ptr<MemoryMeter>& meter) {
+  if (meter) guard_.emplace(c10::DebugInfoKind::PROFILER_STATE, meter);
+}
+
+void MemoryMeter::release(const Block& b) {
+  tags_[b.tag].current -= b.bytes;
+  const auto scope = open_scopes_.find(b.scope);
+  if (scope != open_scopes_.end()) scope->second -= b.bytes;
+}
+
+void MemoryMeter::reportMemoryUsage(void* ptr, int64_t alloc_size, size_t /*total_allocated*/,
+                                    size_t /*total_reserved*/, c10::Device device) {
+  if (device.type() != c10::DeviceType::CPU || alloc_size == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (alloc_size < 0) {
+    // Unknown blocks were allocated before the meter or on a thread without it.
+    const auto it = blocks_.find(ptr);
+    if (it == blocks_.end()) return;
+    release(it->second);
+    blocks_.erase(it);
+    return;
+  }
+  // A live entry at a new allocation's address was freed where nobody reported it (on a
+  // thread without the meter): settle it now.
+  const auto stale = blocks_.find(ptr);
+  if (stale != blocks_.end()) release(stale->second);
+  const Block b{alloc_size, t_tag, t_scope};
+  blocks_[ptr] = b;
+  Usage& u = tags_[b.tag];
+  u.current += b.bytes;
+  u.peak = std::max(u.peak, u.current);
+  const auto scope = open_scopes_.find(b.scope);
+  if (scope != open_scopes_.end()) scope->second += b.bytes;
+}
+
+MemoryMeter::Usage MemoryMeter::usage(int tag) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = tags_.find(tag);
+  return it == tags_.end() ? Usage{} : it->second;
+}
+
+}  // namespace pipelab
