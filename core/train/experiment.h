@@ -68,7 +68,8 @@ struct RunOptions {
              "record how far the scheme's is from it in metrics/stages.csv (never changes the run)");
     v("trace", trace,
       "record every action of the last training epoch (of the whole run under flush: never) and write "
-      "trace.json (Perfetto, chrome://tracing) and metrics/actions.csv");
+      "trace.json (Perfetto, chrome://tracing), metrics/actions.csv and metrics/costs.json (measured per-stage "
+      "costs: times, message sizes, host memory)");
     v.section("loader", loader, "batches built ahead by worker threads: `loader: {workers: N, prefetch: K}`");
   }
   void check(const ConfigNode& node) const {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/ranges.h>
 
@@ -11,6 +12,7 @@
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
 #include "core/train/shadow_sync.h"
+#include "core/train/stage_costs.h"
 #include "core/train/trace.h"
 #include "core/train/state_dict.h"
 #include "core/train/training_state.h"
@@ -33,6 +35,7 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
   Executor& executor = *e_.executor;
   executor.stats().trace = e_.run.trace && epoch + 1 == e_.run.epochs;
   executor.stats().reset(stage_count());
+  traced_steps_ = {};
   train_->start_epoch(epoch);
   const int64_t steps = train_->batches();
   Progress progress(fmt::format("epoch {}/{}", epoch + 1, e_.run.epochs), steps, e_.run.progress && !options_.quiet);
@@ -51,7 +54,9 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
     for (int64_t j = 0; j < steps && !diverged; ++j) {
       ChunkFeed feed(train_->batch(j), e_.scheme->micro_batches(), dtype_);
       ShadowFeed shadowed(feed, shadow_.get());
+      const auto run_start = std::chrono::steady_clock::now();
       executor.run(train_schedule(feed.count()), slots_, shadowed, RunMode::Train);
+      traced_steps_.add(seconds_since(run_start), 1);
       totals.add(feed.totals());
       // Only the process with the loss sees it; every process must stop at the same step.
       diverged = executor.any(!finish_step(feed.totals().loss));
@@ -62,9 +67,12 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
       if (!finish_step(totals.add(r))) diverged = true;
     });
     ShadowFeed shadowed(feed, shadow_.get());
+    const auto run_start = std::chrono::steady_clock::now();
     executor.run(train_schedule(static_cast<int>(steps)), slots_, shadowed, RunMode::Train);
+    traced_steps_.add(seconds_since(run_start), steps);
     collect_stage_metrics(record, epoch + 1);
   }
+  executor.stats().read_memory_peaks();
   executor.merge_stats();
   last_train_stats_ = executor.stats();
   EpochMetrics m = epoch_figures(epoch, totals, done, seconds_since(start));
@@ -244,7 +252,7 @@ RunSummary Runner::run() {
   }
   if (diverged) summary.status = "diverged";
   save_checkpoint(record, "final.pt");
-  if (writer) write_trace(record);
+  write_trace(record, writer);
   summary.seconds = seconds_since(start);
   double wait = 0, train_time = 0;
   for (const EpochMetrics& m : summary.history) {
@@ -264,16 +272,59 @@ RunSummary Runner::run() {
   return summary;
 }
 
-void Runner::write_trace(RunRecord& record) const {
+void Runner::write_trace(RunRecord& record, bool writer) const {
+  if (!e_.run.trace) return;
+  // A collective, before anything that differs between processes.
+  const std::vector<int64_t> optimizer_bytes = gathered_optimizer_bytes();
   const ExecStats& st = last_train_stats_;
   bool any = false;
   for (const auto& a : st.actions) any = any || !a.empty();
-  if (!e_.run.trace || !any) return;
+  if (!writer || !any) return;
   TraceArrows arrows;
   arrows.activations = e_.scheme->topology() != Topology::Replicas;
   arrows.gradients = arrows.activations && !e_.scheme->routes_own_gradients();
   record.file("trace.json", chrome_trace(st, placement_, arrows));
   record.file("metrics/actions.csv", actions_csv(st, placement_));
+  record.file("metrics/costs.json", stage_costs_json(st, stage_cost_inputs(optimizer_bytes)));
+}
+
+std::vector<int64_t> Runner::gathered_optimizer_bytes() const {
+  // Only the process that runs a stage has stepped its optimizer; the others' copies hold
+  // no state, so the largest figure over processes is the stage's.
+  std::vector<int64_t> bytes;
+  std::string text;
+  for (const auto& s : stages_) {
+    int64_t n = 0;
+    for (const auto& [name, t] : s->optimizer().state()) n += tensor_bytes({t});
+    bytes.push_back(n);
+    text += std::to_string(n) + " ";
+  }
+  for (const std::string& other : e_.executor->gather_text("optimizer_bytes", text)) {
+    std::istringstream in(other);
+    int64_t n = 0;
+    for (size_t s = 0; s < bytes.size() && in >> n; ++s) bytes[s] = std::max(bytes[s], n);
+  }
+  return bytes;
+}
+
+StageCostInputs Runner::stage_cost_inputs(std::vector<int64_t> optimizer_bytes) const {
+  StageCostInputs in;
+  in.executor = e_.executor->type();
+  in.scheme = e_.scheme->type();
+  in.dtype = dtype_ == at::kDouble ? "float64" : "float32";
+  in.micro_batches = e_.scheme->micro_batches();
+  in.micro_batch_size = static_cast<double>(e_.run.batch_size) / std::max(in.micro_batches, 1);
+  // Per mini-batch: an epoch-long (or run-long) schedule run covers many.
+  in.step_seconds = traced_steps_.seconds / static_cast<double>(std::max<int64_t>(traced_steps_.mini_batches, 1));
+  in.steps = traced_steps_.runs;
+  in.placement = placement_;
+  for (const auto& s : stages_) {
+    in.parameter_bytes.push_back(tensor_bytes(s->module().parameters()));
+    in.buffer_bytes.push_back(tensor_bytes(s->module().buffers()));
+  }
+  in.optimizer_bytes = std::move(optimizer_bytes);
+  in.stored_versions = last_stage_metric((std::filesystem::path(e_.run.output) / "metrics/stages.csv").string(), "stored_versions", stage_count(), 1.0);
+  return in;
 }
 
 }  // namespace pipelab

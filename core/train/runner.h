@@ -114,8 +114,13 @@ class Runner {
   void finish_epoch(RunRecord& record, RunSummary& summary, struct TrainingProgress& progress, const EpochMetrics& m,
                     bool save_state);
   void save_checkpoint(const RunRecord& record, const std::string& name);
-  /// trace.json and metrics/actions.csv from the last traced schedule runs (run.trace).
-  void write_trace(RunRecord& record) const;
+  /// trace.json, metrics/actions.csv and metrics/costs.json from the last traced schedule
+  /// runs (run.trace). Called on every process (it gathers from all); `writer` writes.
+  void write_trace(RunRecord& record, bool writer) const;
+  /// Each stage's optimizer state bytes, from the process that runs it (a collective).
+  std::vector<int64_t> gathered_optimizer_bytes() const;
+  /// What costs.json needs besides the executor's stats.
+  struct StageCostInputs stage_cost_inputs(std::vector<int64_t> optimizer_bytes) const;
   std::vector<StagePolicy*> policies() const;
   void finish_summary(RunSummary& s) const;
 
@@ -131,6 +136,16 @@ class Runner {
   std::unique_ptr<DataLoader> train_, test_;
   std::map<int, Schedule> schedules_;
   ExecStats last_train_stats_;  ///< what the executor measured in the last training epoch
+  /// Wall time of the executor runs of the last training epoch (costs.json's step_seconds).
+  struct StepTiming {
+    double seconds = 0;
+    int64_t runs = 0, mini_batches = 0;
+    void add(double s, int64_t batches) {
+      seconds += s;
+      ++runs;
+      mini_batches += batches;
+    }
+  } traced_steps_;
   Schedule eval_schedule_;
   std::vector<int> placement_;  ///< the device of each stage (Scheme::placement)
   std::unique_ptr<class ShadowSync> shadow_;  ///< null unless run.shadow: sync

@@ -1,0 +1,104 @@
+#include "core/train/stage_costs.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace pipelab {
+namespace {
+
+double ratio(int64_t total, int64_t count) {
+  return count > 0 ? static_cast<double>(total) / static_cast<double>(count) : 0.0;
+}
+
+/// A count written as an integer when it is one (micro_batch_size, mean bytes), so that a
+/// reader comparing it with nbytes sees the same number.
+nlohmann::json number(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9e15) return static_cast<int64_t>(v);
+  return v;
+}
+
+template <class T>
+T at_or(const std::vector<T>& v, size_t i, T fallback) {
+  return i < v.size() ? v[i] : fallback;
+}
+
+}  // namespace
+
+int64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const at::Tensor& t : tensors) n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+  return n;
+}
+
+std::vector<double> last_stage_metric(const std::string& stages_csv, const std::string& metric, int stages,
+                                      double fallback) {
+  std::vector<double> out(static_cast<size_t>(stages), fallback);
+  std::ifstream in(stages_csv);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string epoch, step, stage, name, value;
+    std::getline(fields, epoch, ',');
+    std::getline(fields, step, ',');
+    std::getline(fields, stage, ',');
+    std::getline(fields, name, ',');
+    std::getline(fields, value, ',');
+    if (name != metric || value.empty() || value == "null") continue;
+    const int s = std::stoi(stage);
+    // Lines are appended in time order: the last one wins.
+    if (s >= 0 && s < stages) out[static_cast<size_t>(s)] = std::stod(value);
+  }
+  return out;
+}
+
+std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) {
+  nlohmann::json root;
+  root["format"] = "pipelab-stage-costs";
+  root["version"] = 1;
+  root["executor"] = in.executor;
+  root["scheme"] = in.scheme;
+  root["micro_batches"] = in.micro_batches;
+  root["micro_batch_size"] = number(in.micro_batch_size);
+  root["dtype"] = in.dtype;
+  root["step_seconds"] = in.step_seconds;
+  root["steps"] = in.steps;
+  nlohmann::json stages = nlohmann::json::array();
+  const size_t n = stats.forward.size();
+  for (size_t s = 0; s < n; ++s) {
+    nlohmann::json st;
+    st["stage"] = s;
+    st["device"] = at_or(in.placement, s, static_cast<int>(s));
+    st["forward"] = stats.forward[s].mean();
+    st["backward"] = stats.backward[s].mean();
+    st["backward_input"] = stats.backward_input[s].mean();
+    st["backward_weight"] = stats.backward_weight[s].mean();
+    st["head"] = stats.head[s].mean();
+    st["update"] = stats.update[s].mean();
+    // Edge s carries s -> s+1 forward; edge s-1 carries s -> s-1 backward (ExecStats).
+    st["activation_bytes"] = s + 1 < n ? number(ratio(stats.bytes_forward[s], stats.messages_forward[s])) : number(0);
+    st["gradient_bytes"] = s > 0 ? number(ratio(stats.bytes_backward[s - 1], stats.messages_backward[s - 1])) : number(0);
+    int64_t retained = 0, forwards = 0;
+    if (s < stats.actions.size()) {
+      for (const ActionRecord& a : stats.actions[s]) {
+        if (a.kind != ActionKind::Forward) continue;
+        retained += a.retained_bytes;
+        ++forwards;
+      }
+    }
+    st["retained_bytes"] = number(ratio(retained, forwards));
+    st["peak_activation_bytes"] = at_or<int64_t>(stats.peak_activation_bytes, s, 0);
+    st["parameter_bytes"] = at_or<int64_t>(in.parameter_bytes, s, 0);
+    st["buffer_bytes"] = at_or<int64_t>(in.buffer_bytes, s, 0);
+    st["optimizer_bytes"] = at_or<int64_t>(in.optimizer_bytes, s, 0);
+    st["stored_versions"] = number(at_or(in.stored_versions, s, 1.0));
+    stages.push_back(st);
+  }
+  root["stages"] = stages;
+  return root.dump(1) + "\n";
+}
+
+}  // namespace pipelab

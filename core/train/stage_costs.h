@@ -1,0 +1,39 @@
+#pragma once
+/// metrics/costs.json: what one stage of a traced run costs, measured — mean action times,
+/// message sizes, host memory (MemoryMeter) and the sizes of weights and optimizer state —
+/// in the form `pipelab simulate` reads back as a cost model (docs/design.md, "Runner and
+/// records"; README, "How results are laid out", for every key and unit).
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/exec/executor.h"
+
+namespace pipelab {
+
+/// What costs.json needs besides ExecStats: the run's identity and per-stage sizes.
+struct StageCostInputs {
+  std::string executor, scheme, dtype;
+  int micro_batches = 1;         ///< per mini-batch (Scheme::micro_batches)
+  double micro_batch_size = 0;   ///< examples per micro-batch
+  double step_seconds = 0;       ///< mean wall seconds of one mini-batch
+  int64_t steps = 0;             ///< executor runs timed for step_seconds
+  std::vector<int> placement;    ///< the device of each stage
+  std::vector<int64_t> parameter_bytes, buffer_bytes, optimizer_bytes;
+  std::vector<double> stored_versions;
+};
+
+/// costs.json's text for the traced `stats` (merged over processes) and `in`.
+std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in);
+
+/// The sum of the tensors' nbytes (undefined tensors count 0).
+int64_t tensor_bytes(const std::vector<at::Tensor>& tensors);
+
+/// Per stage (0..stages-1), the last value of `metric` in a metrics/stages.csv file
+/// (epoch,step,stage,metric,value), or `fallback` where the stage never reported it.
+std::vector<double> last_stage_metric(const std::string& stages_csv, const std::string& metric, int stages,
+                                      double fallback);
+
+}  // namespace pipelab
