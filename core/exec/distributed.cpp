@@ -15,6 +15,7 @@
 #include "core/exec/mailboxes.h"
 #include "core/exec/remote_receives.h"
 #include "core/exec/stage_threads.h"
+#include "core/exec/trace_merge.h"
 #include "core/schedule/dataflow.h"
 #include "core/schedule/lower.h"
 
@@ -139,6 +140,7 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
           const auto& actions = s.device(d);
           if (actions.empty() || !local_device(d)) return;
           device::StreamScope stream(slots.at(static_cast<size_t>(actions.front().stage)).stage->device(), d);
+          MemoryMeter::Install metered(stats_.memory);
           for (size_t i = 0; i < actions.size(); ++i) {
             if (local.cancelled()) throw Cancelled();
             run_action(i, work[static_cast<size_t>(d)], slots.at(static_cast<size_t>(actions[i].stage)), relay, mode,
@@ -257,6 +259,28 @@ void DistributedExecutor::merge_stats() {
   for (auto* counts : {&stats_.bytes_forward, &stats_.bytes_backward, &stats_.messages_forward,
                        &stats_.messages_backward}) {
     for (int64_t& c : *counts) c = static_cast<int64_t>(v[k++]);
+  }
+  if (stats_.trace) merge_trace();
+}
+
+void DistributedExecutor::merge_trace() {
+  // Each process's times count from its own ExecStats::origin on its own steady_clock, whose
+  // origin is arbitrary per process: they cannot be compared as they are. Every process
+  // leaves the barrier at nearly the same instant and reads its clock then (e_r); a time t
+  // of process r is t + (e_writer - e_r) on the writer's clock, off by the barrier's exit
+  // skew only. Nothing assumes a shared clock, so this holds across hosts too.
+  group_->barrier();
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - stats_.origin).count();
+  std::vector<int> mine;
+  for (int s = 0; s < stages(); ++s) {
+    if (stage_owner(s) == options_.rank) mine.push_back(s);
+  }
+  // The store keeps every key: each merge needs its own.
+  const std::vector<std::string> all =
+      group_->exchange(fmt::format("trace{}", trace_merges_++), encode_trace(stats_, mine, now));
+  if (!writes_results()) return;
+  for (int p = 0; p < options_.world_size; ++p) {
+    if (p != options_.rank) decode_trace(all.at(static_cast<size_t>(p)), now, stats_);
   }
 }
 

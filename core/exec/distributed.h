@@ -60,11 +60,14 @@ class DistributedExecutor : public Configured<Executor, DistributedOptions> {
   int devices() const { return devices_; }
   int stage_owner(int stage) const;
   void relay_results(std::vector<std::pair<int, struct MicroBatchResult>>& kept, Feed& feed);
+  /// Brings every process's traced actions and memory peaks to the writer, on its clock.
+  void merge_trace();
 
   std::unique_ptr<dist::ProcessGroup> group_;
   std::unique_ptr<StageThreads> threads_;
   std::vector<int> placement_;  ///< the device of each stage, fixed by attach()
   int devices_ = 0;
+  int64_t trace_merges_ = 0;  ///< merge_trace() calls so far (each uses its own store key)
 };
 
 }  // namespace pipelab

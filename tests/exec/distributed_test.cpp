@@ -4,8 +4,12 @@
 // owns the last stage, and a rank that fails or disappears stops the others with an error.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <future>
+#include <set>
+#include <sstream>
 
 #include "core/dist/process_group.h"
 #include "core/exec/distributed.h"
@@ -142,6 +146,69 @@ TEST(DistributedExecutor, ARankThatNeverJoinsIsAnErrorAfterTheTimeout) {
   o.timeout_seconds = 1;
   const std::string message = testing::user_error([&] { dist::ProcessGroup group(o); });
   EXPECT_NE(message.find("rank 0 of 2 could not join the process group at 127.0.0.1:"), std::string::npos) << message;
+}
+
+TEST(DistributedExecutor, TwoProcessesTraceMergesOntoTheWritersClock) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  // Two Runners, one per rank (as `pipelab launch` starts them), on threads of this process.
+  const char* yaml = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 4]}
+dataset:   {type: synthetic, samples: 64, test_samples: 16, shape: [12], classes: 4}
+partition: {stages: 2, balance: [2, 2]}
+scheme:    {type: gpipe, chunks: 4}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 1, batch_size: 16, seed: 1, threads: 1}
+)";
+  testing::TempDir dir;
+  const int port = dist::free_port();
+  std::vector<std::future<void>> ranks;
+  for (int p = 0; p < 2; ++p) {
+    ranks.push_back(std::async(std::launch::async, [&, p] {
+      Experiment e = testing::experiment(
+          yaml, dir.file("run"),
+          {fmt::format("run.executor={{type: distributed, rank: {}, world_size: 2, master: '127.0.0.1:{}', "
+                       "timeout_s: 60, intra_op_threads: 1}}",
+                       p, port)});
+      RunnerOptions options;
+      options.quiet = true;
+      Runner(e, options).run();
+    }));
+  }
+  for (auto& r : ranks) r.get();
+  // Rank 1 (the last stage) writes; stage 0's actions came from rank 0.
+  const nlohmann::json trace = nlohmann::json::parse(testing::read_text(dir.file("run/trace.json")));
+  std::map<std::string, std::vector<std::pair<double, double>>> slices;  // name -> (start, end) in us
+  std::set<int> tracks;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const double ts = e["ts"].get<double>();
+    slices[e["name"].get<std::string>()].push_back({ts, ts + e["dur"].get<double>()});
+    tracks.insert(e["tid"].get<int>());
+  }
+  EXPECT_EQ(tracks, (std::set<int>{0, 1}));
+  constexpr double kToleranceUs = 5000;
+  for (int j = 0; j < 4; ++j) {
+    const auto& first = slices[fmt::format("0F{}", j)];
+    const auto& second = slices[fmt::format("1F{}", j)];
+    ASSERT_EQ(first.size(), 4u) << j;  // one per mini-batch
+    ASSERT_EQ(second.size(), first.size()) << j;
+    // The n-th F of micro-batch j on stage 1 consumes the n-th one's activation of stage 0.
+    for (size_t n = 0; n < first.size(); ++n) EXPECT_GE(second[n].first, first[n].second - kToleranceUs) << j << " " << n;
+  }
+  std::istringstream csv(testing::read_text(dir.file("run/metrics/actions.csv")));
+  std::map<std::string, int> rows;  // stage -> lines
+  std::string line;
+  std::getline(csv, line);
+  while (std::getline(csv, line)) ++rows[line.substr(line.find(',') + 1, 1)];
+  EXPECT_EQ(rows["0"], 4 * 9);
+  EXPECT_EQ(rows["1"], 4 * 9);
+  // Stage 0's memory and optimizer state were measured on rank 0.
+  const nlohmann::json costs = nlohmann::json::parse(testing::read_text(dir.file("run/metrics/costs.json")));
+  for (const auto& s : costs["stages"]) {
+    EXPECT_GT(s["retained_bytes"].get<int64_t>(), 0) << s.dump();
+    EXPECT_GT(s["peak_activation_bytes"].get<int64_t>(), 0) << s.dump();
+    EXPECT_EQ(s["optimizer_bytes"], s["parameter_bytes"]) << s.dump();
+  }
 }
 
 }  // namespace
