@@ -41,6 +41,7 @@ class Traced {
     if (!stats_) return;
     // An F's allocations still alive now are its micro-batch's: saved activations, output.
     if (record_.kind == ActionKind::Forward) record_.retained_bytes = memory_.retained();
+    record_.peak_rise_bytes = memory_.peak_rise();
     record_.end = seconds();
     record_.device_end_mark = device::mark(device_);
     stats_->actions[static_cast<size_t>(stage_)].push_back(std::move(record_));

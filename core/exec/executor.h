@@ -69,6 +69,9 @@ struct ActionRecord {
   /// F only: host bytes allocated during the action and still alive at its end (what one
   /// micro-batch in flight holds until its backward; MemoryMeter). 0 for other actions.
   int64_t retained_bytes = 0;
+  /// How far its stage's host bytes rose above their level at the action's start, at most
+  /// (temporaries, a gradient allocated; MemoryMeter::Scope::peak_rise).
+  int64_t peak_rise_bytes = 0;
 };
 
 /// What an executor measured: per-stage action times and per-edge traffic.

@@ -14,6 +14,7 @@
 #include "core/train/shadow_sync.h"
 #include "core/train/stage_costs.h"
 #include "core/train/trace.h"
+#include "core/util/memory_meter.h"
 #include "core/train/state_dict.h"
 #include "core/train/training_state.h"
 #include "core/util/progress.h"
@@ -35,6 +36,10 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
   Executor& executor = *e_.executor;
   executor.stats().trace = e_.run.trace && epoch + 1 == e_.run.epochs;
   executor.stats().reset(stage_count());
+  // This thread frees what the actions leave behind (a mini-batch's messages and results):
+  // the meter must hear of those frees too, or the stages' counts would drift.
+  MemoryMeter::Install metered(executor.stats().memory);
+  MemoryMeter::QuietAllocatorLog quiet(executor.stats().memory);
   traced_steps_ = {};
   train_->start_epoch(epoch);
   const int64_t steps = train_->batches();

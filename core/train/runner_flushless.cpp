@@ -14,6 +14,7 @@
 #include "core/train/runner_flushless.h"
 #include "core/train/shadow_sync.h"
 #include "core/train/state_dict.h"
+#include "core/util/memory_meter.h"
 #include "core/util/progress.h"
 
 namespace pipelab {
@@ -49,6 +50,10 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   Executor& executor = *e_.executor;
   executor.stats().trace = e_.run.trace;
   executor.stats().reset(stage_count());
+  // This thread frees what the actions leave behind: the meter must hear of it (as in
+  // train_epoch).
+  MemoryMeter::Install metered(executor.stats().memory);
+  MemoryMeter::QuietAllocatorLog quiet(executor.stats().memory);
   const int epochs = e_.run.epochs;
   const int64_t per_epoch = train_->batches();
   std::filesystem::create_directories(snapshot_folder(record));

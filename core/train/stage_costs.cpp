@@ -1,5 +1,7 @@
 #include "core/train/stage_costs.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -90,6 +92,23 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
       }
     }
     st["retained_bytes"] = number(ratio(retained, forwards));
+    // Each kind's typical transient: the median rise above the level at the action's start.
+    // The median, not the peak: a mini-batch's first backward also allocates the gradient,
+    // which the simulator counts apart (with the weights).
+    for (const auto& [key, kind] : {std::pair{"forward_transient_bytes", ActionKind::Forward},
+                                    {"backward_transient_bytes", ActionKind::Backward},
+                                    {"backward_input_transient_bytes", ActionKind::BackwardInput},
+                                    {"backward_weight_transient_bytes", ActionKind::BackwardWeight},
+                                    {"update_transient_bytes", ActionKind::Update}}) {
+      std::vector<int64_t> rises;
+      if (s < stats.actions.size()) {
+        for (const ActionRecord& a : stats.actions[s]) {
+          if (a.kind == kind) rises.push_back(a.peak_rise_bytes);
+        }
+      }
+      std::nth_element(rises.begin(), rises.begin() + static_cast<std::ptrdiff_t>(rises.size() / 2), rises.end());
+      st[key] = rises.empty() ? 0 : rises[rises.size() / 2];
+    }
     st["peak_activation_bytes"] = at_or<int64_t>(stats.peak_activation_bytes, s, 0);
     st["parameter_bytes"] = at_or<int64_t>(in.parameter_bytes, s, 0);
     st["buffer_bytes"] = at_or<int64_t>(in.buffer_bytes, s, 0);

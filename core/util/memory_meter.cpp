@@ -1,5 +1,7 @@
 #include "core/util/memory_meter.h"
 
+#include <c10/util/Logging.h>
+
 #include <algorithm>
 
 namespace pipelab {
@@ -18,7 +20,11 @@ MemoryMeter::Scope::Scope(MemoryMeter* meter, int tag) : meter_(meter) {
     std::lock_guard<std::mutex> lock(meter_->mutex_);
     id_ = meter_->next_scope_++;
     meter_->open_scopes_[id_] = 0;
+    Usage& u = meter_->tags_[tag];
+    u.window_peak = u.current;
+    start_ = u.current;
   }
+  tag_ = tag;
   previous_tag_ = t_tag;
   previous_scope_ = t_scope;
   t_tag = tag;
@@ -40,8 +46,24 @@ int64_t MemoryMeter::Scope::retained() const {
   return it == meter_->open_scopes_.end() ? 0 : it->second;
 }
 
+int64_t MemoryMeter::Scope::peak_rise() const {
+  if (!meter_) return 0;
+  std::lock_guard<std::mutex> lock(meter_->mutex_);
+  return meter_->tags_[tag_].window_peak - start_;
+}
+
 MemoryMeter::Install::Install(const std::shared_ptr<MemoryMeter>& meter) {
   if (meter) guard_.emplace(c10::DebugInfoKind::PROFILER_STATE, meter);
+}
+
+MemoryMeter::QuietAllocatorLog::QuietAllocatorLog(const std::shared_ptr<MemoryMeter>& meter) {
+  if (!meter) return;
+  previous_ = FLAGS_caffe2_log_level;
+  FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);  // 2: ERROR
+}
+
+MemoryMeter::QuietAllocatorLog::~QuietAllocatorLog() {
+  if (previous_) FLAGS_caffe2_log_level = *previous_;
 }
 
 void MemoryMeter::release(const Block& b) {
@@ -71,6 +93,7 @@ void MemoryMeter::reportMemoryUsage(void* ptr, int64_t alloc_size, size_t /*tota
   Usage& u = tags_[b.tag];
   u.current += b.bytes;
   u.peak = std::max(u.peak, u.current);
+  u.window_peak = std::max(u.window_peak, u.current);
   const auto scope = open_scopes_.find(b.scope);
   if (scope != open_scopes_.end()) scope->second += b.bytes;
 }

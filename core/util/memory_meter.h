@@ -40,6 +40,7 @@ class MemoryMeter : public c10::MemoryReportingInfoBase {
   /// Current and peak bytes of one tag.
   struct Usage {
     int64_t current = 0, peak = 0;
+    int64_t window_peak = 0;  ///< the peak since the tag's latest Scope began
   };
 
   /// While alive, this thread's allocations are charged to `tag`, and the bytes allocated in
@@ -52,12 +53,17 @@ class MemoryMeter : public c10::MemoryReportingInfoBase {
     Scope& operator=(const Scope&) = delete;
     /// Bytes allocated in this scope (on this thread) that are still alive now.
     int64_t retained() const;
+    /// How far the tag's current bytes rose above their level at the scope's start, at most,
+    /// so far: an action's transient need (its temporaries, a gradient it allocates).
+    int64_t peak_rise() const;
 
    private:
     MemoryMeter* meter_;
     int previous_tag_ = kNoTag;
     uint64_t previous_scope_ = 0;
     uint64_t id_ = 0;
+    int tag_ = kNoTag;
+    int64_t start_ = 0;  ///< the tag's current bytes at the start
   };
 
   /// While alive, `meter` (may be null: then nothing) receives this thread's CPU allocator
@@ -70,6 +76,22 @@ class MemoryMeter : public c10::MemoryReportingInfoBase {
 
    private:
     std::optional<c10::DebugInfoGuard> guard_;
+  };
+
+  /// While alive and given a meter, c10's own log (LOG(WARNING); not TORCH_WARN, whose
+  /// warnings still show) prints errors only: freeing a block older than the meter on a
+  /// metered thread (the weights, a batch) makes c10/core/CPUAllocator.cpp log "Memory block
+  /// of unknown size was allocated before the profiling started", expected here and
+  /// alarming to read. Process-wide, so one per run, around the metered epoch.
+  class QuietAllocatorLog {
+   public:
+    explicit QuietAllocatorLog(const std::shared_ptr<MemoryMeter>& meter);
+    ~QuietAllocatorLog();
+    QuietAllocatorLog(const QuietAllocatorLog&) = delete;
+    QuietAllocatorLog& operator=(const QuietAllocatorLog&) = delete;
+
+   private:
+    std::optional<int> previous_;
   };
 
   void reportMemoryUsage(void* ptr, int64_t alloc_size, size_t total_allocated, size_t total_reserved,

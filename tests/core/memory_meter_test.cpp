@@ -38,6 +38,32 @@ TEST(MemoryMeter, CountsATensorUnderItsTagUntilItIsFreed) {
   EXPECT_EQ(meter->usage(MemoryMeter::kNoTag).current, 7);
 }
 
+TEST(MemoryMeter, PeakRiseIsTheHighestLevelAboveTheScopesStart) {
+  // An action's transient need: 4000 bytes alive before; inside, 2000 then 1000 more (3000
+  // above the start), 2000 freed, then 400: the rise is 3000 and 1400 stays.
+  auto meter = std::make_shared<MemoryMeter>();
+  MemoryMeter::Install installed(meter);
+  MemoryMeter::Scope before(meter.get(), 2);
+  at::Tensor old = at::empty({1000}, at::kFloat);
+  at::Tensor kept;
+  {
+    MemoryMeter::Scope action(meter.get(), 2);
+    at::Tensor a = at::empty({500}, at::kFloat);
+    kept = at::empty({250}, at::kFloat);
+    a.reset();
+    at::Tensor b = at::empty({100}, at::kFloat);
+    EXPECT_EQ(action.peak_rise(), 3000);
+    EXPECT_EQ(action.retained(), 1400);
+    // A later scope starts its window at the level it finds.
+    b.reset();
+  }
+  MemoryMeter::Scope next(meter.get(), 2);
+  EXPECT_EQ(next.peak_rise(), 0);
+  at::Tensor c = at::empty({10}, at::kFloat);
+  EXPECT_EQ(next.peak_rise(), 40);
+  EXPECT_EQ(meter->usage(2).peak, 4000 + 3000);
+}
+
 TEST(MemoryMeter, SeesOnlyThreadsItIsInstalledOn) {
   auto meter = std::make_shared<MemoryMeter>();
   std::thread([&] {

@@ -94,12 +94,12 @@ TEST(Simulate, MemoryByHand) {
     k.optimizer_bytes = 10;
     k.buffer_bytes = 1;
   }
-  // GPipe without checkpointing keeps all 4 micro-batches; weights, one gradient, optimizer
-  // state and buffers: 10 + 10 + 10 + 1.
+  // GPipe without checkpointing keeps all 4 micro-batches; weights, the gradient, the
+  // optimizer's last gradient, its state and buffers: 10 + 10 + 10 + 10 + 1.
   sim::SimResult r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: never}"), 2, 4, 1, c, {});
-  EXPECT_EQ(r.static_bytes, (std::vector<double>{31, 31}));
+  EXPECT_EQ(r.static_bytes, (std::vector<double>{41, 41}));
   EXPECT_EQ(r.peak_activation_bytes, (std::vector<double>{400, 400}));
-  EXPECT_EQ(r.peak_bytes, (std::vector<double>{431, 431}));
+  EXPECT_EQ(r.peak_bytes, (std::vector<double>{441, 441}));
   // 1F1B keeps D - r.
   r = sim::simulate(*scheme("{type: pipedream_flush, chunks: 4}"), 2, 4, 1, c, {});
   EXPECT_EQ(r.peak_activation_bytes, (std::vector<double>{200, 100}));
@@ -107,16 +107,16 @@ TEST(Simulate, MemoryByHand) {
   // the last F recomputes the rest: 80 + 80 = 160.
   r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: always}"), 2, 4, 1, c, {});
   EXPECT_EQ(r.peak_activation_bytes[1], 160);
-  // PipeDream stashes D - r versions: stage 0 of 4 holds 4 weight versions + a gradient.
+  // PipeDream stashes D - r versions: stage 0 of 4 holds 4 weight versions + 2 gradients.
   r = sim::simulate(*scheme("{type: pipedream}"), 4, 8, 1, [&] {
     sim::SimCosts four = uniform(4, 20);
     for (sim::StageCosts& k : four.stages) k.parameter_bytes = 10;
     return four;
   }(), {});
-  EXPECT_EQ(r.static_bytes, (std::vector<double>{50, 40, 30, 20}));
+  EXPECT_EQ(r.static_bytes, (std::vector<double>{60, 50, 40, 30}));
   // The curve starts at the static bytes and ends there (every micro-batch done).
-  EXPECT_EQ(r.memory[0].front().bytes, 50);
-  EXPECT_EQ(r.memory[0].back().bytes, 50);
+  EXPECT_EQ(r.memory[0].front().bytes, 60);
+  EXPECT_EQ(r.memory[0].back().bytes, 60);
 }
 
 TEST(Simulate, SteadyStateOfAPipelineNeverFlushed) {

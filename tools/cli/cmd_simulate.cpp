@@ -10,6 +10,7 @@
 #include "core/io/atomic_file.h"
 #include "core/model/block_costs.h"
 #include "tools/cli/model_input.h"
+#include "tools/simulate/block_memory.h"
 #include "tools/simulate/derive.h"
 #include "tools/simulate/report.h"
 #include "tools/simulate/svg_timeline.h"
@@ -28,29 +29,38 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return out;
 }
 
-/// "interleaved_1f1b:virtual_stages=2:stages=16" -> the scheme section and a stage count
-/// (`stages` is the simulator's, not the scheme's; 0 = --stages). The file's own scheme type
+/// One entry of --schemes.
+struct SchemeSpec {
+  YAML::Node section;
+  int stages = 0;        ///< 0: --stages
+  int microbatches = 0;  ///< 0: the default M
+};
+
+/// "interleaved_1f1b:virtual_stages=2:stages=16" -> the scheme section, with `stages` and
+/// `microbatches` taken out (the simulator's, not the scheme's). The file's own scheme type
 /// starts from the file's section.
-std::pair<YAML::Node, int> scheme_spec(const std::string& spec, const Scheme& file_scheme) {
+SchemeSpec scheme_spec(const std::string& spec, const Scheme& file_scheme) {
   const std::vector<std::string> parts = split(spec, ':');
   if (parts.empty()) throw UsageError{fmt::format("--schemes: empty scheme name in '{}'", spec)};
   YAML::Node node = parts[0] == file_scheme.type() ? YAML::Clone(file_scheme.resolved()) : YAML::Node(YAML::NodeType::Map);
   node["type"] = parts[0];
-  int stages = 0;
+  SchemeSpec out;
   for (size_t i = 1; i < parts.size(); ++i) {
     const size_t eq = parts[i].find('=');
     if (eq == std::string::npos || eq == 0) {
       throw UsageError{fmt::format("--schemes {}: '{}' is not key=value (e.g. gpipe:chunks=8)", spec, parts[i])};
     }
     const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
-    if (key == "stages") {
-      stages = std::atoi(value.c_str());
-      if (stages < 1) throw UsageError{fmt::format("--schemes {}: stages must be a positive number", spec)};
+    if (key == "stages" || key == "microbatches") {
+      const int n = std::atoi(value.c_str());
+      if (n < 1) throw UsageError{fmt::format("--schemes {}: {} must be a positive number", spec, key)};
+      (key == "stages" ? out.stages : out.microbatches) = n;
     } else {
       node[key] = YAML::Load(value);
     }
   }
-  return {node, stages};
+  out.section = node;
+  return out;
 }
 
 /// Writes `text` to `path`, making its folder first.
@@ -108,7 +118,7 @@ class CostSource {
     }
     const DataSpec spec = data_spec(e, vm);
     blocks_ = profile_blocks(e.model->define(spec), spec, static_cast<uint64_t>(e.run.seed));
-    memory_ = sim::estimated_block_memory(blocks_);
+    memory_ = sim::measure_block_memory(e.model->define(spec), spec, static_cast<uint64_t>(e.run.seed));
   }
   bool derived() const { return !file_; }
   const std::optional<sim::SimCosts>& file() const { return file_; }
@@ -152,11 +162,13 @@ int simulate(const Args& args) {
       "set", po::value(&sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
       "schemes", po::value(&schemes_text),
       "schemes to compare, comma-separated, each NAME[:key=value...] (e.g. gpipe,zb_h1,"
-      "interleaved_1f1b:virtual_stages=2:stages=16; stages= is the stage count for that scheme); default: the file's")(
+      "interleaved_1f1b:virtual_stages=2:stages=16, single:microbatches=1; stages= and microbatches= set the stage "
+      "and micro-batch counts for that scheme); default: the file's")(
       "stages", po::value(&stages), "model stages D (default: the file's partition.stages)")(
       "microbatches", po::value(&micro),
-      "micro-batches per mini-batch for flushed schemes (default: the file's scheme's, else each scheme's own); a "
-      "scheme that is not flushed per mini-batch runs 4D mini-batches of the whole batch")(
+      "micro-batches M per mini-batch (default: the measured run's, else the file's scheme's, else each scheme's "
+      "own); a scheme that is not "
+      "flushed per mini-batch runs units of the same size, its step being M of them once the pipeline is full")(
       "costs", po::value(&costs_file), "costs file: a run's metrics/costs.json (measured) or a YAML file (given)")(
       "device-flops", po::value(&device.tflops), "derive costs: the device's achieved TFLOP/s")(
       "memory-bw", po::value(&device.memory_gbs), "derive costs: memory bandwidth, GB/s (0: not limiting)")(
@@ -217,17 +229,16 @@ int simulate(const Args& args) {
   if (stages < 1 || (vm.count("microbatches") && micro < 1)) throw UsageError{"--stages and --microbatches must be positive"};
 
   std::vector<std::pair<std::string, std::unique_ptr<Scheme>>> schemes;
-  std::vector<int> scheme_stages;
+  std::vector<SchemeSpec> specs;
   for (const std::string& spec : split(schemes_text, ',')) {
-    auto [node, d] = scheme_spec(spec, *e.scheme);
+    specs.push_back(scheme_spec(spec, *e.scheme));
     auto src = std::make_shared<ConfigSource>("--schemes " + spec);
-    schemes.emplace_back(spec, Registry<Scheme>::get().create(ConfigNode(node, src, "scheme")));
-    scheme_stages.push_back(d);
+    schemes.emplace_back(spec, Registry<Scheme>::get().create(ConfigNode(specs.back().section, src, "scheme")));
   }
   if (schemes.empty()) {
     schemes.emplace_back(e.scheme->type(), Registry<Scheme>::get().create(ConfigNode(e.scheme->resolved(),
                                                                                      e.source, "scheme")));
-    scheme_stages.push_back(0);
+    specs.emplace_back();
   }
   const double batch = static_cast<double>(e.run.batch_size);
   std::vector<SchemeRow> rows;
@@ -236,24 +247,32 @@ int simulate(const Args& args) {
     SchemeRow row;
     row.name = name;
     try {
-      int d = scheme->stages(scheme_stages[i] ? scheme_stages[i] : stages);
+      int d = scheme->stages(specs[i].stages ? specs[i].stages : stages);
       const bool flushed = scheme->span() == Span::MiniBatch;
       const int per_step = std::max(1, scheme->micro_batches());
-      // Flushed schemes run --microbatches, else the file's scheme's count, else their own.
+      // M micro-batches per mini-batch: --microbatches, else the measured run's, else the
+      // file's scheme's, else the scheme's own. A scheme that is not flushed runs units of the same size (PipeDream's
+      // "mini-batch" is then one of these), enough of them to reach its steady state.
       const int file_micro = e.scheme->span() == Span::MiniBatch ? e.scheme->micro_batches() : 0;
-      int units = flushed ? (micro > 0 ? micro : file_micro > 1 ? file_micro : per_step)
-                          : ((4 * d + per_step - 1) / per_step) * per_step;
-      const double examples = flushed ? batch / units : batch;
+      const int measured_micro = source.file() ? source.file()->micro_batches : 0;
+      const int m = specs[i].microbatches > 0 ? specs[i].microbatches
+                    : micro > 0                 ? micro
+                    : measured_micro > 0        ? measured_micro
+                    : file_micro > 1            ? file_micro
+                                                : per_step;
+      int units = flushed ? m : ((std::max(4 * d, m) + per_step - 1) / per_step) * per_step;
+      double examples = batch / m;
       sim::SimCosts costs;
       if (scheme->topology() == Topology::Replicas) {
         units = d;
+        examples = batch / d;  // each replica's shard
         costs = as_replicas(source.costs(source.derived() ? 1 : static_cast<int>(source.file()->stages.size()),
-                                         batch / d),
+                                         examples),
                             d);
       } else {
         costs = source.costs(d, examples);
       }
-      row.result = sim::simulate(*scheme, d, units, examples, costs, sim_options);
+      row.result = sim::simulate(*scheme, d, units, examples, costs, sim_options, m);
     } catch (const UserError& err) {
       row.error = err.what();
     }
@@ -276,11 +295,33 @@ int simulate(const Args& args) {
              sim_options.slow.empty() ? "" : "; slow devices given");
   const std::string table = sim::markdown_table(rows);
   fmt::print("{}\n{}", table, sim::memory_lines(rows));
-  if (const auto& f = source.file(); f && f->step_seconds > 0 && rows.size() == 1 && rows[0].error.empty()) {
+  // The replay of a run's own measured costs, against what that run measured.
+  const auto& f = source.file();
+  if (f && f->step_seconds > 0 && rows.size() == 1 && rows[0].error.empty() &&
+      schemes[0].second->type() == f->scheme &&
+      (schemes[0].second->span() != Span::MiniBatch || rows[0].result.units == f->micro_batches)) {
     const double predicted = rows[0].result.step_seconds;
     fmt::print("\nmeasured step {:.3f} ms ({} steps of {} with the {} executor); predicted {:.3f} ms: {:+.1f}%\n",
                f->step_seconds * 1e3, f->steps, f->scheme, f->executor, predicted * 1e3,
                100 * (predicted - f->step_seconds) / f->step_seconds);
+    // What the allocator saw during the run: activations, temporaries and the gradients,
+    // the one being accumulated and the optimizer's last (the weights and the optimizer
+    // state were allocated before the meter started).
+    const sim::SimResult& r = rows[0].result;
+    const std::vector<int> placement = r.schedule.placement();
+    for (size_t st = 0; st < f->stages.size() && st < placement.size(); ++st) {
+      const size_t d = static_cast<size_t>(placement[st]);
+      const double measured = f->stages[st].peak_activation_bytes;
+      double gradients = 0;
+      for (size_t q = 0; q < placement.size(); ++q) {
+        if (static_cast<size_t>(placement[q]) == d) gradients += 2 * f->stages[q].parameter_bytes;
+      }
+      const double predicted_bytes = r.peak_activation_bytes[d] + gradients;
+      if (measured <= 0) continue;
+      fmt::print("stage {}: host peak of activations, gradient and temporaries measured {:.2f} MiB, predicted {:.2f} MiB: "
+                 "{:+.1f}%\n",
+                 st, measured / (1 << 20), predicted_bytes / (1 << 20), 100 * (predicted_bytes - measured) / measured);
+    }
   }
   const bool several = rows.size() > 1;
   for (const SchemeRow& row : rows) {

@@ -18,6 +18,17 @@ double StageCosts::seconds(char k) const {
   }
 }
 
+double StageCosts::transient(char k) const {
+  switch (k) {
+    case 'F': return forward_transient_bytes;
+    case 'B': return backward_transient_bytes;
+    case 'I': return backward_input_transient_bytes > 0 ? backward_input_transient_bytes : backward_transient_bytes;
+    case 'W': return backward_weight_transient_bytes > 0 ? backward_weight_transient_bytes : backward_transient_bytes;
+    case 'U': return update_transient_bytes;
+    default: return 0;
+  }
+}
+
 SimCosts SimCosts::scaled_to(double examples) const {
   if (micro_batch_size <= 0 || examples == micro_batch_size) return *this;
   const double f = examples / micro_batch_size;
@@ -25,7 +36,9 @@ SimCosts SimCosts::scaled_to(double examples) const {
   out.micro_batch_size = examples;
   for (StageCosts& s : out.stages) {
     for (double* v : {&s.forward, &s.backward, &s.backward_input, &s.backward_weight, &s.head, &s.activation_bytes,
-                      &s.gradient_bytes, &s.retained_bytes, &s.peak_activation_bytes}) {
+                      &s.gradient_bytes, &s.retained_bytes, &s.peak_activation_bytes, &s.forward_transient_bytes,
+                      &s.backward_transient_bytes, &s.backward_input_transient_bytes,
+                      &s.backward_weight_transient_bytes}) {
       *v *= f;
     }
   }

@@ -19,6 +19,9 @@ struct StageCosts {
   double gradient_bytes = 0;    ///< sent back per micro-batch (0 on stage 0)
   double retained_bytes = 0;    ///< held from a micro-batch's F until its backward ends
   double peak_activation_bytes = 0;  ///< measured peak of activations (for validation; not replayed)
+  /// Per kind, the bytes an action needs above the level at its start while it runs.
+  double forward_transient_bytes = 0, backward_transient_bytes = 0, backward_input_transient_bytes = 0,
+         backward_weight_transient_bytes = 0, update_transient_bytes = 0;
   double parameter_bytes = 0, buffer_bytes = 0, optimizer_bytes = 0;
   double stored_versions = 1;  ///< weight versions the measured scheme held (informational)
   int stage = 0, device = 0;   ///< as measured (informational)
@@ -37,6 +40,11 @@ struct StageCosts {
     v("gradient_bytes", gradient_bytes, "bytes sent back per micro-batch", non_negative);
     v("retained_bytes", retained_bytes, "bytes one in-flight micro-batch holds until its backward", non_negative);
     v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", non_negative);
+    v("forward_transient_bytes", forward_transient_bytes, "bytes an F needs while it runs", non_negative);
+    v("backward_transient_bytes", backward_transient_bytes, "bytes a B needs while it runs", non_negative);
+    v("backward_input_transient_bytes", backward_input_transient_bytes, "bytes an I needs while it runs", non_negative);
+    v("backward_weight_transient_bytes", backward_weight_transient_bytes, "bytes a W needs while it runs", non_negative);
+    v("update_transient_bytes", update_transient_bytes, "bytes a U needs while it runs", non_negative);
     v("parameter_bytes", parameter_bytes, "bytes of the stage's parameters", non_negative);
     v("buffer_bytes", buffer_bytes, "bytes of its buffers (batch-norm statistics)", non_negative);
     v("optimizer_bytes", optimizer_bytes, "bytes of its optimizer state", non_negative);
@@ -44,6 +52,8 @@ struct StageCosts {
   }
   /// Seconds of compute action kind `k` ('F', 'B', 'I', 'W', 'H', 'U').
   double seconds(char k) const;
+  /// Transient bytes of compute action kind `k` (an I or W without its own figure: B's).
+  double transient(char k) const;
 };
 
 /// The link between any two devices.

@@ -39,7 +39,8 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, int devices) {
 
 /// Memory per device over the replay: the static part, then +retained at each F's end
 /// (only the input under recompute, the rest from the backward's start) and -retained when
-/// the micro-batch's backward ends (its W, when the backward is split).
+/// the micro-batch's backward ends (its W, when the backward is split); while an action
+/// runs, its transient bytes on top.
 void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   const std::vector<int> placement = r.schedule.placement();
   const size_t devices = static_cast<size_t>(r.devices);
@@ -53,9 +54,11 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
     const StageCosts& k = c.stages[static_cast<size_t>(s)];
     const int d = placement[static_cast<size_t>(s)];
     if (d < 0) continue;
-    // Weights in every version, one gradient, the optimizer's state, the buffers.
+    // Weights in every version, the gradient being accumulated and the one the optimizer
+    // keeps from its last step (pipelab's Optimizer::last_gradient, which predictors read),
+    // the optimizer's state, the buffers.
     r.static_bytes[static_cast<size_t>(d)] +=
-        k.parameter_bytes * (held.back().weight_versions + 1) + k.optimizer_bytes + k.buffer_bytes;
+        k.parameter_bytes * (held.back().weight_versions + 2) + k.optimizer_bytes + k.buffer_bytes;
   }
   for (size_t d = 0; d < devices; ++d) {
     std::vector<std::pair<double, double>> changes;  // (time, delta)
@@ -69,9 +72,16 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
       const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
       const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
       const double kept = recompute ? std::min(k.gradient_bytes, k.retained_bytes) : k.retained_bytes;
+      // What the action needs while it runs, above the level at its start (measured costs).
+      const double transient = k.transient(static_cast<char>(a.kind));
+      if (transient > 0) {
+        changes.push_back({x.start, transient});
+        changes.push_back({x.end, -transient});
+      }
       if (a.kind == ActionKind::Forward) changes.push_back({x.end, kept});
       const bool first_backward = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput;
-      if (first_backward && recompute) changes.push_back({x.start, k.retained_bytes - kept});
+      // The recomputed forward (a measured transient includes it already).
+      if (first_backward && recompute && transient == 0) changes.push_back({x.start, k.retained_bytes - kept});
       const bool last_backward = a.kind == ActionKind::BackwardWeight ||
                                  (a.kind == ActionKind::Backward && !split.count({a.stage, a.mb}));
       if (last_backward) changes.push_back({x.end, -k.retained_bytes});
@@ -125,7 +135,7 @@ double total_busy(const SimResult& r, std::vector<double>* per_device) {
 }  // namespace
 
 SimResult simulate(const Scheme& scheme, int stages, int units, double examples, const SimCosts& costs,
-                   const SimOptions& options) {
+                   const SimOptions& options, int units_per_step) {
   SimResult r = replay_scheme(scheme, stages, units, costs, options);
   const double busy = total_busy(r, &r.busy);
   if (scheme.span() == Span::MiniBatch) {
@@ -133,12 +143,13 @@ SimResult simulate(const Scheme& scheme, int stages, int units, double examples,
     r.samples_per_second = r.makespan > 0 ? units * examples / r.makespan : 0;
     r.bubble = r.makespan > 0 ? 1 - busy / (r.devices * r.makespan) : 0;
   } else {
-    // A pipeline that runs on: the time per mini-batch once it is full, and the idle share
-    // of that time, from the difference of two replays (U and 2U mini-batches).
+    // A pipeline that runs on: the time per unit once it is full, and the idle share of
+    // that time, from the difference of two replays (U and 2U units).
     const SimResult twice = replay_scheme(scheme, stages, 2 * units, costs, options);
     const double span = twice.makespan - r.makespan;
-    r.step_seconds = span / units;
-    r.samples_per_second = r.step_seconds > 0 ? examples / r.step_seconds : 0;
+    const double per_unit = span / units;
+    r.step_seconds = per_unit * units_per_step;
+    r.samples_per_second = per_unit > 0 ? examples / per_unit : 0;
     r.bubble = span > 0 ? 1 - (total_busy(twice, nullptr) - busy) / (r.devices * span) : 0;
   }
   double bytes = 0;
@@ -150,8 +161,8 @@ SimResult simulate(const Scheme& scheme, int stages, int units, double examples,
       }
     }
   }
-  // Per step: a flushed scheme's replay is one step; otherwise per mini-batch.
-  r.bytes_per_step = scheme.span() == Span::MiniBatch ? bytes : bytes / units;
+  // Per step: a flushed scheme's replay is one step; otherwise units_per_step units' share.
+  r.bytes_per_step = scheme.span() == Span::MiniBatch ? bytes : bytes * units_per_step / units;
   add_memory(r, scheme, costs);
   return r;
 }

@@ -30,7 +30,7 @@ struct SimResult {
   int stages = 0, devices = 0, units = 0;
   double makespan = 0;
   /// One step: a flushed mini-batch's makespan; for a pipeline that is never (or only per
-  /// epoch) flushed, the steady-state time per mini-batch.
+  /// epoch) flushed, the steady-state time of units_per_step units.
   double step_seconds = 0;
   double samples_per_second = 0;
   double bubble = 0;           ///< idle share of device time over the replay
@@ -41,9 +41,11 @@ struct SimResult {
   std::vector<std::vector<MemoryPoint>> memory;           ///< per device, a step function
 };
 
-/// Replays `scheme` on `stages` stages over `units` micro-batches (a flushed scheme) or
-/// mini-batches (otherwise), with `costs` for one unit of `examples` examples.
+/// Replays `scheme` on `stages` stages over `units` units (micro-batches of a flushed
+/// scheme's mini-batch; the run batches of one that is not), with `costs` for one unit of
+/// `examples` examples. A scheme that is not flushed per mini-batch reports as its step the
+/// steady-state time of `units_per_step` units.
 SimResult simulate(const Scheme& scheme, int stages, int units, double examples, const SimCosts& costs,
-                   const SimOptions& options);
+                   const SimOptions& options, int units_per_step = 1);
 
 }  // namespace pipelab::sim

@@ -28,7 +28,7 @@ std::string render_timeline_svg(const SimResult& r, const std::string& title) {
   const double left = 70, right = 20, top = 40, row = 26, gap = 4, plot_w = 900;
   const double mem_h = 140, mem_gap = 50;
   const double rows_h = r.devices * (row + gap);
-  const double height = top + rows_h + 30 + mem_gap + mem_h + 40;
+  const double height = top + rows_h + 30 + mem_gap + mem_h + 40 + 16.0 * ((r.devices + 9) / 10);
   const double width = left + plot_w + right;
   const double end = std::max(r.makespan, 1e-12);
   const tools::Ticks t = tools::nice_ticks(0, end * 1e3, 8);  // milliseconds
@@ -50,7 +50,7 @@ std::string render_timeline_svg(const SimResult& r, const std::string& title) {
           "<rect class=\"action\" data-action=\"{}\" x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.0f}\" "
           "fill=\"{}\" stroke=\"white\" stroke-width=\"0.5\"><title>{} {:.3f}-{:.3f} ms</title></rect>\n",
           name, x0, y, w, row, colour(x.action.kind), name, x.start * 1e3, x.end * 1e3);
-      if (w > 7.0 * static_cast<double>(name.size())) {
+      if (w > 7.5 * static_cast<double>(name.size())) {
         out += fmt::format("<text x=\"{:.2f}\" y=\"{:.1f}\" fill=\"white\" text-anchor=\"middle\">{}</text>\n", x0 + w / 2,
                            y + row * 0.65, name);
       }
@@ -92,6 +92,11 @@ std::string render_timeline_svg(const SimResult& r, const std::string& title) {
     points += fmt::format("{:.1f},{:.1f}", x_of(r.makespan), y_of(last));
     out += fmt::format("<polyline class=\"memory\" data-device=\"{}\" fill=\"none\" stroke=\"{}\" points=\"{}\"/>\n", d,
                        kLines[d % 8], points);
+    // Legend under the plot: a swatch and the device per entry.
+    const double lx = left + 90.0 * (d % 10), ly = mem_bottom + 24 + 16.0 * (d / 10);
+    out += fmt::format("<g class=\"legend-entry\"><line x1=\"{:.0f}\" y1=\"{:.0f}\" x2=\"{:.0f}\" y2=\"{:.0f}\" stroke=\"{}\" "
+                       "stroke-width=\"2\"/><text x=\"{:.0f}\" y=\"{:.0f}\">device {}</text></g>\n",
+                       lx, ly, lx + 18, ly, kLines[d % 8], lx + 22, ly + 4, d);
   }
   out += "</svg>\n";
   return out;

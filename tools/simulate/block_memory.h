@@ -1,0 +1,16 @@
+#pragma once
+/// The bytes each block of a model keeps from its forward until its backward (the saved
+/// tensors and its output), measured once on this machine with LibTorch's allocator
+/// (core/util/memory_meter.h): autograd saves the same tensors on any device, so the sizes
+/// carry over to devices that are not here (cuDNN workspaces aside).
+#include "core/model/model.h"
+#include "tools/simulate/derive.h"
+
+namespace pipelab::sim {
+
+/// Builds every block of `def` (seeded as a run would be), runs `examples` zero examples
+/// through them in training mode with autograd, and returns per block the bytes its forward
+/// allocated that were still alive once the whole forward had run, per example.
+BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed, int examples = 2);
+
+}  // namespace pipelab::sim
