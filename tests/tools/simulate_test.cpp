@@ -9,7 +9,9 @@
 #include <filesystem>
 
 #include "core/config/registry.h"
+#include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
+#include "tools/simulate/block_memory.h"
 #include "tools/simulate/derive.h"
 #include "tools/simulate/report.h"
 #include "tools/simulate/svg_timeline.h"
@@ -173,6 +175,20 @@ TEST(Simulate, DerivedCostsByHand) {
   EXPECT_DOUBLE_EQ(c.stages[0].retained_bytes, 2 * 4 * 10 * 4);  // the estimate: twice the output
 }
 
+TEST(Simulate, BlockMemoryMeasuredByHand) {
+  // MLP 8 -> 16 -> 16 -> 4: a hidden block keeps its ReLU's output (16 floats per example;
+  // the linear layer's output is freed once the ReLU has run, and its saved input is the
+  // previous block's, counted there; the first block's input is the data's); the last
+  // keeps its 4 outputs.
+  DataSpec data;
+  data.input_shape = {8};
+  data.classes = 4;
+  const ModelDef def = testing::define_model("{type: mlp, sizes: [8, 16, 16, 4]}", data);
+  const sim::BlockMemory m = sim::measure_block_memory(def, data, 0);
+  EXPECT_TRUE(m.measured);
+  EXPECT_EQ(m.retained_per_example, (std::vector<double>{64, 64, 16}));
+}
+
 TEST(Simulate, TraceAndSvg) {
   const sim::SimResult r = sim::simulate(*scheme("{type: zb_h1}"), 2, 4, 1, uniform(2), {});
   const nlohmann::json trace = nlohmann::json::parse(sim::simulated_trace(r));
@@ -210,6 +226,16 @@ TEST(Simulate, Command) {
   std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --costs " + dir.file("c.yaml") +
                                        " --schemes gpipe --microbatches 4");
   EXPECT_NE(out.find("| gpipe | 2 | 2 | 4 | 7.50 |"), std::string::npos) << out;
+  // Derived costs; a scheme that cannot run gets a row saying why, and the exit code is 2.
+  std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") +
+                                       " --device-flops 1 --schemes gpipe:microbatches=4,gpipe:stages=4");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("activations kept measured with LibTorch's allocator"), std::string::npos) << out;
+  EXPECT_NE(out.find("| gpipe:microbatches=4 | 2 | 2 | 4 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| gpipe:stages=4 | not simulated: 4 stages, but the model has 3 blocks"), std::string::npos) << out;
+  std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --device-flops 1 --slow-device 1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("give DEVICE:FACTOR"), std::string::npos) << out;
   std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml"));
   EXPECT_EQ(code, 2);
   EXPECT_NE(out.find("give the costs"), std::string::npos) << out;

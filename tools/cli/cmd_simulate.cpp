@@ -128,7 +128,8 @@ class CostSource {
   sim::SimCosts costs(int stages, double examples) const {
     if (file_) return file_->scaled_to(examples);
     if (stages > static_cast<int>(blocks_.size())) {
-      throw UserError(fmt::format("{} stages, but the model has {} blocks", stages, blocks_.size()));
+      throw UserError(fmt::format("{} stages, but the model has {} blocks. Fix: use at most {} stages", stages,
+                                  blocks_.size(), blocks_.size()));
     }
     std::vector<double> flops;
     for (const BlockProfile& b : blocks_) flops.push_back(static_cast<double>(b.flops));
