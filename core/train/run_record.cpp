@@ -282,4 +282,22 @@ std::string RunRecord::checkpoint_path(const std::string& name) const {
   return (fs::path(dir_) / "checkpoints" / name).string();
 }
 
+void for_each_stage_metric(const std::string& path,
+                           const std::function<void(int stage, const std::string& metric, double value)>& fn) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // header: epoch,step,stage,metric,value
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string epoch, step, stage, name, value;
+    std::getline(fields, epoch, ',');
+    std::getline(fields, step, ',');
+    std::getline(fields, stage, ',');
+    std::getline(fields, name, ',');
+    std::getline(fields, value, ',');
+    if (value.empty() || value == "null") continue;
+    fn(std::stoi(stage), name, std::stod(value));
+  }
+}
+
 }  // namespace pipelab

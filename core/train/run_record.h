@@ -16,6 +16,7 @@
 /// epoch. One process at a time owns a run folder (an exclusive lock on `.lock`).
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <yaml-cpp/yaml.h>
@@ -42,6 +43,11 @@ struct EpochMetrics {
 
 /// The numeric fields of EpochMetrics after `epoch`, in CSV column order.
 const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields();
+
+/// Calls `fn(stage, metric, value)` for every row of a metrics/stages.csv at `path`, in file
+/// (= time) order, skipping rows without a value; a missing file calls nothing.
+void for_each_stage_metric(const std::string& path,
+                           const std::function<void(int stage, const std::string& metric, double value)>& fn);
 
 class RunRecord {
  public:

@@ -14,9 +14,9 @@
 #include "core/train/shadow_sync.h"
 #include "core/train/stage_costs.h"
 #include "core/train/trace.h"
-#include "core/util/memory_meter.h"
 #include "core/train/state_dict.h"
 #include "core/train/training_state.h"
+#include "core/util/memory_meter.h"
 #include "core/util/progress.h"
 
 namespace pipelab {

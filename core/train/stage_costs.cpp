@@ -1,12 +1,11 @@
 #include "core/train/stage_costs.h"
 
-#include <algorithm>
-
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
+
+#include "core/train/run_record.h"
 
 namespace pipelab {
 namespace {
@@ -38,22 +37,10 @@ int64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {
 std::vector<double> last_stage_metric(const std::string& stages_csv, const std::string& metric, int stages,
                                       double fallback) {
   std::vector<double> out(static_cast<size_t>(stages), fallback);
-  std::ifstream in(stages_csv);
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string epoch, step, stage, name, value;
-    std::getline(fields, epoch, ',');
-    std::getline(fields, step, ',');
-    std::getline(fields, stage, ',');
-    std::getline(fields, name, ',');
-    std::getline(fields, value, ',');
-    if (name != metric || value.empty() || value == "null") continue;
-    const int s = std::stoi(stage);
-    // Lines are appended in time order: the last one wins.
-    if (s >= 0 && s < stages) out[static_cast<size_t>(s)] = std::stod(value);
-  }
+  // Lines are appended in time order: the last one wins.
+  for_each_stage_metric(stages_csv, [&](int s, const std::string& name, double value) {
+    if (name == metric && s >= 0 && s < stages) out[static_cast<size_t>(s)] = value;
+  });
   return out;
 }
 

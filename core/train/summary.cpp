@@ -4,9 +4,7 @@
 
 #include <filesystem>
 #include <numeric>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/io/json.h"
 #include "core/schedule/timeline.h"
@@ -22,22 +20,12 @@ void Runner::finish_summary(RunSummary& s) const {
   // resumed run's summary covers every session).
   s.stage_means.assign(static_cast<size_t>(stage_count()), {});
   std::map<std::pair<int, std::string>, std::pair<double, int64_t>> sums;
-  std::ifstream in(std::filesystem::path(e_.run.output) / "metrics/stages.csv");
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string epoch, step, stage, name, value;
-    std::getline(fields, epoch, ',');
-    std::getline(fields, step, ',');
-    std::getline(fields, stage, ',');
-    std::getline(fields, name, ',');
-    std::getline(fields, value, ',');
-    if (value.empty() || value == "null") continue;
-    auto& [sum, n] = sums[{std::stoi(stage), name}];
-    sum += std::stod(value);
-    ++n;
-  }
+  for_each_stage_metric((std::filesystem::path(e_.run.output) / "metrics/stages.csv").string(),
+                        [&](int stage, const std::string& name, double value) {
+                          auto& [sum, n] = sums[{stage, name}];
+                          sum += value;
+                          ++n;
+                        });
   for (const auto& [key, total] : sums) {
     if (key.first < stage_count()) s.stage_means[static_cast<size_t>(key.first)][key.second] = total.first / static_cast<double>(total.second);
   }

@@ -34,7 +34,7 @@ std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placeme
   std::vector<json::Object> events;
   json::Object process;
   process.add("name", "process_name").add("ph", "M").add("pid", 0).add("tid", 0);
-  process.add("args", json::Object().add("name", "pipelab run"));
+  process.add("args", json::Object().add("name", arrows.process));
   events.push_back(process);
   std::map<int, bool> devices;
   for (size_t s = 0; s < stats.actions.size(); ++s) {

@@ -15,9 +15,11 @@
 namespace pipelab {
 
 /// Which messages get arrows: activations from stage s to s+1 (not between data-parallel
-/// replicas), gradients from s+1 to s (not for schemes that route their own gradients).
+/// replicas), gradients from s+1 to s (not for schemes that route their own gradients); and
+/// the name of the trace's process track.
 struct TraceArrows {
   bool activations = true, gradients = true;
+  std::string process = "pipelab run";
 };
 
 /// trace.json's text for `stats` (traced), with stage s on device placement[s].

@@ -264,9 +264,11 @@ int simulate(const Args& args) {
       int units = flushed ? m : ((std::max(4 * d, m) + per_step - 1) / per_step) * per_step;
       double examples = batch / m;
       sim::SimCosts costs;
-      if (scheme->topology() == Topology::Replicas) {
+      const bool measured_replicas = source.file() && source.file()->scheme == scheme->type();
+      if (scheme->topology() == Topology::Replicas && !measured_replicas) {
         units = d;
         examples = batch / d;  // each replica's shard
+        // A pipeline's costs, whole on each replica.
         costs = as_replicas(source.costs(source.derived() ? 1 : static_cast<int>(source.file()->stages.size()),
                                          examples),
                             d);

@@ -82,7 +82,9 @@ std::string simulated_trace(const SimResult& r) {
       stats.actions[static_cast<size_t>(x.action.stage)].push_back(a);
     }
   }
-  return chrome_trace(stats, r.schedule.placement());
+  TraceArrows options;
+  options.process = "pipelab simulate";
+  return chrome_trace(stats, r.schedule.placement(), options);
 }
 
 }  // namespace pipelab::sim
