@@ -198,7 +198,7 @@ int simulate(const Args& args) {
              "metrics/costs.json), given (the same keys in YAML) or derived from the model's FLOPs:\n\n"
              "  pipelab simulate exp.yaml --costs runs/exp/metrics/costs.json\n"
              "  pipelab simulate exp.yaml --schemes gpipe,pipedream_flush,zb_h1 --stages 8 --microbatches 32 \\\n"
-             "      --device-flops 400 --memory-bw 3350 --link-gbps 3600 --dtype bfloat16 --input-shape 3,224,224",
+             "      --device-flops 100 --memory-bw 3350 --link-gbps 3600 --dtype bfloat16 --input-shape 3,224,224",
              options, positional, vm)) {
     return 0;
   }
