@@ -231,6 +231,7 @@ TEST(Simulate, Command) {
                                        " --device-flops 1 --schemes gpipe:microbatches=4,gpipe:stages=4");
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("activations kept measured with LibTorch's allocator"), std::string::npos) << out;
+  EXPECT_NE(out.find("0 optimizer state(s) per parameter"), std::string::npos) << out;  // SGD, no momentum
   EXPECT_NE(out.find("| gpipe:microbatches=4 | 2 | 2 | 4 |"), std::string::npos) << out;
   EXPECT_NE(out.find("| gpipe:stages=4 | not simulated: 4 stages, but the model has 3 blocks"), std::string::npos) << out;
   std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --device-flops 1 --slow-device 1");
