@@ -109,6 +109,13 @@ TEST(Simulate, MemoryByHand) {
   // the last F recomputes the rest: 80 + 80 = 160.
   r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: always}"), 2, 4, 1, c, {});
   EXPECT_EQ(r.peak_activation_bytes[1], 160);
+  // With measured transients (which include the recomputation) a micro-batch gives back what
+  // it held and no more: the curve ends at the static bytes. Stage 1's first backward: 80
+  // held + a 30-byte transient.
+  for (sim::StageCosts& k : c.stages) k.backward_transient_bytes = 30;
+  r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: always}"), 2, 4, 1, c, {});
+  EXPECT_EQ(r.memory[1].back().bytes, r.static_bytes[1]);
+  EXPECT_EQ(r.peak_activation_bytes[1], 80 + 30);
   // PipeDream stashes D - r versions: stage 0 of 4 holds 4 weight versions + 2 gradients.
   r = sim::simulate(*scheme("{type: pipedream}"), 4, 8, 1, [&] {
     sim::SimCosts four = uniform(4, 20);

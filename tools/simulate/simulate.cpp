@@ -63,6 +63,7 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   for (size_t d = 0; d < devices; ++d) {
     std::vector<std::pair<double, double>> changes;  // (time, delta)
     std::map<std::pair<int, int>, bool> split;       // (stage, mb) whose backward is I + W
+    std::map<std::pair<int, int>, double> held_by;   // (stage, mb) -> bytes it holds now
     for (const TimedAction& x : r.timeline.devices[d]) {
       if (x.action.kind == ActionKind::BackwardInput) split[{x.action.stage, x.action.mb}] = true;
     }
@@ -78,13 +79,23 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
         changes.push_back({x.start, transient});
         changes.push_back({x.end, -transient});
       }
-      if (a.kind == ActionKind::Forward) changes.push_back({x.end, kept});
+      double& holds = held_by[{a.stage, a.mb}];
+      if (a.kind == ActionKind::Forward) {
+        changes.push_back({x.end, kept});
+        holds += kept;
+      }
       const bool first_backward = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput;
       // The recomputed forward (a measured transient includes it already).
-      if (first_backward && recompute && transient == 0) changes.push_back({x.start, k.retained_bytes - kept});
+      if (first_backward && recompute && transient == 0) {
+        changes.push_back({x.start, k.retained_bytes - kept});
+        holds += k.retained_bytes - kept;
+      }
       const bool last_backward = a.kind == ActionKind::BackwardWeight ||
                                  (a.kind == ActionKind::Backward && !split.count({a.stage, a.mb}));
-      if (last_backward) changes.push_back({x.end, -k.retained_bytes});
+      if (last_backward) {
+        changes.push_back({x.end, -holds});  // what this micro-batch held, all of it
+        holds = 0;
+      }
     }
     // Frees before allocations at the same instant.
     std::stable_sort(changes.begin(), changes.end(), [](const auto& p, const auto& q) {
