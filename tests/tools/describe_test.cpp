@@ -114,6 +114,9 @@ run:       {epochs: 1, batch_size: 16}
   for (const char* name : {"fc1", "fc2", "fc3", "partition: 2 stages, balance given = [1, 2]", "4,096", "8,192", "512"}) {
     EXPECT_NE(out.find(name), std::string::npos) << name << "\n" << out;
   }
+  // The tensor between the stages: fc1's 64 outputs, 4 bytes each.
+  EXPECT_NE(out.find(fmt::format("    0  {:<40}  activation [64] 256 B\n", "the data")), std::string::npos) << out;
+  EXPECT_NE(out.find(fmt::format("    1  {:<40}  (the loss)\n", "activation [64] 256 B")), std::string::npos) << out;
   // Overrides apply, and the transformer is described without its dataset.
   std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") +
                                 " --set 'model={type: transformer}' --set 'partition={stages: 4, balance: spectrain_4}'"

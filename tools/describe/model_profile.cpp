@@ -112,6 +112,21 @@ std::string render_profile(const std::vector<BlockProfile>& blocks, const std::v
   }
   out += fmt::format("imbalance (max/mean over stages): parameters {:.2f}, forward FLOPs {:.2f}\n",
                      imbalance(stage_params), imbalance(stage_flops));
+  // What crosses each boundary: one tensor per example today, float32 as profiled; its
+  // gradient goes back with the same size.
+  out += "\ntensors between stages, per example (float32; each one's gradient comes back the same size):\n";
+  out += fmt::format("{:>5}  {:<40}  {}\n", "stage", "receives", "sends");
+  const auto tensor = [](const BlockProfile& b) {
+    int64_t n = 1;
+    for (const int64_t d : b.output_shape) n *= d;
+    return fmt::format("activation {} {} B", shape_text(b.output_shape), with_commas(4 * n));
+  };
+  for (size_t r = 0; r < stages.size(); ++r) {
+    const StageProfile& st = stages[r];
+    const std::string in = r == 0 ? "the data" : tensor(blocks[static_cast<size_t>(st.first - 1)]);
+    const std::string sent = r + 1 == stages.size() ? "(the loss)" : tensor(blocks[static_cast<size_t>(st.first + st.count - 1)]);
+    out += fmt::format("{:>5}  {:<40}  {}\n", r, in, sent);
+  }
   return out;
 }
 
