@@ -130,8 +130,9 @@ class CostSource {
       return;
     }
     const DataSpec spec = data_spec(e, vm);
-    blocks_ = profile_blocks(e.model->define(spec), spec, static_cast<uint64_t>(e.run.seed));
-    memory_ = sim::measure_block_memory(e.model->define(spec), spec, static_cast<uint64_t>(e.run.seed));
+    const ModelDef def = e.model->define(spec);
+    blocks_ = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
+    memory_ = sim::measure_block_memory(def, spec, static_cast<uint64_t>(e.run.seed));
   }
   bool derived() const { return !file_; }
   const std::optional<sim::SimCosts>& file() const { return file_; }
