@@ -34,7 +34,7 @@ struct TensorsOptions {
   }
 };
 
-class Tensors : public Configured<DatasetFactory, TensorsOptions> {
+class TensorFile : public Configured<DatasetFactory, TensorsOptions> {
  public:
   using Configured::Configured;
 
@@ -126,6 +126,6 @@ class Tensors : public Configured<DatasetFactory, TensorsOptions> {
 
 }  // namespace
 
-PIPELAB_REGISTER(DatasetFactory, Tensors, "tensors", "x and y tensors from a .pt file written by torch.save");
+PIPELAB_REGISTER(DatasetFactory, TensorFile, "tensors", "x and y tensors from a .pt file written by torch.save");
 
 }  // namespace pipelab

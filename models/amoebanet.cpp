@@ -4,7 +4,10 @@
 /// Sequential, named as there, so its balances are block counts: "stem1" (ReLU -> 3x3/2 conv
 /// to F/4 -> bn), "stem2" and "stem3" (reduction cells), "cell1_normal1" ... (L/3 normal
 /// cells), "cell2_reduction", "cell3_normal*", "cell4_reduction", "cell5_normal*",
-/// "classify" (global average pool -> fc): L + 6 blocks. Cells are in models/amoebanet_cell.h.
+/// "classify" (global average pool -> fc): L + 6 blocks. Cells are in models/amoebanet_cell.h;
+/// each reads and writes the live pair (x, prev) (core/model/block_io.h), the first reading
+/// the stem's x alone, so a stage boundary after the stem carries one tensor and after a cell
+/// two, as torchgpipe's. "classify" reads x; prev ends with the model.
 ///
 /// Named splits, torchgpipe's memory-benchmark balances where L matches: `torchgpipe_2` =
 /// [16, 8] (L = 18), `torchgpipe_4` = [16, 12, 7, 7] (L = 36), `torchgpipe_8` = [23, 16,
@@ -44,21 +47,6 @@ struct AmoebanetOptions {
   }
 };
 
-/// Reads the two states a cell passes on and classifies the first one.
-class ClassifyImpl : public torch::nn::Module {
- public:
-  ClassifyImpl(const CellState& state, const CellState& skip, int64_t classes)
-      : state_(state), skip_(skip), head_(register_module("head", classifier(state.channels, classes))) {}
-  torch::Tensor forward(const torch::Tensor& packed) {
-    return head_->forward(unpack_states(packed, state_, skip_).first);
-  }
-
- private:
-  CellState state_, skip_;
-  Sequence head_;
-};
-TORCH_MODULE(Classify);
-
 class Amoebanet : public Configured<ModelFactory, AmoebanetOptions> {
  public:
   using Configured::Configured;
@@ -88,10 +76,14 @@ class Amoebanet : public Configured<ModelFactory, AmoebanetOptions> {
     const bool quirk = options_.avg_pool_quirk;
     auto add_cell = [&](const std::string& name, bool reduction) {
       if (reduction) channels *= 2;
-      CellSpec spec{s1, s2, paired, channels, reduction, reduction_prev, quirk};
+      CellSpec spec{s1, s2, channels, reduction, reduction_prev, quirk};
       PIPELAB_ASSERT(!reduction || (s1.height % 2 == 0 && s1.width % 2 == 0), "odd sides {}x{} reach reduction cell {}",
                      s1.height, s1.width, name);
-      def.blocks.push_back({name, [spec] { return torch::nn::AnyModule(Cell(spec)); }});
+      if (paired) {
+        def.blocks.push_back({name, [spec] { return torch::nn::AnyModule(Cell(spec)); }, reads({"x", "prev"}, {"x", "prev"})});
+      } else {
+        def.blocks.push_back({name, [spec] { return torch::nn::AnyModule(FirstCell(spec)); }, reads({"x"}, {"x", "prev"})});
+      }
       s2 = s1;
       s1 = spec.output();
       paired = true;
@@ -104,9 +96,8 @@ class Amoebanet : public Configured<ModelFactory, AmoebanetOptions> {
       if (group > 0) add_cell(fmt::format("cell{}_reduction", 2 * group), true);
       for (int i = 0; i < repeat; ++i) add_cell(fmt::format("cell{}_normal{}", 2 * group + 1, i + 1), false);
     }
-    const CellState state = s1, skip = s2;
-    const int64_t classes = data.classes;
-    def.blocks.push_back({"classify", [=] { return torch::nn::AnyModule(Classify(state, skip, classes)); }});
+    const int64_t classes = data.classes, features = s1.channels;
+    def.blocks.push_back({"classify", [=] { return torch::nn::AnyModule(classifier(features, classes)); }});
     def.loss = std::make_shared<CrossEntropyLoss>();
     const std::map<int, std::pair<std::string, std::vector<int>>> balances{
         {18, {"torchgpipe_2", {16, 8}}},

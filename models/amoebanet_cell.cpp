@@ -106,19 +106,6 @@ torch::nn::AnyModule make_op(Op op, int64_t c, int64_t s, bool avg_pool_quirk) {
 
 }  // namespace
 
-torch::Tensor pack_states(const torch::Tensor& a, const torch::Tensor& b) {
-  return at::cat({a.flatten(1), b.flatten(1)}, 1);
-}
-
-std::pair<torch::Tensor, torch::Tensor> unpack_states(const torch::Tensor& packed, const CellState& a,
-                                                      const CellState& b) {
-  PIPELAB_ASSERT(packed.dim() == 2 && packed.size(1) == a.numel() + b.numel(),
-                 "packed states of shape {} for {} + {} values", shape_text(packed.sizes()), a.numel(), b.numel());
-  const int64_t n = packed.size(0);
-  return {packed.narrow(1, 0, a.numel()).reshape({n, a.channels, a.height, a.width}),
-          packed.narrow(1, a.numel(), b.numel()).reshape({n, b.channels, b.height, b.width})};
-}
-
 CellState CellSpec::output() const {
   const auto& concat = reduction ? kReductionConcat : kNormalConcat;
   const int64_t f = reduction ? 2 : 1;
@@ -146,17 +133,14 @@ CellImpl::CellImpl(const CellSpec& spec) : spec_(spec) {
   concat_ = spec.reduction ? kReductionConcat : kNormalConcat;
 }
 
-torch::Tensor CellImpl::forward(const torch::Tensor& x) {
-  torch::Tensor s1 = x, s2 = x;
-  if (spec_.paired) std::tie(s1, s2) = unpack_states(x, spec_.s1, spec_.s2);
-  const torch::Tensor skip = s1;
+std::vector<torch::Tensor> CellImpl::forward(const torch::Tensor& s1, const torch::Tensor& s2) {
   std::vector<torch::Tensor> states{reduce1_.forward(s1), reduce2_.is_empty() ? s2 : reduce2_.forward(s2)};
   for (size_t i = 0; i < operations_.size(); i += 2) {
     states.push_back(operations_[i].forward(states[inputs_[i]]) + operations_[i + 1].forward(states[inputs_[i + 1]]));
   }
   std::vector<torch::Tensor> out;
   for (int i : concat_) out.push_back(states[i]);
-  return pack_states(at::cat(out, 1), skip);
+  return {at::cat(out, 1), s1};
 }
 
 }  // namespace pipelab::models

@@ -3,12 +3,10 @@
 /// genotype.py, operations.py; docs/schemes.md §6.6).
 ///
 /// A cell reads two states, the previous cell's output s1 and the one before it s2, and
-/// passes on its own output together with s1. torchgpipe sends that pair as a tuple; a
-/// pipelab block maps one tensor to one tensor (core/model/model.h), so the pair travels
-/// packed: both states flattened per example and concatenated, [N, |s| + |skip|]. Each cell
-/// knows the shapes of the states it reads (fixed by the input size), so it unpacks them
-/// with views. Stage boundaries thus carry exactly what torchgpipe's carry; inside a stage
-/// each cell pays one extra copy of its output.
+/// passes on its own output together with s1, as a pair, as torchgpipe's cells do. In the
+/// model's block list (core/model/block_io.h) they are the live tensors "x" (s1) and "prev"
+/// (s2): every cell reads (x, prev) and writes (x, prev), so a stage boundary carries both,
+/// exactly what torchgpipe's carry. The first cell reads the stem's single tensor as both.
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/pimpl.h>
@@ -21,19 +19,11 @@ namespace pipelab::models {
 /// The shape of one state of one example.
 struct CellState {
   int64_t channels = 0, height = 0, width = 0;
-  int64_t numel() const { return channels * height * width; }
 };
-
-/// [N, |a| + |b|]: both states of each example, flattened and concatenated.
-torch::Tensor pack_states(const torch::Tensor& a, const torch::Tensor& b);
-/// The inverse of pack_states for states of shapes `a` and `b`.
-std::pair<torch::Tensor, torch::Tensor> unpack_states(const torch::Tensor& packed, const CellState& a,
-                                                      const CellState& b);
 
 /// Everything a cell needs to build itself.
 struct CellSpec {
   CellState s1, s2;      ///< the states read: previous output, and the one before it
-  bool paired = true;    ///< false for the first cell, which reads the stem's single tensor as both
   int64_t channels = 0;  ///< channels of each intermediate state
   bool reduction = false, reduction_prev = false;
   bool avg_pool_quirk = false;  ///< torchgpipe's max_pool_3x3 is an average pool
@@ -43,12 +33,11 @@ struct CellSpec {
 
 /// One normal or reduction cell: s1 and s2 are brought to `channels` (1x1 relu-conv-bn; a
 /// factorized reduction for s2 after a reduction cell), five nodes each add two operations
-/// of earlier states, and the listed states are concatenated. Input and output are packed
-/// pairs (except the first cell's input).
+/// of earlier states, and the listed states are concatenated. Returns {output, s1}.
 class CellImpl : public torch::nn::Module {
  public:
   explicit CellImpl(const CellSpec& spec);
-  torch::Tensor forward(const torch::Tensor& x);
+  std::vector<torch::Tensor> forward(const torch::Tensor& s1, const torch::Tensor& s2);
 
  private:
   CellSpec spec_;
@@ -58,5 +47,14 @@ class CellImpl : public torch::nn::Module {
   std::vector<int> concat_;  ///< the states concatenated into the output
 };
 TORCH_MODULE(Cell);
+
+/// The first cell: reads the stem's one tensor as both states (the same parameters, names
+/// and numbers as a Cell given it twice).
+class FirstCellImpl : public CellImpl {
+ public:
+  using CellImpl::CellImpl;
+  std::vector<torch::Tensor> forward(const torch::Tensor& x) { return CellImpl::forward(x, x); }
+};
+TORCH_MODULE(FirstCell);
 
 }  // namespace pipelab::models

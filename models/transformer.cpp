@@ -10,8 +10,14 @@
 /// - "layer1" ... "layer<layers>": post-LN encoder layers, 4-head scaled dot-product
 ///   attention (q/k/v/joint linears d_model -> d_model), dropout, residual, LayerNorm
 ///   ("attention_norm"); then linear d_model -> ff -> ReLU -> linear ff -> d_model -> dropout,
-///   residual, LayerNorm ("ff_norm"). No padding mask (Q24).
+///   residual, LayerNorm ("ff_norm"). No padding mask (Q24) unless `padding_mask: true`.
 /// - "head": mean over all maxlen positions, linear d_model -> classes ("output").
+///
+/// `padding_mask: true` (not in the reference) masks the padding (word id 0): "embed" also
+/// writes the mask ([N, maxlen] bool, true for a word), every layer and the head read it
+/// (core/model/block_io.h), so it travels with the hidden state across every stage
+/// boundary, as a second tensor without a gradient. Attention then ignores padded keys and
+/// the head averages over words only. The parameters are the same.
 ///
 /// The residual quirk (docs/schemes.md §6.3 and Q24): the reference's second residual
 /// adds the layer's *input* x, not the attention sub-layer's output: ff_norm(ff(a) + x) with
@@ -34,6 +40,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/nn/dropout.h"
 #include "models/blocks/containers.h"
@@ -53,6 +60,7 @@ struct TransformerOptions {
   int64_t layers = 3;
   double dropout = 0.5;
   FfResidual ff_residual = FfResidual::Input;
+  bool padding_mask = false;
   template <class V>
   void fields(V& v) {
     v("num_words", num_words, "vocabulary size of the embedding (at least the dataset's num_words)", positive);
@@ -65,6 +73,9 @@ struct TransformerOptions {
              Choices<FfResidual>{{"input", FfResidual::Input}, {"attention", FfResidual::Attention}},
              "what the second residual adds: input = the layer's input (SpecTrain's code, docs/schemes.md Q24); "
              "attention = the attention sub-layer's output (standard post-LN)");
+    v("padding_mask", padding_mask,
+      "mask padding (word id 0) in attention and pooling; the mask travels with the hidden state between stages "
+      "(the reference has none)");
   }
   void check(const ConfigNode& node) const {
     if (d_model % heads != 0) {
@@ -93,6 +104,25 @@ class TextEmbedImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TextEmbed);
 
+/// The same embedding, also returning the padding mask: {hidden, ids != 0}.
+class MaskedTextEmbedImpl : public TextEmbedImpl {
+ public:
+  using TextEmbedImpl::TextEmbedImpl;
+  std::vector<torch::Tensor> forward(const torch::Tensor& ids) { return {TextEmbedImpl::forward(ids), ids.ne(0)}; }
+};
+TORCH_MODULE(MaskedTextEmbed);
+
+/// The lowest finite value of `dtype`: a masked score that cannot make a NaN (an all-padded
+/// row gets uniform weights rather than 0/0).
+double lowest(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kHalf: return -65504.0;
+    case at::kBFloat16: return -3.38e38;
+    case at::kDouble: return std::numeric_limits<double>::lowest();
+    default: return std::numeric_limits<float>::lowest();
+  }
+}
+
 /// Multi-head scaled dot-product self-attention with q/k/v/joint projections.
 class SelfAttentionImpl : public torch::nn::Module {
  public:
@@ -102,11 +132,14 @@ class SelfAttentionImpl : public torch::nn::Module {
     v_ = register_module("v_linear", torch::nn::Linear(d_model, d_model));
     joint_ = register_module("joint_linear", torch::nn::Linear(d_model, d_model));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
+  /// `mask` ([N, T] bool, optional): the keys to attend to.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask = {}) {
     const int64_t n = x.size(0), t = x.size(1), d = x.size(2), head = d / heads_;
     const auto split = [&](const torch::Tensor& y) { return y.view({n, t, heads_, head}).transpose(1, 2); };
     const torch::Tensor q = split(q_(x)), k = split(k_(x)), v = split(v_(x));
-    const torch::Tensor weights = torch::softmax(torch::matmul(q, k.transpose(2, 3)) / std::sqrt(double(head)), -1);
+    torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(double(head));
+    if (mask.defined()) scores = scores.masked_fill(mask.logical_not().view({n, 1, 1, t}), lowest(scores.scalar_type()));
+    const torch::Tensor weights = torch::softmax(scores, -1);
     return joint_(torch::matmul(weights, v).transpose(1, 2).contiguous().view({n, t, d}));
   }
 
@@ -130,8 +163,11 @@ class EncoderLayerImpl : public torch::nn::Module {
     }
     ff_norm_ = register_module("ff_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
-    torch::Tensor a = attention_(x);
+  torch::Tensor forward(const torch::Tensor& x) { return layer(x, {}); }
+
+ protected:
+  torch::Tensor layer(const torch::Tensor& x, const torch::Tensor& mask) {
+    torch::Tensor a = attention_(x, mask);
     if (attention_dropout_) a = attention_dropout_(a);
     const torch::Tensor attended = attention_norm_(a + x);
     return ff_norm_(ff_(attended) + (residual_input_ ? x : attended));
@@ -146,6 +182,14 @@ class EncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EncoderLayer);
 
+/// The same layer reading the padding mask too.
+class MaskedEncoderLayerImpl : public EncoderLayerImpl {
+ public:
+  using EncoderLayerImpl::EncoderLayerImpl;
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask) { return layer(x, mask); }
+};
+TORCH_MODULE(MaskedEncoderLayer);
+
 class Transformer : public Configured<ModelFactory, TransformerOptions> {
  public:
   using Configured::Configured;
@@ -153,13 +197,26 @@ class Transformer : public Configured<ModelFactory, TransformerOptions> {
     const int64_t maxlen = text_input(*this, data), classes = data.classes;
     const TransformerOptions o = options_;
     ModelDef def;
-    def.blocks.push_back(
-        {"embed", [=] { return initialised(TextEmbed(o.num_words, o.d_model, maxlen), init_spectrain); }});
-    for (int64_t i = 1; i <= o.layers; ++i) {
-      def.blocks.push_back({fmt::format("layer{}", i), [=] { return initialised(EncoderLayer(o), init_spectrain); }});
+    if (o.padding_mask) {
+      const BlockIO with_mask = reads({"x", "mask"});
+      def.blocks.push_back({"embed",
+                            [=] { return initialised(MaskedTextEmbed(o.num_words, o.d_model, maxlen), init_spectrain); },
+                            reads({"x"}, {"x", "mask"})});
+      for (int64_t i = 1; i <= o.layers; ++i) {
+        def.blocks.push_back(
+            {fmt::format("layer{}", i), [=] { return initialised(MaskedEncoderLayer(o), init_spectrain); }, with_mask});
+      }
+      def.blocks.push_back(
+          {"head", [=] { return initialised(MaskedMeanPoolClassifier(o.d_model, classes), init_spectrain); }, with_mask});
+    } else {
+      def.blocks.push_back(
+          {"embed", [=] { return initialised(TextEmbed(o.num_words, o.d_model, maxlen), init_spectrain); }});
+      for (int64_t i = 1; i <= o.layers; ++i) {
+        def.blocks.push_back({fmt::format("layer{}", i), [=] { return initialised(EncoderLayer(o), init_spectrain); }});
+      }
+      def.blocks.push_back(
+          {"head", [=] { return initialised(MeanPoolClassifier(o.d_model, classes), init_spectrain); }});
     }
-    def.blocks.push_back(
-        {"head", [=] { return initialised(MeanPoolClassifier(o.d_model, classes), init_spectrain); }});
     def.loss = std::make_shared<CrossEntropyLoss>();
     if (o.layers == 3) def.named_balances = {{"spectrain_2", {2, 3}}, {"spectrain_4", {1, 1, 1, 2}}};
     return def;

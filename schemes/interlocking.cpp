@@ -88,7 +88,7 @@ class InterlockingPolicy : public StagePolicy {
       const std::vector<at::Tensor> theta = stage.block_parameters();
       const auto grads = torch::autograd::grad({f.output}, send ? concat({f.input}, theta) : theta, {}, false, false, true);
       accumulate(theta, send ? std::vector<at::Tensor>(grads.begin() + 1, grads.end()) : grads);
-      return send ? Message{grads[0]} : Message{};
+      return send ? Message{{grads[0]}, {}, -1} : Message{};
     }
     const at::Tensor loss = stage.head_loss().compute(stage.head_forward(f.output), f.target);
     record_.add(stage, "head_loss", loss.item<double>());
@@ -105,7 +105,7 @@ class InterlockingPolicy : public StagePolicy {
                                                 grads.begin() + static_cast<long>(phi.size() + theta.size())),
                  scale());
     }
-    return send ? Message{grads.back()} : Message{};
+    return send ? Message{{grads.back()}, {}, -1} : Message{};
   }
 
   Message backward(Stage& stage, int mb, const std::vector<Message>& in) override {
@@ -135,9 +135,9 @@ class InterlockingPolicy : public StagePolicy {
   Message train_from_next(Stage& stage, const Stage::Forwarded& f, const std::vector<Message>& in) {
     // Gradients w.r.t. h_k for losses k+1, k+2, ... in order: the next component's head
     // (H message), then what it relayed (B message).
-    std::vector<at::Tensor> losses{in.at(0).value};
+    std::vector<at::Tensor> losses{in.at(0).value()};
     if (in.size() > 1 && !in[1].empty()) {
-      losses.push_back(in[1].value);
+      losses.push_back(in[1].value());
       losses.insert(losses.end(), in[1].extra.begin(), in[1].extra.end());
     }
     const std::vector<at::Tensor> theta = stage.block_parameters();
@@ -150,7 +150,7 @@ class InterlockingPolicy : public StagePolicy {
     for (size_t i = 0; i < relay; ++i) {
       const at::Tensor dx = torch::autograd::grad({f.output}, {f.input}, {losses[i]}, /*retain_graph=*/i + 1 < relay)[0];
       if (i == 0) {
-        out.value = dx;
+        out.values = {dx};
       } else {
         out.extra.push_back(dx);
       }

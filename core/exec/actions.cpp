@@ -186,23 +186,24 @@ namespace {
 Message run_forward(StageSlot& slot, int mb, Message in, bool from_feed, Feed& feed, RunMode mode, ExecStats& stats) {
   Stage& stage = *slot.stage;
   Timed timed(stats.forward[static_cast<size_t>(stage.index())]);
-  if (from_feed) in.value = feed.input(mb);
-  PIPELAB_ASSERT(in.value.defined(), "stage {}: forward of micro-batch {} has no input", stage.index(), mb);
-  in.value = device::transfer(in.value, nullptr, stage.device());
+  if (from_feed) in.values = {feed.input(mb)};
+  PIPELAB_ASSERT(!in.values.empty() && in.values.front().defined(), "stage {}: forward of micro-batch {} has no input",
+                 stage.index(), mb);
+  for (at::Tensor& t : in.values) t = device::transfer(t, nullptr, stage.device());
   const bool target_needed = mode == RunMode::Eval ? stage.is_last() : stage.needs_target();
   const at::Tensor target = target_needed ? feed.target(mb).to(stage.device(), true) : at::Tensor();
   ForwardResult result;
   if (mode == RunMode::Eval) {
-    result = stage.evaluate(in.value, target);
+    result = stage.evaluate(in.values, target);
   } else {
     slot.policy->before_forward(stage, mb, in);
     ForwardOptions options;
     options.checkpoint = slot.policy->checkpoint(mb);
     options.target = target;
     options.loss_scale = feed.loss_scale(mb);
-    result = stage.forward(mb, in.value, options);
+    result = stage.forward(mb, std::move(in.values), options);
   }
-  Message out{result.activation, {}, in.tag};
+  Message out{std::move(result.activations), {}, in.tag};
   if (mode == RunMode::Train) slot.policy->after_forward(stage, mb, out);
   if (stage.is_last()) {
     feed.on_result(mb, {result.loss, result.correct, result.count});
@@ -292,7 +293,7 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       // The message arrives on this stage's device and stream.
       Message& m = parcel.message;
       const c10::Device here = slot.stage->device();
-      m.value = device::transfer(m.value, parcel.ready, here);
+      for (at::Tensor& t : m.values) t = device::transfer(t, parcel.ready, here);
       for (at::Tensor& t : m.extra) t = device::transfer(t, parcel.ready, here);
       work.received(a.stage, p, a.mb, std::move(m));
     } else {

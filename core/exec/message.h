@@ -1,7 +1,8 @@
 #pragma once
-/// What travels between neighbouring stages: an activation or a gradient (and, for n-wise
-/// interlocking, further gradients in `extra`), plus an integer tag a weight policy may
-/// attach (e.g. the weight version under vertical sync).
+/// What travels between neighbouring stages: the tensors crossing the boundary (the live set
+/// of core/model/block_io.h, in its order: one tensor for a chain of one-tensor blocks) or
+/// their gradients, further gradients for n-wise interlocking in `extra`, and an integer tag
+/// a weight policy may attach (e.g. the weight version under vertical sync).
 #include <ATen/Tensor.h>
 
 #include <vector>
@@ -9,16 +10,26 @@
 namespace pipelab {
 
 struct Message {
-  at::Tensor value;
+  /// Activations or gradients, in the boundary's order. A gradient entry is undefined where
+  /// its tensor has none (an integer tensor such as a padding mask).
+  std::vector<at::Tensor> values;
   std::vector<at::Tensor> extra;
   int64_t tag = -1;
+  /// The first value (undefined when there is none): for one-tensor boundaries.
+  at::Tensor value() const { return values.empty() ? at::Tensor() : values.front(); }
   /// Bytes on the wire (0 for an empty message).
   int64_t bytes() const {
-    int64_t n = value.defined() ? static_cast<int64_t>(value.nbytes()) : 0;
+    int64_t n = 0;
+    for (const at::Tensor& t : values) n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
     for (const at::Tensor& t : extra) n += static_cast<int64_t>(t.nbytes());
     return n;
   }
-  bool empty() const { return !value.defined() && extra.empty(); }
+  bool empty() const {
+    for (const at::Tensor& t : values) {
+      if (t.defined()) return false;
+    }
+    return extra.empty();
+  }
 };
 
 }  // namespace pipelab

@@ -29,14 +29,14 @@ void restore(std::vector<Block>& blocks, const std::vector<bool>& was) {
 }
 
 /// Runs the blocks one after another over `x` in evaluation mode without gradients (no
-/// statistic moves); `cost` runs one block, replacing `x` by its output, and says what the
-/// block cost.
-std::vector<double> chained_eval(std::vector<Block>& blocks, at::Tensor x,
-                                 const std::function<double(Block&, at::Tensor&)>& cost) {
+/// statistic moves); `cost` runs one block on the live set and says what the block cost.
+std::vector<double> chained_eval(std::vector<Block>& blocks, const at::Tensor& x,
+                                 const std::function<double(Block&, LiveSet&)>& cost) {
   const std::vector<bool> was = set_training(blocks, false);
   at::NoGradGuard no_grad;
+  LiveSet live(x);
   std::vector<double> out;
-  for (Block& b : blocks) out.push_back(cost(b, x));
+  for (Block& b : blocks) out.push_back(cost(b, live));
   restore(blocks, was);
   return out;
 }
@@ -56,9 +56,9 @@ std::vector<double> block_params(const std::vector<Block>& blocks) {
 }
 
 std::vector<double> block_flops(std::vector<Block>& blocks, const at::Tensor& x) {
-  return with_floor(chained_eval(blocks, x, [](Block& b, at::Tensor& y) {
+  return with_floor(chained_eval(blocks, x, [](Block& b, LiveSet& live) {
     FlopCounter counter;
-    y = b.module.forward(y);
+    live.run(b);
     return static_cast<double>(counter.flops());
   }));
 }
@@ -67,7 +67,7 @@ std::vector<double> block_seconds(std::vector<Block>& blocks, const at::Tensor& 
                                   int repeats) {
   const std::vector<bool> was = set_training(blocks, true);
   std::vector<double> out;
-  at::Tensor x = x_in.to(device);
+  LiveSet live(x_in.to(device));
   for (Block& b : blocks) {
     // Training-mode passes move batch-norm statistics: put the buffers back afterwards, so
     // that profiling leaves the run's numbers alone.
@@ -75,17 +75,23 @@ std::vector<double> block_seconds(std::vector<Block>& blocks, const at::Tensor& 
     for (const at::Tensor& t : b.module.ptr()->buffers()) buffers.push_back(t.detach().clone());
     b.module.ptr()->to(device);
     const auto once = [&] {
-      at::Tensor in = x.is_floating_point() ? x.detach().requires_grad_(true) : x;
+      Tensors in = live.take(b.io.in);
+      for (at::Tensor& t : in) t = t.detach().requires_grad_(t.is_floating_point());
       device::synchronize(device);
       const auto start = std::chrono::steady_clock::now();
-      at::Tensor y = b.module.forward(in);
-      torch::autograd::backward({y.sum()});
+      Tensors y = call_block(b, in);
+      Tensors roots;
+      for (const at::Tensor& t : y) {
+        if (t.requires_grad()) roots.push_back(t.sum());
+      }
+      if (!roots.empty()) torch::autograd::backward(roots);
       device::synchronize(device);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       for (at::Tensor& p : b.module.ptr()->parameters()) p.mutable_grad() = at::Tensor();
-      return std::make_pair(s, y.detach());
+      for (at::Tensor& t : y) t = t.detach();
+      return std::make_pair(s, y);
     };
-    at::Tensor next = once().second;  // warm-up (allocator, kernel selection)
+    Tensors next = once().second;  // warm-up (allocator, kernel selection)
     std::vector<double> times;
     for (int k = 0; k < repeats; ++k) times.push_back(once().first);
     std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
@@ -96,18 +102,19 @@ std::vector<double> block_seconds(std::vector<Block>& blocks, const at::Tensor& 
       const std::vector<at::Tensor> now = b.module.ptr()->buffers();
       for (size_t i = 0; i < now.size(); ++i) const_cast<at::Tensor&>(now[i]).copy_(buffers[i]);
     }
-    x = next;
+    live.update(b, std::move(next));
   }
   restore(blocks, was);
   return out;
 }
 
 std::vector<double> block_memory(std::vector<Block>& blocks, const at::Tensor& x) {
-  return chained_eval(blocks, x, [](Block& b, at::Tensor& y) {
+  return chained_eval(blocks, x, [](Block& b, LiveSet& live) {
     double params = 0;
     for (const at::Tensor& p : b.module.ptr()->parameters()) params += static_cast<double>(p.nbytes());
-    y = b.module.forward(y);
-    return 3 * params + static_cast<double>(y.nbytes()) + 1;
+    live.run(b);
+    // What a cut after this block sends: every live tensor (skips and masks included).
+    return 3 * params + static_cast<double>(total_bytes(live.values())) + 1;
   });
 }
 

@@ -29,8 +29,8 @@ std::vector<double> block_seconds(std::vector<Block>& blocks, const at::Tensor& 
                                   int repeats = 3);
 
 /// Bytes a block holds in training per micro-batch of `x`: its parameters three times
-/// (weights, gradients, one optimizer state) plus its output, which its own backward and
-/// the next stage keep (an estimate in the spirit of torchgpipe's balance_by_size).
+/// (weights, gradients, one optimizer state) plus the live tensors after it (its output and
+/// any skip connection in transit), which its own backward and the next stage keep (an estimate in the spirit of torchgpipe's balance_by_size).
 std::vector<double> block_memory(std::vector<Block>& blocks, const at::Tensor& x);
 
 }  // namespace pipelab

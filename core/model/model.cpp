@@ -20,7 +20,19 @@ uint64_t block_seed(uint64_t seed, size_t index) { return mix_seed(seed, 0xB10C,
 
 Block build_block(const ModelDef& def, size_t index, uint64_t seed) {
   torch::manual_seed(block_seed(seed, index));
-  return {def.blocks.at(index).name, def.blocks.at(index).make()};
+  return {def.blocks.at(index).name, def.blocks.at(index).make(), def.blocks.at(index).io};
+}
+
+Dataflow dataflow(const ModelDef& def, const std::string& model) {
+  std::vector<std::pair<std::string, BlockIO>> ios;
+  for (const BlockRecipe& b : def.blocks) ios.emplace_back(b.name, b.io);
+  return check_dataflow(ios, model);
+}
+
+Dataflow dataflow(const std::vector<Block>& blocks, const std::string& model) {
+  std::vector<std::pair<std::string, BlockIO>> ios;
+  for (const Block& b : blocks) ios.emplace_back(b.name, b.io);
+  return check_dataflow(ios, model);
 }
 
 std::string shape_text(c10::IntArrayRef sizes) {

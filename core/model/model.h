@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/config/registry.h"
+#include "core/model/block_io.h"
 
 namespace pipelab {
 
@@ -37,16 +38,25 @@ class CrossEntropyLoss : public Loss {
   torch::Tensor compute(const torch::Tensor& output, const torch::Tensor& target) const override;
 };
 
-/// One named block: a module mapping one tensor to one tensor.
+/// One named block: a module, and the named tensors it reads and writes (block_io.h; by
+/// default one tensor "x" in and out).
 struct Block {
+  Block() = default;
+  Block(std::string name_, torch::nn::AnyModule module_, BlockIO io_ = {})
+      : name(std::move(name_)), module(std::move(module_)), io(std::move(io_)) {}
   std::string name;
   torch::nn::AnyModule module;
+  BlockIO io;
 };
 
 /// How to build one block (called under a block-specific seed).
 struct BlockRecipe {
+  BlockRecipe() = default;
+  BlockRecipe(std::string name_, std::function<torch::nn::AnyModule()> make_, BlockIO io_ = {})
+      : name(std::move(name_)), make(std::move(make_)), io(std::move(io_)) {}
   std::string name;
   std::function<torch::nn::AnyModule()> make;
+  BlockIO io;
 };
 
 /// A model before instantiation: block recipes, loss, and named stage splits.
@@ -56,6 +66,11 @@ struct ModelDef {
   /// Named balances ("spectrain_4" -> blocks per stage), selectable as `balance: <name>`.
   std::map<std::string, std::vector<int>> named_balances;
 };
+
+/// The model's live sets (block_io.h), checked; `model` names it in errors.
+Dataflow dataflow(const ModelDef& def, const std::string& model);
+/// The same for built blocks.
+Dataflow dataflow(const std::vector<Block>& blocks, const std::string& model);
 
 /// Builds block `index` of `def` with its weights seeded from (seed, index).
 Block build_block(const ModelDef& def, size_t index, uint64_t seed);

@@ -42,12 +42,12 @@ class StagePolicy {
   /// actions (none on the last stage). Returns the message for the previous stage (sent only
   /// if the schedule sends it). The default is end-to-end backprop.
   virtual Message backward(Stage& stage, int mb, const std::vector<Message>& in) {
-    return {stage.backward(mb, in.empty() ? at::Tensor() : in.front().value), {}, in.empty() ? -1 : in.front().tag};
+    return {stage.backward(mb, in.empty() ? Tensors() : in.front().values), {}, in.empty() ? -1 : in.front().tag};
   }
   /// The backward split in two (I, then W; zero-bubble schedules): the input gradient, then
   /// the weights' gradients. before_backward runs before I, after_backward after W.
   virtual Message backward_input(Stage& stage, int mb, const std::vector<Message>& in) {
-    return {stage.backward_input(mb, in.empty() ? at::Tensor() : in.front().value), {}, in.empty() ? -1 : in.front().tag};
+    return {stage.backward_input(mb, in.empty() ? Tensors() : in.front().values), {}, in.empty() ? -1 : in.front().tag};
   }
   virtual void backward_weight(Stage& stage, int mb) { stage.backward_weight(mb); }
   virtual void after_backward(Stage& /*stage*/, int /*mb*/) {}

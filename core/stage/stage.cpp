@@ -13,6 +13,7 @@ namespace pipelab {
 Stage::Stage(StageSpec spec)
     : index_(spec.index), count_(spec.count), first_(spec.replica || spec.index == 0),
       last_(spec.replica || spec.index + 1 == spec.count), blocks_(std::move(spec.blocks)),
+      input_names_(std::move(spec.inputs)), output_names_(std::move(spec.outputs)),
       container_(std::make_shared<torch::nn::Module>("Stage")), loss_(std::move(spec.loss)),
       device_(spec.device), autocast_(autocast_dtype(spec.precision.amp)) {
   if (spec.precision.amp == Amp::Fp16) scaler_ = std::make_unique<LossScaler>(spec.precision.loss_scale);
@@ -62,19 +63,29 @@ Stage::Forwarded Stage::forwarded(int mb) const {
   const auto it = saved_.find(mb);
   PIPELAB_ASSERT(it != saved_.end(), "stage {}: micro-batch {} is not in flight", index_, mb);
   PIPELAB_ASSERT(!it->second.checkpointed, "stage {}: a gradient route cannot use a checkpointed forward", index_);
-  return {it->second.input, it->second.output, it->second.target};
+  PIPELAB_ASSERT(it->second.inputs.size() == 1 && it->second.outputs.size() == 1,
+                 "stage {}: a gradient route needs one tensor in and out", index_);
+  return {it->second.inputs.front(), it->second.outputs.front(), it->second.target};
 }
 
 void Stage::release(int mb) { saved_.erase(mb); }
 
-at::Tensor Stage::run_blocks(at::Tensor x) {
-  if (channels_last_ && x.dim() == 4) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+Tensors Stage::run_blocks(Tensors x) {
+  PIPELAB_ASSERT(x.size() == input_names_.size(), "stage {} received {} tensors for its {} inputs", index_, x.size(),
+                 input_names_.size());
+  if (channels_last_) {
+    for (at::Tensor& t : x) {
+      if (t.dim() == 4) t = t.contiguous(at::MemoryFormat::ChannelsLast);
+    }
+  }
   device::AutocastScope amp(device_.type(), autocast_.value_or(at::kFloat), autocast_.has_value());
+  LiveSet live(input_names_, std::move(x));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     nn::GeneratorScope scope(&generators_[i]);
-    x = blocks_[i].module.forward(x);
+    live.run(blocks_[i]);
   }
-  return x;
+  // The loss takes "x"; any other live tensor (a mask) ends with the model.
+  return is_last() ? Tensors{live.get("x")} : live.take(output_names_);
 }
 
 at::Tensor Stage::run_loss(const at::Tensor& out, const at::Tensor& target, double loss_scale) {
@@ -101,41 +112,42 @@ void Stage::set_rng_states(const std::vector<at::Tensor>& states) {
   }
 }
 
-ForwardResult Stage::forward(int mb, const at::Tensor& x_in, const ForwardOptions& options) {
+ForwardResult Stage::forward(int mb, Tensors x_in, const ForwardOptions& options) {
   PIPELAB_ASSERT(!saved_.count(mb), "stage {}: forward of micro-batch {} twice", index_, mb);
   Saved s;
-  // After stage 0 the input is a leaf that collects the gradient to send back.
-  s.input = is_first() ? x_in : x_in.detach().requires_grad_(true);
+  // After stage 0 each floating input is a leaf that collects the gradient to send back.
+  s.inputs = std::move(x_in);
+  if (!is_first()) {
+    for (at::Tensor& t : s.inputs) t = t.detach().requires_grad_(t.is_floating_point());
+  }
   s.target = options.target;
   s.loss_scale = options.loss_scale;
   s.checkpointed = options.checkpoint;
   ForwardResult result;
-  at::Tensor out;
+  Tensors out;
   if (options.checkpoint) {
     s.rng = rng_states();
     at::NoGradGuard no_grad;
-    out = run_blocks(s.input);
+    out = run_blocks(s.inputs);
   } else {
-    out = run_blocks(s.input);
+    out = run_blocks(s.inputs);
   }
+  result.count = out.front().size(0);
   if (is_last()) {
     PIPELAB_ASSERT(options.target.defined(), "stage {} needs targets", index_);
-    const at::Tensor loss = run_loss(out, options.target, options.loss_scale);
-    result.correct = loss_->correct(out, options.target);
-    result.count = out.size(0);
+    const at::Tensor loss = run_loss(out.front(), options.target, options.loss_scale);
+    result.correct = loss_->correct(out.front(), options.target);
     result.loss = loss.detach();
-    if (!options.checkpoint) s.output = loss;
+    if (!options.checkpoint) s.outputs = {loss};
   } else {
-    result.activation = out.detach();
-    result.count = out.size(0);
-    if (!options.checkpoint) s.output = out;
+    for (const at::Tensor& t : out) result.activations.push_back(t.detach());
+    if (!options.checkpoint) s.outputs = std::move(out);
   }
   saved_.emplace(mb, std::move(s));
   return result;
 }
 
-Stage::Root Stage::backward_root(Saved& s, int mb, const at::Tensor& dy) {
-  at::Tensor out = s.output;
+Stage::Root Stage::backward_root(Saved& s, int mb, const Tensors& dy) {
   if (s.checkpointed && !s.recomputed) {
     // Recompute with the generator states of the original forward (same dropout masks),
     // then put the generators back where they were.
@@ -144,59 +156,92 @@ Stage::Root Stage::backward_root(Saved& s, int mb, const at::Tensor& dy) {
     {
       nn::RecomputeGuard recomputing;
       at::AutoGradMode grad(true);
-      out = run_blocks(s.input);
-      if (is_last()) out = run_loss(out, s.target, s.loss_scale);
+      s.outputs = run_blocks(s.inputs);
+      if (is_last()) s.outputs = {run_loss(s.outputs.front(), s.target, s.loss_scale)};
     }
     set_rng_states(now);
-    s.output = out;
     s.recomputed = true;
   }
   // fp16: the backward starts from the gradient times this stage's loss scale, and what
   // goes back is unscaled float32 (precision.h).
   const double scale = scaler_ ? scaler_->scale() : 1.0;
-  if (is_last()) return {scaler_ ? out * scale : out, at::Tensor()};
-  PIPELAB_ASSERT(dy.defined(), "stage {}: backward of micro-batch {} needs a gradient", index_, mb);
-  at::Tensor g = dy.to(out.device());
-  if (scaler_) g = g.to(at::kFloat) * scale;
-  return {out, g.to(out.scalar_type())};
+  if (is_last()) return {{scaler_ ? s.outputs.front() * scale : s.outputs.front()}, {}};
+  PIPELAB_ASSERT(dy.size() == s.outputs.size(), "stage {}: backward of micro-batch {} needs {} gradients, got {}", index_,
+                 mb, s.outputs.size(), dy.size());
+  Root root;
+  for (size_t i = 0; i < dy.size(); ++i) {
+    // An output without a gradient (a mask, or one nothing downstream used) is no root.
+    if (!dy[i].defined() || !s.outputs[i].requires_grad()) continue;
+    at::Tensor g = dy[i].to(s.outputs[i].device());
+    if (scaler_) g = g.to(at::kFloat) * scale;
+    root.outputs.push_back(s.outputs[i]);
+    root.grads.push_back(g.to(s.outputs[i].scalar_type()));
+  }
+  return root;
 }
 
-at::Tensor Stage::input_gradient(const at::Tensor& dx) const {
-  if (!dx.defined()) return {};
-  return scaler_ ? dx.to(at::kFloat) / scaler_->scale() : dx;
+Tensors Stage::input_gradients(const Saved& s, const Tensors& grads) const {
+  Tensors out;
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    const at::Tensor& x = s.inputs[i];
+    if (!x.requires_grad()) {
+      out.emplace_back();
+      continue;
+    }
+    const at::Tensor& dx = grads[i];
+    if (!dx.defined()) {
+      out.push_back(at::zeros_like(x));
+    } else {
+      out.push_back(scaler_ ? dx.to(at::kFloat) / scaler_->scale() : dx);
+    }
+  }
+  return out;
 }
 
-at::Tensor Stage::backward(int mb, const at::Tensor& dy) {
+Tensors Stage::backward(int mb, const Tensors& dy) {
   auto it = saved_.find(mb);
   PIPELAB_ASSERT(it != saved_.end() && !it->second.input_done, "stage {}: backward of micro-batch {} without forward",
                  index_, mb);
   Saved s = std::move(it->second);
   saved_.erase(it);
   const Root root = backward_root(s, mb, dy);
-  if (root.grad.defined()) {
-    torch::autograd::backward({root.output}, {root.grad});
-  } else {
-    torch::autograd::backward({root.output});
+  if (!root.outputs.empty()) {
+    if (is_last()) {
+      torch::autograd::backward(root.outputs);
+    } else {
+      torch::autograd::backward(root.outputs, root.grads);
+    }
   }
   if (is_first()) return {};
-  return input_gradient(s.input.grad());
+  Tensors grads;
+  for (const at::Tensor& x : s.inputs) grads.push_back(x.requires_grad() ? x.grad() : at::Tensor());
+  return input_gradients(s, grads);
 }
 
-at::Tensor Stage::backward_input(int mb, const at::Tensor& dy) {
+Tensors Stage::backward_input(int mb, const Tensors& dy) {
   auto it = saved_.find(mb);
   PIPELAB_ASSERT(it != saved_.end() && !it->second.input_done, "stage {}: I of micro-batch {} without forward", index_,
                  mb);
   Saved& s = it->second;
-  const Root root = backward_root(s, mb, dy);
-  s.output = root.output;
-  s.output_grad = root.grad;
+  Root root = backward_root(s, mb, dy);
+  s.roots = std::move(root.outputs);
+  s.root_grads = std::move(root.grads);
   s.input_done = true;
   if (is_first()) return {};
-  // Only the path to the input runs; the graph stays for W (Qi et al. 2024, §2: B = I + W).
-  const std::vector<at::Tensor> grads =
-      root.grad.defined() ? torch::autograd::grad({root.output}, {s.input}, {root.grad}, /*retain_graph=*/true)
-                          : torch::autograd::grad({root.output}, {s.input}, {}, /*retain_graph=*/true);
-  return input_gradient(grads.at(0));
+  // Only the path to the inputs runs; the graph stays for W (Qi et al. 2024, §2: B = I + W).
+  Tensors wrt;
+  for (const at::Tensor& x : s.inputs) {
+    if (x.requires_grad()) wrt.push_back(x);
+  }
+  Tensors found;
+  if (!wrt.empty() && !s.roots.empty()) {
+    found = torch::autograd::grad(s.roots, wrt, s.root_grads, /*retain_graph=*/true, /*create_graph=*/false,
+                                  /*allow_unused=*/true);
+  }
+  Tensors grads;
+  size_t k = 0;
+  for (const at::Tensor& x : s.inputs) grads.push_back(x.requires_grad() && k < found.size() ? found[k++] : at::Tensor());
+  return input_gradients(s, grads);
 }
 
 void Stage::backward_weight(int mb) {
@@ -208,12 +253,10 @@ void Stage::backward_weight(int mb) {
   for (const at::Tensor& p : parameters()) {
     if (p.requires_grad()) weights.push_back(p);
   }
-  if (weights.empty()) return;
+  if (weights.empty() || s.roots.empty()) return;
   // The same graph walked again, accumulating into the parameters only: the parameter
   // gradients are those a whole B computes, bit for bit (tests/exec).
-  torch::autograd::backward({s.output}, s.output_grad.defined() ? std::vector<at::Tensor>{s.output_grad}
-                                                                : std::vector<at::Tensor>{},
-                            /*retain_graph=*/false, /*create_graph=*/false, weights);
+  torch::autograd::backward(s.roots, s.root_grads, /*retain_graph=*/false, /*create_graph=*/false, weights);
 }
 
 void Stage::step(double lr_scale) {
@@ -232,16 +275,16 @@ void Stage::step(double lr_scale) {
   optimizer_->zero_grad();
 }
 
-ForwardResult Stage::evaluate(const at::Tensor& x, const at::Tensor& target) {
+ForwardResult Stage::evaluate(const Tensors& x, const at::Tensor& target) {
   at::NoGradGuard no_grad;
   ForwardResult result;
-  at::Tensor out = run_blocks(x);
-  result.count = out.size(0);
+  Tensors out = run_blocks(x);
+  result.count = out.front().size(0);
   if (is_last()) {
-    result.loss = run_loss(out, target, 1.0);
-    result.correct = loss_->correct(out, target);
+    result.loss = run_loss(out.front(), target, 1.0);
+    result.correct = loss_->correct(out.front(), target);
   } else {
-    result.activation = out;
+    result.activations = std::move(out);
   }
   return result;
 }

@@ -1,7 +1,9 @@
 #pragma once
 /// A stage owns a consecutive run of blocks, its device, its optimizer and what it keeps
 /// per in-flight micro-batch. It offers forward(mb, x), backward(mb, dy) -> dx and step(),
-/// and knows nothing about schemes (docs/design.md, "Stages").
+/// and knows nothing about schemes (docs/design.md, "Stages"). x, dy and dx are the tensors
+/// crossing its boundaries (core/model/block_io.h): one each for a chain of one-tensor
+/// blocks, with one-tensor overloads for that case.
 #include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 
@@ -26,9 +28,11 @@ struct ForwardOptions {
   double loss_scale = 1.0;
 };
 
-/// What a forward produced: the activation to send on, or on the last stage the loss.
+/// What a forward produced: the activations to send on, or on the last stage the loss.
 struct ForwardResult {
-  at::Tensor activation;  ///< detached output (not on the last stage)
+  Tensors activations;    ///< detached outputs, in the outbound boundary's order (not on the last stage)
+  /// The first activation: the only one of a one-tensor boundary.
+  at::Tensor activation() const { return activations.empty() ? at::Tensor() : activations.front(); }
   at::Tensor loss;        ///< detached scaled mean loss (last stage)
   at::Tensor correct;     ///< top-1 hits (last stage)
   int64_t count = 0;      ///< examples in the micro-batch
@@ -40,6 +44,8 @@ struct StageSpec {
   int count = 1;
   std::vector<Block> blocks;
   size_t first_block = 0;         ///< model index of blocks[0]
+  /// The live tensors' names at the stage's input and output (core/model/block_io.h).
+  std::vector<std::string> inputs{"x"}, outputs{"x"};
   std::shared_ptr<Loss> loss;     ///< non-null only on the last stage
   c10::Device device = c10::kCPU;
   uint64_t seed = 0;              ///< run seed; block i's generator is seeded from (seed, i)
@@ -68,6 +74,9 @@ class Stage {
   /// Container of the blocks (and the head); parameter names are "<block>.<param>".
   torch::nn::Module& module() { return *container_; }
   const std::vector<Block>& blocks() const { return blocks_; }
+  /// Names of the tensors the stage receives and sends (its boundaries' live sets).
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  const std::vector<std::string>& output_names() const { return output_names_; }
   /// Every parameter the stage's optimizer updates: the blocks', then the head's.
   std::vector<at::Tensor> parameters() const { return container_->parameters(); }
   /// The blocks' parameters only.
@@ -90,14 +99,20 @@ class Stage {
   void set_lr_schedule(std::function<double(int64_t)> lr_at) { lr_at_ = std::move(lr_at); }
 
   /// Training forward of micro-batch `mb`; keeps what backward needs.
-  ForwardResult forward(int mb, const at::Tensor& x, const ForwardOptions& options = {});
-  /// Backward of micro-batch `mb`; `dy` is the gradient of the output (undefined on the
-  /// last stage, which starts from its loss). Returns dx (undefined on the first stage).
-  at::Tensor backward(int mb, const at::Tensor& dy);
+  ForwardResult forward(int mb, Tensors x, const ForwardOptions& options = {});
+  ForwardResult forward(int mb, const at::Tensor& x, const ForwardOptions& options = {}) {
+    return forward(mb, Tensors{x}, options);
+  }
+  /// Backward of micro-batch `mb`; `dy` are the gradients of the outputs (none on the last
+  /// stage, which starts from its loss; undefined for an output without one). Returns dx
+  /// (none on the first stage; undefined for an input that is not floating point).
+  Tensors backward(int mb, const Tensors& dy);
+  at::Tensor backward(int mb, const at::Tensor& dy) { return first_of(backward(mb, one(dy))); }
   /// The backward split in two (zero-bubble schedules): I computes and returns dx only,
   /// keeping the graph; W then accumulates the parameters' gradients and drops the
   /// micro-batch. I then W leaves the same gradients as B.
-  at::Tensor backward_input(int mb, const at::Tensor& dy);
+  Tensors backward_input(int mb, const Tensors& dy);
+  at::Tensor backward_input(int mb, const at::Tensor& dy) { return first_of(backward_input(mb, one(dy))); }
   void backward_weight(int mb);
   /// One optimizer update with the scheduled LR (times `lr_scale`), then the gradients are
   /// dropped.
@@ -109,7 +124,8 @@ class Stage {
   /// future updates reads the schedule's future LRs here (FTPipe's `sched_aware`).
   double lr_at(int64_t steps) const { return lr_at_ ? lr_at_(steps) : base_lr_; }
   /// Evaluation forward (no grad, no saved state); on the last stage also the loss.
-  ForwardResult evaluate(const at::Tensor& x, const at::Tensor& target = {});
+  ForwardResult evaluate(const Tensors& x, const at::Tensor& target = {});
+  ForwardResult evaluate(const at::Tensor& x, const at::Tensor& target = {}) { return evaluate(Tensors{x}, target); }
 
   /// Train or eval mode of every block.
   void set_training(bool training);
@@ -124,7 +140,8 @@ class Stage {
 
   /// What the training forward of in-flight micro-batch `mb` kept, for gradient routes
   /// that do their own backward: the input (a grad-requiring leaf after the first stage),
-  /// the output with its graph (the loss on the last stage), and the targets.
+  /// the output with its graph (the loss on the last stage), and the targets. Only for
+  /// one-tensor boundaries.
   struct Forwarded {
     at::Tensor input, output, target;
   };
@@ -138,32 +155,38 @@ class Stage {
 
  private:
   struct Saved {
-    at::Tensor input;                 ///< what the blocks received (a grad-requiring leaf after stage 0)
-    at::Tensor output;                ///< output (or loss on the last stage) with its graph
+    Tensors inputs;                   ///< what the blocks received (grad-requiring leaves after stage 0)
+    Tensors outputs;                  ///< outputs (or {loss} on the last stage) with their graph
     std::vector<at::Tensor> rng;      ///< generator states, for a checkpointed forward
     bool checkpointed = false;
     at::Tensor target;
     double loss_scale = 1.0;
     bool recomputed = false;  ///< a checkpointed forward was recomputed (by I)
     bool input_done = false;  ///< I ran; W comes next
-    at::Tensor output_grad;   ///< what I started from (undefined on the last stage)
+    /// Where I started: the outputs with a gradient and those gradients (none on the last
+    /// stage, which starts from its loss).
+    Tensors roots, root_grads;
   };
-  /// Where a backward starts: the output (or scaled loss) and its gradient.
+  /// Where a backward starts: the outputs (or scaled loss) that have gradients, and those.
   struct Root {
-    at::Tensor output, grad;
+    Tensors outputs, grads;
   };
-  Root backward_root(Saved& s, int mb, const at::Tensor& dy);
-  /// dx as sent back (unscaled under fp16).
-  at::Tensor input_gradient(const at::Tensor& dx) const;
+  Root backward_root(Saved& s, int mb, const Tensors& dy);
+  /// dx as sent back from the inputs' gradients (unscaled under fp16; zeros for a floating
+  /// input that got none).
+  Tensors input_gradients(const Saved& s, const Tensors& grads) const;
+  static Tensors one(const at::Tensor& t) { return t.defined() ? Tensors{t} : Tensors{}; }
+  static at::Tensor first_of(const Tensors& t) { return t.empty() ? at::Tensor() : t.front(); }
 
-  /// The blocks (and, on the last stage, the loss if `target` is defined) under the stage's
-  /// autocast setting.
-  at::Tensor run_blocks(at::Tensor x);
+  /// The blocks under the stage's autocast setting: the outbound tensors, or on the last
+  /// stage {x} for the loss.
+  Tensors run_blocks(Tensors x);
   at::Tensor run_loss(const at::Tensor& out, const at::Tensor& target, double loss_scale);
 
   int index_, count_;
   bool first_, last_;
   std::vector<Block> blocks_;
+  std::vector<std::string> input_names_, output_names_;
   std::shared_ptr<torch::nn::Module> container_;
   std::shared_ptr<Loss> loss_;
   torch::nn::AnyModule head_module_;

@@ -129,6 +129,7 @@ class Runner {
   at::ScalarType dtype_;
   DatasetSplits data_;
   ModelDef def_;
+  Dataflow dataflow_;  ///< the model's live sets, checked before anything is built
   std::vector<int> balance_;
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<std::unique_ptr<StagePolicy>> policies_;

@@ -59,6 +59,12 @@ Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), 
   context.data_dir = run.data_dir ? *run.data_dir : env ? env : "data";
   data_ = e_.dataset->load(context);
   def_ = e_.model->define(data_.spec);
+  try {
+    dataflow_ = dataflow(def_, e_.model->type());
+  } catch (const UserError& err) {
+    // A model's block list is code, but the file chose it: name both.
+    throw ConfigError(fmt::format("{}: {}", e_.source->where("model.type"), err.what()));
+  }
   build_stages();
   start_shadow();
   const int64_t spe = std::max<int64_t>(data_.train->size() / run.batch_size, 0);
@@ -133,6 +139,13 @@ void Runner::build_stages() {
     return blocks;
   };
   std::vector<Block> blocks = build_all();
+  if (!dataflow_.plain() && (e_.scheme->routes_own_gradients() || e_.scheme->prepares_stages())) {
+    e_.source->fail("scheme.type",
+                    fmt::format("scheme {} trains each stage on the one tensor it sends, but model {} sends several "
+                                "between blocks (a skip connection, a mask or a second state)",
+                                e_.scheme->type(), e_.model->type()),
+                    "use a model whose blocks pass one tensor (mlp, cnn, resnet, ...) or another scheme");
+  }
   if (run.amp == Amp::Fp16 && e_.scheme->routes_own_gradients()) {
     e_.source->fail("run.amp",
                     fmt::format("scheme {} computes its gradients itself, which fp16's loss scaling does not reach",
@@ -192,9 +205,12 @@ void Runner::build_stages() {
     if (replicas) {
       // Every replica starts from the same weights: the same blocks under the same seeds.
       spec.blocks = r == 0 ? std::move(blocks) : build_all();
+      spec.outputs = dataflow_.live.back();
     } else {
       spec.first_block = next;
+      spec.inputs = dataflow_.live[next];
       for (int k = 0; k < balance_[static_cast<size_t>(r)]; ++k) spec.blocks.push_back(std::move(blocks[next++]));
+      spec.outputs = dataflow_.live[next];
     }
     spec.loss = spec.replica || r + 1 == stages ? def_.loss : nullptr;
     spec.device = devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(placement[static_cast<size_t>(r)])];
@@ -238,7 +254,7 @@ void Runner::prepare_stages() {
       continue;
     }
     stage->set_training(false);
-    x = stage->evaluate(x.to(stage->device())).activation;
+    x = stage->evaluate(x.to(stage->device())).activation();
     e_.scheme->prepare_stage(*stage, x.sizes().slice(1).vec(), data_.spec.classes);
   }
 }
@@ -285,14 +301,14 @@ void Runner::check_model_takes_data() {
   std::vector<int64_t> index(static_cast<size_t>(n));
   std::iota(index.begin(), index.end(), 0);
   const Batch batch = data_.train->get(index, 0);
-  at::Tensor x = batch.x;
-  if (!data_.spec.integer_input) x = x.to(dtype_);
+  Tensors x{data_.spec.integer_input ? batch.x : batch.x.to(dtype_)};
   try {
     for (const auto& stage : stages_) {
       stage->set_training(false);
       const at::Tensor target = stage->is_last() ? batch.y.to(stage->device()) : at::Tensor();
-      ForwardResult r = stage->evaluate(x.to(stage->device()), target);
-      if (!stage->is_last()) x = r.activation;
+      for (at::Tensor& t : x) t = t.to(stage->device());
+      ForwardResult r = stage->evaluate(x, target);
+      if (!stage->is_last()) x = std::move(r.activations);
       if (e_.scheme->topology() == Topology::Replicas) break;
     }
   } catch (const c10::Error& err) {

@@ -44,6 +44,8 @@ void Runner::start_shadow() {
     spec.index = stage->index();
     spec.count = stage->count();
     spec.first_block = next;
+    spec.inputs = stage->input_names();
+    spec.outputs = stage->output_names();
     for (size_t k = 0; k < stage->blocks().size(); ++k, ++next) {
       spec.blocks.push_back(build_block(def_, next, static_cast<uint64_t>(run.seed)));
     }

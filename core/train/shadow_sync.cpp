@@ -150,7 +150,7 @@ std::vector<Weights> ShadowSync::synchronous_gradients(const std::vector<int>& m
   }
   for (const int mb : mbs) {
     PIPELAB_ASSERT(inputs_.count(mb), "shadow: no input kept for micro-batch {}", mb);
-    at::Tensor x = inputs_.at(mb);
+    Tensors x{inputs_.at(mb)};
     for (size_t r = 0; r < n; ++r) {
       Stage& replica = *replicas_[r];
       const auto rng = rng_.find({static_cast<int>(r), mb});
@@ -161,12 +161,14 @@ std::vector<Weights> ShadowSync::synchronous_gradients(const std::vector<int>& m
         const auto scale = scales_.find(mb);
         options.loss_scale = scale == scales_.end() ? 1.0 : scale->second;
       }
-      x = replica.forward(mb, x.to(replica.device()), options).activation;
+      for (at::Tensor& t : x) t = t.to(replica.device());
+      x = replica.forward(mb, std::move(x), options).activations;
     }
-    at::Tensor dy;
+    Tensors dy;
     for (size_t r = n; r-- > 0;) {
       Stage& replica = *replicas_[r];
-      dy = replica.backward(mb, dy.defined() ? dy.to(replica.device()) : dy);
+      for (at::Tensor& t : dy) t = t.defined() ? t.to(replica.device()) : t;
+      dy = replica.backward(mb, dy);
     }
   }
   std::vector<Weights> out(n);

@@ -38,4 +38,10 @@ MeanPoolClassifierImpl::MeanPoolClassifierImpl(int64_t dim, int64_t classes) {
 
 torch::Tensor MeanPoolClassifierImpl::forward(const torch::Tensor& x) { return output_(x.mean(1)); }
 
+torch::Tensor MaskedMeanPoolClassifierImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  const torch::Tensor keep = mask.unsqueeze(-1).to(x.scalar_type());
+  const torch::Tensor count = keep.sum(1).clamp_min(1);
+  return MeanPoolClassifierImpl::forward((x * keep).sum(1, /*keepdim=*/true) / count.unsqueeze(1));
+}
+
 }  // namespace pipelab::models

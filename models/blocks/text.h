@@ -44,4 +44,13 @@ class MeanPoolClassifierImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MeanPoolClassifier);
 
+/// The same head averaging over the positions a padding mask keeps ([N, T] bool, true for a
+/// word); the same parameters. An all-padding example averages nothing and gets the bias.
+class MaskedMeanPoolClassifierImpl : public MeanPoolClassifierImpl {
+ public:
+  using MeanPoolClassifierImpl::MeanPoolClassifierImpl;
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+};
+TORCH_MODULE(MaskedMeanPoolClassifier);
+
 }  // namespace pipelab::models

@@ -60,7 +60,7 @@ std::vector<at::Tensor> gradients(const std::vector<int>& cut, bool checkpoint, 
     ForwardOptions o;
     o.checkpoint = checkpoint;
     if (s->is_last()) o.target = y;
-    h = s->forward(0, h, o).activation;
+    h = s->forward(0, h, o).activation();
   }
   at::Tensor dy;
   for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
@@ -100,7 +100,7 @@ TEST(Stage, BackwardWithoutForwardIsAnInternalError) {
   spec.blocks = blocks(1, 0);
   spec.loss = std::make_shared<CrossEntropyLoss>();
   Stage s(std::move(spec));
-  EXPECT_THROW(s.backward(3, {}), InternalError);
+  EXPECT_THROW(s.backward(3, at::Tensor()), InternalError);
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ const std::map<std::string, ModelCase>& cases() {
       {"mobilenet_v2", {"{type: mobilenet_v2, width: 0.5}", testing::images(3, 32, 32, 10)}},
       {"inception_v3", {"{type: inception_v3}", testing::images(3, 75, 75, 10)}},
       {"amoebanet_d", {"{type: amoebanet_d, layers: 3, filters: 16}", testing::images(3, 32, 32, 10)}},
+      {"unet", {"{type: unet, depth: 2, channels: 8}", testing::images(3, 16, 16, 10)}},
       {"transformer", {"{type: transformer, num_words: 500, d_model: 32, heads: 4, ff: 32, layers: 2}", tokens(24), 500}},
       {"residual_lstm", {"{type: residual_lstm, num_words: 500, d_model: 32, hidden: 32, layers: 2}", tokens(24), 500}},
   };
@@ -78,7 +79,9 @@ Pass run(const ModelDef& def, std::vector<Block>& blocks, const at::Tensor& x, c
   } else {
     h = h.to(dtype);
   }
-  for (Block& b : blocks) h = b.module.forward(h);
+  LiveSet live(h);  // several tensors between blocks (amoebanet_d, unet): core/model/block_io.h
+  for (Block& b : blocks) live.run(b);
+  h = live.get("x");
   Pass p;
   p.output = h.detach().to(at::kCPU, at::kDouble);
   const at::Tensor loss = def.loss->compute(h, y.to(device));

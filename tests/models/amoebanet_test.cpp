@@ -1,5 +1,5 @@
 // amoebanet_d: GPipe's Table 1 parameter counts (via torchgpipe, docs/schemes.md §6.6),
-// the packed pair of states, shapes and torchgpipe's balances.
+// the pair of states between cells, shapes and torchgpipe's balances.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,23 +72,35 @@ TEST(ZooAmoebanet, ForwardShapes) {
       testing::define_model("{type: amoebanet_d, layers: 6, filters: 32}", testing::images(3, 32, 32, 10)));
   EXPECT_EQ(testing::forward(blocks, torch::randn({2, 3, 32, 32})).sizes(), (std::vector<int64_t>{2, 10}));
   // After stem1 (8 x 16 x 16) and stem2 (a reduction cell: 3 states of 16 channels at 8 x 8),
-  // the message carries both states: 48 x 8 x 8 + 8 x 16 x 16 values per example.
+  // a cut carries both states, x and prev, as two tensors.
   std::vector<Block> first(blocks.begin(), blocks.begin() + 2);
-  EXPECT_EQ(testing::forward(first, torch::randn({2, 3, 32, 32})).sizes(),
-            (std::vector<int64_t>{2, 48 * 64 + 8 * 256}));
+  const LiveSet live = testing::live_after(first, torch::randn({2, 3, 32, 32}));
+  EXPECT_EQ(live.names(), (std::vector<std::string>{"x", "prev"}));
+  EXPECT_EQ(live.get("x").sizes(), (std::vector<int64_t>{2, 48, 8, 8}));
+  EXPECT_EQ(live.get("prev").sizes(), (std::vector<int64_t>{2, 8, 16, 16}));
+  EXPECT_EQ(total_bytes(live.values()), 2 * 4 * (48 * 64 + 8 * 256));
   std::vector<Block> imagenet = testing::build_model(
       testing::define_model("{type: amoebanet_d, layers: 3, filters: 16}", testing::images(3, 224, 224, 1000)));
   EXPECT_EQ(testing::forward(imagenet, torch::randn({1, 3, 224, 224})).sizes(), (std::vector<int64_t>{1, 1000}));
 }
 
-TEST(ZooAmoebanet, PackedStatesRoundTrip) {
-  const models::CellState a{2, 3, 3}, b{1, 6, 6};
-  const torch::Tensor x = torch::randn({4, 2, 3, 3}), y = torch::randn({4, 1, 6, 6});
-  const torch::Tensor packed = models::pack_states(x, y);
-  EXPECT_EQ(packed.sizes(), (std::vector<int64_t>{4, 18 + 36}));
-  const auto [x2, y2] = models::unpack_states(packed, a, b);
-  EXPECT_TRUE(torch::equal(x, x2));
-  EXPECT_TRUE(torch::equal(y, y2));
+TEST(ZooAmoebanet, CellsPassTheirTwoStatesExplicitly) {
+  const ModelDef def = testing::define_model("{type: amoebanet_d, layers: 3, filters: 16}", testing::images(3, 32, 32, 10));
+  const Dataflow flow = dataflow(def, "amoebanet_d");
+  const std::vector<std::string> one{"x"}, pair{"x", "prev"};
+  EXPECT_EQ(flow.live[1], one);   // after the stem: one tensor
+  EXPECT_EQ(flow.live[2], pair);  // after the first cell: the pair
+  EXPECT_EQ(flow.live.back(), pair);
+  EXPECT_TRUE(flow.skips.back().empty());
+  // A cell returns its output and the s1 it read, unchanged.
+  std::vector<Block> blocks = testing::build_model(def);
+  const torch::NoGradGuard no_grad;
+  // cell1_normal1 reads stem3's output (3 states of 16 channels at 4 x 4) and stem2's.
+  const torch::Tensor s1 = torch::randn({2, 48, 4, 4}), s2 = torch::randn({2, 24, 8, 8});
+  blocks[3].module.ptr()->eval();
+  const Tensors out = call_block(blocks[3], {s1, s2});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(torch::equal(out[1], s1));
 }
 
 TEST(ZooAmoebanet, PoolQuirkChangesOutputsNotParameters) {

@@ -1,6 +1,7 @@
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/amoebanet_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/blocks_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unet_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/densenet_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/googlenet_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/inception_v3_test.cpp

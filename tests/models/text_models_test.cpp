@@ -26,6 +26,33 @@ DataSpec imdb_spec(int64_t maxlen = 200) {
 
 torch::Tensor ids(int64_t n, int64_t maxlen, int64_t vocab = 10000) { return torch::randint(vocab, {n, maxlen}, torch::kLong); }
 
+TEST(ZooText, TransformerPaddingMaskIgnoresPaddedPositions) {
+  // With padding_mask: true, embed writes (x, mask); no layer output at a word, and no
+  // logit, depends on what sits at a padded position.
+  const ModelDef def = testing::define_model("{type: transformer, d_model: 16, layers: 1, dropout: 0.0, padding_mask: true}",
+                                             imdb_spec(6));
+  EXPECT_EQ(dataflow(def, "transformer").live[1], (std::vector<std::string>{"x", "mask"}));
+  std::vector<Block> blocks = testing::build_model(def);
+  const torch::NoGradGuard no_grad;
+  const torch::Tensor words = torch::tensor({{5, 7, 9, 0, 0, 0}, {3, 4, 0, 0, 0, 0}}, torch::kLong);
+  const Tensors embedded = call_block(blocks[0], {words});
+  ASSERT_EQ(embedded.size(), 2u);
+  EXPECT_TRUE(embedded[1].equal(words.ne(0)));
+  torch::Tensor noisy = embedded[0].clone();
+  noisy.masked_scatter_(embedded[1].logical_not().unsqueeze(-1).expand_as(noisy), torch::randn_like(noisy) * 100);
+  const torch::Tensor a = call_block(blocks[1], {embedded[0], embedded[1]})[0];
+  const torch::Tensor b = call_block(blocks[1], {noisy, embedded[1]})[0];
+  const torch::Tensor at_words = embedded[1].unsqueeze(-1).expand_as(a);
+  EXPECT_TRUE(torch::allclose(a.masked_select(at_words), b.masked_select(at_words), 1e-5, 1e-6));
+  EXPECT_FALSE(torch::allclose(a, b));  // the padded positions themselves did change
+  // The head averages over the words only: the first example's mean of three positions.
+  const torch::Tensor logits = call_block(blocks[2], {a, embedded[1]})[0];
+  const torch::Tensor by_hand = call_block(blocks[2], {a.narrow(0, 0, 1).narrow(1, 0, 3),
+                                                       torch::ones({1, 3}, torch::kBool)})[0];
+  EXPECT_TRUE(torch::allclose(logits.narrow(0, 0, 1), by_hand, 1e-6, 1e-6));
+  EXPECT_TRUE(torch::allclose(logits, call_block(blocks[2], {b, embedded[1]})[0], 1e-5, 1e-5));
+}
+
 TEST(ZooText, TransformerCountAndShapes) {
   // embed: embedding 10000*128 = 1,280,000 + emb_ff 128*128+128 = 16,512 + position
   //   linear 200*128+128 = 25,728 -> 1,322,240

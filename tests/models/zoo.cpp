@@ -36,10 +36,13 @@ int64_t parameter_count(const ModelDef& def) {
   return n;
 }
 
-torch::Tensor forward(std::vector<Block>& blocks, torch::Tensor x) {
+torch::Tensor forward(std::vector<Block>& blocks, torch::Tensor x) { return live_after(blocks, std::move(x)).get("x"); }
+
+LiveSet live_after(std::vector<Block>& blocks, torch::Tensor x) {
   torch::NoGradGuard no_grad;  // shapes only: no graph to keep
-  for (Block& b : blocks) x = b.module.forward(x);
-  return x;
+  LiveSet live(std::move(x));
+  for (Block& b : blocks) live.run(b);
+  return live;
 }
 
 std::vector<std::string> block_names(const ModelDef& def) {

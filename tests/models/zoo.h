@@ -25,6 +25,8 @@ int64_t parameter_count(const ModelDef& def);
 
 /// Chains the blocks over `x` (training mode, without autograd) and returns the output.
 torch::Tensor forward(std::vector<Block>& blocks, torch::Tensor x);
+/// Every live tensor after the blocks (core/model/block_io.h).
+LiveSet live_after(std::vector<Block>& blocks, torch::Tensor x);
 
 /// Block names in order.
 std::vector<std::string> block_names(const ModelDef& def);

@@ -185,7 +185,7 @@ void reference_loop(Pipe& p, int units, int m, bool delayed) {
         ForwardOptions o;
         if (s->is_last()) o.target = vector_t(u);
         o.loss_scale = 1.0 / count;
-        h = s->forward(u, h, o).activation;
+        h = s->forward(u, h, o).activation();
       }
       at::Tensor g;
       for (auto it = p.stages.rbegin(); it != p.stages.rend(); ++it) g = (*it)->backward(u, g);

@@ -80,9 +80,9 @@ TEST(Describe, CounterHandlesStridesGroupsRnnsAndBatchedMatmul) {
 
 TEST(Describe, StageTotalsAndImbalance) {
   std::vector<BlockProfile> blocks(3);
-  blocks[0] = {"a", {}, 10, 100};
-  blocks[1] = {"b", {}, 20, 300};
-  blocks[2] = {"c", {}, 30, 200};
+  blocks[0] = {"a", "", {}, {}, 10, 100};
+  blocks[1] = {"b", "", {}, {}, 20, 300};
+  blocks[2] = {"c", "", {}, {}, 30, 200};
   const std::vector<StageProfile> s = stage_totals(blocks, {1, 2});
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].parameters, 10);
@@ -115,8 +115,8 @@ run:       {epochs: 1, batch_size: 16}
     EXPECT_NE(out.find(name), std::string::npos) << name << "\n" << out;
   }
   // The tensor between the stages: fc1's 64 outputs, 4 bytes each.
-  EXPECT_NE(out.find(fmt::format("    0  {:<40}  activation [64] 256 B\n", "the data")), std::string::npos) << out;
-  EXPECT_NE(out.find(fmt::format("    1  {:<40}  (the loss)\n", "activation [64] 256 B")), std::string::npos) << out;
+  EXPECT_NE(out.find("    0  the data      x [64] 256 B\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("    1  x [64] 256 B  (the loss)\n"), std::string::npos) << out;
   // Overrides apply, and the transformer is described without its dataset.
   std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") +
                                 " --set 'model={type: transformer}' --set 'partition={stages: 4, balance: spectrain_4}'"
@@ -125,6 +125,16 @@ run:       {epochs: 1, batch_size: 16}
   for (const char* name : {"embed", "layer1", "layer3", "head", "1,621,250", "balance spectrain_4 = [1, 1, 1, 2]"}) {
     EXPECT_NE(out.find(name), std::string::npos) << name << "\n" << out;
   }
+  // A U-Net cut after enc2: three named tensors cross, each block's inputs and outputs shown.
+  std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") +
+                                " --set 'model={type: unet, depth: 2, channels: 4}' --set 'partition={stages: 2, balance: [2, 4]}'"
+                                " --input-shape 3,8,8 --classes 4");
+  ASSERT_EQ(code, 0) << out;
+  const std::string cut = "x [8, 2, 2] 128 B, skip1 [4, 8, 8] 1,024 B, skip2 [8, 4, 4] 512 B (total 1,664 B)";
+  EXPECT_NE(out.find("    0  the data" + std::string(cut.size() - 8, ' ') + "  " + cut + "\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("    1  " + cut + "  (the loss)\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("enc1 (x) -> (x, skip1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("dec2 (x, skip2) -> (x)"), std::string::npos) << out;
   std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") + " --input-shape 3,x");
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("--input-shape: expected sizes"), std::string::npos) << out;

@@ -168,6 +168,8 @@ TEST(Simulate, DerivedCostsByHand) {
   std::vector<BlockProfile> blocks(2);
   blocks[0].flops = 1000, blocks[0].output_shape = {10}, blocks[0].parameters = 100;
   blocks[1].flops = 3000, blocks[1].output_shape = {5}, blocks[1].parameters = 50;
+  blocks[0].live = {{"x", {10}, 40, true}};
+  blocks[1].live = {{"x", {5}, 20, true}};
   sim::DeviceSpec device;
   device.tflops = 1e-3;
   device.optimizer_states = 2;
@@ -180,6 +182,12 @@ TEST(Simulate, DerivedCostsByHand) {
   EXPECT_DOUBLE_EQ(c.stages[1].parameter_bytes, 200);
   EXPECT_DOUBLE_EQ(c.stages[1].optimizer_bytes, 400);
   EXPECT_DOUBLE_EQ(c.stages[0].retained_bytes, 2 * 4 * 10 * 4);  // the estimate: twice the output
+  // A cut carrying a mask too: its bytes go forward as profiled, and nothing comes back.
+  blocks[0].live.push_back({"mask", {10}, 10, false});
+  device.dtype_bytes = 2;
+  const sim::SimCosts m = sim::derive_costs(blocks, sim::estimated_block_memory(blocks), {1, 1}, 4, device);
+  EXPECT_DOUBLE_EQ(m.stages[0].activation_bytes, 4 * (10 * 2 + 10));
+  EXPECT_DOUBLE_EQ(m.stages[1].gradient_bytes, 4 * 10 * 2);
 }
 
 TEST(Simulate, BlockMemoryMeasuredByHand) {

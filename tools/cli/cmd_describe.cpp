@@ -30,10 +30,10 @@ std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const Mo
   const auto costs = [&](Balance::Kind kind) {
     std::vector<double> out;
     for (const BlockProfile& b : blocks) {
-      int64_t outputs = 1;
-      for (const int64_t d : b.output_shape) outputs *= d;
+      int64_t sent = 0;
+      for (const TensorProfile& t : b.live) sent += t.bytes;
       out.push_back(kind == Balance::Kind::Params   ? std::max<double>(1, static_cast<double>(b.parameters))
-                    : kind == Balance::Kind::Memory ? 12.0 * static_cast<double>(b.parameters) + 4.0 * static_cast<double>(outputs)
+                    : kind == Balance::Kind::Memory ? 12.0 * static_cast<double>(b.parameters) + static_cast<double>(sent)
                                                     : static_cast<double>(b.flops));
     }
     return kind == Balance::Kind::Params ? out : with_floor(std::move(out));

@@ -1,6 +1,7 @@
 #include "tools/describe/model_profile.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -15,20 +16,25 @@ std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& da
   torch::NoGradGuard no_grad;
   std::vector<int64_t> shape{1};
   shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
-  torch::Tensor x = torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat);
+  LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
   std::vector<BlockProfile> out;
   for (size_t i = 0; i < def.blocks.size(); ++i) {
     Block block = build_block(def, i, seed);
     block.module.ptr()->eval();
     BlockProfile p;
     p.name = block.name;
+    if (!block.io.plain()) p.io = block.io.str();
     p.parameters = count_parameters(*block.module.ptr());
     {
       FlopCounter counter;
-      x = block.module.forward(x);
+      live.run(block);
       p.flops = counter.flops();
     }
-    p.output_shape = x.sizes().slice(1).vec();
+    p.output_shape = live.get("x").sizes().slice(1).vec();
+    for (size_t k = 0; k < live.names().size(); ++k) {
+      const torch::Tensor& t = live.values()[k];
+      p.live.push_back({live.names()[k], t.sizes().slice(1).vec(), static_cast<int64_t>(t.nbytes()), t.is_floating_point()});
+    }
     out.push_back(std::move(p));
   }
   return out;
@@ -73,6 +79,9 @@ namespace {
 
 double share(int64_t part, int64_t whole) { return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole); }
 
+/// The block's name, and what it reads and writes unless that is one tensor.
+std::string label(const BlockProfile& b) { return b.io.empty() ? b.name : b.name + " " + b.io; }
+
 }  // namespace
 
 std::string render_profile(const std::vector<BlockProfile>& blocks, const std::vector<StageProfile>& stages,
@@ -82,14 +91,14 @@ std::string render_profile(const std::vector<BlockProfile>& blocks, const std::v
   for (const BlockProfile& b : blocks) {
     params += b.parameters;
     flops += b.flops;
-    name_width = std::max(name_width, b.name.size());
+    name_width = std::max(name_width, label(b).size());
     shape_width = std::max(shape_width, shape_text(b.output_shape).size());
   }
   std::string out = fmt::format("{:>5}  {:<{}}  {:<{}}  {:>13}  {:>17}\n", "block", "name", name_width, "output shape",
                                 shape_width, "parameters", "forward FLOPs");
   for (size_t i = 0; i < blocks.size(); ++i) {
     const BlockProfile& b = blocks[i];
-    out += fmt::format("{:>5}  {:<{}}  {:<{}}  {:>13}  {:>17}\n", i, b.name, name_width, shape_text(b.output_shape),
+    out += fmt::format("{:>5}  {:<{}}  {:<{}}  {:>13}  {:>17}\n", i, label(b), name_width, shape_text(b.output_shape),
                        shape_width, with_commas(b.parameters), with_commas(b.flops));
   }
   out += fmt::format("{:>5}  {:<{}}  {:<{}}  {:>13}  {:>17}\n", "total", "", name_width, "", shape_width,
@@ -112,21 +121,30 @@ std::string render_profile(const std::vector<BlockProfile>& blocks, const std::v
   }
   out += fmt::format("imbalance (max/mean over stages): parameters {:.2f}, forward FLOPs {:.2f}\n",
                      imbalance(stage_params), imbalance(stage_flops));
-  // What crosses each boundary: one tensor per example today, float32 as profiled; its
-  // gradient goes back with the same size.
-  out += "\ntensors between stages, per example (float32; each one's gradient comes back the same size):\n";
-  out += fmt::format("{:>5}  {:<40}  {}\n", "stage", "receives", "sends");
-  const auto tensor = [](const BlockProfile& b) {
-    int64_t n = 1;
-    for (const int64_t d : b.output_shape) n *= d;
-    return fmt::format("activation {} {} B", shape_text(b.output_shape), with_commas(4 * n));
+  // What crosses each boundary: the live tensors there, float32 features as profiled; each
+  // floating one's gradient goes back with the same size.
+  out += "\ntensors between stages, per example (float32 features; each floating one's gradient comes back the same size):\n";
+  const auto tensors = [](const BlockProfile& b) {
+    std::vector<std::string> parts;
+    int64_t total = 0;
+    for (const TensorProfile& t : b.live) {
+      parts.push_back(fmt::format("{} {} {} B", t.name, shape_text(t.shape), with_commas(t.bytes)));
+      total += t.bytes;
+    }
+    std::string text = fmt::format("{}", fmt::join(parts, ", "));
+    if (parts.size() > 1) text += fmt::format(" (total {} B)", with_commas(total));
+    return text;
   };
+  std::vector<std::pair<std::string, std::string>> rows;
+  size_t width = 8;
   for (size_t r = 0; r < stages.size(); ++r) {
     const StageProfile& st = stages[r];
-    const std::string in = r == 0 ? "the data" : tensor(blocks[static_cast<size_t>(st.first - 1)]);
-    const std::string sent = r + 1 == stages.size() ? "(the loss)" : tensor(blocks[static_cast<size_t>(st.first + st.count - 1)]);
-    out += fmt::format("{:>5}  {:<40}  {}\n", r, in, sent);
+    rows.emplace_back(r == 0 ? "the data" : tensors(blocks[static_cast<size_t>(st.first - 1)]),
+                      r + 1 == stages.size() ? "(the loss)" : tensors(blocks[static_cast<size_t>(st.first + st.count - 1)]));
+    width = std::max(width, rows.back().first.size());
   }
+  out += fmt::format("{:>5}  {:<{}}  {}\n", "stage", "receives", width, "sends");
+  for (size_t r = 0; r < rows.size(); ++r) out += fmt::format("{:>5}  {:<{}}  {}\n", r, rows[r].first, width, rows[r].second);
   return out;
 }
 

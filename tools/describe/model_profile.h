@@ -8,10 +8,20 @@
 
 namespace pipelab {
 
+/// One live tensor (core/model/block_io.h) for one example.
+struct TensorProfile {
+  std::string name;
+  std::vector<int64_t> shape;  ///< without the batch dimension
+  int64_t bytes = 0;           ///< in the profiled dtype (float32 for features)
+  bool floating = true;        ///< has a gradient (not ids or a mask)
+};
+
 /// One block of a model, measured on one example.
 struct BlockProfile {
   std::string name;
-  std::vector<int64_t> output_shape;  ///< without the batch dimension
+  std::string io;                     ///< "(x, skip1) -> (x)"; empty for a one-tensor block
+  std::vector<int64_t> output_shape;  ///< of "x", without the batch dimension
+  std::vector<TensorProfile> live;    ///< what is live after the block: what a cut here sends
   int64_t parameters = 0;
   int64_t flops = 0;  ///< forward FLOPs for one example (2 x multiply-adds, core/model/flop_counter.h)
 };

@@ -20,12 +20,12 @@ BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint
   {
     MemoryMeter::Install install(meter);
     // The input is allocated before the first scope: the feed's, not a block's.
-    torch::Tensor x = torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat);
+    LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
     for (size_t i = 0; i < blocks.size(); ++i) {
       MemoryMeter::Scope scope(meter.get(), static_cast<int>(i));
-      x = blocks[i].module.forward(x);
+      live.run(blocks[i]);
     }
-    // Every block's saved tensors are alive now (the graph hangs on x): what each keeps.
+    // Every block's saved tensors are alive now (the graph hangs on the live set): what each keeps.
     for (size_t i = 0; i < blocks.size(); ++i) {
       out.retained_per_example.push_back(static_cast<double>(meter->usage(static_cast<int>(i)).current) / examples);
     }

@@ -12,6 +12,21 @@ double elements(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), 1.0, [](double a, int64_t b) { return a * static_cast<double>(b); });
 }
 
+/// Bytes of `examples` examples crossing a cut after `b`: the floating tensors in the
+/// device's dtype (the profile's are float32), the others (ids, masks) as profiled; for the
+/// gradients only the floating ones.
+double cut_bytes(const BlockProfile& b, double dtype_bytes, double examples, bool gradients) {
+  double n = 0;
+  for (const TensorProfile& t : b.live) {
+    if (t.floating) {
+      n += static_cast<double>(t.bytes) / 4 * dtype_bytes;
+    } else if (!gradients) {
+      n += static_cast<double>(t.bytes);
+    }
+  }
+  return n * examples;
+}
+
 }  // namespace
 
 BlockMemory estimated_block_memory(const std::vector<BlockProfile>& blocks) {
@@ -53,8 +68,8 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     }
     const size_t last = first + static_cast<size_t>(balance[s]) - 1;
     k.backward = k.backward_input + k.backward_weight;
-    k.activation_bytes = s + 1 < balance.size() ? elements(blocks.at(last).output_shape) * device.dtype_bytes * examples : 0;
-    k.gradient_bytes = s > 0 ? elements(blocks.at(first - 1).output_shape) * device.dtype_bytes * examples : 0;
+    k.activation_bytes = s + 1 < balance.size() ? cut_bytes(blocks.at(last), device.dtype_bytes, examples, false) : 0;
+    k.gradient_bytes = s > 0 ? cut_bytes(blocks.at(first - 1), device.dtype_bytes, examples, true) : 0;
     k.parameter_bytes = params * device.dtype_bytes;
     k.optimizer_bytes = params * device.optimizer_states * device.dtype_bytes;
     // The step reads weights and gradient, writes weights, and reads and writes each state.
