@@ -51,7 +51,7 @@ BlockIO pops(std::vector<std::string> names);
 /// The live set before and after every block of a model, checked. Throws a UserError naming
 /// `model`, the block and the fix when a block reads a name that is not live, pops one that
 /// no block upstream stashed, stashes a name already live, writes a name twice, when a stash
-/// is never popped, or when no "x" is left for the loss.
+/// is never popped. ("x" stays live to the end: it cannot be stashed, so never popped.)
 struct Dataflow {
   /// live[i]: the names live before block i; live[n]: after the last block.
   std::vector<std::vector<std::string>> live;
