@@ -131,6 +131,7 @@ class CostSource {
     }
     const DataSpec spec = data_spec(e, vm);
     const ModelDef def = e.model->define(spec);
+    dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
     blocks_ = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
     memory_ = sim::measure_block_memory(def, spec, static_cast<uint64_t>(e.run.seed));
   }
