@@ -11,7 +11,6 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/pimpl.h>
 
-#include <utility>
 #include <vector>
 
 namespace pipelab::models {

@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "core/model/block_io.h"
+
 namespace pipelab {
 
 struct Message {
@@ -18,12 +20,7 @@ struct Message {
   /// The first value (undefined when there is none): for one-tensor boundaries.
   at::Tensor value() const { return values.empty() ? at::Tensor() : values.front(); }
   /// Bytes on the wire (0 for an empty message).
-  int64_t bytes() const {
-    int64_t n = 0;
-    for (const at::Tensor& t : values) n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
-    for (const at::Tensor& t : extra) n += static_cast<int64_t>(t.nbytes());
-    return n;
-  }
+  int64_t bytes() const { return total_bytes(values) + total_bytes(extra); }
   bool empty() const {
     for (const at::Tensor& t : values) {
       if (t.defined()) return false;

@@ -29,11 +29,6 @@ Dataflow dataflow(const ModelDef& def, const std::string& model) {
   return check_dataflow(ios, model);
 }
 
-Dataflow dataflow(const std::vector<Block>& blocks, const std::string& model) {
-  std::vector<std::pair<std::string, BlockIO>> ios;
-  for (const Block& b : blocks) ios.emplace_back(b.name, b.io);
-  return check_dataflow(ios, model);
-}
 
 std::string shape_text(c10::IntArrayRef sizes) {
   std::string out = "[";

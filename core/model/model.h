@@ -69,8 +69,6 @@ struct ModelDef {
 
 /// The model's live sets (block_io.h), checked; `model` names it in errors.
 Dataflow dataflow(const ModelDef& def, const std::string& model);
-/// The same for built blocks.
-Dataflow dataflow(const std::vector<Block>& blocks, const std::string& model);
 
 /// Builds block `index` of `def` with its weights seeded from (seed, index).
 Block build_block(const ModelDef& def, size_t index, uint64_t seed);

@@ -205,13 +205,8 @@ Tensors Stage::backward(int mb, const Tensors& dy) {
   Saved s = std::move(it->second);
   saved_.erase(it);
   const Root root = backward_root(s, mb, dy);
-  if (!root.outputs.empty()) {
-    if (is_last()) {
-      torch::autograd::backward(root.outputs);
-    } else {
-      torch::autograd::backward(root.outputs, root.grads);
-    }
-  }
+  // On the last stage there are no gradients: the loss starts from 1.
+  if (!root.outputs.empty()) torch::autograd::backward(root.outputs, root.grads);
   if (is_first()) return {};
   Tensors grads;
   for (const at::Tensor& x : s.inputs) grads.push_back(x.requires_grad() ? x.grad() : at::Tensor());

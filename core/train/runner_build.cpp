@@ -133,12 +133,6 @@ void Runner::build_stages() {
   const int stages = e_.scheme->stages(requested);
   const bool replicas = e_.scheme->topology() == Topology::Replicas;
   const uint64_t seed = static_cast<uint64_t>(run.seed);
-  const auto build_all = [&] {
-    std::vector<Block> blocks;
-    for (size_t i = 0; i < def_.blocks.size(); ++i) blocks.push_back(build_block(def_, i, seed));
-    return blocks;
-  };
-  std::vector<Block> blocks = build_all();
   if (!dataflow_.plain() && (e_.scheme->routes_own_gradients() || e_.scheme->prepares_stages())) {
     e_.source->fail("scheme.type",
                     fmt::format("scheme {} trains each stage on the one tensor it sends, but model {} sends several "
@@ -146,6 +140,12 @@ void Runner::build_stages() {
                                 e_.scheme->type(), e_.model->type()),
                     "use a model whose blocks pass one tensor (mlp, cnn, resnet, ...) or another scheme");
   }
+  const auto build_all = [&] {
+    std::vector<Block> blocks;
+    for (size_t i = 0; i < def_.blocks.size(); ++i) blocks.push_back(build_block(def_, i, seed));
+    return blocks;
+  };
+  std::vector<Block> blocks = build_all();
   if (run.amp == Amp::Fp16 && e_.scheme->routes_own_gradients()) {
     e_.source->fail("run.amp",
                     fmt::format("scheme {} computes its gradients itself, which fp16's loss scaling does not reach",
