@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <map>
+
+#include "core/config/yaml_file.h"
 
 namespace pipelab {
 
@@ -102,49 +103,6 @@ void ConfigNode::expect_map(const std::string& what) const {
                    path_.empty() ? "the file" : path_));
 }
 
-void check_yaml_keys(const YAML::Node& node, const std::string& file) {
-  if (node.IsSequence()) {
-    for (const YAML::Node& item : node) check_yaml_keys(item, file);
-    return;
-  }
-  if (!node.IsMap()) return;
-  std::map<std::string, YAML::Mark> seen;
-  for (const auto& kv : node) {
-    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
-    if (key == "<<") {
-      throw ConfigError(fmt::format("{}: YAML merge keys (<<) are not supported. Fix: write the merged keys out.",
-                                    format_mark(file, kv.first.Mark())));
-    }
-    const auto [it, fresh] = seen.emplace(key, kv.first.Mark());
-    if (!fresh) {
-      throw ConfigError(fmt::format("{}: duplicate key '{}' (first at line {}); YAML keeps only one of them. Fix: "
-                                    "merge the two into one.",
-                                    format_mark(file, kv.first.Mark()), key, it->second.line + 1));
-    }
-    check_yaml_keys(kv.second, file);
-  }
-}
-
-YAML::Node load_yaml_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) {
-    throw ConfigError(fmt::format("{}: is a folder, not a YAML file. Fix: give the experiment file's path.", path));
-  }
-  if (!std::filesystem::exists(path)) {
-    throw ConfigError(fmt::format("{}: file not found. Fix: check the path (working directory is {}).",
-                                  path, std::filesystem::current_path().string()));
-  }
-  try {
-    YAML::Node root = YAML::LoadFile(path);
-    check_yaml_keys(root, path);
-    return root;
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError(fmt::format("{}: invalid YAML: {}. Fix: correct the syntax at that place.",
-                                  format_mark(path, e.mark), e.msg));
-  } catch (const YAML::BadFile&) {
-    throw ConfigError(fmt::format("{}: cannot read the file. Fix: check its permissions.", path));
-  }
-}
-
 void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
                      ConfigSource& source) {
   for (const std::string& item : overrides) {
@@ -156,10 +114,17 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides
     const std::string path = item.substr(0, eq);
     YAML::Node value;
     try {
-      value = YAML::Load(item.substr(eq + 1));
-    } catch (const YAML::ParserException& e) {
-      throw ConfigError(fmt::format("{}: the value is not valid YAML ({}). Fix: quote it or use [a, b] for lists.",
-                                    text, e.msg));
+      value = parse_yaml(item.substr(eq + 1), text);
+    } catch (const ConfigError& e) {
+      // parse_yaml names the place as "SOURCE:line:column: what. Fix: ..."; a flag has one
+      // line, so keep only what went wrong and give the fix for a flag.
+      std::string what = e.what();
+      const size_t colon = what.find(": ", text.size());
+      if (colon != std::string::npos) what = what.substr(colon + 2);
+      const size_t fix = what.find(". Fix:");
+      if (fix != std::string::npos) what = what.substr(0, fix);
+      throw ConfigError(fmt::format("{}: the value is not valid YAML ({}). Fix: quote it, or use [a, b] for lists.",
+                                    text, what));
     }
     if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
     if (!root.IsMap()) {

@@ -79,13 +79,6 @@ class ConfigNode {
 /// Formats the location of a yaml-cpp mark as "file:line:col" (1-based).
 std::string format_mark(const std::string& file, const YAML::Mark& mark);
 
-/// Loads a YAML file; a syntax error becomes a ConfigError with line:column.
-YAML::Node load_yaml_file(const std::string& path);
-/// ConfigError for what yaml-cpp accepts silently: a key given twice in one mapping (the
-/// first would win) and YAML merge keys (`<<`, which yaml-cpp reads as a plain key).
-/// load_yaml_file applies it; call it on trees parsed from text. `file` names the source.
-void check_yaml_keys(const YAML::Node& node, const std::string& file);
-
 /// Applies "key.path=value" overrides to `root` (value parsed as YAML) and records them in
 /// `source`. A malformed override is a ConfigError.
 void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,

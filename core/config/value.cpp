@@ -40,10 +40,15 @@ int64_t ConfigValue<int64_t>::read(const ConfigNode& n) {
       size_t used = 0;
       const long long v = std::stoll(t, &used, 0);
       if (used == t.size()) return v;
+      // A whole number in exponent form (samples: 1e5).
+      const double d = std::stod(t, &used);
+      if (used == t.size() && std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) {
+        return static_cast<int64_t>(d);
+      }
     } catch (const std::exception&) {
     }
   }
-  detail::fail_type(n, type());
+  detail::fail_type(n, "an integer (at most 9.2e18)");
 }
 
 int ConfigValue<int>::read(const ConfigNode& n) {

@@ -18,7 +18,7 @@ namespace {
 
 [[noreturn]] void io_error(const std::string& what, const std::string& path) {
   throw WriteError(fmt::format("{}: cannot {} ({}). Fix: free disk space or check that the folder exists and is "
-                               "writable, then continue with `pipelab run FILE --resume`.",
+                               "writable.",
                                path, what, std::strerror(errno)));
 }
 
@@ -75,16 +75,6 @@ void remove_stale_temporaries(const std::string& dir) {
     if (name.find_first_not_of("0123456789", at + 5) != std::string::npos) continue;
     std::filesystem::remove(entry.path(), ec);
   }
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw UserError(fmt::format("{}: cannot read the file (does it exist?). Fix: check the path.", path));
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace pipelab

@@ -16,7 +16,5 @@ void check_written(const std::ostream& stream, const std::string& path);
 /// Removes the temporary files (`<name>.tmp.<pid>`) that write_file_atomic left in `dir`
 /// when a process was killed between writing and renaming.
 void remove_stale_temporaries(const std::string& dir);
-/// Reads a whole file; a missing file is a UserError naming it.
-std::string read_file(const std::string& path);
 
 }  // namespace pipelab

@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 
+#include "core/io/input_file.h"
 #include "core/io/pt_file.h"
 #include "core/io/unpickler.h"
 #include "core/util/error.h"
@@ -87,12 +88,7 @@ c10::IValue decode_named(std::unique_ptr<caffe2::serialize::PyTorchStreamReader>
 }  // namespace
 
 c10::IValue load_pt(const std::string& path) {
-  if (std::filesystem::is_directory(path)) {
-    throw UserError(fmt::format("{}: is a folder, not a .pt file. Fix: give the path of the file.", path));
-  }
-  if (!std::filesystem::is_regular_file(path)) {
-    throw UserError(fmt::format("{}: file not found. Fix: check the path.", path));
-  }
+  check_input_file(path);  // a folder, a FIFO, a missing file: a clear error before LibTorch opens it
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
   try {
     reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "core/config/yaml_file.h"
+
 namespace pipelab {
 namespace {
 
@@ -76,14 +78,7 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
 Experiment Experiment::parse(const std::string& yaml, const std::string& name,
                              const std::vector<std::string>& overrides) {
   auto source = std::make_shared<ConfigSource>(name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-    check_yaml_keys(root, name);
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError(fmt::format("{}: invalid YAML: {}. Fix: correct the syntax at that place.",
-                                  format_mark(name, e.mark), e.msg));
-  }
+  YAML::Node root = parse_yaml(yaml, name);
   apply_overrides(root, overrides, *source);
   return from_tree(root, source, std::filesystem::path(name).stem().string());
 }

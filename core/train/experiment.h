@@ -42,8 +42,8 @@ struct RunOptions {
   PrefetchOptions loader;
   template <class V>
   void fields(V& v) {
-    v.required("epochs", epochs, "training epochs", positive);
-    v.required("batch_size", batch_size, "mini-batch size", positive);
+    v.required("epochs", epochs, "training epochs", in_range(1, 1e6));
+    v.required("batch_size", batch_size, "mini-batch size", in_range(1, 1e9));
     v("eval_batch_size", eval_batch_size, "evaluation batch size (default: batch_size)");
     v("seed", seed, "seed of weights, data order, dropout", non_negative);
     v("devices", devices, "one device for all stages, or one per stage: cpu, cuda:N", non_empty);
@@ -51,7 +51,7 @@ struct RunOptions {
     v("data_dir", data_dir, "dataset folder (default: $PIPELAB_DATA_DIR, else ./data)");
     v("threads", threads,
       "intra-op threads (0: OMP_NUM_THREADS if set, else half the cores, at least 1; README, Threads)",
-      non_negative);
+      in_range(0, 1024));
     v.choice("dtype", dtype, Choices<Dtype>{{"float32", Dtype::Float32}, {"float64", Dtype::Float64}},
              "parameter and activation precision");
     v.choice("amp", amp, Choices<Amp>{{"none", Amp::None}, {"bf16", Amp::Bf16}, {"fp16", Amp::Fp16}},

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/data/dataset.h"
-#include "core/io/atomic_file.h"  // read_file
+#include "core/io/input_file.h"  // read_file
 
 namespace pipelab {
 

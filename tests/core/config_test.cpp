@@ -66,7 +66,7 @@ TEST(Config, WrongType) {
 TEST(Config, OutOfRange) {
   const std::string msg = error_of({}, replace(kBase, "lr: 0.1", "lr: 0.1\n  momentum: 1.5"));
   EXPECT_HAS(msg, "test.yaml:19:13: optimizer.momentum: must be a number in [0, 1), got 1.5");
-  EXPECT_HAS(error_of({}, replace(kBase, "epochs: 1", "epochs: 0")), "run.epochs: must be a number > 0, got 0");
+  EXPECT_HAS(error_of({}, replace(kBase, "epochs: 1", "epochs: 0")), "run.epochs: must be a number in [1, 1000000], got 0");
   EXPECT_HAS(error_of({}, replace(kBase, "chunks: 2", "checkpoint: sometimes")),
              "scheme.checkpoint: 'sometimes' is not one of always, except_last, never");
 }
