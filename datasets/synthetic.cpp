@@ -7,11 +7,14 @@
 /// gives the same bytes on every machine.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <numeric>
 
 #include "core/data/dataset.h"
+#include "core/util/error.h"
+#include "core/util/memory_size.h"
 
 namespace pipelab {
 namespace {
@@ -38,6 +41,19 @@ struct SyntheticOptions {
     v("label_noise", label_noise, "share of labels replaced by random classes", in_range(0, 1));
     v("seed", seed, "seed of the teacher and the examples (independent of run.seed)", non_negative);
   }
+  /// The examples (float32) and, while they are made, about two temporaries of their size:
+  /// checked against this machine's memory when the data is made (not when an experiment
+  /// meant for a bigger machine is only planned), before anything is allocated.
+  void check_memory() const {
+    double values = static_cast<double>(samples + test_samples);
+    for (const int64_t d : shape) values *= static_cast<double>(d);
+    const std::string problem = memory_problem(values * 4 * 3);
+    if (!problem.empty()) {
+      throw ConfigError(fmt::format("dataset: {} examples of shape [{}] make {:.3g} values, which {}. Fix: use fewer "
+                                    "dataset.samples or a smaller dataset.shape.",
+                                    samples + test_samples, fmt::join(shape, ", "), values, problem));
+    }
+  }
 };
 
 class Synthetic : public Configured<DatasetFactory, SyntheticOptions> {
@@ -45,6 +61,7 @@ class Synthetic : public Configured<DatasetFactory, SyntheticOptions> {
   using Configured::Configured;
   DatasetSplits load(const DataContext&) const override {
     const auto& o = options_;
+    o.check_memory();
     const int64_t d = std::accumulate(o.shape.begin(), o.shape.end(), int64_t{1}, std::multiplies<int64_t>());
     const int64_t n = o.samples + o.test_samples;
     at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(o.seed));

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/model/model.h"
+#include "core/util/memory_size.h"
 #include "core/nn/batch_norm.h"
 #include "core/nn/dropout.h"
 #include "models/activation.h"
@@ -28,6 +29,14 @@ struct MlpOptions {
   }
   void check(const ConfigNode& node) const {
     if (sizes.size() < 2) node.child("sizes").fail("needs at least [inputs, classes]", "list at least two widths");
+    // Weights, their gradient and an optimizer state or two: four float32 copies at least.
+    double weights = 0;
+    for (size_t i = 0; i + 1 < sizes.size(); ++i) weights += static_cast<double>(sizes[i]) * static_cast<double>(sizes[i + 1]);
+    const std::string problem = memory_problem(weights * 4 * 4);
+    if (!problem.empty()) {
+      node.child("sizes").fail(fmt::format("these widths make {:.3g} weights, which {}", weights, problem),
+                               "use smaller widths");
+    }
   }
 };
 

@@ -62,11 +62,28 @@ namespace {
 
 /// One line of an exception's message: c10's errors carry a C++ backtrace that says
 /// nothing to a user.
+/// The first line of a c10d/Gloo error without the source location Gloo puts in front
+/// ("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"):
+/// a user needs the reason, not our dependency's file names.
 std::string first_line(const std::exception& e) {
   const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
   std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
-  const size_t nl = text.find('\n');
-  return nl == std::string::npos ? text : text.substr(0, nl);
+  text = text.substr(0, text.find('\n'));
+  for (size_t open = text.find('['); open != std::string::npos; open = text.find('[', open)) {
+    const size_t close = text.find(']', open);
+    if (close == std::string::npos) break;
+    const std::string inside = text.substr(open + 1, close - open - 1);
+    const bool source = inside.find('/') != std::string::npos && inside.find(':') != std::string::npos &&
+                        (inside.find(".cc:") != std::string::npos || inside.find(".cpp:") != std::string::npos ||
+                         inside.find(".h:") != std::string::npos);
+    if (!source) {
+      open = close;
+      continue;
+    }
+    text.erase(open, close + 1 - open);
+    while (open < text.size() && text[open] == ' ') text.erase(open, 1);
+  }
+  return text;
 }
 
 }  // namespace
@@ -147,8 +164,9 @@ void ProcessGroup::recv(at::Tensor& t, int src, int tag) {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->receives.erase(work.get());
     if (impl_->aborted) throw ReceiveAborted();
-    throw UserError(fmt::format("rank {} lost rank {} (waiting {} s at most): {}", options_.rank, src,
-                                options_.timeout_seconds, first_line(e)));
+    throw PeerError(fmt::format("rank {} lost rank {} (waiting {} s at most): {}. Fix: see rank {}'s own log for why "
+                                "it stopped (a kill, a failure, the network).",
+                                options_.rank, src, options_.timeout_seconds, first_line(e), src));
   }
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->receives.erase(work.get());
@@ -171,7 +189,12 @@ void ProcessGroup::complete_sends() {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     sends.swap(impl_->sends);
   }
-  for (auto& w : sends) w->wait(impl_->timeout);
+  try {
+    for (auto& w : sends) w->wait(impl_->timeout);
+  } catch (const std::exception& e) {
+    throw PeerError(fmt::format("rank {}: a message could not be delivered (a peer left?): {}", options_.rank,
+                                first_line(e)));
+  }
 }
 
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& t) {
@@ -181,7 +204,7 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& t) {
   try {
     impl_->group->allgather(out, in)->wait(impl_->timeout);
   } catch (const std::exception& e) {
-    throw UserError(fmt::format("rank {}: all-gather failed (a peer left?): {}", options_.rank, first_line(e)));
+    throw PeerError(fmt::format("rank {}: all-gather failed (a peer left?): {}", options_.rank, first_line(e)));
   }
   return out[0];
 }
@@ -190,7 +213,7 @@ void ProcessGroup::barrier() {
   try {
     impl_->group->barrier()->wait(impl_->timeout);
   } catch (const std::exception& e) {
-    throw UserError(fmt::format("rank {}: barrier failed (a peer left?): {}", options_.rank, first_line(e)));
+    throw PeerError(fmt::format("rank {}: barrier failed (a peer left?): {}", options_.rank, first_line(e)));
   }
 }
 
@@ -203,7 +226,7 @@ std::vector<std::string> ProcessGroup::exchange(const std::string& key, const st
       out.emplace_back(v.begin(), v.end());
     }
   } catch (const std::exception& e) {
-    throw UserError(fmt::format("rank {}: exchanging {} failed (a peer left?): {}", options_.rank, key, first_line(e)));
+    throw PeerError(fmt::format("rank {}: exchanging {} failed (a peer left?): {}", options_.rank, key, first_line(e)));
   }
   return out;
 }

@@ -22,6 +22,13 @@ class WriteError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Another process of a multi-process run stopped or cannot be reached (it was killed, it
+/// failed, the network broke): not a mistake in the input. Exit code 1.
+class PeerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// A bug in pipelab: an invariant that should always hold did not.
 class InternalError : public std::logic_error {
  public:

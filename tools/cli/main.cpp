@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <new>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -55,22 +56,31 @@ int main(int argc, char** argv) {
     usage(std::cerr);
     return 2;
   }
+  // Messages quote user input: control bytes are shown escaped, never sent to the terminal.
+  using pipelab::printable;
   try {
     return it->second.fn(args);
   } catch (const pipelab::cli::UsageError& e) {
-    std::cerr << "pipelab " << name << ": " << e.message << "\n(see: pipelab " << name << " --help)\n";
+    std::cerr << "pipelab " << name << ": " << printable(e.message) << "\n(see: pipelab " << name << " --help)\n";
     return 2;
   } catch (const pipelab::UserError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << printable(e.what()) << "\n";
     return 2;
   } catch (const pipelab::WriteError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << printable(e.what()) << "\n";
+    return 1;
+  } catch (const pipelab::PeerError& e) {
+    std::cerr << "error: " << printable(e.what()) << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory: pipelab could not allocate what this command needs. Fix: use smaller sizes "
+                 "(model widths, dataset samples, batch sizes) or a machine with more memory.\n";
     return 1;
   } catch (const c10::Error& e) {
-    std::cerr << "error from LibTorch: " << e.what_without_backtrace() << "\n";
+    std::cerr << "error from LibTorch: " << printable(e.what_without_backtrace()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "internal error: " << e.what() << "\n";
+    std::cerr << "internal error: " << printable(e.what()) << "\n";
     return 1;
   }
 }
