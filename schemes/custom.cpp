@@ -9,10 +9,9 @@
 /// its devices the stage threads or processes. A file without SEND/RECV actions gets them
 /// from lower(); one with them is taken as written.
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
+#include "core/io/input_file.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
 #include "schemes/sync_pipeline.h"
@@ -57,25 +56,27 @@ class Custom : public Configured<Scheme, CustomOptions> {
     return s;
   }
 
+  ValidateOptions schedule_rules(int stages) const override {
+    ValidateOptions o = Scheme::schedule_rules(stages);
+    o.one_update = true;  // synchronous weights: one step per mini-batch
+    return o;
+  }
+
  private:
   const Schedule& loaded() const {
     std::call_once(once_, [&] {
       if (options_.file.empty()) fail("file", "no schedule file given", "set scheme.file: path/to/my.sched");
-      std::ifstream in(options_.file);
-      if (!std::filesystem::is_regular_file(options_.file) || !in) {
-        fail("file", fmt::format("cannot read '{}'", options_.file),
-             "give the path of a schedule file (relative to the directory you run pipelab in)");
-      }
-      std::stringstream text;
-      text << in.rdbuf();
-      const bool csv = std::filesystem::path(options_.file).extension() == ".csv";
-      Schedule s = csv ? Schedule::parse_csv(text.str(), options_.file) : Schedule::parse(text.str(), options_.file);
-      if (s.stages() == 0) fail("file", fmt::format("{} holds no actions", options_.file), "write one line per device");
+      std::string text;
       try {
-        validate_schedule(s);
+        text = read_file(options_.file, 64u << 20);  // names the file and the fix
       } catch (const UserError& e) {
-        throw UserError(fmt::format("{}: {}", options_.file, e.what()));
+        throw UserError(fmt::format("scheme.file: cannot read the schedule: {}", e.what()));
       }
+      const bool csv = std::filesystem::path(options_.file).extension() == ".csv";
+      Schedule s = csv ? Schedule::parse_csv(text, options_.file) : Schedule::parse(text, options_.file);
+      if (s.stages() == 0) fail("file", fmt::format("{} holds no actions", options_.file), "write one line per device");
+      // Every error names the file, line and column of the action (Schedule::source).
+      validate_schedule(s, schedule_rules(s.stages()));
       if (options_.virtual_stages > 0 && s.stages() != s.devices() * options_.virtual_stages) {
         fail("virtual_stages",
              fmt::format("{} has {} stages on {} devices, not {} per device", options_.file, s.stages(), s.devices(),

@@ -51,6 +51,11 @@ class Dp : public Configured<Scheme, DpOptions> {
     }
     return s;
   }
+  ValidateOptions schedule_rules(int stages) const override {
+    ValidateOptions o = Scheme::schedule_rules(stages);
+    o.kinds.push_back(ActionKind::AllReduce);
+    return o;
+  }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     // One group per run: the first replica's policy starts it, the others join.
     if (stage.index() == 0) group_ = make_all_reduce(stage.count());

@@ -196,6 +196,11 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
     return lower(s, how);
   }
   std::vector<int> max_in_flight(int stages) const override { return std::vector<int>(static_cast<size_t>(stages), 1); }
+  ValidateOptions schedule_rules(int stages) const override {
+    ValidateOptions o = Scheme::schedule_rules(stages);
+    o.kinds.push_back(ActionKind::Head);
+    return o;
+  }
   bool prepares_stages() const override { return options_.uses_heads(); }
   void prepare_stage(Stage& stage, const std::vector<int64_t>& output_shape, int64_t classes) const override {
     if (!options_.uses_heads() || stage.is_last()) return;

@@ -1,5 +1,6 @@
 #include "core/schedule/dataflow.h"
 
+#include <map>
 #include <set>
 
 namespace pipelab {
@@ -20,47 +21,80 @@ std::vector<std::vector<size_t>> all_reduce_positions(const Schedule& s) {
   return out;
 }
 
+// The walk is defined as rounds over the devices in order, each device running at most one
+// ready action per round. Scanning every device every round costs devices x rounds, which
+// is quadratic for long pipelines (100,000 stages took minutes), so the same order is
+// produced from events: a round visits only the devices that may be ready (those that ran
+// an action in the previous round, or whose awaited message or collective arrived), in
+// increasing order. A device woken by an action of device d in the current round runs in
+// this round when it comes after d (the scan would still reach it) and in the next
+// otherwise. Cost: O(actions x log devices).
 WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t)>& visit) {
   const int devices = s.devices();
   std::set<std::tuple<int, char, int>> sent;
+  std::map<std::tuple<int, char, int>, std::vector<int>> waiting;  // message -> devices blocked on it
   const auto collectives = all_reduce_positions(s);
+  std::vector<size_t> arrived;                   // per collective round: devices at it
+  std::map<size_t, std::vector<int>> at_collective;  // round -> devices blocked at it
   std::vector<size_t> collectives_done(static_cast<size_t>(devices), 0);
   WalkResult result;
   result.next.assign(static_cast<size_t>(devices), 0);
-  const auto ready = [&](int d, const Action& a) {
-    if (is_receive(a.kind)) return sent.count(message_key(a)) > 0;
-    if (a.kind == ActionKind::AllReduce) {
-      const size_t k = collectives_done[static_cast<size_t>(d)];
-      for (int q = 0; q < devices; ++q) {
-        const auto& c = collectives[static_cast<size_t>(q)];
-        if (k >= c.size() || result.next[static_cast<size_t>(q)] < c[k]) return false;
+  std::set<int> now, later;
+  size_t remaining = 0;
+  for (int d = 0; d < devices; ++d) {
+    remaining += s.device(d).size();
+    if (!s.device(d).empty()) now.insert(d);
+  }
+  const auto wake = [&](int d, int by) { (d > by ? now : later).insert(d); };
+  // Device d has reached position next[d]: if that is an ALLREDUCE, it has arrived there.
+  const auto arrive = [&](int d) {
+    const size_t i = result.next[static_cast<size_t>(d)];
+    if (i >= s.device(d).size() || s.device(d)[i].kind != ActionKind::AllReduce) return;
+    const size_t k = collectives_done[static_cast<size_t>(d)];
+    if (arrived.size() <= k) arrived.resize(k + 1, 0);
+    if (++arrived[k] < static_cast<size_t>(devices)) return;
+    for (const int q : at_collective[k]) wake(q, d);
+    at_collective.erase(k);
+  };
+  for (int d = 0; d < devices; ++d) arrive(d);
+  while (!now.empty()) {
+    for (auto it = now.begin(); it != now.end(); it = now.erase(it)) {
+      const int d = *it;
+      size_t& i = result.next[static_cast<size_t>(d)];
+      const Action& a = s.device(d)[i];
+      if (is_receive(a.kind) && !sent.count(message_key(a))) {
+        waiting[message_key(a)].push_back(d);
+        continue;
+      }
+      if (a.kind == ActionKind::AllReduce) {
+        const size_t k = collectives_done[static_cast<size_t>(d)];
+        if (k >= arrived.size() || arrived[k] < static_cast<size_t>(devices)) {
+          at_collective[k].push_back(d);
+          continue;
+        }
+        ++collectives_done[static_cast<size_t>(d)];
+      }
+      visit(d, i);
+      --remaining;
+      if (is_send(a.kind)) {
+        sent.insert(message_key(a));
+        const auto w = waiting.find(message_key(a));
+        if (w != waiting.end()) {
+          for (const int q : w->second) wake(q, d);
+          waiting.erase(w);
+        }
+      }
+      if (is_receive(a.kind)) sent.erase(message_key(a));
+      ++i;
+      if (i < s.device(d).size()) {
+        later.insert(d);
+        arrive(d);
       }
     }
-    return true;
-  };
-  for (;;) {
-    bool progress = false;
-    bool all_done = true;
-    for (int d = 0; d < devices; ++d) {
-      size_t& i = result.next[static_cast<size_t>(d)];
-      const auto& actions = s.device(d);
-      if (i >= actions.size()) continue;
-      all_done = false;
-      const Action& a = actions[i];
-      if (!ready(d, a)) continue;
-      visit(d, i);
-      if (is_send(a.kind)) sent.insert(message_key(a));
-      if (is_receive(a.kind)) sent.erase(message_key(a));
-      if (a.kind == ActionKind::AllReduce) ++collectives_done[static_cast<size_t>(d)];
-      ++i;
-      progress = true;
-    }
-    if (all_done) {
-      result.complete = true;
-      return result;
-    }
-    if (!progress) return result;
+    std::swap(now, later);
   }
+  result.complete = remaining == 0;
+  return result;
 }
 
 }  // namespace pipelab

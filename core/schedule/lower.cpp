@@ -32,8 +32,13 @@ Schedule lower(const Schedule& compute, const Lowering& how) {
     return stage >= 0 && (has(stage, ActionKind::Backward, mb) || has(stage, ActionKind::BackwardInput, mb));
   };
   Schedule out(compute.stages(), compute.devices());
+  // Every added action is placed where the compute action it serves was written.
+  const ScheduleSource* in_source = compute.source();
+  auto where = in_source ? std::make_shared<ScheduleSource>(*in_source) : nullptr;
   for (int d = 0; d < compute.devices(); ++d) {
-    for (const Action& a : compute.device(d)) {
+    if (where) where->at[static_cast<size_t>(d)].clear();
+    for (size_t i = 0; i < compute.device(d).size(); ++i) {
+      const Action& a = compute.device(d)[i];
       const int s = a.stage;
       if (a.kind == ActionKind::Forward && how.forward && has(s - 1, ActionKind::Forward, a.mb)) {
         out.add(d, {s, ActionKind::RecvF, a.mb});
@@ -55,8 +60,13 @@ Schedule lower(const Schedule& compute, const Lowering& how) {
       if (s > 0 && sends_back(a.kind) && a.kind != ActionKind::Forward && takes_back(s - 1, a.mb)) {
         out.add(d, {s, send_of(back_payload(a.kind)), a.mb});
       }
+      if (where) {
+        auto& at = where->at[static_cast<size_t>(d)];
+        at.resize(out.device(d).size(), in_source->at[static_cast<size_t>(d)][i]);
+      }
     }
   }
+  out.set_source(where);
   return out;
 }
 

@@ -74,8 +74,13 @@ std::string Action::str() const { return std::to_string(stage) + text(); }
 Action Action::parse(const std::string& token, std::string& why) {
   size_t i = 0;
   while (i < token.size() && std::isdigit(static_cast<unsigned char>(token[i]))) ++i;
-  if (i == 0 || i > 9) {
+  if (i == 0) {
     why = "it does not start with a stage number";
+    return {};
+  }
+  if (i > 9 || std::stol(token.substr(0, i)) >= kMaxScheduleStages) {
+    why = fmt::format("stage {} is too large (at most {})", token.substr(0, std::min<size_t>(i, 12)),
+                      kMaxScheduleStages - 1);
     return {};
   }
   Action a;
@@ -90,14 +95,17 @@ Action Action::parse(const std::string& token, std::string& why) {
       if (!mb.empty()) why = fmt::format("{} takes no micro-batch", name);
       return a;
     }
-    if (!all_digits(mb)) {
+    if (mb.empty() || mb.find_first_not_of("0123456789") != std::string::npos) {
       why = "the micro-batch number is missing or not a number";
-      return a;
+    } else if (!all_digits(mb)) {
+      why = fmt::format("micro-batch {} is too large", mb.substr(0, 12));
+    } else {
+      a.mb = std::stoi(mb);
     }
-    a.mb = std::stoi(mb);
     return a;
   }
-  why = rest.empty() ? "the action is missing" : fmt::format("'{}' is not an action", rest);
+  why = rest.empty() ? "it has a stage but no action (write e.g. 1F0, 1B0 or 1U)"
+                     : fmt::format("'{}' is not an action", rest);
   return a;
 }
 
@@ -141,136 +149,18 @@ bool Schedule::has_communication() const {
 
 Schedule Schedule::compute_only() const {
   Schedule out(stages_, devices());
+  auto where = source_ ? std::make_shared<ScheduleSource>(*source_) : nullptr;
   for (int d = 0; d < devices(); ++d) {
-    for (const Action& a : device(d)) {
-      if (is_compute(a.kind)) out.add(d, a);
+    if (where) where->at[static_cast<size_t>(d)].clear();
+    for (size_t i = 0; i < device(d).size(); ++i) {
+      const Action& a = device(d)[i];
+      if (!is_compute(a.kind)) continue;
+      out.add(d, a);
+      if (where) where->at[static_cast<size_t>(d)].push_back(source_->at[static_cast<size_t>(d)][i]);
     }
   }
+  out.set_source(where);
   return out;
-}
-
-std::string Schedule::to_text() const {
-  std::string out;
-  for (int d = 0; d < devices(); ++d) {
-    std::string line = fmt::format("d{}:", d);
-    for (const Action& a : device(d)) line += " " + a.str();
-    out += line + "\n";
-  }
-  return out;
-}
-
-std::string Schedule::window(int d, size_t index, const std::string& mark) const {
-  const auto& actions = device(d);
-  const size_t from = index > 4 ? index - 4 : 0;
-  const size_t to = std::min(actions.size(), index + 5);
-  std::string out = fmt::format("d{}:{}", d, from > 0 ? " ..." : "");
-  for (size_t i = from; i < to; ++i) {
-    out += " " + actions[i].str();
-    if (i == index) out += " " + mark;
-  }
-  if (to < actions.size()) out += " ...";
-  return out;
-}
-
-namespace {
-
-/// Adds the actions of one line (or CSV row) to `lists`; `device` < 0: by stage.
-void add_tokens(std::vector<std::vector<Action>>& lists, int& stages, int device,
-                const std::vector<std::pair<std::string, int>>& tokens, const std::string& source, int line_no) {
-  for (const auto& [token, column] : tokens) {
-    std::string why;
-    const Action a = Action::parse(token, why);
-    if (!why.empty()) {
-      throw UserError(fmt::format("{}:{}:{}: bad action '{}': {}. Fix: write <stage><action>[<micro-batch>] with "
-                                  "action F, B, I, W, H, U, SEND_F, RECV_F, SEND_B, RECV_B, SEND_H, RECV_H or "
-                                  "ALLREDUCE, e.g. 0F1 2B0 1U 0SEND_F1",
-                                  source, line_no, column, token, why));
-    }
-    const int d = device >= 0 ? device : a.stage;
-    if (static_cast<size_t>(d) >= lists.size()) lists.resize(static_cast<size_t>(d) + 1);
-    lists[static_cast<size_t>(d)].push_back(a);
-    stages = std::max(stages, a.stage + 1);
-  }
-}
-
-Schedule assemble(std::vector<std::vector<Action>>& lists, int stages) {
-  Schedule s(stages, static_cast<int>(lists.size()));
-  for (size_t d = 0; d < lists.size(); ++d) s.device(static_cast<int>(d)) = std::move(lists[d]);
-  return s;
-}
-
-}  // namespace
-
-Schedule Schedule::parse(const std::string& text, const std::string& source) {
-  std::vector<std::vector<Action>> lists;
-  int stages = 0;
-  std::istringstream lines(text);
-  std::string line;
-  int line_no = 0;
-  while (std::getline(lines, line)) {
-    ++line_no;
-    line = line.substr(0, line.find('#'));
-    int device = -1;
-    size_t pos = 0;
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      size_t start = line.find_first_not_of(" \t");
-      const std::string label = line.substr(start, colon - start);
-      if (label.size() < 2 || label[0] != 'd' || !all_digits(label.substr(1))) {
-        throw UserError(fmt::format("{}:{}:{}: '{}' is not a device label. Fix: start the line with d<k>: (d0:, d1:, "
-                                    "...) or leave the label out",
-                                    source, line_no, start + 1, line.substr(start, colon + 1 - start)));
-      }
-      device = std::stoi(label.substr(1));
-      if (static_cast<size_t>(device) < lists.size() && !lists[static_cast<size_t>(device)].empty()) {
-        throw UserError(fmt::format("{}:{}:{}: device d{} has a second line. Fix: list each device's actions on one "
-                                    "line",
-                                    source, line_no, start + 1, device));
-      }
-      if (static_cast<size_t>(device) >= lists.size()) lists.resize(static_cast<size_t>(device) + 1);
-      pos = colon + 1;
-    }
-    std::vector<std::pair<std::string, int>> tokens;
-    while (pos < line.size()) {
-      const size_t start = line.find_first_not_of(" \t\r", pos);
-      if (start == std::string::npos) break;
-      const size_t end = std::min(line.find_first_of(" \t\r", start), line.size());
-      tokens.emplace_back(line.substr(start, end - start), static_cast<int>(start) + 1);
-      pos = end;
-    }
-    add_tokens(lists, stages, device, tokens, source, line_no);
-  }
-  return assemble(lists, stages);
-}
-
-Schedule Schedule::parse_csv(const std::string& text, const std::string& source) {
-  std::vector<std::vector<Action>> lists;
-  int stages = 0;
-  std::istringstream lines(text);
-  std::string line;
-  int line_no = 0;
-  while (std::getline(lines, line)) {
-    ++line_no;
-    std::vector<std::pair<std::string, int>> tokens;
-    size_t start = 0;
-    for (;;) {
-      const size_t comma = std::min(line.find(',', start), line.size());
-      std::string cell = line.substr(start, comma - start);
-      const size_t a = cell.find_first_not_of(" \t\r\"");
-      if (a != std::string::npos) {
-        const size_t b = cell.find_last_not_of(" \t\r\"");
-        tokens.emplace_back(cell.substr(a, b + 1 - a), static_cast<int>(start + a) + 1);
-      }
-      if (comma >= line.size()) break;
-      start = comma + 1;
-    }
-    if (tokens.empty() && line.find_first_not_of(" \t\r,") == std::string::npos && lists.empty()) continue;
-    const int device = static_cast<int>(lists.size());
-    lists.emplace_back();
-    add_tokens(lists, stages, device, tokens, source, line_no);
-  }
-  while (!lists.empty() && lists.back().empty()) lists.pop_back();
-  return assemble(lists, stages);
 }
 
 }  // namespace pipelab

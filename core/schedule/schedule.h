@@ -15,10 +15,35 @@
 /// every device. A backward consumes the gradients its device received for its stage and
 /// micro-batch, in the order of the RECV actions; a forward with no RECV_F before it reads the
 /// data feed.
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace pipelab {
+
+/// Where one action of a schedule file was written (1-based line and column, its length).
+struct SourcePosition {
+  int line = 0, column = 0, length = 0;
+};
+
+/// Where a schedule read from a file came from, so that every error about it points at the
+/// user's own file:line:column and line: the file's name, its lines, and per device the
+/// position of each action. lower() gives the SEND/RECV actions it adds the position of the
+/// compute action they serve.
+struct ScheduleSource {
+  std::string file;
+  std::vector<std::string> lines;
+  std::vector<std::vector<SourcePosition>> at;  ///< [device][index]
+  /// "file:line:col" of action `index` of device `d` ("file" when unknown).
+  std::string where(int d, size_t index) const;
+  /// The action's line with a caret under it (a window of long lines); "" when unknown.
+  std::string quote(int d, size_t index) const;
+};
+
+/// Limits on what a schedule file may name (a bigger number is an error, before anything
+/// is allocated for it).
+inline constexpr int kMaxScheduleDevices = 1 << 16;
+inline constexpr int kMaxScheduleStages = 1 << 16;
 
 enum class ActionKind : char {
   Forward = 'F',
@@ -67,7 +92,7 @@ struct Action {
   std::string text() const;
   /// "2F3", "1SEND_B0", "0U".
   std::string str() const;
-  /// Parses "2F3" (UserError with `why` on a bad token; see Schedule::parse).
+  /// Parses "2F3"; a bad token leaves `why` non-empty (see Schedule::parse).
   static Action parse(const std::string& token, std::string& why);
 };
 
@@ -103,10 +128,14 @@ class Schedule {
   /// Parses the text form: lines `d<k>: <action> ...`, or lines without `d<k>:`, where each
   /// action goes to the device numbered like its stage (one stage per device). '#' starts a
   /// comment. `source` names the text in errors ("my.sched"), which give line:column.
+  /// The result remembers where each action was written (source()).
   static Schedule parse(const std::string& text, const std::string& source = "schedule");
   /// torch.distributed.pipelining's CSV form: row k lists device k's actions, one per cell
   /// (empty cells are idle steps and are skipped).
   static Schedule parse_csv(const std::string& text, const std::string& source = "schedule");
+  /// Where the schedule was read from (null for a generated one).
+  const ScheduleSource* source() const { return source_.get(); }
+  void set_source(std::shared_ptr<const ScheduleSource> source) { source_ = std::move(source); }
   /// Device `d`'s actions around `index`, the one at `index` marked, for error messages:
   ///   d1: ... 1F2 1SEND_F2 1RECV_B0 <-- HERE 1B0 ...
   std::string window(int d, size_t index, const std::string& mark = "<-- HERE") const;
@@ -116,6 +145,7 @@ class Schedule {
  private:
   int stages_ = 0;
   std::vector<std::vector<Action>> devices_;
+  std::shared_ptr<const ScheduleSource> source_;
 };
 
 }  // namespace pipelab

@@ -2,59 +2,126 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
-#include "core/schedule/dataflow.h"
 #include "core/schedule/lower.h"
+#include "core/schedule/validate_report.h"
 #include "core/util/error.h"
+#include "core/util/names.h"
 
 namespace pipelab {
 namespace {
 
-[[noreturn]] void invalid(const std::string& what) { throw UserError("invalid schedule: " + what); }
+using validation::key;
+using validation::Report;
+using validation::Where;
 
-/// The first problem at action `i` of device `d`, with its window.
-[[noreturn]] void invalid_at(const Schedule& s, int d, size_t i, const std::string& what) {
-  invalid(fmt::format("device d{}, action {} ({}): {}\n  {}", d, i, s.device(d)[i].str(), what, s.window(d, i)));
-}
-
-using Key = std::tuple<int, char, int>;  // (stage, kind, mb)
-Key key(int stage, ActionKind k, int mb) { return {stage, static_cast<char>(k), mb}; }
-
-/// Order and completeness of every stage's compute actions, and where each sits.
-void check_compute(const Schedule& s, bool training, std::map<Key, std::pair<int, size_t>>& where) {
+/// Every device and every stage has actions, each stage on one device, of allowed kinds.
+void check_structure(const Schedule& s, const Report& report, const ValidateOptions& o) {
   const std::vector<int> placement = s.placement();
   for (int d = 0; d < s.devices(); ++d) {
-    const auto& actions = s.device(d);
-    for (size_t i = 0; i < actions.size(); ++i) {
-      const Action& a = actions[i];
-      if (a.stage < 0 || a.stage >= s.stages()) invalid_at(s, d, i, fmt::format("there is no stage {}", a.stage));
+    if (s.device(d).empty()) {
+      report.whole(fmt::format("device d{} has no actions", d),
+                   "give every device its stages' actions, or remove the device's line (devices are numbered d0, d1, "
+                   "... without gaps)");
+    }
+    for (size_t i = 0; i < s.device(d).size(); ++i) {
+      const Action& a = s.device(d)[i];
+      if (a.stage < 0 || a.stage >= s.stages()) report.at(d, i, fmt::format("there is no stage {}", a.stage), "");
       if (placement[static_cast<size_t>(a.stage)] != d) {
-        invalid_at(s, d, i, fmt::format("stage {} also has actions on device d{}; a stage lives on one device", a.stage,
-                                        placement[static_cast<size_t>(a.stage)]));
+        report.at(d, i,
+                  fmt::format("stage {} also has actions on device d{}; a stage lives on one device", a.stage,
+                              placement[static_cast<size_t>(a.stage)]),
+                  fmt::format("move all of stage {}'s actions to one device", a.stage));
       }
       const bool has_mb = a.kind != ActionKind::Update && a.kind != ActionKind::AllReduce;
-      if (has_mb && a.mb < 0) invalid_at(s, d, i, "a negative micro-batch id");
+      if (has_mb && a.mb < 0) report.at(d, i, "a negative micro-batch id", "number micro-batches from 0");
+      if (is_compute(a.kind) || a.kind == ActionKind::AllReduce) {
+        if (!o.kinds.empty() && std::find(o.kinds.begin(), o.kinds.end(), a.kind) == o.kinds.end()) {
+          std::vector<std::string> names;
+          for (const ActionKind k : o.kinds) names.push_back(Action::kind_name(k));
+          report.at(d, i,
+                    fmt::format("this scheme runs no {} ({})", Action::kind_name(a.kind),
+                                a.kind == ActionKind::AllReduce ? "an all-reduce needs replicas of a stage"
+                                : a.kind == ActionKind::Head    ? "an H needs a stage with an auxiliary head"
+                                                                : "not one of its action kinds"),
+                    fmt::format("use only {}", join(names, ", ")));
+        }
+      }
+    }
+  }
+  for (int st = 0; st < s.stages(); ++st) {
+    if (placement[static_cast<size_t>(st)] < 0) {
+      report.whole(fmt::format("stage {} has no actions (the schedule names stages up to {})", st, s.stages() - 1),
+                   fmt::format("give stage {} its actions, or number the stages 0..{} without gaps", st,
+                               s.stages() - 2));
+    }
+  }
+}
+
+/// The order of one compute action against the earlier ones of its stage.
+void check_order(const Report& report, int d, size_t i, const Action& a, const Where& where) {
+  const auto seen = [&](ActionKind k) { return where.count(key(a.stage, k, a.mb)) > 0; };
+  const std::string st = std::to_string(a.stage);
+  if (seen(a.kind)) report.at(d, i, "it runs twice", "remove the second one: each action runs once per micro-batch");
+  if (a.kind != ActionKind::Forward && !seen(ActionKind::Forward)) {
+    report.at(d, i, fmt::format("it runs before {}F{}", st, a.mb), fmt::format("move it after {}F{}", st, a.mb));
+  }
+  if (a.kind == ActionKind::Backward && seen(ActionKind::BackwardInput)) {
+    report.at(d, i, fmt::format("{}I{} already ran: a micro-batch takes B, or I then W", st, a.mb),
+              "keep either the B or the I and W");
+  }
+  if (a.kind == ActionKind::BackwardInput && seen(ActionKind::Backward)) {
+    report.at(d, i, fmt::format("{}B{} already ran: a micro-batch takes B, or I then W", st, a.mb),
+              "keep either the B or the I and W");
+  }
+  if (a.kind == ActionKind::BackwardWeight && !seen(ActionKind::BackwardInput)) {
+    report.at(d, i, fmt::format("it runs before {}I{} (W follows I)", st, a.mb),
+              fmt::format("move it after {}I{}", st, a.mb));
+  }
+}
+
+/// Updates: each follows a gradient of its stage (B, W or H) since the previous one, or an
+/// ALLREDUCE, which brings the other replicas' gradients (a replica without a shard of this
+/// mini-batch still steps with their sum).
+void check_updates(const Schedule& s, const Report& report, const ValidateOptions& o) {
+  std::map<int, bool> gradient;  // stage -> a gradient since its last U
+  std::map<int, int> updates;
+  for (int d = 0; d < s.devices(); ++d) {
+    for (size_t i = 0; i < s.device(d).size(); ++i) {
+      const Action& a = s.device(d)[i];
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight || a.kind == ActionKind::Head ||
+          a.kind == ActionKind::AllReduce) {
+        gradient[a.stage] = true;
+      }
+      if (a.kind != ActionKind::Update) continue;
+      if (!gradient[a.stage]) {
+        report.at(d, i,
+                  fmt::format("stage {} steps with no gradient since its {}", a.stage,
+                              updates[a.stage] ? "previous step" : "start"),
+                  fmt::format("put {0}U after a backward of stage {0} (B, or W), once per gradient", a.stage));
+      }
+      gradient[a.stage] = false;
+      if (o.one_update && ++updates[a.stage] > 1) {
+        report.at(d, i, fmt::format("stage {} steps twice; this scheme's weights are synchronous", a.stage),
+                  fmt::format("keep one {}U, after the stage's last backward", a.stage));
+      }
+    }
+  }
+}
+
+/// Order and completeness of every stage's compute actions, and where each sits.
+void check_compute(const Schedule& s, const Report& report, bool training, Where& where) {
+  for (int d = 0; d < s.devices(); ++d) {
+    for (size_t i = 0; i < s.device(d).size(); ++i) {
+      const Action& a = s.device(d)[i];
       if (!training && is_compute(a.kind) && a.kind != ActionKind::Forward) {
-        invalid_at(s, d, i, fmt::format("a forward-only schedule contains {}", a.str()));
+        report.at(d, i, fmt::format("a forward-only schedule contains {}", a.str()), "remove it");
       }
       if (!is_compute(a.kind) || a.kind == ActionKind::Update) continue;
-      const auto seen = [&](ActionKind k) { return where.count(key(a.stage, k, a.mb)) > 0; };
-      const std::string st = std::to_string(a.stage);
-      if (seen(a.kind)) invalid_at(s, d, i, "it runs twice");
-      if (a.kind != ActionKind::Forward && !seen(ActionKind::Forward)) {
-        invalid_at(s, d, i, fmt::format("it runs before {}F{}", st, a.mb));
-      }
-      if (a.kind == ActionKind::Backward && seen(ActionKind::BackwardInput)) {
-        invalid_at(s, d, i, fmt::format("{}I{} already ran: a micro-batch takes B, or I then W", st, a.mb));
-      }
-      if (a.kind == ActionKind::BackwardInput && seen(ActionKind::Backward)) {
-        invalid_at(s, d, i, fmt::format("{}B{} already ran: a micro-batch takes B, or I then W", st, a.mb));
-      }
-      if (a.kind == ActionKind::BackwardWeight && !seen(ActionKind::BackwardInput)) {
-        invalid_at(s, d, i, fmt::format("it runs before {}I{} (W follows I)", st, a.mb));
-      }
+      check_order(report, d, i, a, where);
       where[key(a.stage, a.kind, a.mb)] = {d, i};
     }
   }
@@ -63,12 +130,11 @@ void check_compute(const Schedule& s, bool training, std::map<Key, std::pair<int
     const auto [stage, kind, mb] = k;
     if (kind != 'F') continue;
     const bool whole = where.count(key(stage, ActionKind::Backward, mb)) > 0;
-    const bool input = where.count(key(stage, ActionKind::BackwardInput, mb)) > 0;
-    const bool weight = where.count(key(stage, ActionKind::BackwardWeight, mb)) > 0;
-    if (!whole && !(input && weight)) {
-      invalid_at(s, at.first, at.second,
-                 fmt::format("micro-batch {} never completes on stage {}: add {}B{} (or {}I{} and {}W{})", mb, stage,
-                             stage, mb, stage, mb, stage, mb));
+    const bool split = where.count(key(stage, ActionKind::BackwardInput, mb)) > 0 &&
+                       where.count(key(stage, ActionKind::BackwardWeight, mb)) > 0;
+    if (!whole && !split) {
+      report.at(at.first, at.second, fmt::format("micro-batch {} never completes on stage {}", mb, stage),
+                fmt::format("add {0}B{1} (or {0}I{1} and {0}W{1})", stage, mb));
     }
   }
   // Every stage that trains ends with an update after its last backward.
@@ -80,80 +146,53 @@ void check_compute(const Schedule& s, bool training, std::map<Key, std::pair<int
     for (const auto& [stage, i] : last) {
       const ActionKind k = s.device(d)[i].kind;
       if (k != ActionKind::Update && k != ActionKind::Forward) {
-        invalid_at(s, d, i, fmt::format("stage {}'s last gradients are never applied: end it with {}U", stage, stage));
+        report.at(d, i, fmt::format("stage {}'s last gradients are never applied", stage),
+                  fmt::format("end it with {}U", stage));
       }
     }
   }
 }
 
-/// Every message is produced before it is sent and received before it is used, once.
-void check_messages(const Schedule& s, const std::map<Key, std::pair<int, size_t>>& where) {
-  std::map<std::tuple<int, char, int>, std::pair<int, size_t>> sends, receives;
-  std::set<int> receiving_stages, sending_stages;
-  for (int d = 0; d < s.devices(); ++d) {
-    const auto& actions = s.device(d);
-    for (size_t i = 0; i < actions.size(); ++i) {
-      const Action& a = actions[i];
-      if (!is_send(a.kind) && !is_receive(a.kind)) continue;
-      const auto found = [&](ActionKind k) {
-        const auto it = where.find(key(a.stage, k, a.mb));
-        return it == where.end() ? -1L : static_cast<long>(it->second.second);
-      };
-      const char p = payload(a.kind);
-      const auto [to, pp, mb] = message_key(a);
-      if (to < 0 || to >= s.stages()) invalid_at(s, d, i, fmt::format("there is no stage {} to exchange with", to));
-      if (is_send(a.kind)) {
-        const long produced = p == 'F' ? found(ActionKind::Forward)
-                              : p == 'H' ? found(ActionKind::Head)
-                                         : std::max(found(ActionKind::Backward), found(ActionKind::BackwardInput));
-        if (produced < 0 || static_cast<size_t>(produced) > i) invalid_at(s, d, i, "it sends a result not computed before it");
-        if (!sends.emplace(message_key(a), std::make_pair(d, i)).second) invalid_at(s, d, i, "the message is sent twice");
-        if (p == 'F') sending_stages.insert(a.stage);
-      } else {
-        const long used = p == 'F' ? found(ActionKind::Forward)
-                                   : std::max(found(ActionKind::Backward), found(ActionKind::BackwardInput));
-        if (used >= 0 && static_cast<size_t>(used) < i) invalid_at(s, d, i, "it comes after the action that needs it");
-        if (!receives.emplace(message_key(a), std::make_pair(d, i)).second) invalid_at(s, d, i, "the message is received twice");
-        if (p == 'F') receiving_stages.insert(a.stage);
-      }
-    }
-  }
-  for (const auto& [k, at] : sends) {
-    if (!receives.count(k)) invalid_at(s, at.first, at.second, "no device receives this message");
-  }
-  for (const auto& [k, at] : receives) {
-    if (!sends.count(k)) invalid_at(s, at.first, at.second, "no device sends this message");
-  }
+/// The micro-batches 0..M-1 (M = 1 + the largest id) each run as `coverage` says, so no
+/// share of the data is skipped.
+void check_coverage(const Schedule& s, const Report& report, Coverage coverage, const Where& where) {
+  if (coverage == Coverage::Any) return;
+  std::map<int, std::vector<int>> runs;  // mb -> stages whose F runs it
+  std::map<int, std::pair<int, size_t>> first_f;  // stage -> its first F
   for (const auto& [k, at] : where) {
     const auto [stage, kind, mb] = k;
-    if (kind == 'F' && sending_stages.count(stage) && !sends.count({stage + 1, 'F', mb})) {
-      invalid_at(s, at.first, at.second,
-                 fmt::format("stage {} sends the output of other micro-batches to stage {} but not of this one (stage "
-                             "{} never runs micro-batch {})",
-                             stage, stage + 1, stage + 1, mb));
-    }
-    if (kind == 'F' && receiving_stages.count(stage) && !receives.count({stage, 'F', mb})) {
-      invalid_at(s, at.first, at.second,
-                 fmt::format("stage {} receives the input of other micro-batches but not of this one: add {}RECV_F{} "
-                             "before it",
-                             stage, stage, mb));
-    }
+    if (kind != 'F') continue;
+    runs[mb].push_back(stage);
+    const auto it = first_f.find(stage);
+    if (it == first_f.end() || at.second < it->second.second) first_f[stage] = at;
   }
-}
-
-void check_in_flight(const Schedule& s, const std::vector<int>& limits) {
-  for (int d = 0; d < s.devices(); ++d) {
-    std::map<int, int> in_flight;
-    const auto& actions = s.device(d);
-    for (size_t i = 0; i < actions.size(); ++i) {
-      const Action& a = actions[i];
-      if (static_cast<size_t>(a.stage) >= limits.size()) continue;
-      const int limit = limits[static_cast<size_t>(a.stage)];
-      if (a.kind == ActionKind::Forward && ++in_flight[a.stage] > limit) {
-        invalid_at(s, d, i, fmt::format("stage {} has {} micro-batches in flight (at most {} allowed)", a.stage,
-                                        in_flight[a.stage], limit));
-      }
-      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) --in_flight[a.stage];
+  const int m = s.micro_batches();
+  int expected = 0;
+  for (const auto& [mb, stages] : runs) {
+    if (mb != expected) {
+      const auto at = first_f.begin()->second;
+      report.at(at.first, at.second,
+                fmt::format("no stage runs micro-batch {} (the schedule's micro-batches are 0..{}), so that share of "
+                            "every mini-batch would never be trained",
+                            expected, m - 1),
+                fmt::format("number the micro-batches 0..{} without gaps", static_cast<int>(runs.size()) - 1));
+    }
+    ++expected;
+    if (coverage == Coverage::EveryStage && static_cast<int>(stages.size()) != s.stages()) {
+      std::set<int> have(stages.begin(), stages.end());
+      int missing = 0;
+      while (have.count(missing)) ++missing;
+      const auto at = first_f.at(missing);
+      report.at(at.first, at.second,
+                fmt::format("stage {} never runs micro-batch {}, which other stages run", missing, mb),
+                fmt::format("give stage {0} its {0}F{1} (and its backward)", missing, mb));
+    }
+    if (coverage == Coverage::OneStage && stages.size() > 1) {
+      const auto at = first_f.at(stages[1]);
+      report.at(at.first, at.second,
+                fmt::format("micro-batch {} runs on stages {} and {}; each replica takes its own share", mb, stages[0],
+                            stages[1]),
+                "give each micro-batch to one replica");
     }
   }
 }
@@ -161,39 +200,23 @@ void check_in_flight(const Schedule& s, const std::vector<int>& limits) {
 }  // namespace
 
 void validate_schedule(const Schedule& in, const ValidateOptions& options) {
-  if (in.stages() == 0 || in.devices() == 0) invalid("it has no stages");
   const Schedule s = with_communication(in);
-  std::map<Key, std::pair<int, size_t>> where;
-  check_compute(s, s.has_backward(), where);
-  check_messages(s, where);
-  const auto collectives = all_reduce_positions(s);
-  for (int d = 1; d < s.devices(); ++d) {
-    if (collectives[static_cast<size_t>(d)].size() != collectives[0].size()) {
-      invalid(fmt::format("device d{} runs {} ALLREDUCE and device d0 {}: a collective needs every device, each time",
-                          d, collectives[static_cast<size_t>(d)].size(), collectives[0].size()));
-    }
+  const Report report(s);
+  if (s.stages() == 0 || s.devices() == 0) report.whole("it has no actions", "write one line per device");
+  check_structure(s, report, options);
+  const bool training = s.has_backward();
+  if (options.training && !training) {
+    report.whole("it has no backward, so it would train nothing",
+                 "add each micro-batch's B (or I and W) and each stage's U");
   }
-  check_in_flight(s, options.max_in_flight);
-  const WalkResult walk = walk_schedule(s, [](int, size_t) {});
-  if (!walk.complete) {
-    std::string stuck;
-    for (int d = 0; d < s.devices(); ++d) {
-      const size_t i = walk.next[static_cast<size_t>(d)];
-      if (i >= s.device(d).size()) continue;
-      const Action& a = s.device(d)[i];
-      std::string why = "the other devices' ALLREDUCE";
-      if (is_receive(a.kind)) {
-        const auto [to, p, mb] = message_key(a);
-        const int from = p == 'F' ? a.stage - 1 : a.stage + 1;
-        why = fmt::format("{}{}{}", from, Action::kind_name(p == 'F'   ? ActionKind::SendF
-                                                             : p == 'B' ? ActionKind::SendB
-                                                                        : ActionKind::SendH),
-                          mb);
-      }
-      stuck += fmt::format("\n  device d{}, action {} waits for {}:\n    {}", d, i, why, s.window(d, i));
-    }
-    invalid("deadlock: no device can go on" + stuck);
-  }
+  Where where;
+  check_compute(s, report, training, where);
+  if (training) check_updates(s, report, options);
+  check_coverage(s, report, training ? options.coverage : Coverage::Any, where);
+  validation::check_messages(s, report, where);
+  validation::check_collectives(s, report);
+  validation::check_in_flight(s, report, options.max_in_flight);
+  validation::check_deadlock(s, report);
 }
 
 }  // namespace pipelab

@@ -16,6 +16,16 @@ std::vector<int> Scheme::placement(int stages) const {
   return out;
 }
 
+ValidateOptions Scheme::schedule_rules(int stages) const {
+  ValidateOptions o;
+  o.max_in_flight = max_in_flight(stages);
+  o.kinds = {ActionKind::Forward, ActionKind::Backward, ActionKind::BackwardInput, ActionKind::BackwardWeight,
+             ActionKind::Update};
+  o.training = true;
+  o.coverage = topology() == Topology::Replicas ? Coverage::OneStage : Coverage::EveryStage;
+  return o;
+}
+
 std::shared_ptr<AllReduce> Scheme::make_all_reduce(int ranks) const {
   return all_reduce_ ? all_reduce_(ranks) : std::make_shared<LocalAllReduce>(ranks);
 }

@@ -11,6 +11,7 @@
 #include "core/config/registry.h"
 #include "core/exec/message.h"
 #include "core/schedule/schedule.h"
+#include "core/schedule/validate.h"
 #include "core/stage/stage.h"
 
 namespace pipelab {
@@ -129,6 +130,11 @@ class Scheme : public Component {
   virtual Schedule schedule(int stages, int units) const = 0;
   /// Per-stage bound on in-flight micro-batches, checked by the validator (empty: none).
   virtual std::vector<int> max_in_flight(int /*stages*/) const { return {}; }
+  /// What the validator holds this scheme's training schedules to: max_in_flight, the
+  /// action kinds it runs (F, B, I, W and U; a scheme with replicas adds ALLREDUCE, one
+  /// with auxiliary heads H), and that every micro-batch is trained (on every stage of a
+  /// pipeline, on one replica of a replicated model).
+  virtual ValidateOptions schedule_rules(int stages) const;
   /// What stage `stage` of `stages` holds (StageMemory); the default: one weight version,
   /// no recomputation.
   virtual StageMemory stage_memory(int /*stage*/, int /*stages*/) const { return {}; }

@@ -49,7 +49,7 @@ TEST(Lowering, RoutesDecideWhatComesBack) {
 TEST(ScheduleIr, ValidatorChecksPlacementAndTheSplitBackward) {
   EXPECT_NE(validation_error("d0: 0F0 0B0 0U\nd1: 0F1 0B1").find("stage 0 also has actions on device d0"),
             std::string::npos);
-  EXPECT_NE(validation_error("0F0 0W0 0I0 0U").find("(0W0): it runs before 0I0 (W follows I)"), std::string::npos);
+  EXPECT_NE(validation_error("0F0 0W0 0I0 0U").find("'0W0' on device d0: it runs before 0I0 (W follows I)"), std::string::npos);
   EXPECT_NE(validation_error("0F0 0I0 0U").find("never completes on stage 0"), std::string::npos);
   EXPECT_NE(validation_error("0F0 0I0 0B0 0W0 0U").find("a micro-batch takes B, or I then W"), std::string::npos);
   EXPECT_NO_THROW(validate_schedule(Schedule::parse("0F0 0I0 0W0 0U\n1F0 1I0 1W0 1U")));

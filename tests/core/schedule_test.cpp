@@ -57,27 +57,37 @@ TEST(Schedule, GeneratedSchedulesAreValid) {
 }
 
 TEST(Schedule, ValidatorRejectsBackwardBeforeForward) {
-  const std::string msg = validation_error("0B0 0F0 0U");
+  // A file's schedule: the place is file:line:column, the line quoted under it.
+  std::string msg = validation_error("0B0 0F0 0U");
+  EXPECT_NE(msg.find("schedule:1:1: invalid schedule: '0B0' on device d0: it runs before 0F0. Fix: move it after "
+                     "0F0.\n  1 | 0B0 0F0 0U\n      ^^^"),
+            std::string::npos)
+      << msg;
+  // A generated schedule: the window of the device's actions marks the culprit.
+  Schedule generated(1);
+  generated.add(0, Action::B(0, 0));
+  generated.add(0, Action::F(0, 0));
+  generated.add(0, Action::U(0));
+  msg = testing::user_error([&] { validate_schedule(generated); });
   EXPECT_NE(msg.find("device d0, action 0 (0B0): it runs before 0F0"), std::string::npos) << msg;
-  // The window of the device's actions marks the culprit.
   EXPECT_NE(msg.find("d0: 0B0 <-- HERE 0F0 0U"), std::string::npos) << msg;
 }
 
 TEST(Schedule, ValidatorRejectsDeadlock) {
   // Stage 0 wants micro-batch 0's gradient before sending micro-batch 1 on; stage 1 wants
-  // micro-batch 1 before it goes backward on micro-batch 0.
+  // micro-batch 1 before it goes backward on micro-batch 0. Every device's stop is listed.
   const std::string msg = validation_error("0F0 0B0 0F1 0B1 0U\n1F0 1F1 1B1 1B0 1U");
   EXPECT_NE(msg.find("deadlock"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("device d0, action 2 waits for 1SEND_B0:\n    d0: 0F0 0SEND_F0 0RECV_B0 <-- HERE 0B0"),
+  EXPECT_NE(msg.find("device d0 stops at '0B0' at schedule:1:5, waiting for 1SEND_B0:\n    1 | 0F0 0B0"),
             std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("device d1, action 2 waits for 0SEND_F1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("device d1 stops at '1F1' at schedule:2:5, waiting for 0SEND_F1"), std::string::npos) << msg;
 }
 
 TEST(Schedule, ValidatorRejectsMissingMicroBatch) {
   EXPECT_NE(validation_error("0F0 0F1 0B1 0B0 0U\n1F0 1B0 1U").find("stage 1 never runs micro-batch 1"),
             std::string::npos);
-  EXPECT_NE(validation_error("0F0 0F1 0B0 0U").find("micro-batch 1 never completes on stage 0: add 0B1"),
+  EXPECT_NE(validation_error("0F0 0F1 0B0 0U").find("micro-batch 1 never completes on stage 0. Fix: add 0B1"),
             std::string::npos);
 }
 

@@ -69,7 +69,7 @@ TEST(DataParallel, TheAllReduceIsAnActionOfEveryReplica) {
   EXPECT_NO_THROW(validate_schedule(s));
   Schedule missing = s;
   missing.device(2).clear();  // a replica that never joins would leave the others waiting
-  EXPECT_NE(testing::user_error([&] { validate_schedule(missing); }).find("device d2 runs 0 ALLREDUCE"),
+  EXPECT_NE(testing::user_error([&] { validate_schedule(missing); }).find("device d2 has no actions"),
             std::string::npos);
   // A collective one device reaches only after a message the other sends after the
   // collective: a cycle, which the validator finds.
@@ -78,7 +78,7 @@ TEST(DataParallel, TheAllReduceIsAnActionOfEveryReplica) {
                                       "1RECV_F0 1F0 1ALLREDUCE 1B0 1SEND_B0 1U"));
   });
   EXPECT_NE(msg.find("deadlock"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("device d1, action 2 waits for the other devices' ALLREDUCE"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("device d1 stops at '1ALLREDUCE' at schedule:2:14, waiting for the other devices' ALLREDUCE"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -217,6 +217,11 @@ class CountingScheme : public Scheme {
     }
     return s;
   }
+  ValidateOptions schedule_rules(int stages) const override {  // it runs every kind of action
+    ValidateOptions o = Scheme::schedule_rules(stages);
+    o.kinds.insert(o.kinds.end(), {ActionKind::Head, ActionKind::AllReduce});
+    return o;
+  }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<CountingPolicy>(counts_.at(static_cast<size_t>(stage.index())));
   }

@@ -1,0 +1,195 @@
+/// The validator's checks across devices (validate.h): messages, collectives, in-flight
+/// bounds and deadlocks, and how every problem is reported.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/schedule/dataflow.h"
+#include "core/schedule/validate_report.h"
+#include "core/util/error.h"
+#include "core/util/names.h"
+
+namespace pipelab::validation {
+
+bool Report::from_file(int d, size_t i) const { return s_.source() && !s_.source()->quote(d, i).empty(); }
+
+std::string Report::written(int d, size_t i) const {
+  const ScheduleSource& src = *s_.source();
+  const SourcePosition& p = src.at[static_cast<size_t>(d)][i];
+  const std::string& line = src.lines[static_cast<size_t>(p.line - 1)];
+  return "'" + printable(line.substr(static_cast<size_t>(p.column - 1), static_cast<size_t>(p.length))) + "'";
+}
+
+void Report::at(int d, size_t i, const std::string& what, const std::string& fix) const {
+  const std::string fixed = fix.empty() ? "" : ". Fix: " + fix;
+  if (from_file(d, i)) {
+    const ScheduleSource& src = *s_.source();
+    throw UserError(fmt::format("{}: invalid schedule: {} on device d{}: {}{}.\n{}", src.where(d, i), written(d, i), d,
+                                what, fixed, src.quote(d, i)));
+  }
+  throw UserError(fmt::format("invalid schedule: device d{}, action {} ({}): {}{}.\n  {}", d, i, s_.device(d)[i].str(),
+                              what, fixed, s_.window(d, i)));
+}
+
+void Report::whole(const std::string& what, const std::string& fix) const {
+  // The fix stays on the first line; what follows a line break (a list of places) comes after.
+  const ScheduleSource* src = s_.source();
+  const size_t br = what.find('\n');
+  throw UserError(fmt::format("{}invalid schedule: {}. Fix: {}.{}", src ? src->file + ": " : "", what.substr(0, br), fix,
+                              br == std::string::npos ? "" : what.substr(br)));
+}
+
+std::string Report::place(int d, size_t i) const {
+  return from_file(d, i) ? fmt::format("{} at {}", written(d, i), s_.source()->where(d, i))
+                         : fmt::format("action {}", i);
+}
+
+namespace {
+
+/// The stage a message comes from, and the action that sends it there.
+std::pair<int, ActionKind> sender_of(const Action& receive) {
+  const char p = payload(receive.kind);
+  return {p == 'F' ? receive.stage - 1 : receive.stage + 1,
+          p == 'F' ? ActionKind::SendF : p == 'B' ? ActionKind::SendB : ActionKind::SendH};
+}
+
+}  // namespace
+
+void check_messages(const Schedule& s, const Report& report, const Where& where) {
+  std::map<Key, std::pair<int, size_t>> sends, receives;
+  std::set<int> receiving_stages, sending_stages;
+  for (int d = 0; d < s.devices(); ++d) {
+    const auto& actions = s.device(d);
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      if (!is_send(a.kind) && !is_receive(a.kind)) continue;
+      const auto found = [&](ActionKind k) {
+        const auto it = where.find(key(a.stage, k, a.mb));
+        return it == where.end() ? -1L : static_cast<long>(it->second.second);
+      };
+      const char p = payload(a.kind);
+      const auto [to, pp, mb] = message_key(a);
+      if (to < 0 || to >= s.stages()) {
+        report.at(d, i, fmt::format("there is no stage {} to exchange with", to), "remove the action");
+      }
+      if (is_send(a.kind)) {
+        const long produced = p == 'F' ? found(ActionKind::Forward)
+                              : p == 'H' ? found(ActionKind::Head)
+                                         : std::max(found(ActionKind::Backward), found(ActionKind::BackwardInput));
+        if (produced < 0 || static_cast<size_t>(produced) > i) {
+          report.at(d, i, "it sends a result not computed before it", "move it after the action that computes it");
+        }
+        if (!sends.emplace(message_key(a), std::make_pair(d, i)).second) {
+          report.at(d, i, "the message is sent twice", "remove the second send");
+        }
+        if (p == 'F') sending_stages.insert(a.stage);
+      } else {
+        const long used = p == 'F' ? found(ActionKind::Forward)
+                                   : std::max(found(ActionKind::Backward), found(ActionKind::BackwardInput));
+        if (used >= 0 && static_cast<size_t>(used) < i) {
+          report.at(d, i, "it comes after the action that needs it", "move it before that action");
+        }
+        if (!receives.emplace(message_key(a), std::make_pair(d, i)).second) {
+          report.at(d, i, "the message is received twice", "remove the second receive");
+        }
+        if (p == 'F') receiving_stages.insert(a.stage);
+      }
+    }
+  }
+  for (const auto& [k, at] : sends) {
+    if (!receives.count(k)) {
+      const auto [to, p, mb] = k;
+      report.at(at.first, at.second, "no device receives this message",
+                fmt::format("add {}RECV_{}{} on stage {}'s device before the action that uses it, or remove the send",
+                            to, p, mb, to));
+    }
+  }
+  for (const auto& [k, at] : receives) {
+    if (!sends.count(k)) {
+      const Action& a = s.device(at.first)[at.second];
+      const auto [from, send] = sender_of(a);
+      report.at(at.first, at.second, "no device sends this message",
+                fmt::format("add {}{}{} on stage {}'s device after the action that computes it, or remove the "
+                            "receive",
+                            from, Action::kind_name(send), a.mb, from));
+    }
+  }
+  for (const auto& [k, at] : where) {
+    const auto [stage, kind, mb] = k;
+    if (kind == 'F' && sending_stages.count(stage) && !sends.count({stage + 1, 'F', mb})) {
+      report.at(at.first, at.second,
+                fmt::format("stage {} sends the output of other micro-batches to stage {} but not of this one (stage "
+                            "{} never runs micro-batch {})",
+                            stage, stage + 1, stage + 1, mb),
+                fmt::format("give stage {} its {}F{}, or send this one", stage + 1, stage + 1, mb));
+    }
+    if (kind == 'F' && receiving_stages.count(stage) && !receives.count({stage, 'F', mb})) {
+      report.at(at.first, at.second,
+                fmt::format("stage {} receives the input of other micro-batches but not of this one", stage),
+                fmt::format("add {}RECV_F{} before it", stage, mb));
+    }
+  }
+}
+
+void check_collectives(const Schedule& s, const Report& report) {
+  const auto collectives = all_reduce_positions(s);
+  for (int d = 1; d < s.devices(); ++d) {
+    const size_t mine = collectives[static_cast<size_t>(d)].size(), first = collectives[0].size();
+    if (mine == first) continue;
+    // Point at the extra ALLREDUCE of the device that has more.
+    const int more = mine > first ? d : 0;
+    const size_t i = collectives[static_cast<size_t>(more)][std::min(mine, first)];
+    report.at(more, i,
+              fmt::format("device d{} runs {} ALLREDUCE and device d0 {}: a collective needs every device, each time",
+                          d, mine, first),
+              "give every device the same number of ALLREDUCE");
+  }
+}
+
+void check_in_flight(const Schedule& s, const Report& report, const std::vector<int>& limits) {
+  for (int d = 0; d < s.devices(); ++d) {
+    std::map<int, int> in_flight;
+    const auto& actions = s.device(d);
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      if (static_cast<size_t>(a.stage) >= limits.size()) continue;
+      const int limit = limits[static_cast<size_t>(a.stage)];
+      if (a.kind == ActionKind::Forward && ++in_flight[a.stage] > limit) {
+        report.at(d, i,
+                  fmt::format("stage {} has {} micro-batches in flight (at most {} allowed)", a.stage,
+                              in_flight[a.stage], limit),
+                  fmt::format("run a backward of stage {} before this forward", a.stage));
+      }
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) --in_flight[a.stage];
+    }
+  }
+}
+
+void check_deadlock(const Schedule& s, const Report& report) {
+  const WalkResult walk = walk_schedule(s, [](int, size_t) {});
+  if (walk.complete) return;
+  std::string stuck;
+  for (int d = 0; d < s.devices(); ++d) {
+    const size_t i = walk.next[static_cast<size_t>(d)];
+    if (i >= s.device(d).size()) continue;
+    const Action& a = s.device(d)[i];
+    std::string why = "the other devices' ALLREDUCE";
+    if (is_receive(a.kind)) {
+      const auto [from, send] = sender_of(a);
+      why = fmt::format("{}{}{}", from, Action::kind_name(send), a.mb);
+    }
+    const std::string quote = s.source() ? s.source()->quote(d, i) : "";
+    if (!quote.empty()) {
+      stuck += fmt::format("\n  device d{} stops at {}, waiting for {}:\n  {}", d, report.place(d, i), why,
+                           quote.substr(0, quote.find('\n')) + "\n  " + quote.substr(quote.find('\n') + 1));
+    } else {
+      stuck += fmt::format("\n  device d{}, action {} waits for {}:\n    {}", d, i, why, s.window(d, i));
+    }
+  }
+  report.whole("deadlock: no device can go on" + stuck,
+               "reorder the actions so that each device's next receive is sent by an action another device reaches "
+               "first (above: where each device stops)");
+}
+
+}  // namespace pipelab::validation
