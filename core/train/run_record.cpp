@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <sstream>
 
+#include "core/config/yaml_file.h"
 #include "core/io/atomic_file.h"
+#include "core/io/input_file.h"
 #include "core/io/json.h"
+#include "core/train/metrics_files.h"
 #include "core/util/error.h"
 
 namespace fs = std::filesystem;
@@ -80,7 +82,7 @@ std::string emit(const YAML::Node& node) {
 
 /// The first `keep` lines of a file (all of them if it has fewer).
 void keep_lines(const fs::path& path, size_t keep) {
-  std::istringstream in(fs::exists(path) ? read_file(path.string()) : std::string());
+  std::istringstream in(input_exists(path.string()) ? read_file(path.string()) : std::string());
   std::string out, line;
   for (size_t n = 0; n < keep && std::getline(in, line); ++n) out += line + "\n";
   write_file_atomic(path.string(), out);
@@ -113,11 +115,7 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
     fs::remove(fs::path(dir_) / stale, ec);
   }
   write_file_atomic((fs::path(dir_) / "config.yaml").string(), emit(resolved_config));
-  write_file_atomic((fs::path(dir_) / "metrics/steps.csv").string(), "step,epoch,loss,lr\n");
-  write_file_atomic((fs::path(dir_) / "metrics/stages.csv").string(), "epoch,step,stage,metric,value\n");
-  std::string header = "epoch";
-  for (const auto& [name, field] : epoch_fields()) header += "," + name;
-  write_file_atomic((fs::path(dir_) / "metrics/epochs.csv").string(), header + "\n");
+  for (const MetricsFile& f : metrics_files()) write_file_atomic((fs::path(dir_) / f.name).string(), f.header + "\n");
   open_streams();
 }
 
@@ -132,70 +130,33 @@ void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
   const std::string config_path = (fs::path(dir_) / "config.yaml").string();
   YAML::Node saved;
   try {
-    saved = YAML::Load(read_file(config_path));
-  } catch (const YAML::Exception& e) {
-    throw UserError(fmt::format("{}:{}:{}: the interrupted run's configuration is damaged ({}). Fix: restore the file, "
-                                "or delete the run's folder to start it again.",
-                                config_path, e.mark.line + 1, e.mark.column + 1, e.msg));
+    saved = load_yaml_file(config_path);
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("the interrupted run's configuration is damaged: {} (Or start the run again with "
+                                "--overwrite.)",
+                                e.what()));
   }
   if (without_provenance(saved) != without_provenance(resolved_config)) {
     throw UserError(fmt::format("{} holds an interrupted run of a different configuration (see its config.yaml). "
                                 "Fix: resume with the same file and --set values, or choose another run.output.",
                                 dir_));
   }
-  // Keep the header plus the lines of finished epochs (the epoch is CSV column `column`).
-  // A line that does not parse is where a killed or failed write stopped if nothing but
-  // such lines follow it (it is cut); anywhere else the file was damaged by something else.
-  const auto lines_up_to = [&](const char* file, int column) {
-    const fs::path path = fs::path(dir_) / file;
-    std::vector<std::string> lines;
-    {
-      std::istringstream in(fs::exists(path) ? read_file(path.string()) : "");
-      for (std::string line; std::getline(in, line);) lines.push_back(line);
-    }
-    // The epoch of line i, or -1 if the line is not one this file's writer wrote.
-    const auto epoch_of = [&](size_t i) {
-      std::istringstream fields(lines[i]);
-      std::string field;
-      for (int c = 0; c <= column; ++c) std::getline(fields, field, ',');
-      int epoch = -1;
-      const auto [end, err] = std::from_chars(field.data(), field.data() + field.size(), epoch);
-      const bool ok = err == std::errc() && end == field.data() + field.size() && !field.empty() &&
-                      std::count(lines[i].begin(), lines[i].end(), ',') == std::count(lines[0].begin(), lines[0].end(), ',');
-      return ok ? epoch : -1;
-    };
-    size_t kept = 0;
-    for (size_t i = 1; i < lines.size(); ++i) {
-      const int epoch = epoch_of(i);
-      if (epoch > epochs_done) break;
-      if (epoch < 0) {
-        for (size_t j = i + 1; j < lines.size(); ++j) {
-          const int later = epoch_of(j);
-          if (later >= 0 && later <= epochs_done) {
-            throw UserError(fmt::format("{}:{}: not a line of this file ('{}'), among the finished epochs' lines. Fix: "
-                                        "restore the file, or delete the run's folder to start it again.",
-                                        path.string(), i + 1, lines[i].substr(0, 60)));
-          }
-        }
-        break;  // where a killed or failed write stopped: cut
-      }
-      ++kept;
-    }
-    return kept;
-  };
-  const size_t step_lines = lines_up_to("metrics/steps.csv", 1);
-  const size_t stage_lines = lines_up_to("metrics/stages.csv", 0);
+  // Every metrics file is checked before any is cut back (metrics_files.h).
+  std::vector<size_t> keep;
+  for (const MetricsFile& f : metrics_files()) {
+    const std::string path = (fs::path(dir_) / f.name).string();
+    keep.push_back(lines_to_keep(read_file(path), f, epochs_done, path));
+  }
+  const size_t step_lines = keep[0] - 1;
   const size_t epochs = static_cast<size_t>(epochs_done);
-  keep_lines(fs::path(dir_) / "metrics/steps.csv", step_lines + 1);
-  keep_lines(fs::path(dir_) / "metrics/stages.csv", stage_lines + 1);
+  for (size_t k = 0; k < keep.size(); ++k) keep_lines(fs::path(dir_) / metrics_files()[k].name, keep[k]);
   keep_lines(fs::path(dir_) / "metrics/steps.jsonl", step_lines);
-  keep_lines(fs::path(dir_) / "metrics/epochs.csv", epochs + 1);
   keep_lines(fs::path(dir_) / "metrics/epochs.jsonl", epochs);
   // log.txt: the lines before the first epoch (thread layout, init report) and the lines
   // of the finished epochs.
   {
     const fs::path log = fs::path(dir_) / "log.txt";
-    std::istringstream in(fs::exists(log) ? read_file(log.string()) : std::string());
+    std::istringstream in(input_exists(log.string()) ? read_file(log.string()) : std::string());
     std::string out, line;
     size_t seen = 0;
     while (std::getline(in, line)) {
@@ -284,7 +245,7 @@ std::string RunRecord::checkpoint_path(const std::string& name) const {
 
 void for_each_stage_metric(const std::string& path,
                            const std::function<void(int stage, const std::string& metric, double value)>& fn) {
-  std::ifstream in(path);
+  std::istringstream in(input_exists(path) ? read_file(path) : std::string());
   std::string line;
   std::getline(in, line);  // header: epoch,step,stage,metric,value
   while (std::getline(in, line)) {
@@ -296,7 +257,10 @@ void for_each_stage_metric(const std::string& path,
     std::getline(fields, name, ',');
     std::getline(fields, value, ',');
     if (value.empty() || value == "null") continue;
-    fn(std::stoi(stage), name, std::stod(value));
+    try {
+      fn(std::stoi(stage), name, std::stod(value));
+    } catch (const std::logic_error&) {  // a line cut short by a kill; --resume cuts it
+    }
   }
 }
 

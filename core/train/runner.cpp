@@ -252,12 +252,15 @@ RunSummary Runner::run() {
       EpochMetrics m = train_epoch(epoch, record, progress.global_step, diverged);
       evaluate(m);
       m.seconds = seconds_since(epoch_start);
+      // The traced (last) epoch's files go before the state that counts the epoch as done,
+      // so a failed write or a kill here is redone by --resume, which retrains that epoch.
+      if (epoch + 1 == e_.run.epochs) write_trace(record, writer);
       finish_epoch(record, summary, progress, m, !diverged);
     }
   }
   if (diverged) summary.status = "diverged";
   save_checkpoint(record, "final.pt");
-  write_trace(record, writer);
+  if (flushless) write_trace(record, writer);
   summary.seconds = seconds_since(start);
   double wait = 0, train_time = 0;
   for (const EpochMetrics& m : summary.history) {

@@ -85,7 +85,7 @@ class Runner {
   void prepare_stages();
   void check_schedules() const;
   /// Validates one training schedule and its agreement with the scheme's placement.
-  void check_schedule(const Schedule& s, const std::vector<int>& bound) const;
+  void check_schedule(const Schedule& s, const ValidateOptions& rules) const;
   /// A ConfigError, before anything is written, if the model cannot take the dataset's
   /// examples (a forward of two of them through every stage).
   void check_model_takes_data();

@@ -11,6 +11,7 @@
 
 #include <fmt/ranges.h>
 
+#include "core/config/yaml_file.h"
 #include "core/device/device.h"
 #include "core/model/block_costs.h"
 #include "core/schedule/generators.h"
@@ -265,7 +266,7 @@ std::vector<int> Runner::settled_time_balance(std::vector<int> measured) const {
   // multi-process run every process takes process 0's split.
   if (options_.resume) {
     try {
-      const YAML::Node saved = YAML::LoadFile(e_.run.output + "/config.yaml")["partition"]["balance"];
+      const YAML::Node saved = load_yaml_file(e_.run.output + "/config.yaml")["partition"]["balance"];
       std::vector<int> counts = saved.as<std::vector<int>>();
       const bool fits = counts.size() == measured.size() &&
                         std::all_of(counts.begin(), counts.end(), [](int n) { return n > 0; }) &&
@@ -326,8 +327,8 @@ void Runner::model_data_mismatch(const c10::Error& err) const {
                                 why, e_.source->file()));
 }
 
-void Runner::check_schedule(const Schedule& s, const std::vector<int>& bound) const {
-  validate_schedule(s, {bound});
+void Runner::check_schedule(const Schedule& s, const ValidateOptions& rules) const {
+  validate_schedule(s, rules);
   std::vector<int> placed = s.placement();
   for (size_t r = 0; r < placed.size() && r < placement_.size(); ++r) {
     if (placed[r] >= 0 && placed[r] != placement_[r]) {
@@ -340,7 +341,7 @@ void Runner::check_schedule(const Schedule& s, const std::vector<int>& bound) co
 
 void Runner::check_schedules() const {
   const int stages = stage_count();
-  const std::vector<int> bound = e_.scheme->max_in_flight(stages);
+  const ValidateOptions bound = e_.scheme->schedule_rules(stages);
   if (e_.scheme->span() == Span::MiniBatch) {
     const int m = e_.scheme->micro_batches();
     if (m > e_.run.batch_size) {

@@ -1,10 +1,26 @@
 /// pipelab run FILE [--set key.path=value ...] [--overwrite] [--quiet]
 #include <fmt/format.h>
 
+#include "core/config/yaml_file.h"
 #include "core/train/runner.h"
 #include "tools/cli/options.h"
 
 namespace pipelab::cli {
+namespace {
+
+/// Whether the experiment (the file with the user's --set values) already has a
+/// `run.executor: {type: distributed, ...}` section for --rank to fill in.
+bool distributed_in(const std::string& file, const std::vector<std::string>& sets) {
+  YAML::Node root = load_yaml_file(file);
+  ConfigSource scratch(file);
+  apply_overrides(root, sets, scratch);
+  const YAML::Node executor = root.IsMap() && root["run"].IsMap() ? root["run"]["executor"] : YAML::Node();
+  if (!executor.IsMap()) return false;
+  const YAML::Node type = executor["type"];  // a missing key reads as an invalid node: test it first
+  return type.IsDefined() && type.IsScalar() && type.Scalar() == "distributed";
+}
+
+}  // namespace
 
 int run(const Args& args) {
   po::options_description options("options");
@@ -35,10 +51,20 @@ int run(const Args& args) {
   }
   if (vm.count("rank") != vm.count("world-size")) throw UsageError{"--rank and --world-size go together"};
   if (vm.count("rank")) {
-    // First, so that a user's --set run.executor.timeout_s=... still applies on top.
-    sets.insert(sets.begin(), fmt::format("run.executor={{type: distributed, rank: {}, world_size: {}, master: '{}'}}",
-                                          vm["rank"].as<int>(), vm["world-size"].as<int>(),
-                                          vm["master"].as<std::string>()));
+    const std::string where =
+        fmt::format("rank: {}, world_size: {}, master: '{}'", vm["rank"].as<int>(), vm["world-size"].as<int>(),
+                    vm["master"].as<std::string>());
+    if (distributed_in(file, sets)) {
+      // The file's distributed section keeps its other options (timeout_s).
+      for (const auto& kv : {std::pair<const char*, std::string>{"rank", std::to_string(vm["rank"].as<int>())},
+                             {"world_size", std::to_string(vm["world-size"].as<int>())},
+                             {"master", "'" + vm["master"].as<std::string>() + "'"}}) {
+        sets.push_back(fmt::format("run.executor.{}={}", kv.first, kv.second));
+      }
+    } else {
+      // First, so that a user's --set run.executor.timeout_s=... still applies on top.
+      sets.insert(sets.begin(), fmt::format("run.executor={{type: distributed, {}}}", where));
+    }
   }
   Experiment experiment = Experiment::load(file, sets);
   if (vm.count("name")) experiment.name = vm["name"].as<std::string>();
@@ -49,8 +75,14 @@ int run(const Args& args) {
   ro.stop_after = vm["stop-after"].as<int>();
   if (ro.stop_after < 0) throw UsageError{"--stop-after must be >= 0"};
   Runner runner(experiment, ro);
-  const RunSummary summary = runner.run();
-  return summary.status == "diverged" ? 3 : 0;
+  try {
+    const RunSummary summary = runner.run();
+    return summary.status == "diverged" ? 3 : 0;
+  } catch (const WriteError& e) {
+    // Every finished epoch is on disk; the run continues from the last one.
+    throw WriteError(fmt::format("{} Then continue with `pipelab run {} --resume` (the same --set values).", e.what(),
+                                 file));
+  }
 }
 
 }  // namespace pipelab::cli
