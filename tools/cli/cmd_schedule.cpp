@@ -6,9 +6,11 @@
 /// interlocking's mode or GPipe's chunks can be drawn.
 #include <fmt/format.h>
 
-#include <sstream>
+#include <algorithm>
 
 #include "core/config/config_node.h"
+#include "core/config/value.h"
+#include "core/config/yaml_file.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/timeline.h"
 #include "core/schedule/validate.h"
@@ -21,22 +23,34 @@ namespace {
 /// "1,1,1" -> {F, B, W}; B is the input-gradient half of a backward (the zero-bubble
 /// papers' B, our I), W the weights' half, so a whole B costs B + W.
 std::vector<double> parse_costs(const std::string& text) {
+  const auto bad = [&] {
+    return UsageError{fmt::format("--costs {}: give three finite numbers F,B,W with 1e-9 <= F, B <= 1e6 and 0 <= W <= "
+                                  "1e6, e.g. --costs 1,1,1",
+                                  text)};
+  };
   std::vector<double> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      out.push_back(std::stod(item, &used));
-      if (used != item.size()) out.back() = -1;
-    } catch (const std::exception&) {
-      out.push_back(-1);
-    }
+  for (const std::string& item : flag_list("--costs", text)) {
+    double v = 0;
+    if (!parse_finite(item, v)) throw bad();
+    out.push_back(v);
   }
-  if (out.size() != 3 || out[0] <= 0 || out[1] <= 0 || out[2] < 0) {
-    throw UsageError{fmt::format("--costs {}: give three numbers F,B,W (F, B > 0, W >= 0), e.g. --costs 1,1,1", text)};
+  if (out.size() != 3 || out[0] < 1e-9 || out[1] < 1e-9 || out[2] < 0 || *std::max_element(out.begin(), out.end()) > 1e6) {
+    throw bad();
   }
   return out;
+}
+
+/// The most actions `pipelab schedule` lays out (stages x micro-batches), so that a typo
+/// cannot ask for gigabytes; generation and validation are O(n log n) below it.
+constexpr int64_t kMaxCells = 4'000'000;
+
+/// partition.stages of the experiment file, if it sets one.
+int file_stages(const YAML::Node& root, const std::shared_ptr<ConfigSource>& source) {
+  if (!root.IsMap() || !root["partition"] || !root["partition"].IsMap() || !root["partition"]["stages"]) return 0;
+  const ConfigNode n(root["partition"]["stages"], source, "partition.stages");
+  const int v = ConfigValue<int>::read(n);
+  if (v < 1) n.fail(fmt::format("must be a number > 0, got {}", v), "set partition.stages to the stage count");
+  return v;
 }
 
 }  // namespace
@@ -91,15 +105,22 @@ int schedule(const Args& args) {
   top.expect_map("an experiment");
   if (!top.has("scheme")) top.fail("no scheme section", "add `scheme: {type: NAME}` or pass --scheme NAME");
   const std::unique_ptr<Scheme> scheme = Registry<Scheme>::get().create(top.child("scheme"));
-  const bool given = vm.count("stages") || (root["partition"] && root["partition"]["stages"]);
-  if (!vm.count("stages") && root["partition"] && root["partition"]["stages"]) stages = root["partition"]["stages"].as<int>();
+  const int in_file = file_stages(root, source);
+  const bool given = vm.count("stages") || in_file > 0;
+  if (!vm.count("stages") && in_file > 0) stages = in_file;
   if (!vm.count("microbatches") && scheme->span() == Span::MiniBatch) micro = scheme->micro_batches();
-  if (stages < 1 || micro < 1) throw UsageError{"--stages and --microbatches must be positive"};
+  if (stages < 1 || stages > kMaxScheduleStages) {
+    throw UsageError{fmt::format("--stages {}: give a number from 1 to {}", stages, kMaxScheduleStages)};
+  }
+  if (micro < 1 || static_cast<int64_t>(stages) * micro > kMaxCells) {
+    throw UsageError{fmt::format("--microbatches {}: give a number from 1 to {} (at most {} stages x micro-batches)",
+                                 micro, std::max<int64_t>(1, kMaxCells / stages), kMaxCells)};
+  }
   // A scheme that fixes its stages (a custom file) answers 0 with its own count.
   int d = scheme->stages(given ? stages : 0);
   if (d == 0) d = scheme->stages(stages);
   const Schedule s = with_communication(scheme->schedule(d, micro));
-  validate_schedule(s, {scheme->max_in_flight(d)});
+  validate_schedule(s, scheme->schedule_rules(d));
   CostModel model = CostModel::split(d, costs[0], costs[1], costs[2]);
   const Timeline t = simulate_timeline(s, model);
   YAML::Emitter resolved;

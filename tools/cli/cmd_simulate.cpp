@@ -5,9 +5,9 @@
 
 #include <cmath>
 #include <filesystem>
-#include <sstream>
 
 #include "core/config/registry.h"
+#include "core/config/yaml_file.h"
 #include "core/io/atomic_file.h"
 #include "core/model/block_costs.h"
 #include "tools/cli/model_input.h"
@@ -21,15 +21,6 @@ namespace {
 
 using sim::SchemeRow;
 
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, sep);) {
-    if (!part.empty()) out.push_back(part);
-  }
-  return out;
-}
-
 /// One entry of --schemes.
 struct SchemeSpec {
   YAML::Node section;
@@ -40,9 +31,8 @@ struct SchemeSpec {
 /// "interleaved_1f1b:virtual_stages=2:stages=16" -> the scheme section, with `stages` and
 /// `microbatches` taken out (the simulator's, not the scheme's). The file's own scheme type
 /// starts from the file's section.
-SchemeSpec scheme_spec(const std::string& spec, const Scheme& file_scheme) {
-  const std::vector<std::string> parts = split(spec, ':');
-  if (parts.empty()) throw UsageError{fmt::format("--schemes: empty scheme name in '{}'", spec)};
+SchemeSpec scheme_spec(const std::string& spec, const Scheme& file_scheme, int batch) {
+  const std::vector<std::string> parts = flag_list("--schemes " + spec, spec, ':');
   YAML::Node node = parts[0] == file_scheme.type() ? YAML::Clone(file_scheme.resolved()) : YAML::Node(YAML::NodeType::Map);
   node["type"] = parts[0];
   SchemeSpec out;
@@ -53,11 +43,15 @@ SchemeSpec scheme_spec(const std::string& spec, const Scheme& file_scheme) {
     }
     const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
     if (key == "stages" || key == "microbatches") {
-      const int n = std::atoi(value.c_str());
-      if (n < 1) throw UsageError{fmt::format("--schemes {}: {} must be a positive number", spec, key)};
-      (key == "stages" ? out.stages : out.microbatches) = n;
+      const int most = key == "stages" ? kMaxScheduleStages : batch;
+      double n = 0;
+      if (!parse_finite(value, n) || n < 1 || n > most || n != std::floor(n)) {
+        throw UsageError{fmt::format("--schemes {}: {} must be a whole number from 1 to {}{}", spec, key, most,
+                                     key == "stages" ? "" : " (run.batch_size: a micro-batch holds at least one example)")};
+      }
+      (key == "stages" ? out.stages : out.microbatches) = static_cast<int>(n);
     } else {
-      node[key] = YAML::Load(value);
+      node[key] = parse_yaml(value, "--schemes " + spec);
     }
   }
   out.section = node;
@@ -79,10 +73,15 @@ std::map<int, double> slow_devices(const std::vector<std::string>& given) {
   std::map<int, double> out;
   for (const std::string& g : given) {
     const size_t colon = g.find(':');
-    char* end = nullptr;
-    const long d = colon == std::string::npos ? -1 : std::strtol(g.c_str(), &end, 10);
-    const double f = colon == std::string::npos ? 0 : std::strtod(g.c_str() + colon + 1, nullptr);
-    if (d < 0 || f <= 0) throw UsageError{fmt::format("--slow-device {}: give DEVICE:FACTOR, e.g. 3:1.5", g)};
+    double d = -1, f = 0;
+    const bool ok = colon != std::string::npos && parse_finite(g.substr(0, colon), d) &&
+                    parse_finite(g.substr(colon + 1), f) && d >= 0 && d == std::floor(d) && d < kMaxScheduleDevices &&
+                    f > 0 && f <= 1e6;
+    if (!ok) {
+      throw UsageError{fmt::format("--slow-device {}: give DEVICE:FACTOR, a device number and a finite factor in "
+                                   "(0, 1e6], e.g. 3:1.5",
+                                   g)};
+    }
     out[static_cast<int>(d)] = f;
   }
   return out;
@@ -221,7 +220,10 @@ int simulate(const Args& args) {
   if (costs_file.empty() && !vm.count("device-flops")) {
     throw UsageError{"give the costs: --costs FILE (measured or given) or --device-flops TFLOPS (derived)"};
   }
-  if (vm.count("device-flops") && device.tflops <= 0) throw UsageError{"--device-flops must be positive"};
+  if (vm.count("device-flops")) checked_flag("--device-flops", device.tflops, 1e-9, 1e6);
+  checked_flag("--memory-bw", device.memory_gbs, 0, 1e9);
+  checked_flag("--link-gbps", device.link.gbps, 0, 1e9);
+  checked_flag("--link-latency-us", device.link.latency_us, 0, 1e9);
   if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16") {
     throw UsageError{fmt::format("--dtype {}: use float32, bfloat16 or float16", dtype)};
   }
@@ -238,12 +240,19 @@ int simulate(const Args& args) {
   const bool measured_sequential = source.file() && source.file()->executor == "sequential";
   sim_options.one_worker = executor == "sequential" || (!vm.count("executor") && measured_sequential);
   if (!vm.count("stages")) stages = e.partition.stages;
-  if (stages < 1 || (vm.count("microbatches") && micro < 1)) throw UsageError{"--stages and --microbatches must be positive"};
+  if (stages < 1 || stages > kMaxScheduleStages) {
+    throw UsageError{fmt::format("--stages {}: give a number from 1 to {}", stages, kMaxScheduleStages)};
+  }
+  if (vm.count("microbatches") && (micro < 1 || micro > e.run.batch_size)) {
+    throw UsageError{fmt::format("--microbatches {}: give a number from 1 to run.batch_size ({}): a micro-batch "
+                                 "holds at least one example",
+                                 micro, e.run.batch_size)};
+  }
 
   std::vector<std::pair<std::string, std::unique_ptr<Scheme>>> schemes;
   std::vector<SchemeSpec> specs;
-  for (const std::string& spec : split(schemes_text, ',')) {
-    specs.push_back(scheme_spec(spec, *e.scheme));
+  for (const std::string& spec : flag_list("--schemes", schemes_text)) {
+    specs.push_back(scheme_spec(spec, *e.scheme, e.run.batch_size));
     auto src = std::make_shared<ConfigSource>("--schemes " + spec);
     schemes.emplace_back(spec, Registry<Scheme>::get().create(ConfigNode(specs.back().section, src, "scheme")));
   }
@@ -291,6 +300,15 @@ int simulate(const Args& args) {
       row.error = err.what();
     }
     rows.push_back(std::move(row));
+  }
+  // A slow device that no scheme has is a typo, not something to ignore.
+  int most_devices = 0;
+  for (const SchemeRow& row : rows) most_devices = std::max(most_devices, row.error.empty() ? row.result.devices : 0);
+  for (const auto& [d, factor] : sim_options.slow) {
+    if (most_devices > 0 && d >= most_devices) {
+      throw UsageError{fmt::format("--slow-device {}:{:g}: no scheme here has a device {} (devices are numbered 0..{})",
+                                   d, factor, d, most_devices - 1)};
+    }
   }
 
   // Report.

@@ -2,7 +2,14 @@
 /// Shared Boost.Program_options plumbing for the subcommands.
 #include <boost/program_options.hpp>
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "tools/cli/commands.h"
 
@@ -26,6 +33,41 @@ inline bool parse(const Args& args, const std::string& usage, po::options_descri
     throw UsageError{e.what()};
   }
   return true;
+}
+
+/// `value` of flag `flag`, which must be finite and in [lo, hi]; a UsageError naming the
+/// flag otherwise (Boost reads "nan" and "inf" as numbers).
+inline double checked_flag(const std::string& flag, double value, double lo, double hi) {
+  if (!std::isfinite(value) || value < lo || value > hi) {
+    throw UsageError{fmt::format("{} {}: give a finite number in [{:g}, {:g}]", flag, value, lo, hi)};
+  }
+  return value;
+}
+
+/// True when `text` is wholly a finite number (strtod's syntax), stored in `out`.
+inline bool parse_finite(const std::string& text, double& out) {
+  if (text.empty() || text.find_first_of(" \t") != std::string::npos) return false;
+  char* end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(out);
+}
+
+/// The items of a `sep`-separated flag value; an empty item ("a,,b", ",") is a UsageError
+/// naming the flag.
+inline std::vector<std::string> flag_list(const std::string& flag, const std::string& text, char sep = ',') {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = std::min(text.find(sep, start), text.size());
+    if (end == start) {
+      throw UsageError{fmt::format("{} '{}': an empty item between '{}'s; list items separated by single '{}'s", flag,
+                                   text, sep, sep)};
+    }
+    out.push_back(text.substr(start, end - start));
+    if (end == text.size()) return out;
+    start = end + 1;
+  }
 }
 
 }  // namespace pipelab::cli

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "core/config/config_node.h"
+#include "core/config/yaml_file.h"
 
 namespace pipelab::sim {
 

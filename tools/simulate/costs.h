@@ -12,6 +12,15 @@
 
 namespace pipelab::sim {
 
+/// Ranges of the values a costs file gives (a bigger one is a typo that would turn every
+/// sum into inf): seconds of an action, bytes, examples per micro-batch (0: unknown).
+inline const InRange kSeconds = in_range(0, 1e6);
+inline const InRange kBytes = in_range(0, 1e15);
+struct ExamplesCheck {
+  std::string operator()(double v) const { return v == 0 || (v >= 1e-3 && v <= 1e9) ? "" : "0 or a number in [0.001, 1e9]"; }
+};
+inline constexpr ExamplesCheck kExamples{};
+
 /// One pipeline stage, for one micro-batch of `SimCosts::micro_batch_size` examples.
 struct StageCosts {
   double forward = 0, backward = 0, backward_input = 0, backward_weight = 0, head = 0, update = 0;  ///< seconds
@@ -28,27 +37,27 @@ struct StageCosts {
 
   template <class V>
   void fields(V& v) {
-    v("stage", stage, "stage index (informational)", non_negative);
-    v("device", device, "device it ran on (informational)", non_negative);
-    v("forward", forward, "seconds of one F", non_negative);
-    v("backward", backward, "seconds of one whole B", non_negative);
-    v("backward_input", backward_input, "seconds of one I (0: half of B)", non_negative);
-    v("backward_weight", backward_weight, "seconds of one W (0: half of B)", non_negative);
-    v("head", head, "seconds of an auxiliary head's H", non_negative);
-    v("update", update, "seconds of one optimizer step U", non_negative);
-    v("activation_bytes", activation_bytes, "bytes sent forward per micro-batch", non_negative);
-    v("gradient_bytes", gradient_bytes, "bytes sent back per micro-batch", non_negative);
-    v("retained_bytes", retained_bytes, "bytes one in-flight micro-batch holds until its backward", non_negative);
-    v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", non_negative);
-    v("forward_transient_bytes", forward_transient_bytes, "bytes an F needs while it runs", non_negative);
-    v("backward_transient_bytes", backward_transient_bytes, "bytes a B needs while it runs", non_negative);
-    v("backward_input_transient_bytes", backward_input_transient_bytes, "bytes an I needs while it runs", non_negative);
-    v("backward_weight_transient_bytes", backward_weight_transient_bytes, "bytes a W needs while it runs", non_negative);
-    v("update_transient_bytes", update_transient_bytes, "bytes a U needs while it runs", non_negative);
-    v("parameter_bytes", parameter_bytes, "bytes of the stage's parameters", non_negative);
-    v("buffer_bytes", buffer_bytes, "bytes of its buffers (batch-norm statistics)", non_negative);
-    v("optimizer_bytes", optimizer_bytes, "bytes of its optimizer state", non_negative);
-    v("stored_versions", stored_versions, "weight versions the measured scheme held", non_negative);
+    v("stage", stage, "stage index (informational)", in_range(0, 1 << 16));
+    v("device", device, "device it ran on (informational)", in_range(0, 1 << 16));
+    v("forward", forward, "seconds of one F", kSeconds);
+    v("backward", backward, "seconds of one whole B", kSeconds);
+    v("backward_input", backward_input, "seconds of one I (0: half of B)", kSeconds);
+    v("backward_weight", backward_weight, "seconds of one W (0: half of B)", kSeconds);
+    v("head", head, "seconds of an auxiliary head's H", kSeconds);
+    v("update", update, "seconds of one optimizer step U", kSeconds);
+    v("activation_bytes", activation_bytes, "bytes sent forward per micro-batch", kBytes);
+    v("gradient_bytes", gradient_bytes, "bytes sent back per micro-batch", kBytes);
+    v("retained_bytes", retained_bytes, "bytes one in-flight micro-batch holds until its backward", kBytes);
+    v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", kBytes);
+    v("forward_transient_bytes", forward_transient_bytes, "bytes an F needs while it runs", kBytes);
+    v("backward_transient_bytes", backward_transient_bytes, "bytes a B needs while it runs", kBytes);
+    v("backward_input_transient_bytes", backward_input_transient_bytes, "bytes an I needs while it runs", kBytes);
+    v("backward_weight_transient_bytes", backward_weight_transient_bytes, "bytes a W needs while it runs", kBytes);
+    v("update_transient_bytes", update_transient_bytes, "bytes a U needs while it runs", kBytes);
+    v("parameter_bytes", parameter_bytes, "bytes of the stage's parameters", kBytes);
+    v("buffer_bytes", buffer_bytes, "bytes of its buffers (batch-norm statistics)", kBytes);
+    v("optimizer_bytes", optimizer_bytes, "bytes of its optimizer state", kBytes);
+    v("stored_versions", stored_versions, "weight versions the measured scheme held", in_range(0, 1e6));
   }
   /// Seconds of compute action kind `k` ('F', 'B', 'I', 'W', 'H', 'U').
   double seconds(char k) const;
@@ -62,8 +71,8 @@ struct LinkSpec {
   double latency_us = 0;  ///< per message
   template <class V>
   void fields(V& v) {
-    v("gbps", gbps, "bandwidth, Gbit/s (0: infinite)", non_negative);
-    v("latency_us", latency_us, "latency per message, microseconds", non_negative);
+    v("gbps", gbps, "bandwidth, Gbit/s (0: infinite)", in_range(0, 1e9));
+    v("latency_us", latency_us, "latency per message, microseconds", in_range(0, 1e9));
   }
   /// Seconds `bytes` occupy the link.
   double wire_seconds(double bytes) const { return gbps > 0 ? bytes * 8 / (gbps * 1e9) : 0; }
@@ -88,10 +97,10 @@ struct SimCosts {
     v("format", format, "pipelab-stage-costs");
     v("version", version, "format version (1)", positive);
     v.section("link", link, "the link between devices");
-    v("micro_batch_size", micro_batch_size, "examples per micro-batch the costs are for", non_negative);
-    v("step_seconds", step_seconds, "measured seconds of one step", non_negative);
-    v("micro_batches", micro_batches, "micro-batches per step of the measured run", non_negative);
-    v("steps", steps, "steps the measured time averages", non_negative);
+    v("micro_batch_size", micro_batch_size, "examples per micro-batch the costs are for (0: unknown)", kExamples);
+    v("step_seconds", step_seconds, "measured seconds of one step", kSeconds);
+    v("micro_batches", micro_batches, "micro-batches per step of the measured run", in_range(0, 1e9));
+    v("steps", steps, "steps the measured time averages", in_range(0, 2e9));
     v("executor", executor, "executor of the measured run");
     v("scheme", scheme, "scheme of the measured run");
     v("dtype", dtype, "element type of the measured run");

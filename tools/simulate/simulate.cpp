@@ -116,7 +116,7 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
 SimResult replay_scheme(const Scheme& scheme, int stages, int units, const SimCosts& costs, const SimOptions& o) {
   SimResult r;
   r.schedule = with_communication(scheme.schedule(stages, units));
-  validate_schedule(r.schedule, {scheme.max_in_flight(stages)});
+  validate_schedule(r.schedule, scheme.schedule_rules(stages));
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
