@@ -198,7 +198,7 @@ TEST_F(PlotTest, BaselineAndABandWithoutGroups) {
 
 TEST_F(PlotTest, GroupMeansWithBandsAndTime) {
   CurveOptions o;
-  o.group_by = parse_keys("scheme");
+  o.group_by = parse_keys("scheme", "--rows");
   o.band = true;
   o.x = "time";
   const Element svg = chart(o);

@@ -46,8 +46,8 @@ class TableTest : public ::testing::Test {
   }
   ResultTable table(const std::string& metric = "test_acc.final") {
     TableOptions o;
-    o.rows = parse_keys("model");
-    o.cols = parse_keys("scheme,stages");
+    o.rows = parse_keys("model", "--rows");
+    o.cols = parse_keys("scheme,stages", "--rows");
     o.metric = metric;
     return build_table(load_runs(dir_.path() + "/runs"), o);
   }
@@ -105,7 +105,7 @@ TEST_F(TableTest, AllDivergedAndOtherMetrics) {
       << msg;
   EXPECT_NE(testing::user_error([&] {
               TableOptions o;
-              o.rows = parse_keys("modle");
+              o.rows = parse_keys("modle", "--rows");
               build_table(load_runs(dir_.path() + "/runs"), o);
             })
                 .find("--rows modle: no run has this key in its config.yaml. Fix: use a config key path or an alias; "
@@ -139,8 +139,8 @@ TEST_F(TableTest, WarnsWhenACellMixesExperimentsAndFilters) {
   const std::string md = table_markdown(table());
   EXPECT_NE(md.find("Note: mlp x naive/2 averages runs that differ in optimizer.lr"), std::string::npos) << md;
   TableOptions o;
-  o.rows = parse_keys("model");
-  o.cols = parse_keys("scheme");
+  o.rows = parse_keys("model", "--rows");
+  o.cols = parse_keys("scheme", "--rows");
   const ResultTable t = build_table(filter_runs(load_runs(dir_.path() + "/runs"), {"lr=0.5"}), o);
   EXPECT_EQ(t.runs, 1);
   EXPECT_EQ(t.cells.at({0, 0}).values, std::vector<double>{70});

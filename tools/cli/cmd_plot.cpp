@@ -2,6 +2,8 @@
 /// learning curves from the runs under a folder, as an SVG file.
 #include <fmt/format.h>
 
+#include <iostream>
+
 #include "core/io/atomic_file.h"
 #include "tools/cli/options.h"
 #include "tools/report/curves.h"
@@ -37,11 +39,14 @@ int plot(const Args& args) {
              options, positional, vm)) {
     return 0;
   }
-  co.group_by = tools::parse_keys(group_by);
+  co.group_by = tools::parse_keys(group_by, "--group-by");
   co.band = vm.count("band") > 0;
-  const std::vector<tools::RunInfo> runs = tools::filter_runs(tools::load_runs(dir), where);
+  std::vector<std::string> skipped;
+  const std::vector<tools::RunInfo> runs = tools::filter_runs(tools::load_runs(dir, &skipped), where);
+  for (const std::string& s : skipped) std::cerr << "warning: skipped " << s << "\n";
   if (runs.empty()) throw UsageError{"no run matches the --where conditions"};
   tools::LineChart chart = tools::build_curves(runs, co);
+  for (const std::string& note : chart.notes) std::cerr << "warning: left out " << note << "\n";
   if (!title.empty()) chart.title = title;
   const std::string path =
       out.empty() ? tools::sibling_path(dir, co.metric + (co.x == "time" ? ".time" : "") + ".svg") : out;

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <iostream>
 
 #include "core/io/atomic_file.h"
+#include "core/io/input_file.h"
+#include "core/io/input_file.h"
 #include "tools/cli/options.h"
 #include "tools/report/output_path.h"
 #include "tools/report/table.h"
@@ -39,11 +42,13 @@ int table(const Args& args) {
     return 0;
   }
   tools::TableOptions to;
-  to.rows = tools::parse_keys(rows);
-  to.cols = tools::parse_keys(cols);
+  to.rows = tools::parse_keys(rows, "--rows");
+  to.cols = tools::parse_keys(cols, "--cols");
   to.metric = metric;
   to.decimals = decimals;
-  const std::vector<tools::RunInfo> runs = tools::filter_runs(tools::load_runs(dir), where);
+  std::vector<std::string> skipped;
+  const std::vector<tools::RunInfo> runs = tools::filter_runs(tools::load_runs(dir, &skipped), where);
+  for (const std::string& s : skipped) std::cerr << "warning: skipped " << s << "\n";
   if (runs.empty()) throw UsageError{"no run matches the --where conditions"};
   tools::ResultTable t = tools::build_table(runs, to);
   if (!reference.empty()) tools::add_reference(t, read_file(reference), reference);

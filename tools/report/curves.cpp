@@ -8,7 +8,7 @@
 #include <limits>
 #include <map>
 
-#include "core/io/atomic_file.h"
+#include "core/io/input_file.h"
 #include "core/util/error.h"
 #include "core/util/names.h"
 #include "tools/report/csv.h"
@@ -40,22 +40,36 @@ size_t column(const std::vector<std::string>& header, const std::string& name, c
                   join(closest_first(name, std::vector<std::string>(header.begin() + 1, header.end())), ", ")));
 }
 
-/// Reads a run's epochs.csv; an empty curve when the run has no finished epoch yet.
-Curve load_curve(const RunInfo& run, const CurveOptions& options) {
+/// Reads a run's epochs.csv; an empty curve when the run has no finished epoch yet. A file
+/// that cannot be used sets `problem` (the run is then left out, and named).
+Curve load_curve(const RunInfo& run, const CurveOptions& options, std::string& problem) {
   const fs::path path = fs::path(run.dir) / "metrics" / "epochs.csv";
   Curve c;
-  if (!fs::exists(path)) return c;
-  const auto rows = parse_csv(read_file(path.string()), path.string());
+  if (!input_exists(path.string())) return c;
+  std::vector<std::vector<std::string>> rows;
+  try {
+    rows = parse_csv(read_file(path.string()), path.string());
+  } catch (const UserError& e) {
+    problem = e.what();
+    return c;
+  }
   if (rows.size() < 2) return c;
   const size_t y = column(rows[0], options.metric, "--metric", path.string());
   const size_t e = column(rows[0], "epoch", "--x", path.string());
   const size_t seconds = options.x == "time" ? column(rows[0], "seconds", "--x time", path.string()) : 0;
   double elapsed = 0;
   for (size_t r = 1; r < rows.size(); ++r) {
-    if (rows[r].size() != rows[0].size()) continue;  // never half a line (see RunRecord), but be safe
-    c.epoch.push_back(static_cast<int>(cell_number(rows[r][e])));
+    const double epoch = e < rows[r].size() ? cell_number(rows[r][e]) : std::nan("");
+    if (rows[r].size() != rows[0].size() || !std::isfinite(epoch)) {
+      problem = fmt::format("{}: row {} {}", path.string(), r + 1,
+                            rows[r].size() != rows[0].size()
+                                ? fmt::format("has {} fields, the header {}", rows[r].size(), rows[0].size())
+                                : "has no epoch number");
+      return {};
+    }
+    c.epoch.push_back(static_cast<int>(epoch));
     elapsed += options.x == "time" ? cell_number(rows[r][seconds]) : 0;
-    c.x.push_back(options.x == "time" ? elapsed : cell_number(rows[r][e]));
+    c.x.push_back(options.x == "time" ? elapsed : epoch);
     c.y.push_back(cell_number(rows[r][y]));
   }
   return c;
@@ -119,7 +133,9 @@ LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& opt
       throw UserError(fmt::format("--baseline {}: no such run here. Fix: use one of: {}.", options.baseline,
                                   join(closest_first(options.baseline, names), ", ")));
     }
-    const Curve c = load_curve(*it, options);
+    std::string problem;
+    const Curve c = load_curve(*it, options, problem);
+    if (!problem.empty()) throw UserError(fmt::format("--baseline {}: {}", options.baseline, problem));
     const auto last = std::find_if(c.y.rbegin(), c.y.rend(), [](double v) { return std::isfinite(v); });
     if (last == c.y.rend()) {
       throw UserError(fmt::format("--baseline {}: the run has no finished epoch with a finite {} yet.", options.baseline,
@@ -129,13 +145,20 @@ LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& opt
   }
   std::vector<std::pair<const RunInfo*, Curve>> curves;
   for (const RunInfo& run : runs) {
-    Curve c = load_curve(run, options);
-    if (!c.x.empty()) curves.emplace_back(&run, std::move(c));
+    std::string problem;
+    Curve c = load_curve(run, options, problem);
+    if (!problem.empty()) {
+      chart.notes.push_back(fmt::format("{}: {}", run.name, problem));
+    } else if (!c.x.empty()) {
+      curves.emplace_back(&run, std::move(c));
+    } else {
+      chart.notes.push_back(fmt::format("{}: no finished epoch in metrics/epochs.csv yet", run.name));
+    }
   }
   if (curves.empty()) {
-    throw UserError(
-        "no run has a finished epoch (metrics/epochs.csv) to plot. Fix: plot a folder of runs that have "
-        "trained at least one epoch.");
+    throw UserError(fmt::format("no run has a finished epoch (metrics/epochs.csv) to plot{}. Fix: plot a folder of "
+                                "runs that have trained at least one epoch.",
+                                chart.notes.empty() ? "" : ":\n  " + join(chart.notes, "\n  ")));
   }
   if (options.group_by.empty() && !options.band) {
     for (const auto& [run, c] : curves) {

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <map>
 #include <set>
 
+#include "core/config/yaml_file.h"
+#include "core/io/input_file.h"
 #include "core/util/error.h"
 #include "core/util/names.h"
 #include "tools/sweep/key_paths.h"
@@ -26,13 +28,30 @@ const std::vector<std::pair<std::string, std::string>>& aliases() {
   return a;
 }
 
-YAML::Node load_json_or_yaml(const fs::path& path) {
-  try {
-    return YAML::LoadFile(path.string());
-  } catch (const YAML::Exception& e) {
-    throw UserError(fmt::format("{}: cannot be read ({}). Fix: delete the run's folder, or rerun it with --overwrite.",
-                                path.string(), e.what()));
+/// A run's config.yaml or summary.json; a UserError saying why it cannot be used.
+YAML::Node load_json_or_yaml(const fs::path& path, const char* expected) {
+  YAML::Node node = load_yaml_file(path.string());
+  if (!node.IsMap()) {
+    throw UserError(fmt::format("{}: {} is not {}", path.string(),
+                                node.IsNull() ? "empty" : node.IsSequence() ? "a list" : "a single value", expected));
   }
+  return node;
+}
+
+/// The run's place in its sweep's grid (<sweep>/sweep-order.txt), -1 when it has none.
+int grid_order_of(const fs::path& dir) {
+  const fs::path order = dir.parent_path() / "sweep-order.txt";
+  std::string text;
+  try {
+    if (input_exists(order.string())) text = read_file(order.string());
+  } catch (const UserError&) {  // not a regular file: the runs keep their natural order
+  }
+  std::istringstream lines(text);
+  int k = 0;
+  for (std::string id; std::getline(lines, id); ++k) {
+    if (id == dir.filename().string()) return k;
+  }
+  return -1;
 }
 
 std::vector<std::pair<std::string, std::string>> leaves_of(const YAML::Node& config) {
@@ -47,23 +66,26 @@ bool RunInfo::diverged() const {
   return has_summary() && summary["status"] && summary["status"].Scalar() == "diverged";
 }
 
-std::vector<RunInfo> load_runs(const std::string& root) {
+std::vector<RunInfo> load_runs(const std::string& root, std::vector<std::string>* skipped) {
   if (!fs::is_directory(root)) {
     throw UserError(
         fmt::format("{}: no such folder. Fix: give the folder of a sweep (sweep.output) or of runs.", root));
   }
   std::vector<RunInfo> runs;
+  std::vector<std::string> left_out;
   const auto add = [&](const fs::path& dir) {
     RunInfo run;
     run.dir = dir.string();
     run.name = fs::relative(dir, root).lexically_normal().string();
-    run.config = load_json_or_yaml(dir / "config.yaml");
-    run.summary = fs::exists(dir / "summary.json") ? load_json_or_yaml(dir / "summary.json")
-                                                   : YAML::Node(YAML::NodeType::Undefined);
-    std::ifstream order(dir.parent_path() / "sweep-order.txt");
-    int k = 0;
-    for (std::string id; std::getline(order, id); ++k) {
-      if (id == dir.filename().string()) run.grid_order = k;
+    try {
+      run.config = load_json_or_yaml(dir / "config.yaml", "a run's configuration");
+      run.summary = input_exists((dir / "summary.json").string())
+                        ? load_json_or_yaml(dir / "summary.json", "a run's summary (a JSON object)")
+                        : YAML::Node(YAML::NodeType::Undefined);
+      run.grid_order = grid_order_of(dir);
+    } catch (const UserError& e) {
+      left_out.push_back(fmt::format("{}: {}", run.name, e.what()));
+      return;
     }
     runs.push_back(run);
   };
@@ -75,12 +97,18 @@ std::vector<RunInfo> load_runs(const std::string& root) {
       it.disable_recursion_pending();  // a run's own metrics/ and checkpoints/ hold no runs
     }
   }
+  if (runs.empty() && !left_out.empty()) {
+    throw UserError(fmt::format("{}: no run can be read:\n  {}\nFix: repair or delete these runs' files (or rerun "
+                                "them with --overwrite).",
+                                root, join(left_out, "\n  ")));
+  }
   if (runs.empty()) {
     throw UserError(
         fmt::format("{}: holds no runs (no folder with a config.yaml). Fix: give the folder a sweep or "
                     "`pipelab run` wrote to (sweep.output or run.output).",
                     root));
   }
+  if (skipped) *skipped = left_out;
   // Sorted through indices: assigning a YAML::Node re-points the node it was copied from
   // (yaml-cpp's reference semantics), so RunInfos are only ever copy-constructed.
   std::vector<size_t> order(runs.size());
@@ -105,15 +133,21 @@ std::string key_aliases_help() {
   return join(parts, ", ");
 }
 
-std::vector<std::string> parse_keys(const std::string& list) {
+std::vector<std::string> parse_keys(const std::string& list, const std::string& option) {
   std::vector<std::string> out;
+  if (list.find_first_not_of(' ') == std::string::npos) return out;
   size_t start = 0;
   while (start <= list.size()) {
     const size_t comma = std::min(list.find(',', start), list.size());
     std::string key = list.substr(start, comma - start);
     key.erase(0, key.find_first_not_of(' '));
     key.erase(key.find_last_not_of(' ') + 1);
-    if (!key.empty()) out.push_back(resolve_key(key));
+    if (key.empty()) {
+      throw UserError(fmt::format("{} '{}': an empty key between commas. Fix: list config keys separated by single "
+                                  "commas, e.g. {} scheme,stages.",
+                                  option, list, option));
+    }
+    out.push_back(resolve_key(key));
     start = comma + 1;
   }
   return out;
@@ -158,8 +192,8 @@ std::vector<RunInfo> filter_runs(const std::vector<RunInfo>& runs, const std::ve
     }
     YAML::Node value;
     try {
-      value = YAML::Load(w.substr(eq + 1));
-    } catch (const YAML::Exception&) {
+      value = parse_yaml(w.substr(eq + 1), "--where " + w);
+    } catch (const UserError&) {
       value = YAML::Node(w.substr(eq + 1));
     }
     conditions.emplace_back(resolve_key(w.substr(0, eq)), value);

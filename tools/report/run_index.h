@@ -28,15 +28,18 @@ struct RunInfo {
 };
 
 /// Every run folder under `root` (itself included), sorted by name. A missing folder, or
-/// one without any run, is a UserError.
-std::vector<RunInfo> load_runs(const std::string& root);
+/// one without any run, is a UserError. A run whose config.yaml or summary.json cannot be
+/// read (empty, damaged, not a file) is left out and named in `skipped` ("NAME: why"); when
+/// every run is left out, that is a UserError listing them.
+std::vector<RunInfo> load_runs(const std::string& root, std::vector<std::string>* skipped = nullptr);
 
 /// The config key path an alias stands for (`stages` -> `partition.stages`); other keys as given.
 std::string resolve_key(const std::string& key);
 /// "model = model.type, scheme = scheme.type, ..." for help texts.
 std::string key_aliases_help();
-/// Splits "scheme,stages" into resolved key paths.
-std::vector<std::string> parse_keys(const std::string& list);
+/// Splits "scheme,stages" into resolved key paths; an empty key ("a,,b", ",") is a UserError
+/// naming `option`.
+std::vector<std::string> parse_keys(const std::string& list, const std::string& option);
 
 /// The text of `key` in the run's config ("gpipe", "4", "2-1-1"), nullopt when absent.
 std::optional<std::string> config_text(const RunInfo& run, const std::string& key);

@@ -25,6 +25,9 @@ struct LineChart {
   std::vector<Series> series;
   std::vector<Reference> references;
   bool integer_x = false;  ///< x ticks at whole numbers (epochs)
+  /// Runs left out and why ("NAME: metrics/epochs.csv line 3 has 5 fields, the header 12"):
+  /// printed as warnings, not drawn.
+  std::vector<std::string> notes;
 };
 
 /// The chart as SVG text. The elements carry classes for tools and tests: `x-axis` and

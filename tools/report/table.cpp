@@ -169,6 +169,10 @@ ResultTable build_table(const std::vector<RunInfo>& runs, const TableOptions& op
       ++cell.diverged;
     } else if (const auto v = metric_value(run->summary, options.metric)) {
       cell.values.push_back(*v);
+    } else {
+      t.notes.push_back(fmt::format("{}: its summary.json has no finite number at {}, so its cell ({} x {}) leaves it "
+                                    "out",
+                                    run->name, options.metric, t.row_labels[rc.first], t.col_labels[rc.second]));
     }
   }
   // Mean ± std over a cell is only meaningful when its runs differ in nothing but the seed.

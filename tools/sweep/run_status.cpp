@@ -3,11 +3,12 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
-#include "core/io/atomic_file.h"
+#include "core/config/yaml_file.h"
+#include "core/io/input_file.h"
 #include "core/util/error.h"
 
 namespace fs = std::filesystem;
@@ -27,8 +28,8 @@ YAML::Node load_summary(const std::string& dir) {
   };
   YAML::Node s;
   try {
-    s = YAML::LoadFile(path.string());
-  } catch (const YAML::Exception& e) {
+    s = load_yaml_file(path.string());
+  } catch (const UserError& e) {
     throw bad(e.what());
   }
   if (!s.IsMap()) throw bad("it is not a JSON object");
@@ -55,7 +56,13 @@ YAML::Node load_summary(const std::string& dir) {
 
 /// Epoch lines in metrics/epochs.csv (the header excluded).
 int recorded_epochs(const std::string& dir) {
-  std::ifstream in(fs::path(dir) / "metrics" / "epochs.csv");
+  const std::string path = (fs::path(dir) / "metrics" / "epochs.csv").string();
+  std::string text;
+  try {
+    if (input_exists(path)) text = read_file(path);
+  } catch (const UserError&) {  // not a regular file: no epochs to count
+  }
+  std::istringstream in(text);
   std::string line;
   int lines = 0;
   while (std::getline(in, line)) lines += line.empty() ? 0 : 1;

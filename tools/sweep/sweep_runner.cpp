@@ -19,7 +19,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/config/yaml_file.h"
 #include "core/io/atomic_file.h"
+#include "core/io/input_file.h"
 #include "core/util/error.h"
 #include "core/util/names.h"
 #include "core/util/progress.h"
@@ -129,12 +131,16 @@ std::string last_line(const std::string& path) {
 /// "test acc 83.41% (best 84.02%, epoch 9)" from a run's summary.json ("" when absent).
 std::string accuracy_text(const std::string& dir) {
   const fs::path path = fs::path(dir) / "summary.json";
-  if (!fs::exists(path)) return "";
-  const YAML::Node s = YAML::LoadFile(path.string());
-  const YAML::Node acc = s["test_acc"];
-  if (!acc || !acc["final"] || acc["final"].IsNull()) return "";
-  return fmt::format("test acc {:.2f}% (best {:.2f}%, epoch {})", acc["final"].as<double>(), acc["best"].as<double>(),
-                     acc["best_epoch"].as<int>());
+  if (!input_exists(path.string())) return "";
+  const YAML::Node s = load_yaml_file(path.string());
+  const YAML::Node acc = s.IsMap() ? s["test_acc"] : YAML::Node();
+  if (!acc.IsMap() || !acc["final"] || acc["final"].IsNull()) return "";
+  try {
+    return fmt::format("test acc {:.2f}% (best {:.2f}%, epoch {})", acc["final"].as<double>(), acc["best"].as<double>(),
+                       acc["best_epoch"].as<int>());
+  } catch (const YAML::Exception&) {
+    return "";  // a damaged summary: the cell's status line says so
+  }
 }
 
 /// A cell's process and when it started.

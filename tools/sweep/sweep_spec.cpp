@@ -2,7 +2,8 @@
 
 #include <filesystem>
 
-#include "core/io/atomic_file.h"
+#include "core/config/yaml_file.h"
+#include "core/io/input_file.h"
 #include "tools/sweep/key_paths.h"
 
 namespace pipelab {
@@ -93,8 +94,7 @@ void SweepOptions::check(const ConfigNode& node) const {
 }
 
 SweepDocument SweepDocument::load(const std::string& file, const std::vector<std::string>& overrides) {
-  load_yaml_file(file);  // a missing file or a syntax error, with the file's own message
-  return parse(read_file(file), file, overrides);
+  return parse(read_file(file, 64u << 20), file, overrides);
 }
 
 SweepDocument SweepDocument::parse(const std::string& yaml, const std::string& file,
@@ -104,13 +104,7 @@ SweepDocument SweepDocument::parse(const std::string& yaml, const std::string& f
   doc.name = std::filesystem::path(file).stem().string();
   doc.text = yaml;
   doc.overrides = overrides;
-  try {
-    doc.root = YAML::Load(yaml);
-    check_yaml_keys(doc.root, file);
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError(
-        fmt::format("{}: invalid YAML: {}. Fix: correct the syntax at that place.", format_mark(file, e.mark), e.msg));
-  }
+  doc.root = parse_yaml(yaml, file);
   apply_overrides(doc.root, overrides, *doc.source);
   const ConfigNode top(doc.root, doc.source, "");
   top.expect_map("an experiment with a sweep section");
