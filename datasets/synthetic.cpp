@@ -41,6 +41,11 @@ struct SyntheticOptions {
     v("label_noise", label_noise, "share of labels replaced by random classes", in_range(0, 1));
     v("seed", seed, "seed of the teacher and the examples (independent of run.seed)", non_negative);
   }
+  /// Where dataset.samples is written ("file.yaml:3:5"), for check_memory's message.
+  mutable std::string samples_at;
+  void check(const ConfigNode& node) const {
+    samples_at = node.has("samples") ? node.child("samples").where() : node.where();
+  }
   /// The examples (float32) and, while they are made, about two temporaries of their size:
   /// checked against this machine's memory when the data is made (not when an experiment
   /// meant for a bigger machine is only planned), before anything is allocated.
@@ -49,9 +54,9 @@ struct SyntheticOptions {
     for (const int64_t d : shape) values *= static_cast<double>(d);
     const std::string problem = memory_problem(values * 4 * 3);
     if (!problem.empty()) {
-      throw ConfigError(fmt::format("dataset: {} examples of shape [{}] make {:.3g} values, which {}. Fix: use fewer "
+      throw ConfigError(fmt::format("{}: dataset: {} examples of shape [{}] make {:.3g} values, which {}. Fix: use fewer "
                                     "dataset.samples or a smaller dataset.shape.",
-                                    samples + test_samples, fmt::join(shape, ", "), values, problem));
+                                    samples_at, samples + test_samples, fmt::join(shape, ", "), values, problem));
     }
   }
 };

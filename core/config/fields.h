@@ -46,6 +46,15 @@ struct InRange {
     return ok ? "" : fmt::format("a number in [{}, {}{}", lo, hi, open_high ? ")" : "]");
   }
 };
+/// lo < v <= hi: a positive quantity with a sane ceiling (a learning rate of 1e300 would
+/// overflow float32 inside the optimizer).
+struct InOpenLow {
+  double lo, hi;
+  template <class T>
+  std::string operator()(const T& v) const {
+    return v > lo && v <= hi ? "" : fmt::format("a number in ({}, {}]", lo, hi);
+  }
+};
 /// Every element of a list passes `check`, and the list is not empty.
 template <class C>
 struct EachOf {
@@ -70,6 +79,7 @@ inline constexpr NonNegative non_negative{};
 inline constexpr NonEmpty non_empty{};
 inline InRange in_range(double lo, double hi) { return {lo, hi, false}; }
 inline InRange in_half_open(double lo, double hi) { return {lo, hi, true}; }
+inline InOpenLow in_open_low(double lo, double hi) { return {lo, hi}; }
 template <class C>
 EachOf<C> each(C c) { return {c}; }
 

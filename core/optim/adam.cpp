@@ -25,7 +25,7 @@ struct AdamOptions {
   double weight_decay = 0;
   template <class V>
   void fields(V& v) {
-    v.required("lr", lr, "base learning rate", positive);
+    v.required("lr", lr, "base learning rate", in_open_low(0, 1e30));
     v("betas", betas, "(beta1, beta2) moment decay rates", TwoRates{});
     v("eps", eps, "epsilon added to sqrt(u_hat)", positive);
     v("weight_decay", weight_decay, "weight decay lambda", non_negative);

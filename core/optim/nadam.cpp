@@ -24,7 +24,7 @@ struct NadamOptions {
   bool decoupled_weight_decay = false;
   template <class V>
   void fields(V& v) {
-    v.required("lr", lr, "base learning rate", positive);
+    v.required("lr", lr, "base learning rate", in_open_low(0, 1e30));
     v("betas", betas, "(beta1, beta2) moment decay rates, each in [0, 1)", [](const std::vector<double>& b) {
       const bool ok = b.size() == 2 && b[0] >= 0 && b[0] < 1 && b[1] >= 0 && b[1] < 1;
       return ok ? std::string() : std::string("two numbers in [0, 1), e.g. [0.9, 0.999]");

@@ -17,7 +17,7 @@ struct SgdOptions {
   double weight_decay = 0;
   template <class V>
   void fields(V& v) {
-    v.required("lr", lr, "base learning rate", positive);
+    v.required("lr", lr, "base learning rate", in_open_low(0, 1e30));
     v("momentum", momentum, "momentum factor mu", in_half_open(0, 1));
     v("dampening", dampening, "dampening tau of the momentum", in_range(0, 1));
     v("nesterov", nesterov, "Nesterov momentum");

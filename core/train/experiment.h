@@ -77,8 +77,18 @@ struct RunOptions {
       node.child("amp").fail("mixed precision needs float32 master weights, but run.dtype is float64",
                              "set run.dtype: float32 or run.amp: none");
     }
-    if (eval_batch_size && *eval_batch_size <= 0) {
-      node.child("eval_batch_size").fail("must be > 0", "set run.eval_batch_size to a positive integer");
+    if (eval_batch_size && (*eval_batch_size <= 0 || *eval_batch_size > 1000000000)) {
+      node.child("eval_batch_size").fail(fmt::format("must be a number in [1, 1000000000], got {}", *eval_batch_size),
+                                         "set run.eval_batch_size to a positive integer (the test set's size at most "
+                                         "is what it uses)");
+    }
+    {
+      for (const char c : output) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          node.child("output").fail("the folder name holds a control character (a tab, a newline, ...)",
+                                    "give a folder name of printable characters");
+        }
+      }
     }
   }
 };
