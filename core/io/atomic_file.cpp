@@ -16,10 +16,10 @@
 namespace pipelab {
 namespace {
 
-[[noreturn]] void io_error(const std::string& what, const std::string& path) {
+[[noreturn]] void io_error(const std::string& what, const std::string& path, int error = errno) {
   throw WriteError(fmt::format("{}: cannot {} ({}). Fix: free disk space or check that the folder exists and is "
                                "writable.",
-                               path, what, std::strerror(errno)));
+                               path, what, std::strerror(error)));
 }
 
 }  // namespace
@@ -33,9 +33,10 @@ void write_file_atomic(const std::string& path, const std::string& data) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
+      const int error = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      io_error("write", tmp);
+      io_error("write", tmp, error);
     }
     done += static_cast<size_t>(n);
   }
@@ -49,8 +50,9 @@ void write_file_atomic(const std::string& path, const std::string& data) {
     io_error("write", tmp);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;  // before unlink() can change it
     ::unlink(tmp.c_str());
-    io_error("rename the temporary file to", path);
+    io_error("replace the file with its new version", path, error);
   }
 }
 

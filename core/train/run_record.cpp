@@ -88,6 +88,23 @@ void keep_lines(const fs::path& path, size_t keep) {
   write_file_atomic(path.string(), out);
 }
 
+/// The first key path where two resolved configurations differ ("" when they agree).
+std::string first_difference(const YAML::Node& a, const YAML::Node& b, const std::string& path) {
+  if (a.IsMap() && b.IsMap()) {
+    std::vector<std::string> keys;
+    for (const auto& kv : a) keys.push_back(kv.first.as<std::string>());
+    for (const auto& kv : b) keys.push_back(kv.first.as<std::string>());
+    for (const std::string& k : keys) {
+      const std::string sub = path.empty() ? k : path + "." + k;
+      if (!a[k].IsDefined() || !b[k].IsDefined()) return sub;
+      std::string d = first_difference(a[k], b[k], sub);
+      if (!d.empty()) return d;
+    }
+    return "";
+  }
+  return emit(a) == emit(b) ? "" : (path.empty() ? "(top level)" : path);
+}
+
 }  // namespace
 
 void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
@@ -121,11 +138,15 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
 
 void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
   claim();
-  // Provenance (version, git revision) may differ; the experiment itself may not.
-  const auto without_provenance = [](YAML::Node n) {
+  // Provenance (version, git revision) may differ, and so may run.output (a run folder
+  // copied or moved elsewhere resumes there); the experiment itself may not.
+  const auto comparable = [](const YAML::Node& n) {
     YAML::Node copy = YAML::Clone(n);
-    copy.remove("pipelab");
-    return emit(copy);
+    if (copy.IsMap()) {
+      copy.remove("pipelab");
+      if (copy["run"].IsMap()) copy["run"].remove("output");
+    }
+    return copy;
   };
   const std::string config_path = (fs::path(dir_) / "config.yaml").string();
   YAML::Node saved;
@@ -136,11 +157,14 @@ void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
                                 "--overwrite.)",
                                 e.what()));
   }
-  if (without_provenance(saved) != without_provenance(resolved_config)) {
-    throw UserError(fmt::format("{} holds an interrupted run of a different configuration (see its config.yaml). "
-                                "Fix: resume with the same file and --set values, or choose another run.output.",
-                                dir_));
+  const std::string differs = first_difference(comparable(saved), comparable(resolved_config), "");
+  if (!differs.empty()) {
+    throw UserError(fmt::format("{} holds an interrupted run of a different configuration ({} differs from its "
+                                "config.yaml). Fix: resume with the same file and --set values, or choose another "
+                                "run.output.",
+                                dir_, differs));
   }
+  write_file_atomic(config_path, emit(resolved_config));  // the folder it now lives in
   // Every metrics file is checked before any is cut back (metrics_files.h).
   std::vector<size_t> keep;
   for (const MetricsFile& f : metrics_files()) {

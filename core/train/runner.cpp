@@ -261,6 +261,14 @@ RunSummary Runner::run() {
   if (diverged) summary.status = "diverged";
   save_checkpoint(record, "final.pt");
   if (flushless) write_trace(record, writer);
+  // The trace records the last epoch's actions, written before that epoch counts as done;
+  // a folder whose every epoch is done but whose trace is gone (deleted, or left by an older
+  // pipelab) cannot replay that epoch, so the summary says so instead of staying silent.
+  if (e_.run.trace && writer && !std::filesystem::exists(std::filesystem::path(record.dir()) / "trace.json")) {
+    summary.trace_missing =
+        "the last epoch finished in an earlier session and its trace.json is gone (a resumed run cannot replay "
+        "that epoch); run again with --overwrite for a trace";
+  }
   summary.seconds = seconds_since(start);
   double wait = 0, train_time = 0;
   for (const EpochMetrics& m : summary.history) {

@@ -43,6 +43,9 @@ struct RunSummary {
   std::vector<int64_t> skipped_updates;
   /// Per stage, the mean of every metric its policy reported (version gaps, ...).
   std::vector<std::map<std::string, double>> stage_means;
+  /// Why trace.json, metrics/actions.csv and costs.json are missing though run.trace asked
+  /// for them ("" when they were written or not asked for).
+  std::string trace_missing;
 };
 
 /// The intra-op threads of a run that leaves run.threads at 0: OMP_NUM_THREADS if set, else

@@ -110,6 +110,7 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
                                 e.scheme->type(), stages, stages == 1 ? "" : "s", e.model->type(),
                                 static_cast<double>(s.parameters) / 1e6, e.dataset->type());
   if (s.history.empty()) return out + "  no epoch finished\n";
+  if (!s.trace_missing.empty()) out += fmt::format("  trace           not written: {}\n", s.trace_missing);
   const EpochMetrics& last = s.history.back();
   if (s.status == "diverged") {
     out += fmt::format("  DIVERGED in epoch {}: the training loss became NaN or infinite\n", last.epoch);
@@ -195,6 +196,7 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
       .add("bubble_fraction_measured", s.bubble_measured)
       .add("simulated_samples_per_second", s.simulated_samples_per_second)
       .add("git_revision", git_revision());
+  if (!s.trace_missing.empty()) o.add("trace_missing", s.trace_missing);
   o.add("amp", e.run.amp == Amp::None ? "none" : e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
   if (!s.loss_scales.empty()) {
     o.add("loss_scale", s.loss_scales).add("skipped_updates", s.skipped_updates);
