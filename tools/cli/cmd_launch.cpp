@@ -68,11 +68,13 @@ int launch(const Args& args) {
       "nproc", po::value(&nproc)->required(), "number of processes (one per device of the scheme's placement, or per group of devices)")(
       "master-port", po::value(&port)->default_value(0), "rendezvous port on 127.0.0.1 (0: a free one)")(
       "set", po::value(&sets)->composing(), "override a value, as in pipelab run (repeatable)")(
-      "overwrite", "replace a finished run in the output folder");
+      "overwrite", "replace a finished run in the output folder")(
+      "resume", "continue an interrupted run from its last finished epoch, as in pipelab run")(
+      "quiet,q", "no progress bar and no per-epoch lines");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
-  if (!parse(args, "pipelab launch --nproc N FILE [--set key.path=value ...] [--overwrite]\n\n"
+  if (!parse(args, "pipelab launch --nproc N FILE [--set key.path=value ...] [--overwrite] [--resume] [--quiet]\n\n"
                    "Runs FILE as one distributed run of N local processes over c10d (Gloo): rank r runs\n"
                    "devices [r*D/N, (r+1)*D/N) of the scheme's D devices (one stage each, or several:\n"
                    "docs/schedules.md). The process with the last stage writes the results to\n"
@@ -103,7 +105,9 @@ int launch(const Args& args) {
     std::vector<std::string> argv{self, "run", file, "--rank", std::to_string(r), "--world-size", std::to_string(nproc),
                                   "--master", fmt::format("127.0.0.1:{}", port)};
     for (const std::string& s : sets) argv.insert(argv.end(), {"--set", s});
-    if (vm.count("overwrite")) argv.push_back("--overwrite");
+    for (const char* flag : {"overwrite", "resume", "quiet"}) {
+      if (vm.count(flag)) argv.push_back(std::string("--") + flag);
+    }
     const std::string out = (tmp / fmt::format("rank{}.out", r)).string();
     // The ranks share this machine's cores: each takes its share of the run's thread budget.
     children.emplace_back(argv, std::vector<std::string>{fmt::format("PIPELAB_LOCAL_PROCESSES={}", nproc)}, out);

@@ -40,6 +40,7 @@ int plot(const Args& args) {
     return 0;
   }
   co.group_by = tools::parse_keys(group_by, "--group-by");
+  check_output_file("--out", out);
   co.band = vm.count("band") > 0;
   std::vector<std::string> skipped;
   const std::vector<tools::RunInfo> runs = tools::filter_runs(tools::load_runs(dir, &skipped), where);

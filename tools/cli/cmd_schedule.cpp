@@ -108,13 +108,21 @@ int schedule(const Args& args) {
   const int in_file = file_stages(root, source);
   const bool given = vm.count("stages") || in_file > 0;
   if (!vm.count("stages") && in_file > 0) stages = in_file;
+  // The micro-batches come from --microbatches, or from the scheme's own count (scheme.chunks).
+  const std::string micro_flag = vm.count("microbatches") || scheme->span() != Span::MiniBatch
+                                     ? "--microbatches"
+                                     : "the scheme's micro-batches (scheme.chunks)";
   if (!vm.count("microbatches") && scheme->span() == Span::MiniBatch) micro = scheme->micro_batches();
   if (stages < 1 || stages > kMaxScheduleStages) {
     throw UsageError{fmt::format("--stages {}: give a number from 1 to {}", stages, kMaxScheduleStages)};
   }
   if (micro < 1 || static_cast<int64_t>(stages) * micro > kMaxCells) {
-    throw UsageError{fmt::format("--microbatches {}: give a number from 1 to {} (at most {} stages x micro-batches)",
+    throw UsageError{fmt::format("{} {}: give a number from 1 to {} (at most {} stages x micro-batches)", micro_flag,
                                  micro, std::max<int64_t>(1, kMaxCells / stages), kMaxCells)};
+  }
+  if (vm.count("virtual-stages") && (virtual_stages < 1 || virtual_stages > stages)) {
+    throw UsageError{fmt::format("--virtual-stages {}: give a number from 1 to --stages ({}), which it divides",
+                                 virtual_stages, stages)};
   }
   // A scheme that fixes its stages (a custom file) answers 0 with its own count.
   int d = scheme->stages(given ? stages : 0);

@@ -216,6 +216,7 @@ int simulate(const Args& args) {
              options, positional, vm)) {
     return 0;
   }
+  check_output_file("--markdown", markdown);
   if (!costs_file.empty() && vm.count("device-flops")) throw UsageError{"give --costs or --device-flops, not both"};
   if (costs_file.empty() && !vm.count("device-flops")) {
     throw UsageError{"give the costs: --costs FILE (measured or given) or --device-flops TFLOPS (derived)"};

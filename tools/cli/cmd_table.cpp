@@ -7,7 +7,6 @@
 
 #include "core/io/atomic_file.h"
 #include "core/io/input_file.h"
-#include "core/io/input_file.h"
 #include "tools/cli/options.h"
 #include "tools/report/output_path.h"
 #include "tools/report/table.h"
@@ -45,6 +44,7 @@ int table(const Args& args) {
   to.rows = tools::parse_keys(rows, "--rows");
   to.cols = tools::parse_keys(cols, "--cols");
   to.metric = metric;
+  if (decimals < -1 || decimals > 17) throw UsageError{fmt::format("--decimals {}: give 0 to 17", decimals)};
   to.decimals = decimals;
   std::vector<std::string> skipped;
   const std::vector<tools::RunInfo> runs = tools::filter_runs(tools::load_runs(dir, &skipped), where);
@@ -52,6 +52,7 @@ int table(const Args& args) {
   if (runs.empty()) throw UsageError{"no run matches the --where conditions"};
   tools::ResultTable t = tools::build_table(runs, to);
   if (!reference.empty()) tools::add_reference(t, read_file(reference), reference);
+  check_output_file("--out", out);
   std::string base = out.empty() ? tools::sibling_path(dir, metric) : out;
   for (const char* ext : {".md", ".csv"}) {
     if (base.size() > std::strlen(ext) && base.compare(base.size() - std::strlen(ext), std::string::npos, ext) == 0) {

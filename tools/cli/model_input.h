@@ -25,6 +25,13 @@ inline std::vector<int64_t> parse_shape(std::string text) {
     shape.push_back(d);
   }
   if (!in.eof() || shape.empty()) throw UsageError{"--input-shape: expected sizes such as 3,32,32 (one example, no batch)"};
+  // One example's values, bounded before a model is built for it (2^31: far beyond any real
+  // example, and the largest count a LibTorch kernel's 32-bit index handles).
+  double values = 1;
+  for (const int64_t d : shape) values *= static_cast<double>(d);
+  if (values > 2147483648.0) {
+    throw UsageError{fmt::format("--input-shape: one example of {:.3g} values; give at most 2^31 (2147483648)", values)};
+  }
   return shape;
 }
 
@@ -35,7 +42,7 @@ inline DataSpec data_spec(const Experiment& e, const po::variables_map& vm) {
     DataSpec spec;
     spec.input_shape = parse_shape(vm["input-shape"].as<std::string>());
     spec.classes = vm["classes"].as<int64_t>();
-    if (spec.classes < 1) throw UsageError{"--classes must be positive"};
+    if (spec.classes < 1 || spec.classes > 100000000) throw UsageError{"--classes: give a number from 1 to 10^8"};
     spec.integer_input = vm.count("token-ids") > 0;
     return spec;
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -42,6 +43,16 @@ inline double checked_flag(const std::string& flag, double value, double lo, dou
     throw UsageError{fmt::format("{} {}: give a finite number in [{:g}, {:g}]", flag, value, lo, hi)};
   }
   return value;
+}
+
+/// An output file given by `flag`: a folder there (or a path ending in '/') is a UsageError
+/// naming the flag, before anything is computed, rather than a failed write at the end.
+inline void check_output_file(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (!path.empty() && (path.back() == '/' || std::filesystem::is_directory(path, ec))) {
+    throw UsageError{fmt::format("{} {}: a folder; give a file's path in it, e.g. {}/out", flag, path,
+                                 path.back() == '/' ? path.substr(0, path.size() - 1) : path)};
+  }
 }
 
 /// True when `text` is wholly a finite number (strtod's syntax), stored in `out`.
