@@ -80,6 +80,56 @@ TEST(HardeningSurfaces, ResumeAfterAFailedTraceWriteFinishesWhatTheRunPromised) 
   EXPECT_EQ(testing::read_text(dir.file("straight/metrics/steps.csv")), testing::read_text(dir.file("broken/metrics/steps.csv")));
   const YAML::Node summary = YAML::LoadFile(dir.file("broken/summary.json"));
   EXPECT_GT(summary["samples_per_second"].as<double>(), 0);
+  EXPECT_FALSE(summary["trace_missing"]) << YAML::Dump(summary);
+}
+
+TEST(HardeningSurfaces, AMovedRunResumesAndALostTraceIsExplained) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  ASSERT_EQ(pipelab(fmt::format("run {} --quiet --stop-after 1 --set run.output={}", dir.file("e.yaml"), dir.file("a")))
+                .first,
+            0);
+  // A run folder copied elsewhere resumes there: run.output is not part of "the same run".
+  fs::copy(dir.file("a"), dir.file("b"), fs::copy_options::recursive);
+  const auto resume = [&] {
+    return pipelab(fmt::format("run {} --quiet --resume --set run.output={}", dir.file("e.yaml"), dir.file("b")));
+  };
+  auto [code, out] = resume();
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(testing::read_text(dir.file("b/config.yaml")).find(dir.file("b")), std::string::npos);
+  // Every epoch done, the trace gone: the resumed run finishes and its summary says why the
+  // trace is missing, rather than exit 0 in silence.
+  for (const char* f : {"summary.json", "trace.json", "metrics/actions.csv", "metrics/costs.json"}) {
+    fs::remove(dir.file(std::string("b/") + f));
+  }
+  std::tie(code, out) = resume();
+  ASSERT_EQ(code, 0) << out;
+  const YAML::Node summary = YAML::LoadFile(dir.file("b/summary.json"));
+  EXPECT_NE(summary["trace_missing"].as<std::string>("").find("--overwrite"), std::string::npos) << YAML::Dump(summary);
+  EXPECT_GT(summary["samples_per_second"].as<double>(), 0);
+  // A different experiment is still refused, naming the key that differs.
+  std::tie(code, out) = pipelab(fmt::format("run {} --quiet --resume --set run.output={} --set optimizer.lr=0.1",
+                                            dir.file("e.yaml"), dir.file("a")));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("optimizer.lr differs"), std::string::npos) << out;
+}
+
+TEST(HardeningSurfaces, OutputFoldersAndAbsurdValuesAreRefusedFirst) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::string e = dir.file("e.yaml");
+  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"simulate " + e + " --device-flops 10 --markdown " + dir.path(), "--markdown " + dir.path() + ": a folder"},
+           {"simulate " + e + " --device-flops 10 --input-shape 100000,100000,100000", "--input-shape"},
+           {"run " + e + " --set optimizer.lr=1e300", "optimizer.lr: must be a number in (0, 1e+30]"},
+           {"run " + e + " --set run.eval_batch_size=2000000000", "run.eval_batch_size"},
+           {"run " + e + " --set 'run.output=\"a\tb\"'", "run.output: the folder name holds a control character"},
+           {"schedule --scheme interleaved_1f1b --stages 4 --virtual-stages 1000000", "--virtual-stages 1000000"},
+           {"schedule --scheme gpipe --set scheme.chunks=2000000000", "(scheme.chunks) 2000000000"}}) {
+    const auto [code, out] = pipelab(args);
+    EXPECT_EQ(code, 2) << args << "\n" << out;
+    EXPECT_NE(out.find(expected), std::string::npos) << args << "\n" << out;
+  }
 }
 
 TEST(HardeningSurfaces, ResumeRefusesDamagedMetricsWithoutRewritingThem) {

@@ -370,6 +370,9 @@ def probe_fifo(p):
     p.expect_error(s, "dataset.path", ["run", cfg, "--set", f"dataset={{type: tensors, path: {f}}}"], ["data.pt"])
     f = make_fifo(p, "fifo/ref.csv")
     run = finished_run(p, "fifo-src")
+    stopped = p.path("runs/fifo-stopped")
+    shutil.rmtree(stopped, ignore_errors=True)
+    p.exe(["run", cfg, "--set", f"run.output={stopped}", "--set", "run.epochs=3", "--stop-after", "1", "--quiet"])
     p.expect_error(s, "--reference", ["table", os.path.dirname(run), "--cols", "scheme", "--reference", f], ["ref.csv"])
     for victim in ("summary.json", "metrics/epochs.csv", "config.yaml"):
         d = p.path(f"fifo/runs/{victim.replace('/', '-')}")
@@ -378,13 +381,20 @@ def probe_fifo(p):
         os.remove(os.path.join(d, victim))
         os.mkfifo(os.path.join(d, victim))
         for cmd in ("table", "plot"):
+            if (cmd, victim) in (("table", "metrics/epochs.csv"), ("plot", "summary.json")):
+                continue  # a file the command does not read
             rc, out = p.exe([cmd, d, "--out", p.path(f"fifo/{cmd}-{victim.replace('/', '-')}")])
             outcome = classify(rc, out, [victim.split("/")[-1]], reject=True)
             if rc == 0 and victim.split("/")[-1] in out and ("skip" in out or "warning" in out):
                 outcome = "clear"
             p.record(s, f"{victim}/{cmd}", outcome, out)
         if victim != "summary.json":
-            rc, out = p.exe(["run", cfg, "--resume", "--set", f"run.output={d}", "--set", "run.epochs=3"])
+            d = p.path(f"fifo/stopped/{victim.replace('/', '-')}")
+            shutil.rmtree(d, ignore_errors=True)
+            shutil.copytree(stopped, d)
+            os.remove(os.path.join(d, victim))
+            os.mkfifo(os.path.join(d, victim))
+            rc, out = p.exe(["run", cfg, "--resume", "--set", f"run.output={d}", "--set", "run.epochs=3", "--quiet"])
             p.record(s, f"{victim}/resume", classify(rc, out, [victim.split("/")[-1]], reject=True), out)
 
 
@@ -437,7 +447,8 @@ def probe_reports(p):
                 continue
             rc, out = p.exe([cmd, root, "--out", p.path(f"reports/{name}-{cmd}")] + extra)
             if rc == 0:
-                outcome = "clear" if ("bad" in out and ("skip" in out or "warning" in out)) else "silent"
+                named = "bad" in out and any(w in out for w in ("skip", "warning", "Note:"))
+                outcome = "clear" if named else "silent"
             else:
                 outcome = classify(rc, out, ["bad", victim], reject=True)
             p.record(s, f"{name}/{cmd}", outcome, out)
@@ -462,11 +473,15 @@ def probe_reports(p):
 # ---------------------------------------------------------------------------------------------
 def check_promised(run_dir, epochs):
     """What a finished traced run promises; '' when kept, else what is missing."""
-    missing = [f for f in ("summary.json", "trace.json", "metrics/actions.csv", "metrics/costs.json",
-                           "checkpoints/final.pt") if not os.path.isfile(os.path.join(run_dir, f))]
+    missing = [f for f in ("summary.json", "checkpoints/final.pt") if not os.path.isfile(os.path.join(run_dir, f))]
     if missing:
         return "missing " + ", ".join(missing)
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
+    # The trace files, or the summary's word on why they are missing.
+    missing = [f for f in ("trace.json", "metrics/actions.csv", "metrics/costs.json")
+               if not os.path.isfile(os.path.join(run_dir, f))]
+    if missing and not summary.get("trace_missing"):
+        return "missing " + ", ".join(missing) + " (and the summary does not say why)"
     if not summary.get("samples_per_second", 0) > 0:
         return "samples_per_second is 0"
     lines = open(os.path.join(run_dir, "metrics/epochs.csv")).read().splitlines()
@@ -558,7 +573,7 @@ def probe_distributed(p):
     cfg = p.write("dist.yaml", BASE.replace("progress: false", "progress: false, executor: {type: distributed, "
                                                                "timeout_s: 7}"))
     out = p.path("runs/dist-timeout")
-    rc, text = p.exe(["launch", "--nproc", "2", cfg, "--overwrite", "--set", f"run.output={out}", "--quiet"])
+    rc, text = p.exe(["launch", "--nproc", "2", cfg, "--overwrite", "--set", f"run.output={out}"])
     resolved = open(os.path.join(out, "config.yaml")).read() if os.path.exists(os.path.join(out, "config.yaml")) else ""
     kept = "timeout_s: 7" in resolved
     p.record(s, "timeout-in-file-with-rank", "clear" if rc == 0 and kept else "silent", text + resolved[-400:])
