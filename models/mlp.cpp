@@ -7,9 +7,9 @@
 #include <numeric>
 
 #include "core/model/model.h"
-#include "core/util/memory_size.h"
 #include "core/nn/batch_norm.h"
 #include "core/nn/dropout.h"
+#include "core/util/memory_size.h"
 #include "models/activation.h"
 
 namespace pipelab::models {

@@ -60,9 +60,8 @@ int free_port() {
 
 namespace {
 
-/// One line of an exception's message: c10's errors carry a C++ backtrace that says
-/// nothing to a user.
-/// The first line of a c10d/Gloo error without the source location Gloo puts in front
+/// One line of an exception's message (c10's errors carry a C++ backtrace that says nothing
+/// to a user), without the source location Gloo puts in front
 /// ("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"):
 /// a user needs the reason, not our dependency's file names.
 std::string first_line(const std::exception& e) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/util/error.h"
+#include "core/util/memory_size.h"
 
 namespace pipelab {
 namespace {
@@ -72,11 +73,6 @@ int open_regular(const std::string& path, uint64_t& size) {
   return fd;
 }
 
-std::string human_bytes(uint64_t b) {
-  return b >= (1u << 30) ? fmt::format("{:.1f} GiB", static_cast<double>(b) / (1u << 30))
-                         : fmt::format("{:.1f} MiB", static_cast<double>(b) / (1u << 20));
-}
-
 }  // namespace
 
 std::string read_file(const std::string& path, uint64_t max_bytes) {
@@ -86,7 +82,7 @@ std::string read_file(const std::string& path, uint64_t max_bytes) {
     ::close(fd);
     throw UserError(fmt::format("{}: is {}, more than the {} pipelab reads from one input file. Fix: check that "
                                 "this is the file you meant.",
-                                path, human_bytes(size), human_bytes(max_bytes)));
+                                path, format_bytes(static_cast<double>(size)), format_bytes(static_cast<double>(max_bytes))));
   }
   std::string out(static_cast<size_t>(size), '\0');
   size_t done = 0;

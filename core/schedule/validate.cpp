@@ -182,10 +182,11 @@ void check_coverage(const Schedule& s, const Report& report, Coverage coverage, 
       std::set<int> have(stages.begin(), stages.end());
       int missing = 0;
       while (have.count(missing)) ++missing;
-      const auto at = first_f.at(missing);
-      report.at(at.first, at.second,
-                fmt::format("stage {} never runs micro-batch {}, which other stages run", missing, mb),
-                fmt::format("give stage {0} its {0}F{1} (and its backward)", missing, mb));
+      const std::string what = fmt::format("stage {} never runs micro-batch {}, which other stages run", missing, mb);
+      const std::string fix = fmt::format("give stage {0} its {0}F{1} (and its backward)", missing, mb);
+      const auto it = first_f.find(missing);  // a stage may run no F at all (only updates)
+      if (it == first_f.end()) report.whole(what, fix);
+      report.at(it->second.first, it->second.second, what, fix);
     }
     if (coverage == Coverage::OneStage && stages.size() > 1) {
       const auto at = first_f.at(stages[1]);

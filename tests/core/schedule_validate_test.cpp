@@ -69,6 +69,13 @@ TEST(ScheduleFiles, WhatCannotRunIsRefusedBeforeItRuns) {
             std::string::npos);
   EXPECT_NE(refused("d0: 0F0 0B0 0U\nd1: 2F0 2B0 2U\n").find("stage 1 has no actions"), std::string::npos);
   EXPECT_NE(refused("d0: 0F0 0B0 0U\nd1:\nd2: 1F0 1B0 1U\n").find("device d1 has no actions"), std::string::npos);
+  // A stage that only joins the all-reduce and steps runs no micro-batch of a pipeline.
+  ValidateOptions any_kind = pipeline_rules();
+  any_kind.kinds.clear();
+  EXPECT_NE(refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1ALLREDUCE 1U\n", any_kind)
+                .find("my.sched: invalid schedule: stage 1 never runs micro-batch 0, which other stages run"),
+            std::string::npos)
+      << refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1ALLREDUCE 1U\n", any_kind);
   // An all-reduce needs replicas, an H a head: a scheme without them refuses them.
   std::string e = refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F0 1B0 1ALLREDUCE 1U\n");
   EXPECT_NE(e.find("my.sched:1:13:"), std::string::npos) << e;

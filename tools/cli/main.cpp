@@ -4,8 +4,8 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
-#include <new>
 #include <iostream>
+#include <new>
 
 #include <fmt/format.h>
 
