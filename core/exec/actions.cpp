@@ -183,9 +183,11 @@ std::vector<Message> DeviceWork::take_gradients(int stage, int mb) {
 namespace {
 
 /// F of `mb`: reads the feed when nothing was received for it.
-Message run_forward(StageSlot& slot, int mb, Message in, bool from_feed, Feed& feed, RunMode mode, ExecStats& stats) {
+Message run_forward(StageSlot& slot, const Action& a, Message in, bool from_feed, Feed& feed, RunMode mode,
+                    ExecStats& stats) {
   Stage& stage = *slot.stage;
-  Timed timed(stats.forward[static_cast<size_t>(stage.index())]);
+  const int mb = a.mb;
+  Timed timed(stats.forward[static_cast<size_t>(a.stage)]);
   if (from_feed) in.values = {feed.input(mb)};
   PIPELAB_ASSERT(!in.values.empty() && in.values.front().defined(), "stage {}: forward of micro-batch {} has no input",
                  stage.index(), mb);
@@ -217,13 +219,18 @@ void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, Run
              ExecStats& stats) {
   Stage& stage = *slot.stage;
   const size_t r = static_cast<size_t>(a.stage);
-  if (a.kind == ActionKind::AllReduce) transport.collective_barrier(work.device());
+  if (a.kind == ActionKind::AllReduce && slot.all_reduce) {
+    // This replica's gradients are queued (on CUDA, on its stream); the sum waits for every
+    // replica's, after all of them have arrived.
+    slot.all_reduce->produced(slot.replica);
+    transport.collective_barrier(work.schedule().collective_group(a.stage), work.schedule().replicas());
+  }
   Traced traced(stats, a.stage, a, stage.device());
   switch (a.kind) {
     case ActionKind::Forward: {
       const bool received = work.has_input(a.stage, a.mb);
       Message in = received ? work.take_input(a.stage, a.mb) : Message{};
-      traced.sent(work.produced(a.stage, 'F', a.mb, run_forward(slot, a.mb, std::move(in), !received, feed, mode, stats)));
+      traced.sent(work.produced(a.stage, 'F', a.mb, run_forward(slot, a, std::move(in), !received, feed, mode, stats)));
       break;
     }
     case ActionKind::Backward: {
@@ -258,7 +265,9 @@ void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       slot.policy->update(stage);
       break;
     }
-    case ActionKind::AllReduce: slot.policy->all_reduce(stage); break;
+    case ActionKind::AllReduce:
+      if (slot.all_reduce) slot.all_reduce->sum_gradients(slot.replica, stage.parameters());
+      break;
     default: PIPELAB_ASSERT(false, "{} is not a compute action", a.str());
   }
 }
@@ -282,13 +291,13 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
   try {
     const char p = payload(a.kind);
     if (is_send(a.kind)) {
-      const int to = p == 'F' ? a.stage + 1 : a.stage - 1;
+      const int to = peer(a);
       Message m = work.take_result(a.stage, p, a.mb);
       count_message(stats, a.stage, to, m);
       device::Ready ready = m.empty() ? nullptr : device::record_ready(slot.stage->device());
       transport.send(a.stage, to, p, a.mb, {std::move(m), std::move(ready)});
     } else if (is_receive(a.kind)) {
-      const int from = p == 'F' ? a.stage - 1 : a.stage + 1;
+      const int from = peer(a);
       Parcel parcel = transport.receive(a.stage, from, p, a.mb);
       // The message arrives on this stage's device and stream.
       Message& m = parcel.message;

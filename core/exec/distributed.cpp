@@ -33,8 +33,9 @@ class GroupTransport : public Transport {
     dist::send_message(group_, p.message, owner_(to), kind, mb, to);
   }
   Parcel receive(int to, int from, char kind, int mb) override { return local_.receive(to, from, kind, mb); }
-  // One device per process (run() checks that a schedule with collectives has it so).
-  void collective_barrier(int) override { group_.barrier(); }
+  // One device per process, and one collective group (run() checks that a schedule with
+  // collectives has it so).
+  void collective_barrier(int, int) override { group_.barrier(); }
 
  private:
   dist::ProcessGroup& group_;
@@ -119,6 +120,12 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   }
   PIPELAB_ASSERT(s.devices() <= devices_, "the schedule has {} devices, the processes were set up for {}", s.devices(),
                  devices_);
+  if (s.replicas() > 1 && s.pipeline_stages() > 1) {
+    throw UserError(fmt::format("replicas of a {}-stage pipeline across processes need an all-reduce per stage over "
+                                "a subgroup of the processes, which the distributed executor does not have yet. Fix: "
+                                "run them with executor sequential or threaded, or use partition.replicas: 1",
+                                s.pipeline_stages()));
+  }
   if (!all_reduce_positions(s).front().empty() && options_.world_size != devices_) {
     throw UserError("a schedule with ALLREDUCE (data parallelism) needs one process per device. Fix: set "
                     "executor.world_size (pipelab launch --nproc) to the number of replicas.");

@@ -22,6 +22,10 @@ namespace pipelab {
 struct StageSlot {
   Stage* stage = nullptr;
   StagePolicy* policy = nullptr;
+  /// With replicas (Schedule::replicas): the all-reduce over this stage's replicas, which
+  /// its ALLREDUCE actions join as rank `replica`. Null without replicas.
+  std::shared_ptr<AllReduce> all_reduce;
+  int replica = 0;
 };
 
 enum class RunMode { Train, Eval };

@@ -8,8 +8,8 @@
 
 namespace pipelab {
 
-Mailboxes::Mailboxes(int stages, int devices, double spin_seconds)
-    : boxes_(static_cast<size_t>(stages)), devices_(devices), spin_seconds_(spin_seconds) {}
+Mailboxes::Mailboxes(int stages, int, double spin_seconds)
+    : boxes_(static_cast<size_t>(stages)), spin_seconds_(spin_seconds) {}
 
 void Mailboxes::send(int, int to, char kind, int mb, Parcel p) {
   {
@@ -47,17 +47,18 @@ Parcel Mailboxes::receive(int to, int, char kind, int mb) {
   return p;
 }
 
-void Mailboxes::collective_barrier(int) {
+void Mailboxes::collective_barrier(int group, int members) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (cancelled_) throw Cancelled();
-  const int64_t round = round_;
-  if (++arrived_ == devices_) {
-    arrived_ = 0;
-    ++round_;
+  Round& r = rounds_[group];
+  const int64_t round = r.number;
+  if (++r.arrived == members) {
+    r.arrived = 0;
+    ++r.number;
     changed_.notify_all();
     return;
   }
-  changed_.wait(lock, [&] { return cancelled_ || round_ != round; });
+  changed_.wait(lock, [&] { return cancelled_ || r.number != round; });
   if (cancelled_) throw Cancelled();
 }
 

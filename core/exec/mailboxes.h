@@ -14,12 +14,12 @@ namespace pipelab {
 
 class Mailboxes : public Transport {
  public:
-  /// Mailboxes for `stages` receiving stages; `devices` threads meet at a collective. A
-  /// receiver polls for `spin_seconds` before it sleeps.
+  /// Mailboxes for `stages` receiving stages. A receiver polls for `spin_seconds` before it
+  /// sleeps.
   Mailboxes(int stages, int devices, double spin_seconds = 0);
   void send(int from, int to, char kind, int mb, Parcel p) override;
   Parcel receive(int to, int from, char kind, int mb) override;
-  void collective_barrier(int device) override;
+  void collective_barrier(int group, int members) override;
 
   /// Wakes every waiting stage with Cancelled, now and in every later wait.
   void cancel();
@@ -36,11 +36,14 @@ class Mailboxes : public Transport {
   std::vector<std::map<std::pair<char, int>, Parcel>> boxes_;  ///< per receiver: (kind, mb) -> message
   size_t high_water_ = 0;
   bool cancelled_ = false;
-  // Collective barrier: devices arrived in the current round, and the round number.
-  int devices_ = 0;
-  int arrived_ = 0;
+  // Per collective group: stages arrived in its current round, and the round number (the
+  // members of a group meet round after round, each blocked until its round completes).
+  struct Round {
+    int arrived = 0;
+    int64_t number = 0;
+  };
+  std::map<int, Round> rounds_;
   double spin_seconds_ = 0;
-  int64_t round_ = 0;
 };
 
 }  // namespace pipelab

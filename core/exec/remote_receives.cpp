@@ -13,7 +13,7 @@ RemoteReceives::RemoteReceives(const Schedule& s, dist::ProcessGroup& group, Mai
     std::vector<Action> remote;
     for (const Action& a : s.device(d)) {
       if (!is_receive(a.kind)) continue;
-      const int from = payload(a.kind) == 'F' ? a.stage - 1 : a.stage + 1;
+      const int from = peer(a);
       if (rank_of(from) != group.rank()) remote.push_back(a);
     }
     if (!remote.empty()) threads_.emplace_back([this, remote] { receive_all(remote); });
@@ -35,7 +35,7 @@ void RemoteReceives::receive_all(const std::vector<Action>& receives) {
   try {
     for (const Action& a : receives) {
       const char kind = payload(a.kind);
-      const int from = kind == 'F' ? a.stage - 1 : a.stage + 1;
+      const int from = peer(a);
       Message m = dist::receive_message(group_, rank_of_(from), kind, a.mb, a.stage);
       mailboxes_.send(from, a.stage, kind, a.mb, {std::move(m), nullptr});
     }

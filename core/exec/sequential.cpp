@@ -28,7 +28,7 @@ class MapTransport : public Transport {
     mailbox_.erase(it);
     return p;
   }
-  void collective_barrier(int) override {}
+  void collective_barrier(int, int) override {}
   size_t pending() const { return mailbox_.size(); }
 
  private:

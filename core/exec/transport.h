@@ -27,9 +27,10 @@ class Transport {
   /// The message stage `from` sent to stage `to` with (`kind`, `mb`) (a RECV action); waits
   /// for it.
   virtual Parcel receive(int to, int from, char kind, int mb) = 0;
-  /// An ALLREDUCE action of device `device`: returns once every device has reached its k-th
-  /// ALLREDUCE.
-  virtual void collective_barrier(int device) = 0;
+  /// An ALLREDUCE action of a stage of collective group `group` (Schedule::collective_group):
+  /// returns once all `members` stages of the group (the stage's replicas) have reached
+  /// their k-th ALLREDUCE.
+  virtual void collective_barrier(int group, int members) = 0;
 };
 
 /// Thrown inside a stage that was waiting when another stage failed: the executor stops

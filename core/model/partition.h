@@ -37,10 +37,15 @@ struct ConfigValue<Balance> {
 /// The `partition:` section.
 struct PartitionOptions {
   int stages = 1;
+  int replicas = 1;
   Balance balance;
   template <class V>
   void fields(V& v) {
     v("stages", stages, "number of pipeline stages D", positive);
+    v("replicas", replicas,
+      "copies of the whole pipeline (data parallelism x pipeline parallelism): each takes its share of every "
+      "mini-batch, and the copies of a stage all-reduce their gradients before its update",
+      positive);
     v("balance", balance,
       "blocks per stage: auto (= flops), params, flops, time, memory (optimal splits of a measured cost), "
       "[n1, n2, ...], or a named split");

@@ -6,9 +6,7 @@
 namespace pipelab {
 
 std::tuple<int, char, int> message_key(const Action& a) {
-  const char p = payload(a.kind);
-  const int to = is_send(a.kind) ? (p == 'F' ? a.stage + 1 : a.stage - 1) : a.stage;
-  return {to, p, a.mb};
+  return {is_send(a.kind) ? peer(a) : a.stage, payload(a.kind), a.mb};
 }
 
 std::vector<std::vector<size_t>> all_reduce_positions(const Schedule& s) {
@@ -33,10 +31,14 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
   const int devices = s.devices();
   std::set<std::tuple<int, char, int>> sent;
   std::map<std::tuple<int, char, int>, std::vector<int>> waiting;  // message -> devices blocked on it
-  const auto collectives = all_reduce_positions(s);
-  std::vector<size_t> arrived;                   // per collective round: devices at it
-  std::map<size_t, std::vector<int>> at_collective;  // round -> devices blocked at it
-  std::vector<size_t> collectives_done(static_cast<size_t>(devices), 0);
+  // A collective round is (group, k): the k-th ALLREDUCE of every stage of the group.
+  const size_t members = static_cast<size_t>(s.replicas());
+  std::map<std::pair<int, size_t>, size_t> arrived;                   // round -> stages at it
+  std::map<std::pair<int, size_t>, std::vector<int>> at_collective;  // round -> devices blocked at it
+  std::vector<size_t> collectives_done(static_cast<size_t>(std::max(s.stages(), 0)), 0);  // per stage
+  const auto round_of = [&](const Action& a) {
+    return std::make_pair(s.collective_group(a.stage), collectives_done.at(static_cast<size_t>(a.stage)));
+  };
   WalkResult result;
   result.next.assign(static_cast<size_t>(devices), 0);
   std::set<int> now, later;
@@ -50,9 +52,8 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
   const auto arrive = [&](int d) {
     const size_t i = result.next[static_cast<size_t>(d)];
     if (i >= s.device(d).size() || s.device(d)[i].kind != ActionKind::AllReduce) return;
-    const size_t k = collectives_done[static_cast<size_t>(d)];
-    if (arrived.size() <= k) arrived.resize(k + 1, 0);
-    if (++arrived[k] < static_cast<size_t>(devices)) return;
+    const auto k = round_of(s.device(d)[i]);
+    if (++arrived[k] < members) return;
     for (const int q : at_collective[k]) wake(q, d);
     at_collective.erase(k);
   };
@@ -67,12 +68,13 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
         continue;
       }
       if (a.kind == ActionKind::AllReduce) {
-        const size_t k = collectives_done[static_cast<size_t>(d)];
-        if (k >= arrived.size() || arrived[k] < static_cast<size_t>(devices)) {
+        const auto k = round_of(a);
+        const auto it_arrived = arrived.find(k);
+        if (it_arrived == arrived.end() || it_arrived->second < members) {
           at_collective[k].push_back(d);
           continue;
         }
-        ++collectives_done[static_cast<size_t>(d)];
+        ++collectives_done.at(static_cast<size_t>(a.stage));
       }
       visit(d, i);
       --remaining;

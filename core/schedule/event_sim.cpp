@@ -19,8 +19,8 @@ EventTimeline replay(const Schedule& s, const EventCosts& costs) {
   double worker_free = 0;  // one_worker: the single thread's clock
   std::map<std::pair<int, int>, double> link_free;  // (from, to) device -> when the link is idle
   std::map<std::tuple<int, char, int>, double> arrives;  // message -> when its receiver may take it
-  std::vector<size_t> collectives_seen(devices, 0);
-  std::vector<double> collective_start;  // start of the k-th ALLREDUCE
+  std::vector<size_t> collectives_seen(static_cast<size_t>(s.stages()), 0);  // per stage
+  std::map<std::pair<int, size_t>, double> collective_start;  // (group, k) -> start of its k-th ALLREDUCE
   const WalkResult walk = walk_schedule(s, [&](int dev, size_t i) {
     const Action& a = s.device(dev)[i];
     const size_t d = static_cast<size_t>(dev);
@@ -45,11 +45,16 @@ EventTimeline replay(const Schedule& s, const EventCosts& costs) {
         if (!costs.overlap) end = arrival;
       }
     } else if (a.kind == ActionKind::AllReduce) {
-      const size_t k = collectives_seen[d]++;
-      if (collective_start.size() <= k) {
-        // The walk visits a k-th ALLREDUCE only once every device has reached its k-th, so
-        // every device's free time is known: the collective waits for the latest of them.
-        collective_start.push_back(costs.one_worker ? worker_free : *std::max_element(free_at.begin(), free_at.end()));
+      const int group = s.collective_group(a.stage);
+      const auto k = std::make_pair(group, collectives_seen.at(static_cast<size_t>(a.stage))++);
+      if (!collective_start.count(k)) {
+        // The walk visits a k-th ALLREDUCE only once every replica of the stage has reached
+        // its k-th, so their devices' free times are known: it waits for the latest of them.
+        double latest = start;
+        for (int r = 0; r < s.replicas(); ++r) {
+          latest = std::max(latest, free_at.at(static_cast<size_t>(device_of(group + r * s.pipeline_stages()))));
+        }
+        collective_start[k] = costs.one_worker ? worker_free : latest;
       }
       start = std::max(start, collective_start[k]);
       end = start + call(costs.collective, a);

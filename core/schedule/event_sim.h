@@ -4,7 +4,7 @@
 /// duration; a message occupies the link from its sender's device to its receiver's device
 /// (first in, first out: a link has one sender, so its order is that device's program order)
 /// for `wire` seconds and arrives `latency` later; a RECV waits for its message; the k-th
-/// ALLREDUCE starts once every device is free after its (k-1)-th work and takes `collective`.
+/// ALLREDUCE starts once the devices of every replica of its stage are free and takes `collective`.
 /// Messages between stages on the same device cost nothing.
 #include <functional>
 #include <vector>
@@ -20,7 +20,7 @@ struct EventCosts {
   std::function<double(const Action& a)> wire;
   /// Seconds from leaving the link to arriving (the link's latency); none: 0.
   std::function<double(const Action& a)> latency;
-  /// Seconds of the k-th collective (an ALLREDUCE `a` of every device); none: 0.
+  /// Seconds of an ALLREDUCE `a` (a collective of the replicas of its stage); none: 0.
   std::function<double(const Action& a)> collective;
   /// Compute and communication overlap (a send costs its device nothing; the link works on
   /// its own). Off: the sending device waits until its message has left and arrived.

@@ -32,6 +32,7 @@ Schedule lower(const Schedule& compute, const Lowering& how) {
     return stage >= 0 && (has(stage, ActionKind::Backward, mb) || has(stage, ActionKind::BackwardInput, mb));
   };
   Schedule out(compute.stages(), compute.devices());
+  out.set_replicas(compute.replicas());
   // Every added action is placed where the compute action it serves was written.
   const ScheduleSource* in_source = compute.source();
   auto where = in_source ? std::make_shared<ScheduleSource>(*in_source) : nullptr;

@@ -58,6 +58,14 @@ bool is_backward(ActionKind k) {
   return k == ActionKind::Backward || k == ActionKind::BackwardInput || k == ActionKind::BackwardWeight;
 }
 
+int peer(const Action& a) {
+  const char p = payload(a.kind);
+  if (!p) return a.stage;
+  // A send names its own stage, a receive the receiving one.
+  const int down = p == 'F' ? 1 : -1;
+  return is_send(a.kind) ? a.stage + down : a.stage - down;
+}
+
 std::string Action::kind_name(ActionKind k) {
   for (const KindName& n : kKinds) {
     if (n.kind == k) return n.name;
@@ -111,6 +119,11 @@ Action Action::parse(const std::string& token, std::string& why) {
 
 Schedule::Schedule(int stages, int devices) : stages_(stages), devices_(static_cast<size_t>(devices)) {}
 
+void Schedule::set_replicas(int r) {
+  PIPELAB_ASSERT(r > 0 && stages_ % r == 0, "{} stages cannot be {} replicas of one pipeline", stages_, r);
+  replicas_ = r;
+}
+
 std::vector<int> Schedule::placement() const {
   std::vector<int> out(static_cast<size_t>(stages_), -1);
   for (int d = 0; d < devices(); ++d) {
@@ -149,6 +162,7 @@ bool Schedule::has_communication() const {
 
 Schedule Schedule::compute_only() const {
   Schedule out(stages_, devices());
+  out.replicas_ = replicas_;
   auto where = source_ ? std::make_shared<ScheduleSource>(*source_) : nullptr;
   for (int d = 0; d < devices(); ++d) {
     if (where) where->at[static_cast<size_t>(d)].clear();

@@ -15,6 +15,7 @@
 /// every device. A backward consumes the gradients its device received for its stage and
 /// micro-batch, in the order of the RECV actions; a forward with no RECV_F before it reads the
 /// data feed.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,13 @@ bool is_compute(ActionKind k);
 /// B, I or W.
 bool is_backward(ActionKind k);
 
+struct Action;
+/// The one neighbour rule: the stage on the other end of a SEND or RECV action (an
+/// activation goes to stage + 1, a gradient back to stage - 1; the replicas of a pipeline
+/// never exchange messages, since each numbers its micro-batches apart); the action's own
+/// stage for any other action.
+int peer(const Action& a);
+
 /// One action of one model stage. `mb` is -1 for U and ALLREDUCE.
 struct Action {
   int stage = 0;
@@ -103,8 +111,19 @@ class Schedule {
   /// One stage per device, device r = stage r.
   explicit Schedule(int stages) : Schedule(stages, stages) {}
 
-  /// Model stages (1 + the largest stage any action names, or the count given).
+  /// Model stages (1 + the largest stage any action names, or the count given). With
+  /// replicas, every replica's stages: replica r's copy of pipeline stage p is stage
+  /// r * pipeline_stages() + p (core/schedule/replicate.h).
   int stages() const { return stages_; }
+  /// Copies of the pipeline the schedule runs side by side (data parallelism over whole
+  /// pipelines); 1 for a plain pipeline. A stage's ALLREDUCE is a collective of the stages
+  /// with the same collective_group(): its copies in the other replicas.
+  int replicas() const { return replicas_; }
+  int pipeline_stages() const { return replicas_ > 0 ? stages_ / replicas_ : stages_; }
+  int collective_group(int stage) const { return stage % std::max(pipeline_stages(), 1); }
+  int replica_of(int stage) const { return stage / std::max(pipeline_stages(), 1); }
+  /// Declares the schedule `r` replicas of a pipeline (stages() must be a multiple of r).
+  void set_replicas(int r);
   int devices() const { return static_cast<int>(devices_.size()); }
   const std::vector<Action>& device(int d) const { return devices_.at(static_cast<size_t>(d)); }
   std::vector<Action>& device(int d) { return devices_.at(static_cast<size_t>(d)); }
@@ -140,10 +159,13 @@ class Schedule {
   ///   d1: ... 1F2 1SEND_F2 1RECV_B0 <-- HERE 1B0 ...
   std::string window(int d, size_t index, const std::string& mark = "<-- HERE") const;
 
-  bool operator==(const Schedule& o) const { return stages_ == o.stages_ && devices_ == o.devices_; }
+  bool operator==(const Schedule& o) const {
+    return stages_ == o.stages_ && replicas_ == o.replicas_ && devices_ == o.devices_;
+  }
 
  private:
   int stages_ = 0;
+  int replicas_ = 1;
   std::vector<std::vector<Action>> devices_;
   std::shared_ptr<const ScheduleSource> source_;
 };

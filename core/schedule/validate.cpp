@@ -178,22 +178,25 @@ void check_coverage(const Schedule& s, const Report& report, Coverage coverage, 
                 fmt::format("number the micro-batches 0..{} without gaps", static_cast<int>(runs.size()) - 1));
     }
     ++expected;
-    if (coverage == Coverage::EveryStage && static_cast<int>(stages.size()) != s.stages()) {
+    const int replica = s.replica_of(stages.front());
+    const auto other = std::find_if(stages.begin(), stages.end(), [&](int g) { return s.replica_of(g) != replica; });
+    if (other != stages.end()) {
+      const auto at = first_f.at(*other);
+      report.at(at.first, at.second,
+                fmt::format("micro-batch {} runs on stage {} of replica {} and stage {} of replica {}; each replica "
+                            "takes its own share",
+                            mb, stages.front(), replica, *other, s.replica_of(*other)),
+                "give each micro-batch to one replica");
+    }
+    if (static_cast<int>(stages.size()) != s.pipeline_stages()) {
       std::set<int> have(stages.begin(), stages.end());
-      int missing = 0;
+      int missing = replica * s.pipeline_stages();
       while (have.count(missing)) ++missing;
       const std::string what = fmt::format("stage {} never runs micro-batch {}, which other stages run", missing, mb);
       const std::string fix = fmt::format("give stage {0} its {0}F{1} (and its backward)", missing, mb);
       const auto it = first_f.find(missing);  // a stage may run no F at all (only updates)
       if (it == first_f.end()) report.whole(what, fix);
       report.at(it->second.first, it->second.second, what, fix);
-    }
-    if (coverage == Coverage::OneStage && stages.size() > 1) {
-      const auto at = first_f.at(stages[1]);
-      report.at(at.first, at.second,
-                fmt::format("micro-batch {} runs on stages {} and {}; each replica takes its own share", mb, stages[0],
-                            stages[1]),
-                "give each micro-batch to one replica");
     }
   }
 }

@@ -11,8 +11,9 @@ namespace pipelab {
 /// How a training schedule's micro-batches cover the mini-batch (or an epoch's units).
 enum class Coverage {
   Any,         ///< not checked
-  EveryStage,  ///< a pipeline: every stage runs F of every micro-batch 0..M-1, once
-  OneStage,    ///< replicas of the whole model: each micro-batch 0..M-1 runs on exactly one stage
+  /// A pipeline: every stage runs F of every micro-batch 0..M-1, once; with replicas
+  /// (Schedule::replicas), every stage of exactly one replica.
+  EveryStage,
 };
 
 struct ValidateOptions {

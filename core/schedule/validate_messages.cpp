@@ -50,7 +50,7 @@ namespace {
 /// The stage a message comes from, and the action that sends it there.
 std::pair<int, ActionKind> sender_of(const Action& receive) {
   const char p = payload(receive.kind);
-  return {p == 'F' ? receive.stage - 1 : receive.stage + 1,
+  return {peer(receive),
           p == 'F' ? ActionKind::SendF : p == 'B' ? ActionKind::SendB : ActionKind::SendH};
 }
 
@@ -133,17 +133,26 @@ void check_messages(const Schedule& s, const Report& report, const Where& where)
 }
 
 void check_collectives(const Schedule& s, const Report& report) {
-  const auto collectives = all_reduce_positions(s);
-  for (int d = 1; d < s.devices(); ++d) {
-    const size_t mine = collectives[static_cast<size_t>(d)].size(), first = collectives[0].size();
-    if (mine == first) continue;
-    // Point at the extra ALLREDUCE of the device that has more.
-    const int more = mine > first ? d : 0;
-    const size_t i = collectives[static_cast<size_t>(more)][std::min(mine, first)];
-    report.at(more, i,
-              fmt::format("device d{} runs {} ALLREDUCE and device d0 {}: a collective needs every device, each time",
-                          d, mine, first),
-              "give every device the same number of ALLREDUCE");
+  // Per stage, where its ALLREDUCE actions are; each must match its group's first stage's.
+  std::map<int, std::vector<std::pair<int, size_t>>> at;
+  for (int d = 0; d < s.devices(); ++d) {
+    for (size_t i = 0; i < s.device(d).size(); ++i) {
+      if (s.device(d)[i].kind == ActionKind::AllReduce) at[s.device(d)[i].stage].push_back({d, i});
+    }
+  }
+  for (int stage = 0; stage < s.stages(); ++stage) {
+    const int first = s.collective_group(stage);
+    if (stage == first) continue;
+    const size_t mine = at[stage].size(), theirs = at[first].size();
+    if (mine == theirs) continue;
+    // Point at the extra ALLREDUCE of the stage that has more.
+    const auto& more = mine > theirs ? at[stage] : at[first];
+    const auto [d, i] = more[std::min(mine, theirs)];
+    report.at(d, i,
+              fmt::format("stage {} runs {} ALLREDUCE and stage {}, its replica, {}: an all-reduce needs every "
+                          "replica of the stage, each time",
+                          stage, mine, first, theirs),
+              "give every replica of a stage the same number of ALLREDUCE");
   }
 }
 

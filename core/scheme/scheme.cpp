@@ -1,6 +1,5 @@
 #include "core/scheme/scheme.h"
 
-#include "core/exec/collective.h"
 
 namespace pipelab {
 
@@ -22,12 +21,8 @@ ValidateOptions Scheme::schedule_rules(int stages) const {
   o.kinds = {ActionKind::Forward, ActionKind::Backward, ActionKind::BackwardInput, ActionKind::BackwardWeight,
              ActionKind::Update};
   o.training = true;
-  o.coverage = topology() == Topology::Replicas ? Coverage::OneStage : Coverage::EveryStage;
+  o.coverage = Coverage::EveryStage;
   return o;
-}
-
-std::shared_ptr<AllReduce> Scheme::make_all_reduce(int ranks) const {
-  return all_reduce_ ? all_reduce_(ranks) : std::make_shared<LocalAllReduce>(ranks);
 }
 
 }  // namespace pipelab

@@ -55,9 +55,6 @@ class StagePolicy {
   /// The H action: a stage's own auxiliary objective (interlocking backprop). Returns the
   /// message for the previous stage (sent only if the schedule has a SEND_H for it).
   virtual Message head(Stage& stage, int mb);
-  /// The ALLREDUCE action, after every device has reached it (data parallelism sums the
-  /// replicas' gradients here).
-  virtual void all_reduce(Stage& /*stage*/) {}
   /// The U action. The default applies one optimizer step with the scheduled LR.
   virtual void update(Stage& stage) { stage.step(); }
   /// End of a training schedule run: every micro-batch has completed (a flush).
@@ -78,12 +75,6 @@ enum class Span {
   Run,        ///< every mini-batch of every epoch in one pipeline (never flushed)
 };
 
-/// How a scheme's stages relate to the model.
-enum class Topology {
-  Partitions,  ///< stage r holds the r-th run of blocks (pipeline / model parallelism)
-  Replicas,    ///< every stage holds the whole model (data parallelism)
-};
-
 /// What a stage of a scheme keeps in memory besides its live weights and one in-flight
 /// micro-batch's activations, for memory estimates (`pipelab simulate`, tools/simulate).
 struct StageMemory {
@@ -96,17 +87,10 @@ struct StageMemory {
 };
 
 /// A registered training scheme (`scheme: {type: gpipe, chunks: 8}`).
-class AllReduce;
 
 class Scheme : public Component {
  public:
   static constexpr const char* kKind = "scheme";
-  /// Where the all-reduce across data-parallel replicas comes from: the executor (in one
-  /// process, or over a process group). Set by the runner before make_policy.
-  void set_all_reduce(std::function<std::shared_ptr<AllReduce>(int ranks)> factory) {
-    all_reduce_ = std::move(factory);
-  }
-  virtual Topology topology() const { return Topology::Partitions; }
   /// Adds what the scheme needs to a freshly built stage, before its optimizer is made
   /// (e.g. an auxiliary head: its parameters then belong to the stage's optimizer).
   /// `output_shape` is the shape of one example of the stage's output.
@@ -119,6 +103,9 @@ class Scheme : public Component {
   /// The number of stages this scheme runs when the partition asks for `requested` (0: the
   /// caller has no preference; a scheme that fixes its own count returns it).
   virtual int stages(int requested) const { return requested; }
+  /// The number of replicas of the pipeline this scheme runs when the partition asks for
+  /// `requested` (`partition.replicas`; core/scheme/replicas.h). `dp` fixes its own.
+  virtual int replicas(int requested) const { return requested; }
   /// The device (stage thread, process, `run.devices` entry) of each of `stages` stages; the
   /// default puts stage r on device r. Must agree with the schedule's placement.
   virtual std::vector<int> placement(int stages) const;
@@ -131,9 +118,9 @@ class Scheme : public Component {
   /// Per-stage bound on in-flight micro-batches, checked by the validator (empty: none).
   virtual std::vector<int> max_in_flight(int /*stages*/) const { return {}; }
   /// What the validator holds this scheme's training schedules to: max_in_flight, the
-  /// action kinds it runs (F, B, I, W and U; a scheme with replicas adds ALLREDUCE, one
-  /// with auxiliary heads H), and that every micro-batch is trained (on every stage of a
-  /// pipeline, on one replica of a replicated model).
+  /// action kinds it runs (F, B, I, W and U; one with auxiliary heads adds H; replicas add
+  /// ALLREDUCE, core/scheme/replicas.h), and that every micro-batch is trained on every
+  /// stage of the pipeline.
   virtual ValidateOptions schedule_rules(int stages) const;
   /// What stage `stage` of `stages` holds (StageMemory); the default: one weight version,
   /// no recomputation.
@@ -141,13 +128,6 @@ class Scheme : public Component {
   /// The policy of `stage` (which knows its index and the stage count); the default uses
   /// the latest weights.
   virtual std::unique_ptr<StagePolicy> make_policy(Stage& /*stage*/) const { return std::make_unique<StagePolicy>(); }
-
- protected:
-  /// An all-reduce over `ranks` replicas from the executor (an in-process one if unset).
-  std::shared_ptr<AllReduce> make_all_reduce(int ranks) const;
-
- private:
-  std::function<std::shared_ptr<AllReduce>(int)> all_reduce_;
 };
 
 }  // namespace pipelab

@@ -11,14 +11,14 @@
 namespace pipelab {
 
 Stage::Stage(StageSpec spec)
-    : index_(spec.index), count_(spec.count), first_(spec.replica || spec.index == 0),
-      last_(spec.replica || spec.index + 1 == spec.count), blocks_(std::move(spec.blocks)),
+    : index_(spec.index), count_(spec.count), replica_(spec.replica), first_(spec.index == 0),
+      last_(spec.index + 1 == spec.count), blocks_(std::move(spec.blocks)),
       input_names_(std::move(spec.inputs)), output_names_(std::move(spec.outputs)),
       container_(std::make_shared<torch::nn::Module>("Stage")), loss_(std::move(spec.loss)),
       device_(spec.device), autocast_(autocast_dtype(spec.precision.amp)) {
   if (spec.precision.amp == Amp::Fp16) scaler_ = std::make_unique<LossScaler>(spec.precision.loss_scale);
   PIPELAB_ASSERT(!blocks_.empty(), "stage {} has no blocks", index_);
-  PIPELAB_ASSERT(static_cast<bool>(loss_) == is_last(), "stage {}: the loss belongs to the last stage (or replicas)", index_);
+  PIPELAB_ASSERT(static_cast<bool>(loss_) == is_last(), "stage {}: the loss belongs to the last stage", index_);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     container_->register_module(blocks_[i].name, blocks_[i].module.ptr());
     // Seeded by the block's index in the model, so masks do not depend on the partition.

@@ -49,8 +49,8 @@ struct StageSpec {
   std::shared_ptr<Loss> loss;     ///< non-null only on the last stage
   c10::Device device = c10::kCPU;
   uint64_t seed = 0;              ///< run seed; block i's generator is seeded from (seed, i)
-  /// A data-parallel replica: it takes its own input and computes the loss whatever its index.
-  bool replica = false;
+  /// Which replica of the pipeline the stage belongs to (partition.replicas; 0 without).
+  int replica = 0;
   /// Mixed precision (`run.amp`): the autocast dtype of forwards, and fp16's loss scaler.
   Precision precision;
   /// 4-D parameters and inputs in channels-last memory layout (`run.channels_last`).
@@ -63,6 +63,7 @@ class Stage {
 
   int index() const { return index_; }
   int count() const { return count_; }
+  int replica() const { return replica_; }
   /// Takes its input from the data (no gradient to send back).
   bool is_first() const { return first_; }
   /// Computes the loss.
@@ -183,7 +184,7 @@ class Stage {
   Tensors run_blocks(Tensors x);
   at::Tensor run_loss(const at::Tensor& out, const at::Tensor& target, double loss_scale);
 
-  int index_, count_;
+  int index_, count_, replica_;
   bool first_, last_;
   std::vector<Block> blocks_;
   std::vector<std::string> input_names_, output_names_;

@@ -14,6 +14,13 @@ std::vector<int64_t> chunk_sizes(int64_t n, int chunks) {
   return out;
 }
 
+std::vector<std::vector<int64_t>> replica_chunk_sizes(int64_t n, int replicas, int chunks) {
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(replicas));
+  const std::vector<int64_t> shares = chunk_sizes(n, replicas);
+  for (size_t r = 0; r < shares.size(); ++r) out[r] = chunk_sizes(shares[r], chunks);
+  return out;
+}
+
 double LossTotals::add(const MicroBatchResult& r) {
   const double value = r.loss.item<double>();
   loss += value;
@@ -34,16 +41,19 @@ at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype) {
 
 // With one micro-batch the scale is exactly 1 and the Stage skips the multiplication, so
 // naive model parallelism stays bit-identical to single-device training.
-ChunkFeed::ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype) {
+ChunkFeed::ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype)
+    : ChunkFeed(batch, chunk_sizes(batch.x.size(0), chunks), dtype) {}
+
+ChunkFeed::ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::ScalarType dtype) {
   const int64_t n = batch.x.size(0);
-  if (chunks == 1) {
+  if (sizes.size() == 1) {
     xs_.push_back(cast_input(batch.x, dtype));
     ys_.push_back(batch.y);
     scales_.push_back(1.0);
     return;
   }
   int64_t start = 0;
-  for (const int64_t size : chunk_sizes(n, chunks)) {
+  for (const int64_t size : sizes) {
     xs_.push_back(cast_input(batch.x.narrow(0, start, size), dtype));
     ys_.push_back(batch.y.narrow(0, start, size));
     scales_.push_back(static_cast<double>(size) / static_cast<double>(n));

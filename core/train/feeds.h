@@ -15,6 +15,12 @@ namespace pipelab {
 /// be fewer than `chunks` of them (n = 6, chunks = 4 -> 2, 2, 2).
 std::vector<int64_t> chunk_sizes(int64_t n, int chunks);
 
+/// Per replica of the pipeline (`partition.replicas`), the micro-batch sizes of its share
+/// of a mini-batch of `n` examples: n split `replicas` ways, then each share `chunks` ways,
+/// both with chunk semantics (DDP's per-replica batch, then GPipe's chunks). A replica
+/// without a share (n < replicas) gets none.
+std::vector<std::vector<int64_t>> replica_chunk_sizes(int64_t n, int replicas, int chunks);
+
 /// Loss, hits and examples accumulated over micro-batches (plain numbers: reading them
 /// costs one .item() each, as in any training loop that logs its loss).
 struct LossTotals {
@@ -32,6 +38,8 @@ struct LossTotals {
 class ChunkFeed : public Feed {
  public:
   ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype);
+  /// Micro-batches of the given sizes (summing to the batch's size), in order.
+  ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::ScalarType dtype);
   int count() const { return static_cast<int>(xs_.size()); }
   at::Tensor input(int mb) override { return xs_.at(static_cast<size_t>(mb)); }
   at::Tensor target(int mb) override { return ys_.at(static_cast<size_t>(mb)); }

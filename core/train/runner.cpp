@@ -57,10 +57,18 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
   const auto start = std::chrono::steady_clock::now();
   if (e_.scheme->span() == Span::MiniBatch) {
     for (int64_t j = 0; j < steps && !diverged; ++j) {
-      ChunkFeed feed(train_->batch(j), e_.scheme->micro_batches(), dtype_);
+      const Batch batch = train_->batch(j);
+      // Each replica's share of the mini-batch, split into its micro-batches, in order.
+      std::vector<int64_t> sizes;
+      std::vector<int> units;
+      for (const auto& share : replica_chunk_sizes(batch.x.size(0), replicas_, e_.scheme->micro_batches())) {
+        sizes.insert(sizes.end(), share.begin(), share.end());
+        units.push_back(static_cast<int>(share.size()));
+      }
+      ChunkFeed feed(batch, sizes, dtype_);
       ShadowFeed shadowed(feed, shadow_.get());
       const auto run_start = std::chrono::steady_clock::now();
-      executor.run(train_schedule(feed.count()), slots_, shadowed, RunMode::Train);
+      executor.run(train_schedule(units), slots_, shadowed, RunMode::Train);
       traced_steps_.add(seconds_since(run_start), 1);
       totals.add(feed.totals());
       // Only the process with the loss sees it; every process must stop at the same step.
@@ -73,7 +81,7 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
     });
     ShadowFeed shadowed(feed, shadow_.get());
     const auto run_start = std::chrono::steady_clock::now();
-    executor.run(train_schedule(static_cast<int>(steps)), slots_, shadowed, RunMode::Train);
+    executor.run(train_schedule({static_cast<int>(steps)}), slots_, shadowed, RunMode::Train);
     traced_steps_.add(seconds_since(run_start), steps);
     collect_stage_metrics(record, epoch + 1);
   }
@@ -126,13 +134,12 @@ void Runner::evaluate(EpochMetrics& m) {
     correct += r.correct.item<int64_t>();
     count += r.count;
   });
-  // Data-parallel replicas hold the same weights: replica 0 evaluates (with its own
+  // Replicas of the pipeline hold the same weights: replica 0 evaluates (with its own
   // batch-norm statistics, as DDP's rank 0 does).
-  const bool replicas = e_.scheme->topology() == Topology::Replicas;
-  const int evaluating = replicas ? 1 : stage_count();
+  const int evaluating = pipeline_stages_;
   if (!eval_schedule_.stages()) {
     eval_schedule_ = schedules::forward_only(evaluating, static_cast<int>(test_->batches()),
-                                             replicas ? std::vector<int>{} : placement_);
+                                             {placement_.begin(), placement_.begin() + evaluating});
   }
   std::vector<StageSlot> slots(slots_.begin(), slots_.begin() + evaluating);
   if (test_->batches() > 0) e_.executor->run(eval_schedule_, slots, feed, RunMode::Eval);
@@ -145,9 +152,8 @@ void Runner::save_checkpoint(const RunRecord& record, const std::string& name) {
   // In a multi-process run the writing process first collects every stage's weights.
   e_.executor->gather_weights(slots_);
   if (record.is_log_only()) return;
-  // Data-parallel replicas hold the same weights: the checkpoint is replica 0's model.
-  std::vector<Stage*> model = stages();
-  if (e_.scheme->topology() == Topology::Replicas) model.resize(1);
+  // Replicas of the pipeline hold the same weights: the checkpoint is replica 0's model.
+  const std::vector<Stage*> model = replica_stages(0);
   save_tensor_dict(record.checkpoint_path(name), model_state(model));
 }
 
@@ -297,7 +303,8 @@ void Runner::write_trace(RunRecord& record, bool writer) const {
   for (const auto& a : st.actions) any = any || !a.empty();
   if (!writer || !any) return;
   TraceArrows arrows;
-  arrows.activations = e_.scheme->topology() != Topology::Replicas;
+  // The trace draws a message from stage s to s + 1; replicas are not told apart there.
+  arrows.activations = replicas_ == 1;
   arrows.gradients = arrows.activations && !e_.scheme->routes_own_gradients();
   record.file("trace.json", chrome_trace(st, placement_, arrows));
   record.file("metrics/actions.csv", actions_csv(st, placement_));

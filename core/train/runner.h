@@ -68,8 +68,12 @@ class Runner {
   /// Trains and evaluates; writes the run folder; returns the summary.
   RunSummary run();
 
+  /// Every stage: replica r's copy of pipeline stage p is stages()[r * pipeline_stages() + p].
   std::vector<Stage*> stages() const;
   int stage_count() const { return static_cast<int>(stages_.size()); }
+  /// The scheme's stages (one replica's) and the replicas of the pipeline (partition.replicas).
+  int pipeline_stages() const { return pipeline_stages_; }
+  int replicas() const { return replicas_; }
   /// The devices the scheme places the stages on (threads, processes, run.devices entries).
   int device_count() const {
     return placement_.empty() ? 0 : *std::max_element(placement_.begin(), placement_.end()) + 1;
@@ -81,6 +85,16 @@ class Runner {
 
  private:
   void build_stages();
+  /// The replicas the scheme runs (partition.replicas, or dp's own); a ConfigError at
+  /// partition.replicas when the scheme cannot take them.
+  int checked_replicas(int stages) const;
+  /// Replica r's stages from the model's blocks (split by balance_), appended to stages_.
+  void build_replica(int r, std::vector<Block> blocks, const std::vector<c10::Device>& devices);
+  /// Gives every stage with replicas its all-reduce over them (StageSlot::all_reduce).
+  void connect_replicas();
+  std::vector<Stage*> replica_stages(int r) const;
+  /// Micro-batches per replica for a mini-batch of `n` examples (replica_chunk_sizes).
+  std::vector<int> replica_units(int64_t n) const;
   /// run.shadow: sync — a replica of the model and a wrapper around every policy
   /// (core/train/shadow_sync.h).
   void start_shadow();
@@ -101,7 +115,8 @@ class Runner {
   /// process lists the differing key paths.
   void check_processes_agree() const;
   std::string init_report_;  ///< what a non-strict init.from left out (logged when the run starts)
-  const Schedule& train_schedule(int units);
+  /// The training schedule with units[r] micro-batches (or mini-batches) on replica r.
+  const Schedule& train_schedule(const std::vector<int>& units);
   double lr_at(int64_t step) const;
   EpochMetrics train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged);
   /// flush: never — every epoch in one pipeline; returns the epochs' training figures.
@@ -138,7 +153,8 @@ class Runner {
   std::vector<std::unique_ptr<StagePolicy>> policies_;
   std::vector<StageSlot> slots_;
   std::unique_ptr<DataLoader> train_, test_;
-  std::map<int, Schedule> schedules_;
+  std::map<std::vector<int>, Schedule> schedules_;
+  int pipeline_stages_ = 0, replicas_ = 1;
   ExecStats last_train_stats_;  ///< what the executor measured in the last training epoch
   /// Wall time of the executor runs of the last training epoch (costs.json's step_seconds).
   struct StepTiming {

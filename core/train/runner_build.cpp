@@ -17,6 +17,7 @@
 #include "core/schedule/generators.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
+#include "core/scheme/replicas.h"
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
 #include "core/train/shadow_sync.h"
@@ -108,6 +109,27 @@ void differences(const YAML::Node& a, const YAML::Node& b, const std::string& pa
   }
 }
 
+/// run.devices, parsed: one for every stage, or one per device of the placement.
+std::vector<c10::Device> run_devices(const Experiment& e, int stages, int replicas, const std::vector<int>& placement) {
+  const RunOptions& run = e.run;
+  const int device_count = placement.empty() ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;
+  if (run.devices.size() != 1 && static_cast<int>(run.devices.size()) != device_count) {
+    e.source->fail("run.devices",
+                   fmt::format("{} devices for {} stages{} placed on {} devices", run.devices.size(), stages,
+                               replicas > 1 ? fmt::format(" x {} replicas", replicas) : "", device_count),
+                   fmt::format("give one device for all stages or exactly {}", device_count));
+  }
+  std::vector<c10::Device> devices;
+  for (const std::string& d : run.devices) {
+    try {
+      devices.push_back(device::parse(d));
+    } catch (const UserError& err) {
+      throw ConfigError(fmt::format("{}: run.devices: {}", e.source->where("run.devices"), err.what()));
+    }
+  }
+  return devices;
+}
+
 }  // namespace
 
 void Runner::check_processes_agree() const {
@@ -132,7 +154,9 @@ void Runner::build_stages() {
   const RunOptions& run = e_.run;
   const int requested = e_.partition.stages;
   const int stages = e_.scheme->stages(requested);
-  const bool replicas = e_.scheme->topology() == Topology::Replicas;
+  const int replicas = checked_replicas(stages);
+  pipeline_stages_ = stages;
+  replicas_ = replicas;
   const uint64_t seed = static_cast<uint64_t>(run.seed);
   if (!dataflow_.plain() && (e_.scheme->routes_own_gradients() || e_.scheme->prepares_stages())) {
     e_.source->fail("scheme.type",
@@ -154,23 +178,11 @@ void Runner::build_stages() {
                     "use run.amp: bf16 (no loss scaling needed) or none");
   }
   // The scheme's placement puts stage r on device placement[r]: one thread or process each,
-  // and run.devices[placement[r]] when several devices are listed.
-  const std::vector<int> placement = e_.scheme->placement(stages);
+  // and run.devices[placement[r]] when several devices are listed. Replica k's copy of the
+  // pipeline takes the next devices (core/scheme/replicas.h).
+  const std::vector<int> placement = replicated_placement(*e_.scheme, stages, replicas);
   placement_ = placement;
-  const int device_count = placement.empty() ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;
-  if (run.devices.size() != 1 && static_cast<int>(run.devices.size()) != device_count) {
-    e_.source->fail("run.devices",
-                    fmt::format("{} devices for {} stages placed on {} devices", run.devices.size(), stages, device_count),
-                    fmt::format("give one device for all stages or exactly {}", device_count));
-  }
-  std::vector<c10::Device> devices;
-  for (const std::string& d : run.devices) {
-    try {
-      devices.push_back(device::parse(d));
-    } catch (const UserError& err) {
-      throw ConfigError(fmt::format("{}: run.devices: {}", e_.source->where("run.devices"), err.what()));
-    }
-  }
+  const std::vector<c10::Device> devices = run_devices(e_, stages, replicas, placement);
   // Measured balances run the blocks over one micro-batch of real training examples.
   const auto costs = [&](Balance::Kind kind) {
     if (kind == Balance::Kind::Params) return block_params(blocks);
@@ -187,9 +199,7 @@ void Runner::build_stages() {
   // A multi-process executor joins its process group here (it needs only the placement),
   // so that the processes can agree on a measured balance below.
   e_.executor->attach(placement);
-  if (replicas) {
-    balance_.assign(static_cast<size_t>(stages), static_cast<int>(blocks.size()));
-  } else if (stages == requested) {
+  if (stages == requested) {
     balance_ = resolve_balance(e_.partition.balance, stages, static_cast<int>(blocks.size()), costs,
                                def_.named_balances, *e_.source);
     if (e_.partition.balance.kind == Balance::Kind::Time) balance_ = settled_time_balance(std::move(balance_));
@@ -197,30 +207,9 @@ void Runner::build_stages() {
     // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
     balance_ = balance_by_weight(std::vector<double>(blocks.size(), 1.0), stages);
   }
-  size_t next = 0;
-  for (int r = 0; r < stages; ++r) {
-    StageSpec spec;
-    spec.index = r;
-    spec.count = stages;
-    spec.replica = replicas;
-    if (replicas) {
-      // Every replica starts from the same weights: the same blocks under the same seeds.
-      spec.blocks = r == 0 ? std::move(blocks) : build_all();
-      spec.outputs = dataflow_.live.back();
-    } else {
-      spec.first_block = next;
-      spec.inputs = dataflow_.live[next];
-      for (int k = 0; k < balance_[static_cast<size_t>(r)]; ++k) spec.blocks.push_back(std::move(blocks[next++]));
-      spec.outputs = dataflow_.live[next];
-    }
-    spec.loss = spec.replica || r + 1 == stages ? def_.loss : nullptr;
-    spec.device = devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(placement[static_cast<size_t>(r)])];
-    spec.seed = seed;
-    spec.precision = {run.amp, run.loss_scale};
-    spec.channels_last = run.channels_last;
-    auto stage = std::make_unique<Stage>(std::move(spec));
-    if (dtype_ != at::kFloat) stage->module().to(dtype_);
-    stages_.push_back(std::move(stage));
+  for (int r = 0; r < replicas; ++r) {
+    // Every replica starts from the same weights: the same blocks under the same seeds.
+    build_replica(r, r == 0 ? std::move(blocks) : build_all(), devices);
   }
   if (e_.scheme->prepares_stages()) prepare_stages();
   if (e_.init.from) {
@@ -229,18 +218,20 @@ void Runner::build_stages() {
       e_.source->fail("init.from", fmt::format("file '{}' not found", path),
                       "give the path of a .pt file written by torch.save(model.state_dict(), path)");
     }
-    init_report_ = load_model_state(this->stages(), load_tensor_dict(path), e_.init.strict, path).describe(path);
+    const TensorDict state = load_tensor_dict(path);
+    for (int r = 0; r < replicas; ++r) {
+      const std::string report = load_model_state(replica_stages(r), state, e_.init.strict, path).describe(path);
+      if (r == 0) init_report_ = report;
+    }
   }
-  // A data-parallel scheme takes its all-reduce from the executor (in one process, or
-  // over the group).
-  e_.scheme->set_all_reduce([ex = e_.executor.get()](int ranks) { return ex->all_reduce(ranks); });
-  for (int r = 0; r < stages; ++r) {
-    Stage& s = *stages_[static_cast<size_t>(r)];
+  for (const auto& stage : stages_) {
+    Stage& s = *stage;
     s.set_optimizer(e_.optimizer->make(s.parameters()));
     s.set_lr_schedule([this](int64_t step) { return lr_at(step); });
     policies_.push_back(e_.scheme->make_policy(s));
     slots_.push_back({&s, policies_.back().get()});
   }
+  connect_replicas();
 }
 
 void Runner::prepare_stages() {
@@ -310,7 +301,7 @@ void Runner::check_model_takes_data() {
       for (at::Tensor& t : x) t = t.to(stage->device());
       ForwardResult r = stage->evaluate(x, target);
       if (!stage->is_last()) x = std::move(r.activations);
-      if (e_.scheme->topology() == Topology::Replicas) break;
+      if (stage->is_last()) break;  // replica 0 is enough
     }
   } catch (const c10::Error& err) {
     model_data_mismatch(err);
@@ -340,32 +331,23 @@ void Runner::check_schedule(const Schedule& s, const ValidateOptions& rules) con
 }
 
 void Runner::check_schedules() const {
-  const int stages = stage_count();
-  const ValidateOptions bound = e_.scheme->schedule_rules(stages);
+  const int stages = pipeline_stages_;
+  const ValidateOptions bound = replicated_rules(*e_.scheme, stages, replicas_);
   if (e_.scheme->span() == Span::MiniBatch) {
-    const int m = e_.scheme->micro_batches();
+    const int m = e_.scheme->micro_batches() * replicas_;
     if (m > e_.run.batch_size) {
       e_.source->fail("run.batch_size",
-                      fmt::format("scheme {} splits each mini-batch into {} micro-batches, but a mini-batch has only "
-                                  "{} examples",
-                                  e_.scheme->type(), m, e_.run.batch_size),
+                      fmt::format("scheme {} splits each mini-batch into {} micro-batches{}, but a mini-batch has "
+                                  "only {} examples",
+                                  e_.scheme->type(), m, replicas_ > 1 ? " over its replicas" : "", e_.run.batch_size),
                       fmt::format("use run.batch_size >= {} or fewer micro-batches", m));
     }
-    const int units = static_cast<int>(chunk_sizes(e_.run.batch_size, m).size());
-    check_schedule(e_.scheme->schedule(stages, units), bound);
+    check_schedule(replicated_schedule(*e_.scheme, stages, replica_units(e_.run.batch_size)), bound);
   } else {
     check_schedule(e_.scheme->schedule(stages, static_cast<int>(train_->batches())), bound);
   }
-  validate_schedule(
-      schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)), placement_));
-}
-
-const Schedule& Runner::train_schedule(int units) {
-  auto it = schedules_.find(units);
-  if (it == schedules_.end()) {
-    it = schedules_.emplace(units, with_communication(e_.scheme->schedule(stage_count(), units))).first;
-  }
-  return it->second;
+  validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)),
+                                            {placement_.begin(), placement_.begin() + stages}));
 }
 
 double Runner::lr_at(int64_t step) const {
@@ -388,11 +370,10 @@ YAML::Node Runner::resolved_config() const {
   root["model"] = e_.model->resolved();
   root["dataset"] = e_.dataset->resolved();
   PartitionOptions partition;
-  partition.stages = stage_count();
-  if (e_.scheme->topology() == Topology::Partitions) {
-    partition.balance.kind = Balance::Kind::Counts;
-    partition.balance.counts = balance_;
-  }
+  partition.stages = pipeline_stages_;
+  partition.replicas = e_.partition.replicas;
+  partition.balance.kind = Balance::Kind::Counts;
+  partition.balance.counts = balance_;
   root["partition"] = write_options(partition);
   root["scheme"] = e_.scheme->resolved();
   root["optimizer"] = e_.optimizer->resolved();

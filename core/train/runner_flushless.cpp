@@ -80,7 +80,7 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   ShadowFeed shadowed(feed, shadow_.get());
   traced_steps_ = {};
   const auto run_start = std::chrono::steady_clock::now();
-  executor.run(train_schedule(static_cast<int>(per_epoch * epochs)), slots_, shadowed, RunMode::Train);
+  executor.run(train_schedule({static_cast<int>(per_epoch * epochs)}), slots_, shadowed, RunMode::Train);
   traced_steps_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(),
                     per_epoch * epochs);
   for (size_t r = 0; r < slots_.size(); ++r) slots_[r].policy = policies_[r].get();

@@ -37,7 +37,6 @@ class EpochSnapshot final : public StagePolicy {
   void backward_weight(Stage& s, int mb) override { inner_.backward_weight(s, mb); }
   void after_backward(Stage& s, int mb) override;
   Message head(Stage& s, int mb) override { return inner_.head(s, mb); }
-  void all_reduce(Stage& s) override { inner_.all_reduce(s); }
   void update(Stage& s) override;
   void end(Stage& s) override { inner_.end(s); }
   void collect(std::vector<StageMetric>& out) override { inner_.collect(out); }

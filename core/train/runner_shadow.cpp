@@ -12,12 +12,11 @@ namespace pipelab {
 void Runner::start_shadow() {
   const RunOptions& run = e_.run;
   if (run.shadow == RunOptions::Shadow::Off) return;
-  if (e_.scheme->topology() == Topology::Replicas) {
+  if (replicas_ > 1) {
     e_.source->fail("run.shadow",
-                    fmt::format("scheme {} trains data-parallel replicas, which compute the synchronous gradient "
-                                "already",
-                                e_.scheme->type()),
-                    "use run.shadow: off with this scheme");
+                    fmt::format("scheme {} runs {} replicas of its pipeline, and the shadow replays one",
+                                e_.scheme->type(), replicas_),
+                    "use run.shadow: off with replicas, or partition.replicas: 1");
   }
   if (!e_.executor->process_name().empty()) {
     e_.source->fail("run.shadow", "the shadow run needs every stage in one process, and this executor spreads them",

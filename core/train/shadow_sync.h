@@ -129,7 +129,6 @@ class ShadowPolicy final : public StagePolicy {
     shadow_.backward_done(s, mb);
   }
   Message head(Stage& s, int mb) override { return inner_->head(s, mb); }
-  void all_reduce(Stage& s) override { inner_->all_reduce(s); }
   void update(Stage& s) override {
     shadow_.before_update(s);
     inner_->update(s);

@@ -8,6 +8,7 @@
 
 #include "core/io/json.h"
 #include "core/schedule/timeline.h"
+#include "core/scheme/replicas.h"
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
 #include "core/util/progress.h"
@@ -48,10 +49,10 @@ void Runner::finish_summary(RunSummary& s) const {
   // The schedule of one run (one mini-batch, or one epoch) replayed with unit costs and
   // with the per-stage action times measured in the last epoch.
   const int stages = stage_count();
-  const int units = e_.scheme->span() == Span::MiniBatch
-                        ? static_cast<int>(chunk_sizes(e_.run.batch_size, e_.scheme->micro_batches()).size())
-                        : static_cast<int>(train_->batches());
-  const Schedule schedule = e_.scheme->schedule(stages, units);
+  const std::vector<int> units = e_.scheme->span() == Span::MiniBatch
+                                     ? replica_units(e_.run.batch_size)
+                                     : std::vector<int>{static_cast<int>(train_->batches())};
+  const Schedule schedule = replicated_schedule(*e_.scheme, pipeline_stages_, units);
   s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
   const ExecStats& st = last_train_stats_;
   if (st.forward.size() != static_cast<size_t>(stages)) return;  // no training ran in this session

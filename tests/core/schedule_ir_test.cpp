@@ -14,8 +14,12 @@
 namespace pipelab {
 namespace {
 
-std::string validation_error(const std::string& text) {
-  return testing::user_error([&] { validate_schedule(Schedule::parse(text)); });
+std::string validation_error(const std::string& text, int replicas = 1) {
+  return testing::user_error([&] {
+    Schedule s = Schedule::parse(text);
+    s.set_replicas(replicas);
+    validate_schedule(s);
+  });
 }
 
 TEST(Lowering, AddsEachMessageNextToItsProducerAndConsumer) {
@@ -63,9 +67,10 @@ TEST(ScheduleIr, ValidatorChecksMessages) {
   EXPECT_NE(validation_error("0F0 0SEND_F0 0F1\n1RECV_F0 1F0 1F1")
                 .find("stage 0 sends the output of other micro-batches to stage 1 but not of this one"),
             std::string::npos);
-  // Collectives need every device, each time.
-  EXPECT_NE(validation_error("0F0 0B0 0ALLREDUCE 0U\n1F1 1B1 1U").find("runs 0 ALLREDUCE"), std::string::npos);
-  EXPECT_NO_THROW(validate_schedule(Schedule::parse("0F0 0B0 0ALLREDUCE 0U\n1F1 1B1 1ALLREDUCE 1U")));
+  // A collective needs every replica of the stage, each time.
+  EXPECT_NE(validation_error("0F0 0B0 0ALLREDUCE 0U\n1F1 1B1 1U", 2).find("stage 1 runs 0 ALLREDUCE and stage 0, its replica, 1"),
+            std::string::npos);
+  EXPECT_EQ(validation_error("0F0 0B0 0ALLREDUCE 0U\n1F1 1B1 1ALLREDUCE 1U", 2), "");
 }
 
 TEST(ScheduleIr, CsvAsTorchPipeliningWritesIt) {

@@ -27,8 +27,12 @@ ValidateOptions pipeline_rules() {
   return o;
 }
 
-std::string refused(const std::string& text, const ValidateOptions& o = pipeline_rules()) {
-  return testing::user_error([&] { validate_schedule(Schedule::parse(text, "my.sched"), o); });
+std::string refused(const std::string& text, const ValidateOptions& o = pipeline_rules(), int replicas = 1) {
+  return testing::user_error([&] {
+    Schedule s = Schedule::parse(text, "my.sched");
+    s.set_replicas(replicas);
+    validate_schedule(s, o);
+  });
 }
 
 TEST(ScheduleFiles, ErrorsPointAtTheActionAsWritten) {
@@ -55,12 +59,27 @@ TEST(ScheduleFiles, EveryMicroBatchOfEveryStageRunsOnce) {
   // A huge id is not "a billion micro-batches": it is a gap, found without allocating.
   e = refused("d0: 0F0 0F999999999 0B0 0B999999999 0U\nd1: 1F0 1F999999999 1B0 1B999999999 1U\n");
   EXPECT_NE(e.find("no stage runs micro-batch 1"), std::string::npos) << e;
-  // Replicas: each micro-batch on exactly one of them.
+  // Replicas (of a one-stage pipeline, dp): each micro-batch on exactly one of them.
   ValidateOptions replicas = pipeline_rules();
-  replicas.coverage = Coverage::OneStage;
   replicas.kinds.push_back(ActionKind::AllReduce);
-  EXPECT_EQ(refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F1 1B1 1ALLREDUCE 1U\n", replicas), "");
-  EXPECT_NE(refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F0 1B0 1ALLREDUCE 1U\n", replicas).find("runs on stages 0 and 1"),
+  EXPECT_EQ(refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F1 1B1 1ALLREDUCE 1U\n", replicas, 2), "");
+  EXPECT_NE(refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F0 1B0 1ALLREDUCE 1U\n", replicas, 2)
+                .find("micro-batch 0 runs on stage 0 of replica 0 and stage 1 of replica 1"),
+            std::string::npos);
+  // Two replicas of a two-stage pipeline: a micro-batch on every stage of one replica.
+  const std::string two = "d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F0 1B0 1ALLREDUCE 1U\n"
+                          "d2: 2F1 2B1 2ALLREDUCE 2U\nd3: 3F1 3B1 3ALLREDUCE 3U\n";
+  EXPECT_EQ(refused(two, replicas, 2), "");
+  EXPECT_NE(refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F1 1B1 1ALLREDUCE 1U\n"
+                    "d2: 2F1 2B1 2ALLREDUCE 2U\nd3: 3F0 3B0 3ALLREDUCE 3U\n",
+                    replicas, 2)
+                .find("runs on stage 0 of replica 0 and stage 3 of replica 1"),
+            std::string::npos);
+  // A stage's replicas meet at every all-reduce: one more on stage 2 than on stage 0.
+  EXPECT_NE(refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F0 1B0 1ALLREDUCE 1U\n"
+                    "d2: 2F1 2B1 2ALLREDUCE 2ALLREDUCE 2U\nd3: 3F1 3B1 3ALLREDUCE 3U\n",
+                    replicas, 2)
+                .find("stage 2 runs 2 ALLREDUCE and stage 0, its replica, 1"),
             std::string::npos);
 }
 
@@ -150,7 +169,9 @@ TEST(ScheduleWalk, TheEventDrivenWalkKeepsTheRoundRobinOrder) {
       lower(schedules::gpipe(4, 6)), lower(schedules::one_f_one_b(5, 9)), lower(schedules::interleaved_1f1b(3, 2, 6)),
       lower(schedules::zbv(3, 6)), lower(schedules::dualpipe_v(4, 8)),
       Schedule::parse("0F0 0B0 0ALLREDUCE 0U 0ALLREDUCE\n1F1 1B1 1ALLREDUCE 1ALLREDUCE 1U\n2ALLREDUCE 2U 2ALLREDUCE\n")};
-  for (const Schedule& s : cases) {
+  for (Schedule s : cases) {
+    // The last case is three replicas of one stage: its all-reduces are every device's.
+    if (s.has_communication() && s.device(0).back().kind == ActionKind::AllReduce) s.set_replicas(3);
     std::vector<std::pair<int, size_t>> order;
     const WalkResult walk = walk_schedule(s, [&](int d, size_t i) { order.emplace_back(d, i); });
     EXPECT_TRUE(walk.complete);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/schedule/validate.h"
+#include "core/scheme/replicas.h"
 #include "core/train/state_dict.h"
 #include "tests/support/helpers.h"
 
@@ -62,11 +63,12 @@ run:       {epochs: 1, batch_size: 16, dtype: float64}
 
 TEST(DataParallel, TheAllReduceIsAnActionOfEveryReplica) {
   const auto dp = Registry<Scheme>::get().create_default("dp");
-  const Schedule s = dp->schedule(3, 2);  // three replicas, a mini-batch with two shards
+  const Schedule s = replicated_schedule(*dp, 1, {1, 1, 0});  // three replicas, a mini-batch with two shards
   // Each replica reads its own shard (no RECV_F), nothing travels between replicas but the
   // all-reduce, which every replica joins before its update.
   EXPECT_EQ(s.to_text(), "d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F1 1B1 1ALLREDUCE 1U\nd2: 2ALLREDUCE 2U\n");
-  EXPECT_NO_THROW(validate_schedule(s));
+  EXPECT_EQ(s.replicas(), 3);
+  EXPECT_NO_THROW(validate_schedule(s, replicated_rules(*dp, 1, 3)));
   Schedule missing = s;
   missing.device(2).clear();  // a replica that never joins would leave the others waiting
   EXPECT_NE(testing::user_error([&] { validate_schedule(missing); }).find("device d2 has no actions"),
@@ -74,8 +76,10 @@ TEST(DataParallel, TheAllReduceIsAnActionOfEveryReplica) {
   // A collective one device reaches only after a message the other sends after the
   // collective: a cycle, which the validator finds.
   const std::string msg = testing::user_error([] {
-    validate_schedule(Schedule::parse("0F0 0SEND_F0 0RECV_B0 0B0 0ALLREDUCE 0U\n"
-                                      "1RECV_F0 1F0 1ALLREDUCE 1B0 1SEND_B0 1U"));
+    Schedule s = Schedule::parse("0F0 0SEND_F0 0RECV_B0 0B0 0ALLREDUCE 0U\n"
+                                 "1RECV_F0 1F0 1ALLREDUCE 1B0 1SEND_B0 1U");
+    s.set_replicas(2);
+    validate_schedule(s);
   });
   EXPECT_NE(msg.find("deadlock"), std::string::npos) << msg;
   EXPECT_NE(msg.find("device d1 stops at '1ALLREDUCE' at schedule:2:14, waiting for the other devices' ALLREDUCE"), std::string::npos) << msg;

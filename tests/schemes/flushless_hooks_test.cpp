@@ -1,9 +1,10 @@
 // flush: never wraps each stage's policy (EpochSnapshot, core/train/runner_flushless.h). A
 // hook the wrapper does not forward falls back to StagePolicy's default without an error, so
-// a scheme's own gradient route, head, all-reduce or state would silently be lost. These
+// a scheme's own gradient route, head or state would silently be lost. These
 // tests hold the wrapper to the whole interface: every hook declared in core/scheme/scheme.h
 // is overridden, each reaches the scheme's policy with its arguments and results, and a run
-// with flush: never goes through a scheme's own B, I, W, H and ALLREDUCE.
+// with flush: never goes through a scheme's own B, I, W and H. (ALLREDUCE is the
+// replicas' all-reduce, core/scheme/replicas.h, not a hook.)
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
@@ -32,7 +33,6 @@ const std::set<std::string> kHooks{"begin",
                                    "backward_weight",
                                    "after_backward",
                                    "head",
-                                   "all_reduce",
                                    "update",
                                    "end",
                                    "collect",
@@ -103,7 +103,6 @@ class Recorder : public StagePolicy {
     calls.push_back("head");
     return {{}, {}, 14};
   }
-  void all_reduce(Stage&) override { calls.push_back("all_reduce"); }
   void update(Stage&) override { calls.push_back("update"); }
   void end(Stage&) override { calls.push_back("end"); }
   void collect(std::vector<StageMetric>& out) override {
@@ -142,7 +141,6 @@ TEST(FlushlessHooks, EveryHookReachesTheSchemesPolicy) {
   p.backward_weight(stage, 0);
   p.after_backward(stage, 0);
   EXPECT_EQ(p.head(stage, 0).tag, 14);
-  p.all_reduce(stage);
   p.update(stage);
   p.end(stage);
   std::vector<StageMetric> metrics;
@@ -161,7 +159,7 @@ TEST(FlushlessHooks, EveryHookReachesTheSchemesPolicy) {
 /// Per stage, how often the scheme's own routes ran.
 using Counts = std::vector<std::map<std::string, int>>;
 
-/// A policy with its own B, I, W, H and ALLREDUCE (end-to-end gradients, counted).
+/// A policy with its own B, I, W and H (end-to-end gradients, counted).
 class CountingPolicy : public StagePolicy {
  public:
   explicit CountingPolicy(std::map<std::string, int>& counts) : counts_(counts) {}
@@ -181,14 +179,13 @@ class CountingPolicy : public StagePolicy {
     ++counts_["head"];
     return {};
   }
-  void all_reduce(Stage&) override { ++counts_["all_reduce"]; }
 
  private:
   std::map<std::string, int>& counts_;
 };
 
 /// Never flushed; 1F1B with the odd micro-batches' backward split into I and W, an H after
-/// every F, and one ALLREDUCE on every device before its last update.
+/// every F.
 class CountingScheme : public Scheme {
  public:
   explicit CountingScheme(Counts& counts) : counts_(counts) { set_type("counting"); }
@@ -208,18 +205,11 @@ class CountingScheme : public Scheme {
         if (a.kind == ActionKind::Forward) compute.add(r, Action::H(r, a.mb));
       }
     }
-    // A schedule with an ALLREDUCE counts as complete, so the messages are added first.
-    Schedule s = lower(compute);
-    for (int r = 0; r < stages; ++r) {
-      auto& actions = s.device(r);
-      const auto last_update = std::find(actions.rbegin(), actions.rend(), Action::U(r)).base() - 1;
-      actions.insert(last_update, Action::all_reduce(r));
-    }
-    return s;
+    return compute;
   }
   ValidateOptions schedule_rules(int stages) const override {  // it runs every kind of action
     ValidateOptions o = Scheme::schedule_rules(stages);
-    o.kinds.insert(o.kinds.end(), {ActionKind::Head, ActionKind::AllReduce});
+    o.kinds.push_back(ActionKind::Head);
     return o;
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
@@ -255,7 +245,6 @@ run:       {epochs: 2, batch_size: 16, threads: 1}
     EXPECT_EQ(counts[r]["backward_input"], 4) << "stage " << r;
     EXPECT_EQ(counts[r]["backward_weight"], 4) << "stage " << r;
     EXPECT_EQ(counts[r]["head"], 8) << "stage " << r;
-    EXPECT_EQ(counts[r]["all_reduce"], 1) << "stage " << r;
   }
 }
 

@@ -76,13 +76,16 @@ TEST(Simulate, LinksByHand) {
 TEST(Simulate, RingAllReduceByHand) {
   // 4 replicas, 3 bytes of gradient, 1 byte/s, 0.1 s latency: 2 * 3/4 * 3 = 4.5 s on the
   // wire plus 2 * 3 latencies = 5.1 s after F + B = 3 s, then U = 0.5 s.
-  sim::SimCosts c = uniform(4, 0, 0.1);
+  sim::SimCosts c = uniform(1, 0, 0.1);
   for (sim::StageCosts& k : c.stages) {
     k.parameter_bytes = 3;
     k.update = 0.5;
   }
   const auto dp = scheme("{type: dp, replicas: 4}");
-  const sim::SimResult r = sim::simulate(*dp, 4, 4, 8, c, {});
+  sim::SimOptions four;
+  four.replicas = 4;  // dp = one stage with 4 replicas
+  const sim::SimResult r = sim::simulate(*dp, 1, 1, 8, c, four);
+  EXPECT_EQ(r.devices, 4);
   EXPECT_NEAR(r.step_seconds, 3 + 5.1 + 0.5, 1e-12);
   EXPECT_NEAR(r.bytes_per_step, 4 * 4.5, 1e-12);
   EXPECT_NEAR(r.samples_per_second, 4 * 8 / 8.6, 1e-9);

@@ -18,7 +18,6 @@ std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const Mo
                                                    const std::vector<BlockProfile>& blocks) {
   const int requested = e.partition.stages;
   const int stages = e.scheme->stages(requested);
-  if (e.scheme->topology() == Topology::Replicas) return {{}, ""};
   const Balance& balance = e.partition.balance;
   std::string how = balance.kind == Balance::Kind::Named    ? balance.name
                     : balance.kind == Balance::Kind::Counts ? "given"
@@ -46,8 +45,14 @@ std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const Mo
     how = fmt::format("scheme {} runs the whole model on one stage", e.scheme->type());
   }
   const std::vector<int64_t> shown(counts.begin(), counts.end());
-  return {counts, fmt::format("{} stage{}, balance {} = {}", counts.size(), counts.size() == 1 ? "" : "s", how,
-                              shape_text(shown))};
+  const int replicas = e.scheme->replicas(e.partition.replicas);
+  const std::string copies =
+      replicas > 1 ? fmt::format("; {} replicas of the pipeline, each on its own {} device{} and 1/{} of every "
+                                 "mini-batch, all-reducing each stage's gradients",
+                                 replicas, counts.size(), counts.size() == 1 ? "" : "s", replicas)
+                   : "";
+  return {counts, fmt::format("{} stage{}, balance {} = {}{}", counts.size(), counts.size() == 1 ? "" : "s", how,
+                              shape_text(shown), copies)};
 }
 
 }  // namespace
@@ -80,9 +85,7 @@ int describe(const Args& args) {
   const auto [balance, partition] = stages_of(e, def, blocks);
   fmt::print("{}: model {} on examples {}{}, {} classes\n\n", file, e.model->type(), shape_text(spec.input_shape),
              spec.integer_input ? " (int64 word ids)" : "", spec.classes);
-  fmt::print("{}", render_profile(blocks, balance.empty() ? std::vector<StageProfile>{} : stage_totals(blocks, balance),
-                                  partition));
-  if (balance.empty()) fmt::print("\nscheme {} trains replicas of the whole model: no stages\n", e.scheme->type());
+  fmt::print("{}", render_profile(blocks, stage_totals(blocks, balance), partition));
   fmt::print("\nFLOPs: forward, one example, 2 x multiply-adds of aten mm/addmm/bmm/convolution/lstm calls\n");
   return 0;
 }

@@ -14,7 +14,7 @@
 #include "core/schedule/lower.h"
 #include "core/schedule/timeline.h"
 #include "core/schedule/validate.h"
-#include "core/scheme/scheme.h"
+#include "core/scheme/replicas.h"
 #include "tools/cli/options.h"
 
 namespace pipelab::cli {
@@ -45,11 +45,15 @@ std::vector<double> parse_costs(const std::string& text) {
 constexpr int64_t kMaxCells = 4'000'000;
 
 /// partition.stages of the experiment file, if it sets one.
-int file_stages(const YAML::Node& root, const std::shared_ptr<ConfigSource>& source) {
-  if (!root.IsMap() || !root["partition"] || !root["partition"].IsMap() || !root["partition"]["stages"]) return 0;
-  const ConfigNode n(root["partition"]["stages"], source, "partition.stages");
+/// The file's partition.<key> (0 when it has none).
+int file_partition(const YAML::Node& root, const std::shared_ptr<ConfigSource>& source, const char* key) {
+  if (!root.IsMap() || !root["partition"] || !root["partition"].IsMap() || !root["partition"][key]) return 0;
+  const ConfigNode n(root["partition"][key], source, std::string("partition.") + key);
   const int v = ConfigValue<int>::read(n);
-  if (v < 1) n.fail(fmt::format("must be a number > 0, got {}", v), "set partition.stages to the stage count");
+  if (v < 1 || v >= kMaxScheduleStages) {
+    n.fail(fmt::format("must be a number from 1 to {}, got {}", kMaxScheduleStages - 1, v),
+           fmt::format("set partition.{} to a count", key));
+  }
   return v;
 }
 
@@ -59,7 +63,7 @@ int schedule(const Args& args) {
   po::options_description options("options");
   std::string file, scheme_name, costs_text = "1,1,1";
   std::vector<std::string> sets;
-  int stages = 4, micro = 8, virtual_stages = 0;
+  int stages = 4, micro = 8, virtual_stages = 0, replicas = 1;
   bool lowered = false;
   options.add_options()("file", po::value(&file), "experiment file: its scheme section and partition.stages")(
       "scheme", po::value(&scheme_name), "registered scheme (pipelab list scheme); replaces the file's scheme type")(
@@ -69,6 +73,9 @@ int schedule(const Args& args) {
       "micro-batches of one run: micro-batched schemes default to their chunks; 1F1B and interlocking schemes run "
       "one epoch's mini-batches (default 8)")(
       "virtual-stages", po::value(&virtual_stages), "stages per device, for schemes with virtual_stages (sets it)")(
+      "replicas", po::value(&replicas),
+      "copies of the pipeline, each on its own devices and micro-batches, all-reducing each stage's gradients "
+      "before its update (default: the file's partition.replicas, else 1)")(
       "costs", po::value(&costs_text),
       "F,B,W durations (default 1,1,1): F forward, B the input-gradient part of a backward, W the weights' part; a "
       "whole backward costs B+W and an auxiliary head's H half of that (whole numbers draw a grid)")(
@@ -78,10 +85,11 @@ int schedule(const Args& args) {
   po::variables_map vm;
   if (!parse(args,
              "pipelab schedule [FILE] [--scheme NAME] [--set scheme.key=value ...] [--stages D] [--microbatches M]\n"
-             "                 [--virtual-stages v] [--costs F,B,W] [--lowered]\n\n"
+             "                 [--virtual-stages v] [--replicas R] [--costs F,B,W] [--lowered]\n\n"
              "  pipelab schedule --scheme gpipe --set scheme.chunks=4 --stages 4\n"
              "  pipelab schedule --scheme zb_h1 --stages 4 --microbatches 8\n"
              "  pipelab schedule --scheme interleaved_1f1b --stages 4 --virtual-stages 2 --microbatches 8\n"
+             "  pipelab schedule --scheme gpipe --stages 2 --replicas 2 --microbatches 4\n"
              "  pipelab schedule --scheme custom --set scheme.file=experiments/schedules/1f1b_d2_m4.sched\n"
              "  pipelab schedule experiments/quickstart.yaml",
              options, positional, vm)) {
@@ -105,7 +113,13 @@ int schedule(const Args& args) {
   top.expect_map("an experiment");
   if (!top.has("scheme")) top.fail("no scheme section", "add `scheme: {type: NAME}` or pass --scheme NAME");
   const std::unique_ptr<Scheme> scheme = Registry<Scheme>::get().create(top.child("scheme"));
-  const int in_file = file_stages(root, source);
+  const int in_file = file_partition(root, source, "stages");
+  if (!vm.count("replicas") && file_partition(root, source, "replicas") > 0) {
+    replicas = file_partition(root, source, "replicas");
+  }
+  if (replicas < 1 || replicas >= kMaxScheduleStages) {
+    throw UsageError{fmt::format("--replicas {}: give a number from 1 to {}", replicas, kMaxScheduleStages - 1)};
+  }
   const bool given = vm.count("stages") || in_file > 0;
   if (!vm.count("stages") && in_file > 0) stages = in_file;
   // The micro-batches come from --microbatches, or from the scheme's own count (scheme.chunks).
@@ -127,15 +141,24 @@ int schedule(const Args& args) {
   // A scheme that fixes its stages (a custom file) answers 0 with its own count.
   int d = scheme->stages(given ? stages : 0);
   if (d == 0) d = scheme->stages(stages);
-  const Schedule s = with_communication(scheme->schedule(d, micro));
-  validate_schedule(s, scheme->schedule_rules(d));
-  CostModel model = CostModel::split(d, costs[0], costs[1], costs[2]);
+  replicas = scheme->replicas(replicas);
+  if (static_cast<int64_t>(d) * micro * replicas > kMaxCells) {
+    throw UsageError{fmt::format("--replicas {}: {} stages x {} micro-batches x {} replicas is more than {}", replicas,
+                                 d, micro, replicas, kMaxCells)};
+  }
+  const std::string refused = replicas_refused(*scheme, replicas);
+  if (!refused.empty()) throw UsageError{refused};
+  const Schedule s = with_communication(replicated_schedule(*scheme, d, equal_units(micro, replicas)));
+  validate_schedule(s, replicated_rules(*scheme, d, replicas));
+  CostModel model = CostModel::split(d * replicas, costs[0], costs[1], costs[2]);
   const Timeline t = simulate_timeline(s, model);
   YAML::Emitter resolved;
   resolved << YAML::Flow << scheme->resolved();
-  fmt::print("{} schedule, {} stage{} on {} device{}, {} {}\n\n", resolved.c_str(), d, d == 1 ? "" : "s", s.devices(),
-             s.devices() == 1 ? "" : "s", micro,
-             scheme->span() == Span::MiniBatch ? "micro-batches of one mini-batch" : "mini-batches of one epoch");
+  fmt::print("{} schedule, {} stage{}{} on {} device{}, {} {}{}\n\n", resolved.c_str(), d, d == 1 ? "" : "s",
+             replicas > 1 ? fmt::format(" x {} replicas", replicas) : "", s.devices(), s.devices() == 1 ? "" : "s",
+             micro, scheme->span() == Span::MiniBatch ? "micro-batches of one mini-batch" : "mini-batches of one epoch",
+             replicas > 1 ? " per replica (replica r's stage p is stage r*D+p; ALLREDUCE sums a stage's replicas)"
+                          : "");
   fmt::print("per-device actions, written <stage><action><micro-batch> (docs/schedules.md):\n"
              "  F forward                 B backward (input and weights)   I, W: B split into input, weights\n"
              "  H auxiliary head's backward (interlocking)                 U optimizer step\n{}\n",

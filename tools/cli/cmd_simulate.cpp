@@ -99,24 +99,6 @@ double optimizer_states(const OptimizerFactory& factory) {
   return std::round(bytes / static_cast<double>(p.nbytes()));
 }
 
-/// All stages of `c` as one replica of the whole model, repeated `replicas` times (a
-/// data-parallel scheme's stages are replicas).
-sim::SimCosts as_replicas(const sim::SimCosts& c, int replicas) {
-  sim::StageCosts whole;
-  for (const sim::StageCosts& s : c.stages) {
-    for (auto [to, from] : {std::pair{&whole.forward, s.forward}, {&whole.backward, s.backward},
-                            {&whole.backward_input, s.backward_input}, {&whole.backward_weight, s.backward_weight},
-                            {&whole.update, s.update}, {&whole.retained_bytes, s.retained_bytes},
-                            {&whole.parameter_bytes, s.parameter_bytes}, {&whole.buffer_bytes, s.buffer_bytes},
-                            {&whole.optimizer_bytes, s.optimizer_bytes}}) {
-      *to += from;
-    }
-  }
-  sim::SimCosts out = c;
-  out.stages.assign(static_cast<size_t>(replicas), whole);
-  return out;
-}
-
 /// Where costs come from: a file, or the model profiled once and cut per stage count.
 class CostSource {
  public:
@@ -282,21 +264,17 @@ int simulate(const Args& args) {
                     : measured_micro > 0        ? measured_micro
                     : file_micro > 1            ? file_micro
                                                 : per_step;
-      int units = flushed ? m : ((std::max(4 * d, m) + per_step - 1) / per_step) * per_step;
-      double examples = batch / m;
-      sim::SimCosts costs;
-      const bool measured_replicas = source.file() && source.file()->scheme == scheme->type();
-      if (scheme->topology() == Topology::Replicas && !measured_replicas) {
-        units = d;
-        examples = batch / d;  // each replica's shard
-        // A pipeline's costs, whole on each replica.
-        costs = as_replicas(source.costs(source.derived() ? 1 : static_cast<int>(source.file()->stages.size()),
-                                         examples),
-                            d);
-      } else {
-        costs = source.costs(d, examples);
+      const int units = flushed ? m : ((std::max(4 * d, m) + per_step - 1) / per_step) * per_step;
+      // Replicas of the pipeline (partition.replicas, or dp's own) each take their share.
+      sim::SimOptions row_options = sim_options;
+      row_options.replicas = scheme->replicas(e.partition.replicas);
+      const double examples = batch / m / row_options.replicas;
+      sim::SimCosts costs = source.costs(d, examples);
+      // Costs measured with replicas list every replica's stages: one replica's are enough.
+      if (row_options.replicas > 1 && costs.stages.size() == static_cast<size_t>(d * row_options.replicas)) {
+        costs.stages.resize(static_cast<size_t>(d));
       }
-      row.result = sim::simulate(*scheme, d, units, examples, costs, sim_options, m);
+      row.result = sim::simulate(*scheme, d, units, examples, costs, row_options, m);
     } catch (const UserError& err) {
       row.error = err.what();
     }

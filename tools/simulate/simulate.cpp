@@ -5,6 +5,7 @@
 
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
+#include "core/scheme/replicas.h"
 #include "core/util/error.h"
 
 namespace pipelab::sim {
@@ -15,7 +16,15 @@ double wire_bytes(const SimCosts& c, const Action& send) {
   return payload(send.kind) == 'F' ? s.activation_bytes : s.gradient_bytes;
 }
 
-EventCosts event_costs(const SimCosts& c, const SimOptions& o, int devices) {
+/// The costs of one pipeline's stages, repeated for every replica (stage r * S + p costs
+/// what stage p does).
+SimCosts replicated_costs(const SimCosts& c, int replicas) {
+  SimCosts out = c;
+  for (int r = 1; r < replicas; ++r) out.stages.insert(out.stages.end(), c.stages.begin(), c.stages.end());
+  return out;
+}
+
+EventCosts event_costs(const SimCosts& c, const SimOptions& o, int replicas) {
   EventCosts e;
   e.overlap = o.overlap;
   e.one_worker = o.one_worker;
@@ -26,10 +35,10 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, int devices) {
   };
   e.wire = [&c](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a)); };
   e.latency = [&c](const Action&) { return c.link.latency_seconds(); };
-  // A ring all-reduce of n devices: each sends 2(n-1)/n of the gradient's bytes in 2(n-1)
-  // latency-bound steps (Patarasuk & Yuan 2009; what NCCL's ring does).
-  e.collective = [&c, devices](const Action& a) {
-    const double n = devices;
+  // A ring all-reduce over the n replicas of a stage: each sends 2(n-1)/n of the stage's
+  // gradient bytes in 2(n-1) latency-bound steps (Patarasuk & Yuan 2009; what NCCL's ring does).
+  e.collective = [&c, replicas](const Action& a) {
+    const double n = replicas;
     if (n < 2) return 0.0;
     const double bytes = c.stages.at(static_cast<size_t>(a.stage)).parameter_bytes;
     return c.link.wire_seconds(2 * (n - 1) / n * bytes) + 2 * (n - 1) * c.link.latency_seconds();
@@ -49,8 +58,9 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   r.peak_bytes.assign(devices, 0);
   r.memory.assign(devices, {});
   std::vector<StageMemory> held;
+  const int pipeline = r.schedule.pipeline_stages();
   for (int s = 0; s < r.stages; ++s) {
-    held.push_back(scheme.stage_memory(s, r.stages));
+    held.push_back(scheme.stage_memory(s % pipeline, pipeline));
     const StageCosts& k = c.stages[static_cast<size_t>(s)];
     const int d = placement[static_cast<size_t>(s)];
     if (d < 0) continue;
@@ -113,19 +123,24 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   }
 }
 
+/// `costs`: every stage of every replica (replicated_costs).
 SimResult replay_scheme(const Scheme& scheme, int stages, int units, const SimCosts& costs, const SimOptions& o) {
   SimResult r;
-  r.schedule = with_communication(scheme.schedule(stages, units));
-  validate_schedule(r.schedule, scheme.schedule_rules(stages));
+  const std::string refused = replicas_refused(scheme, o.replicas);
+  if (!refused.empty()) throw UserError(refused + ". Fix: simulate it without replicas");
+  r.schedule = with_communication(replicated_schedule(scheme, stages, equal_units(units, o.replicas)));
+  validate_schedule(r.schedule, replicated_rules(scheme, stages, o.replicas));
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
+  const int pipeline = r.schedule.pipeline_stages();
   if (static_cast<int>(costs.stages.size()) != r.stages) {
     throw UserError(fmt::format("the costs ({}) are for {} stages, the {} schedule has {}. Fix: give costs measured "
                                 "or written for {} stages, or derive them (--device-flops)",
-                                costs.source, costs.stages.size(), scheme.type(), r.stages, r.stages));
+                                costs.source, costs.stages.size() / static_cast<size_t>(std::max(o.replicas, 1)),
+                                scheme.type(), pipeline, pipeline));
   }
-  r.timeline = replay(r.schedule, event_costs(costs, o, r.devices));
+  r.timeline = replay(r.schedule, event_costs(costs, o, o.replicas));
   r.makespan = r.timeline.makespan;
   return r;
 }
@@ -145,13 +160,14 @@ double total_busy(const SimResult& r, std::vector<double>* per_device) {
 
 }  // namespace
 
-SimResult simulate(const Scheme& scheme, int stages, int units, double examples, const SimCosts& costs,
+SimResult simulate(const Scheme& scheme, int stages, int units, double examples, const SimCosts& one_replica,
                    const SimOptions& options, int units_per_step) {
+  const SimCosts costs = replicated_costs(one_replica, options.replicas);
   SimResult r = replay_scheme(scheme, stages, units, costs, options);
   const double busy = total_busy(r, &r.busy);
   if (scheme.span() == Span::MiniBatch) {
     r.step_seconds = r.makespan;
-    r.samples_per_second = r.makespan > 0 ? units * examples / r.makespan : 0;
+    r.samples_per_second = r.makespan > 0 ? units * examples * options.replicas / r.makespan : 0;
     r.bubble = r.makespan > 0 ? 1 - busy / (r.devices * r.makespan) : 0;
   } else {
     // A pipeline that runs on: the time per unit once it is full, and the idle share of
@@ -167,8 +183,9 @@ SimResult simulate(const Scheme& scheme, int stages, int units, double examples,
   for (const TimedTransfer& t : r.timeline.transfers) bytes += wire_bytes(costs, t.send);
   for (const auto& row : r.timeline.devices) {
     for (const TimedAction& x : row) {
-      if (x.action.kind == ActionKind::AllReduce && r.devices > 1) {
-        bytes += 2.0 * (r.devices - 1) / r.devices * costs.stages[static_cast<size_t>(x.action.stage)].parameter_bytes;
+      if (x.action.kind == ActionKind::AllReduce && options.replicas > 1) {
+        const double n = options.replicas;
+        bytes += 2.0 * (n - 1) / n * costs.stages[static_cast<size_t>(x.action.stage)].parameter_bytes;
       }
     }
   }

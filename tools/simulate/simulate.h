@@ -17,6 +17,10 @@ struct SimOptions {
   bool overlap = true;        ///< compute and communication overlap (else a send blocks its device)
   bool one_worker = false;    ///< one thread runs every device's actions (the sequential executor)
   std::map<int, double> slow; ///< device -> factor its compute takes longer
+  /// Copies of the pipeline side by side (partition.replicas, core/schedule/replicate.h):
+  /// each runs `units` micro-batches of its share on its own devices, and the copies of a
+  /// stage all-reduce its gradients before its update (a ring over the replicas).
+  int replicas = 1;
 };
 
 /// Memory of one device over time: `bytes` from `time` on.

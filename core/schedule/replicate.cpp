@@ -1,0 +1,44 @@
+#include "core/schedule/replicate.h"
+
+#include "core/util/error.h"
+
+namespace pipelab {
+
+Schedule replicate(const std::vector<Schedule>& per_replica) {
+  PIPELAB_ASSERT(!per_replica.empty(), "replicate() needs at least one replica");
+  if (per_replica.size() == 1) return per_replica.front();
+  const int replicas = static_cast<int>(per_replica.size());
+  const int stages = per_replica.front().stages(), devices = per_replica.front().devices();
+  Schedule out(stages * replicas, devices * replicas);
+  int first_mb = 0;
+  for (int r = 0; r < replicas; ++r) {
+    const Schedule& s = per_replica[static_cast<size_t>(r)];
+    PIPELAB_ASSERT(s.stages() == stages && s.devices() == devices,
+                   "replica {} has {} stages on {} devices, replica 0 {} on {}", r, s.stages(), s.devices(), stages,
+                   devices);
+    PIPELAB_ASSERT(s.replicas() == 1, "replica {} is itself replicated", r);
+    for (int d = 0; d < devices; ++d) {
+      for (Action a : s.device(d)) {
+        a.stage += r * stages;
+        if (a.mb >= 0) a.mb += first_mb;
+        if (a.kind == ActionKind::Update) out.add(r * devices + d, Action::all_reduce(a.stage));
+        out.add(r * devices + d, a);
+      }
+    }
+    first_mb += s.micro_batches();
+  }
+  out.set_replicas(replicas);
+  return out;
+}
+
+Schedule updates_only(const Schedule& s) {
+  Schedule out(s.stages(), s.devices());
+  for (int d = 0; d < s.devices(); ++d) {
+    for (const Action& a : s.device(d)) {
+      if (a.kind == ActionKind::Update) out.add(d, a);
+    }
+  }
+  return out;
+}
+
+}  // namespace pipelab

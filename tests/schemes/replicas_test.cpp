@@ -1,0 +1,156 @@
+// Replicas of a pipeline (partition.replicas; core/schedule/replicate.h): the replicated
+// schedule as data, the synchronous schemes x 2 replicas equal to single-device training on
+// the whole mini-batch (float64), dp as single with replicas, sequential == threaded bit for
+// bit for every scheme that takes replicas, and a clear refusal for those that do not.
+#include <gtest/gtest.h>
+
+#include "core/schedule/dataflow.h"
+#include "core/schedule/generators.h"
+#include "core/schedule/lower.h"
+#include "core/schedule/replicate.h"
+#include "core/schedule/validate.h"
+#include "core/scheme/replicas.h"
+#include "tests/support/helpers.h"
+#include "tests/support/scheme_cases.h"
+
+namespace pipelab {
+namespace {
+
+TEST(Replicas, TheScheduleIsTheSchemesOnFreshStagesDevicesAndMicroBatches) {
+  const Schedule one = lower(schedules::gpipe(2, 2));
+  const Schedule two = replicate({one, one});
+  EXPECT_EQ(two.replicas(), 2);
+  EXPECT_EQ(two.stages(), 4);
+  EXPECT_EQ(two.pipeline_stages(), 2);
+  EXPECT_EQ(two.devices(), 4);
+  // Replica 1: stages 2, 3 on devices d2, d3, micro-batches 2, 3; every U after an ALLREDUCE.
+  EXPECT_EQ(two.compute_only().to_text(),
+            "d0: 0F0 0F1 0B1 0B0 0U\nd1: 1F0 1F1 1B1 1B0 1U\nd2: 2F2 2F3 2B3 2B2 2U\nd3: 3F2 3F3 3B3 3B2 3U\n");
+  for (int d = 0; d < 4; ++d) {
+    const auto& actions = two.device(d);
+    ASSERT_GE(actions.size(), 2u);
+    EXPECT_EQ(actions[actions.size() - 2], Action::all_reduce(d)) << "device d" << d;
+  }
+  // Stage 0 and stage 2 are one collective group, 1 and 3 the other; nothing else is shared.
+  EXPECT_EQ(two.collective_group(2), 0);
+  EXPECT_EQ(two.collective_group(3), 1);
+  EXPECT_EQ(two.replica_of(3), 1);
+  // Replicas never exchange messages: every SEND's peer is a stage of its own replica.
+  for (int d = 0; d < two.devices(); ++d) {
+    for (const Action& a : two.device(d)) {
+      if (is_send(a.kind) || is_receive(a.kind)) EXPECT_EQ(two.replica_of(peer(a)), two.replica_of(a.stage)) << a.str();
+    }
+  }
+  ValidateOptions rules;
+  rules.coverage = Coverage::EveryStage;
+  rules.training = true;
+  EXPECT_NO_THROW(validate_schedule(two, rules));
+  // A replica without a share of the mini-batch still joins its stages' all-reduces.
+  const Schedule uneven = replicate({one, updates_only(one)});
+  EXPECT_EQ(uneven.device(2).size(), 2u);
+  EXPECT_EQ(uneven.device(2).front(), Action::all_reduce(2));
+  EXPECT_NO_THROW(validate_schedule(uneven, rules));
+}
+
+TEST(Replicas, AStagesAllReduceWaitsForItsOwnReplicasOnly) {
+  // Stage 1's replicas (1 and 3) reach their all-reduce before stage 0's do: the walk runs
+  // them without waiting for stages 0 and 2, which it would if ALLREDUCE were every device's.
+  Schedule s = Schedule::parse("d0: 0F0 0SEND_F0 0RECV_B0 0B0 0ALLREDUCE 0U\n"
+                               "d1: 1RECV_F0 1F0 1B0 1SEND_B0 1ALLREDUCE 1U\n"
+                               "d2: 2F1 2SEND_F1 2RECV_B1 2B1 2ALLREDUCE 2U\n"
+                               "d3: 3RECV_F1 3F1 3B1 3SEND_B1 3ALLREDUCE 3U\n");
+  s.set_replicas(2);
+  std::vector<std::string> order;
+  EXPECT_TRUE(walk_schedule(s, [&](int d, size_t i) { order.push_back(s.device(d)[i].str()); }).complete);
+  const auto at = [&](const std::string& a) { return std::find(order.begin(), order.end(), a) - order.begin(); };
+  EXPECT_LT(at("3U"), at("0ALLREDUCE"));
+  EXPECT_LT(at("1U"), at("2ALLREDUCE"));
+}
+
+// 4 blocks, float64, 2 epochs of batch 16.
+const char* kMlp = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 4]}
+dataset:   {type: synthetic, samples: 96, test_samples: 32, shape: [12], classes: 4}
+partition: {stages: 2}
+scheme:    {type: single}
+optimizer: {type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 1.0e-3}
+run:       {epochs: 2, batch_size: 16, seed: 3, dtype: float64}
+)";
+
+TEST(Replicas, SynchronousSchemesTimesTwoReplicasEqualSingle) {
+  const TensorDict single = testing::train(kMlp);
+  const std::vector<std::vector<std::string>> cases{
+      {"scheme={type: gpipe, chunks: 4}"},
+      {"scheme={type: pipedream_flush, chunks: 4}"},
+      {"scheme={type: interleaved_1f1b, chunks: 4, virtual_stages: 2}", "partition.stages=4"},
+      {"scheme={type: zb_h1, chunks: 4}"},
+      {"scheme={type: gpipe, chunks: 4}", "partition.replicas=3"},  // 16 = 6 + 6 + 4
+  };
+  for (std::vector<std::string> o : cases) {
+    if (o.size() == 1 || o.back().rfind("partition.stages", 0) == 0) o.push_back("partition.replicas=2");
+    EXPECT_LT(testing::max_difference(single, testing::train(kMlp, o)), 1e-10) << o.front() << " " << o.back();
+  }
+  // A mini-batch smaller than replicas x chunks (10 = 5 + 5, each in chunks of 2, 2, 1).
+  const TensorDict single10 = testing::train(kMlp, {"run.batch_size=10"});
+  EXPECT_LT(testing::max_difference(single10, testing::train(kMlp, {"run.batch_size=10", "partition.replicas=2",
+                                                                     "scheme={type: gpipe, chunks: 4}"})),
+            1e-10);
+}
+
+TEST(Replicas, DpIsSingleWithReplicas) {
+  const TensorDict dp = testing::train(kMlp, {"scheme={type: dp, replicas: 3}"});
+  EXPECT_TRUE(testing::identical(dp, testing::train(kMlp, {"partition.replicas=3"})));
+  EXPECT_LT(testing::max_difference(dp, testing::train(kMlp)), 1e-10);
+  const std::string e = testing::user_error([] { testing::train(kMlp, {"scheme={type: dp, replicas: 3}", "partition.replicas=2"}); });
+  EXPECT_NE(e.find("partition.replicas"), std::string::npos) << e;
+  EXPECT_NE(e.find("sets its own replicas (3)"), std::string::npos) << e;
+}
+
+TEST(Replicas, SchemesThatSpanMiniBatchesAreRefusedClearly) {
+  const std::string e = testing::user_error([] { testing::train(kMlp, {"scheme={type: pipedream}", "partition.replicas=2"}); });
+  EXPECT_NE(e.find("partition.replicas"), std::string::npos) << e;
+  EXPECT_NE(e.find("scheme pipedream pipelines across mini-batches"), std::string::npos) << e;
+  EXPECT_NE(e.find("Fix:"), std::string::npos) << e;
+}
+
+// Every registered scheme at 2 stages x 2 replicas: sequential == threaded bit for bit
+// (dropout and batch norm in the model; micro-batches of at least 2 examples, as batch
+// norm's unbiased variance needs), or a clear refusal.
+class ReplicaExecutors : public ::testing::TestWithParam<testing::SchemeCase> {};
+
+const char* kNoisy = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 4], dropout: 0.1, batch_norm: true}
+dataset:   {type: synthetic, samples: 64, test_samples: 16, shape: [12], classes: 4}
+partition: {stages: 2, replicas: 2}
+scheme:    {type: single}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 1, batch_size: 32, seed: 3, threads: 1}
+)";
+
+TEST_P(ReplicaExecutors, ThreadedEqualsSequentialBitwise) {
+  const testing::SchemeCase& c = GetParam();
+  if (c.stages != 2) GTEST_SKIP() << "2 stages x 2 replicas only";
+  std::vector<std::string> common{"scheme=" + c.scheme};
+  if (c.scheme.find("type: dp") != std::string::npos) common.push_back("partition.replicas=1");
+  const auto with = [&](const std::string& executor) {
+    std::vector<std::string> o = common;
+    o.push_back("run.executor=" + executor);
+    return testing::train(kNoisy, o);
+  };
+  const auto scheme = Registry<Scheme>::get().create(
+      ConfigNode(YAML::Load(c.scheme), std::make_shared<ConfigSource>("case"), "scheme"));
+  if (!replicas_refused(*scheme, 2).empty()) {
+    const std::string e = testing::user_error([&] { with("sequential"); });
+    EXPECT_NE(e.find("partition.replicas"), std::string::npos) << e;
+    return;
+  }
+  const TensorDict sequential = with("sequential");
+  const TensorDict threaded = with("{type: threaded, intra_op_threads: 1}");
+  EXPECT_TRUE(testing::identical(sequential, threaded)) << "max difference " << testing::max_difference(sequential, threaded);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, ReplicaExecutors, ::testing::ValuesIn(testing::scheme_cases()),
+                         testing::scheme_case_name);
+
+}  // namespace
+}  // namespace pipelab
