@@ -134,7 +134,7 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   begin_run(slots, s.micro_batches(), mode);
   const bool writer = writes_results();
   RelayFeed relay(feed, !writer);
-  Mailboxes local(n, s.devices());
+  Mailboxes local(n);
   GroupTransport transport(*group_, local, [this](int stage) { return stage_owner(stage); });
   std::vector<DeviceWork> work;
   for (int d = 0; d < s.devices(); ++d) work.emplace_back(s, d);

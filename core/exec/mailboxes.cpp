@@ -8,7 +8,7 @@
 
 namespace pipelab {
 
-Mailboxes::Mailboxes(int stages, int, double spin_seconds)
+Mailboxes::Mailboxes(int stages, double spin_seconds)
     : boxes_(static_cast<size_t>(stages)), spin_seconds_(spin_seconds) {}
 
 void Mailboxes::send(int, int to, char kind, int mb, Parcel p) {

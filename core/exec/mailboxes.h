@@ -16,7 +16,7 @@ class Mailboxes : public Transport {
  public:
   /// Mailboxes for `stages` receiving stages. A receiver polls for `spin_seconds` before it
   /// sleeps.
-  Mailboxes(int stages, int devices, double spin_seconds = 0);
+  explicit Mailboxes(int stages, double spin_seconds = 0);
   void send(int from, int to, char kind, int mb, Parcel p) override;
   Parcel receive(int to, int from, char kind, int mb) override;
   void collective_barrier(int group, int members) override;

@@ -23,8 +23,8 @@ std::tuple<int, char, int> message_key(const Action& a);
 /// Runs `visit(device, index)` for every action in a dependency-respecting order: rounds
 /// over the devices, each running at most one ready action per round. A RECV is ready once
 /// its SEND ran; the k-th ALLREDUCE of a stage once every stage of its collective group (its
-/// replicas, Schedule::collective_group) has reached its k-th ALLREDUCE; every other action at once (its inputs were received by
-/// earlier actions of its device). Stops early (complete = false) when no device can
+/// replicas, Schedule::collective_group) has reached its k-th ALLREDUCE; every other action
+/// at once (its inputs were received by earlier actions of its device). Stops early (complete = false) when no device can
 /// proceed: the schedule deadlocks.
 WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t)>& visit);
 

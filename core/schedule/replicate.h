@@ -1,6 +1,6 @@
 #pragma once
-/// Data parallelism over whole pipelines as a schedule transform (docs/design.md,
-/// "Placement"): R copies of one pipeline's schedule run side by side, each on its own
+/// Data parallelism over whole pipelines as a schedule transform (docs/design.md, "Schedules
+/// are data", placement with replicas): R copies of one pipeline's schedule run side by side, each on its own
 /// devices and its own share of the mini-batch, and the copies of each stage sum their
 /// gradients (ALLREDUCE) before that stage's update. Nothing else changes: the executors,
 /// the validator and the simulator read the result like any schedule, so every scheme
