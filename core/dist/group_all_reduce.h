@@ -1,8 +1,9 @@
 #pragma once
-/// The data-parallel all-reduce over a process group (one replica per rank). It gathers
-/// every rank's gradients and adds them up in rank order, exactly as LocalAllReduce does
-/// in one process, so that a multi-process dp run has the simulated run's numbers bit for
-/// bit (a ring all-reduce would add in another order).
+/// The ALLREDUCE over a process group (one member per rank: the replicas of a one-stage
+/// pipeline). It gathers every rank's gradients and finishes them with the same function
+/// as LocalAllReduce in one process (gradient_finish.h: sums in rank order, ties, clip), so
+/// a multi-process run has the simulated run's numbers bit for bit (a ring all-reduce would
+/// add in another order).
 #include "core/dist/process_group.h"
 #include "core/exec/collective.h"
 
@@ -10,11 +11,13 @@ namespace pipelab::dist {
 
 class GroupAllReduce : public AllReduce {
  public:
-  explicit GroupAllReduce(ProcessGroup& group) : group_(group) {}
+  /// `plan` has one member per rank of `group`, in rank order.
+  GroupAllReduce(ProcessGroup& group, GradientPlan plan) : group_(group), plan_(std::move(plan)) {}
   void sum_gradients(int rank, const std::vector<at::Tensor>& params) override;
 
  private:
   ProcessGroup& group_;
+  GradientPlan plan_;
 };
 
 }  // namespace pipelab::dist

@@ -223,7 +223,7 @@ void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, Run
     // This replica's gradients are queued (on CUDA, on its stream); the sum waits for every
     // replica's, after all of them have arrived.
     slot.all_reduce->produced(slot.replica);
-    transport.collective_barrier(work.schedule().collective_group(a.stage), work.schedule().replicas());
+    transport.collective_barrier(work.schedule().collective_group(a.stage), work.schedule().collective_members());
   }
   Traced traced(stats, a.stage, a, stage.device());
   switch (a.kind) {

@@ -25,27 +25,28 @@ void LocalAllReduce::sum_gradients(int rank, const std::vector<at::Tensor>& para
   auto it = sums_.find(round);
   at::NoGradGuard no_grad;
   if (it == sums_.end()) {
-    Round r;
-    for (size_t i = 0; i < params.size(); ++i) {
-      at::Tensor sum;
-      for (size_t k = 0; k < params_.size(); ++k) {
-        const auto& replica = params_[k];
-        PIPELAB_ASSERT(replica.size() == params.size(), "replicas have {} and {} parameters", replica.size(), params.size());
-        const at::Tensor& g = replica[i].grad();
-        if (!g.defined()) continue;
-        // Replica k's gradient, on this device and stream, once its backward is done.
-        const at::Tensor mine = device::transfer(g, produced_[k], params[i].device());
-        sum = sum.defined() ? sum + mine : mine.clone();
+    // Every member's gradients, on this device and stream, once its backward is done.
+    const c10::Device here = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+    std::vector<std::vector<at::Tensor>> grads(params_.size());
+    for (size_t k = 0; k < params_.size(); ++k) {
+      for (const at::Tensor& p : params_[k]) {
+        const at::Tensor& g = p.grad();
+        grads[k].push_back(g.defined() ? device::transfer(g, produced_[k], here) : at::Tensor());
       }
-      r.sums.push_back(sum);
     }
-    if (!params.empty()) r.ready = device::record_ready(params.front().device());
+    Round r;
+    r.finished = finish_gradients(grads, plan_);
+    if (!params.empty()) r.ready = device::record_ready(here);
     r.ranks_left = static_cast<int>(params_.size());
     it = sums_.emplace(round, std::move(r)).first;
   }
-  const Round& r = it->second;
+  const std::vector<at::Tensor>& mine = it->second.finished.at(static_cast<size_t>(rank));
+  PIPELAB_ASSERT(mine.size() == params.size(), "member {} has {} parameters, its finished gradients {}", rank,
+                 params.size(), mine.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    if (r.sums[i].defined()) params[i].mutable_grad() = device::transfer(r.sums[i], r.ready, params[i].device()).clone();
+    if (mine[i].defined()) {
+      params[i].mutable_grad() = device::transfer(mine[i], it->second.ready, params[i].device()).clone();
+    }
   }
   if (--it->second.ranks_left == 0) sums_.erase(it);
 }

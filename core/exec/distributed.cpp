@@ -33,9 +33,11 @@ class GroupTransport : public Transport {
     dist::send_message(group_, p.message, owner_(to), kind, mb, to);
   }
   Parcel receive(int to, int from, char kind, int mb) override { return local_.receive(to, from, kind, mb); }
-  // One device per process, and one collective group (run() checks that a schedule with
-  // collectives has it so).
-  void collective_barrier(int, int) override { group_.barrier(); }
+  // One device per process, and one collective group of several members (run() checks that
+  // a schedule with collectives has it so); a group of one stage waits for nobody.
+  void collective_barrier(int, int members) override {
+    if (members > 1) group_.barrier();
+  }
 
  private:
   dist::ProcessGroup& group_;
@@ -124,6 +126,13 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
     throw UserError(fmt::format("replicas of a {}-stage pipeline across processes need an all-reduce per stage over "
                                 "a subgroup of the processes, which the distributed executor does not have yet. Fix: "
                                 "run them with executor sequential or threaded, or use partition.replicas: 1",
+                                s.pipeline_stages()));
+  }
+  if (s.collective_scope() == CollectiveScope::Model && s.pipeline_stages() > 1) {
+    throw UserError(fmt::format("a global gradient-norm clip or tied weights over a {}-stage pipeline need every "
+                                "stage's gradients at once, which the distributed executor does not gather across "
+                                "processes yet. Fix: run with executor sequential or threaded, or set "
+                                "optimizer.clip_scope: per_stage (and no tied weights)",
                                 s.pipeline_stages()));
   }
   if (!all_reduce_positions(s).front().empty() && options_.world_size != devices_) {
@@ -291,9 +300,10 @@ void DistributedExecutor::merge_trace() {
   }
 }
 
-std::shared_ptr<AllReduce> DistributedExecutor::all_reduce(int) {
+std::shared_ptr<AllReduce> DistributedExecutor::all_reduce(GradientPlan plan) {
   PIPELAB_ASSERT(group_, "all_reduce() before attach()");
-  return std::make_shared<dist::GroupAllReduce>(*group_);
+  if (plan.members.size() <= 1) return Executor::all_reduce(std::move(plan));
+  return std::make_shared<dist::GroupAllReduce>(*group_, std::move(plan));
 }
 
 PIPELAB_REGISTER(Executor, DistributedExecutor, "distributed",

@@ -46,8 +46,9 @@ class DistributedExecutor : public Configured<Executor, DistributedOptions> {
   bool any(bool flag) override;
   std::vector<std::string> gather_text(const std::string& key, const std::string& text) override;
   void merge_stats() override;
-  /// Over the process group, one replica per rank (dist/group_all_reduce.h).
-  std::shared_ptr<AllReduce> all_reduce(int ranks) override;
+  /// Over the process group, one member per rank (dist/group_all_reduce.h); a plan of one
+  /// member stays in this process.
+  std::shared_ptr<AllReduce> all_reduce(GradientPlan plan) override;
 
   /// The rank that runs device `device` of `devices`.
   static int owner(int device, int devices, int world_size);

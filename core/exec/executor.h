@@ -22,8 +22,8 @@ namespace pipelab {
 struct StageSlot {
   Stage* stage = nullptr;
   StagePolicy* policy = nullptr;
-  /// With replicas (Schedule::replicas): the all-reduce over this stage's replicas, which
-  /// its ALLREDUCE actions join as rank `replica`. Null without replicas.
+  /// The collective its ALLREDUCE actions join (its replicas, or every stage under
+  /// CollectiveScope::Model), as member `replica` of its GradientPlan. Null without one.
   std::shared_ptr<AllReduce> all_reduce;
   int replica = 0;
 };
@@ -139,8 +139,10 @@ class Executor : public Component {
   /// process's (a collective, called once per epoch); when tracing, the writing process also
   /// gets their ActionRecords and peak_activation_bytes, on its own clock.
   virtual void merge_stats() {}
-  /// The all-reduce `ranks` data-parallel replicas use.
-  virtual std::shared_ptr<AllReduce> all_reduce(int ranks) { return std::make_shared<LocalAllReduce>(ranks); }
+  /// The collective the members of `plan` join at their ALLREDUCE.
+  virtual std::shared_ptr<AllReduce> all_reduce(GradientPlan plan) {
+    return std::make_shared<LocalAllReduce>(std::move(plan));
+  }
 
  protected:
   ExecStats stats_;

@@ -59,9 +59,18 @@ struct BlockRecipe {
   BlockIO io;
 };
 
+/// Two parameters that are one (tied weights, docs/schemes.md F58), named
+/// "<block>.<param>" as in a state dict: `second` starts as a copy of `first`, and the two
+/// copies' gradients are summed before each update (core/exec/gradient_finish.h), on one
+/// stage or across stages alike, so they stay equal.
+struct TiedParameter {
+  std::string first, second;
+};
+
 /// A model before instantiation: block recipes, loss, and named stage splits.
 struct ModelDef {
   std::vector<BlockRecipe> blocks;
+  std::vector<TiedParameter> ties;
   std::shared_ptr<Loss> loss;
   /// Named balances ("spectrain_4" -> blocks per stage), selectable as `balance: <name>`.
   std::map<std::string, std::vector<int>> named_balances;

@@ -32,7 +32,7 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
   std::set<std::tuple<int, char, int>> sent;
   std::map<std::tuple<int, char, int>, std::vector<int>> waiting;  // message -> devices blocked on it
   // A collective round is (group, k): the k-th ALLREDUCE of every stage of the group.
-  const size_t members = static_cast<size_t>(s.replicas());
+  const size_t members = static_cast<size_t>(s.collective_members());
   std::map<std::pair<int, size_t>, size_t> arrived;                   // round -> stages at it
   std::map<std::pair<int, size_t>, std::vector<int>> at_collective;  // round -> devices blocked at it
   std::vector<size_t> collectives_done(static_cast<size_t>(std::max(s.stages(), 0)), 0);  // per stage

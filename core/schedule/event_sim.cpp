@@ -48,11 +48,11 @@ EventTimeline replay(const Schedule& s, const EventCosts& costs) {
       const int group = s.collective_group(a.stage);
       const auto k = std::make_pair(group, collectives_seen.at(static_cast<size_t>(a.stage))++);
       if (!collective_start.count(k)) {
-        // The walk visits a k-th ALLREDUCE only once every replica of the stage has reached
-        // its k-th, so their devices' free times are known: it waits for the latest of them.
+        // The walk visits a k-th ALLREDUCE only once every stage of its group has reached its
+        // k-th, so their devices' free times are known: it waits for the latest of them.
         double latest = start;
-        for (int r = 0; r < s.replicas(); ++r) {
-          latest = std::max(latest, free_at.at(static_cast<size_t>(device_of(group + r * s.pipeline_stages()))));
+        for (const int member : s.collective_stages(group)) {
+          latest = std::max(latest, free_at.at(static_cast<size_t>(device_of(member))));
         }
         collective_start[k] = costs.one_worker ? worker_free : latest;
       }

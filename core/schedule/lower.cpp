@@ -33,6 +33,7 @@ Schedule lower(const Schedule& compute, const Lowering& how) {
   };
   Schedule out(compute.stages(), compute.devices());
   out.set_replicas(compute.replicas());
+  out.set_collective_scope(compute.collective_scope());
   // Every added action is placed where the compute action it serves was written.
   const ScheduleSource* in_source = compute.source();
   auto where = in_source ? std::make_shared<ScheduleSource>(*in_source) : nullptr;

@@ -31,6 +31,22 @@ Schedule replicate(const std::vector<Schedule>& per_replica) {
   return out;
 }
 
+Schedule synchronize_updates(const Schedule& s, CollectiveScope scope) {
+  Schedule out(s.stages(), s.devices());
+  out.set_replicas(s.replicas());
+  out.set_collective_scope(scope);
+  for (int d = 0; d < s.devices(); ++d) {
+    const std::vector<Action>& actions = s.device(d);
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      const bool synced = i > 0 && actions[i - 1] == Action::all_reduce(a.stage);
+      if (a.kind == ActionKind::Update && !synced) out.add(d, Action::all_reduce(a.stage));
+      out.add(d, a);
+    }
+  }
+  return out;
+}
+
 Schedule updates_only(const Schedule& s) {
   Schedule out(s.stages(), s.devices());
   for (int d = 0; d < s.devices(); ++d) {

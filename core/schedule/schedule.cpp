@@ -124,6 +124,14 @@ void Schedule::set_replicas(int r) {
   replicas_ = r;
 }
 
+std::vector<int> Schedule::collective_stages(int group) const {
+  std::vector<int> out;
+  for (int stage = 0; stage < stages_; ++stage) {
+    if (collective_group(stage) == group) out.push_back(stage);
+  }
+  return out;
+}
+
 std::vector<int> Schedule::placement() const {
   std::vector<int> out(static_cast<size_t>(stages_), -1);
   for (int d = 0; d < devices(); ++d) {
@@ -163,6 +171,7 @@ bool Schedule::has_communication() const {
 Schedule Schedule::compute_only() const {
   Schedule out(stages_, devices());
   out.replicas_ = replicas_;
+  out.scope_ = scope_;
   auto where = source_ ? std::make_shared<ScheduleSource>(*source_) : nullptr;
   for (int d = 0; d < devices(); ++d) {
     if (where) where->at[static_cast<size_t>(d)].clear();

@@ -104,6 +104,12 @@ struct Action {
   static Action parse(const std::string& token, std::string& why);
 };
 
+/// Which stages an ALLREDUCE gathers (Schedule::collective_group).
+enum class CollectiveScope {
+  Replicas,  ///< the stage's copies in the other replicas (data parallelism)
+  Model,     ///< every stage of every replica (docs/schemes.md F57, F58: clipping, ties)
+};
+
 class Schedule {
  public:
   Schedule() = default;
@@ -116,14 +122,24 @@ class Schedule {
   /// r * pipeline_stages() + p (core/schedule/replicate.h).
   int stages() const { return stages_; }
   /// Copies of the pipeline the schedule runs side by side (data parallelism over whole
-  /// pipelines); 1 for a plain pipeline. A stage's ALLREDUCE is a collective of the stages
-  /// with the same collective_group(): its copies in the other replicas.
+  /// pipelines); 1 for a plain pipeline.
   int replicas() const { return replicas_; }
   int pipeline_stages() const { return replicas_ > 0 ? stages_ / replicas_ : stages_; }
-  int collective_group(int stage) const { return stage % std::max(pipeline_stages(), 1); }
   int replica_of(int stage) const { return stage / std::max(pipeline_stages(), 1); }
   /// Declares the schedule `r` replicas of a pipeline (stages() must be a multiple of r).
   void set_replicas(int r);
+  /// A stage's ALLREDUCE is a collective of the stages with the same collective_group(),
+  /// collective_members() of them: under CollectiveScope::Replicas its copies in the other
+  /// replicas, under CollectiveScope::Model every stage (the k-th ALLREDUCE of every stage
+  /// meets: a global gradient-norm clip, tied weights).
+  CollectiveScope collective_scope() const { return scope_; }
+  void set_collective_scope(CollectiveScope scope) { scope_ = scope; }
+  int collective_group(int stage) const {
+    return scope_ == CollectiveScope::Model ? 0 : stage % std::max(pipeline_stages(), 1);
+  }
+  int collective_members() const { return scope_ == CollectiveScope::Model ? stages_ : replicas_; }
+  /// The stages of `group`, in increasing order.
+  std::vector<int> collective_stages(int group) const;
   int devices() const { return static_cast<int>(devices_.size()); }
   const std::vector<Action>& device(int d) const { return devices_.at(static_cast<size_t>(d)); }
   std::vector<Action>& device(int d) { return devices_.at(static_cast<size_t>(d)); }
@@ -166,6 +182,7 @@ class Schedule {
  private:
   int stages_ = 0;
   int replicas_ = 1;
+  CollectiveScope scope_ = CollectiveScope::Replicas;
   std::vector<std::vector<Action>> devices_;
   std::shared_ptr<const ScheduleSource> source_;
 };

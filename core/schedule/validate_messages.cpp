@@ -149,10 +149,11 @@ void check_collectives(const Schedule& s, const Report& report) {
     const auto& more = mine > theirs ? at[stage] : at[first];
     const auto [d, i] = more[std::min(mine, theirs)];
     report.at(d, i,
-              fmt::format("stage {} runs {} ALLREDUCE and stage {}, its replica, {}: an all-reduce needs every "
-                          "replica of the stage, each time",
-                          stage, mine, first, theirs),
-              "give every replica of a stage the same number of ALLREDUCE");
+              fmt::format("stage {} runs {} ALLREDUCE and stage {}, of its collective group, {}: an all-reduce "
+                          "needs every stage of its group ({}), each time",
+                          stage, mine, first, theirs,
+                          s.collective_scope() == CollectiveScope::Model ? "every stage" : "the stage's replicas"),
+              "give every stage of the group the same number of ALLREDUCE");
   }
 }
 

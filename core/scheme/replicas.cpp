@@ -9,14 +9,38 @@
 
 namespace pipelab {
 
-Schedule replicated_schedule(const Scheme& scheme, int stages, const std::vector<int>& units) {
-  if (units.size() == 1) return scheme.schedule(stages, units.front());
+Schedule replicated_schedule(const Scheme& scheme, int stages, const std::vector<int>& units,
+                             const GradientSync& sync) {
+  const bool model = sync.scope == CollectiveScope::Model;
+  if (units.size() == 1) {
+    Schedule one = scheme.schedule(stages, units.front());
+    // Lowered first: a schedule with an ALLREDUCE counts as carrying its communication.
+    return sync.always || model ? synchronize_updates(with_communication(one), sync.scope) : one;
+  }
   std::vector<Schedule> per_replica;
   for (const int n : units) {
     per_replica.push_back(n > 0 ? with_communication(scheme.schedule(stages, n))
                                 : updates_only(scheme.schedule(stages, 1)));
   }
-  return replicate(per_replica);
+  Schedule out = replicate(per_replica);
+  if (model) out.set_collective_scope(CollectiveScope::Model);
+  return out;
+}
+
+bool clips_per_stage(const GradientOptions& options, const Scheme& scheme) {
+  using Scope = GradientOptions::ClipScope;
+  return options.clip_scope == Scope::PerStage || (options.clip_scope == Scope::Auto && scheme.span() != Span::MiniBatch);
+}
+
+GradientSync gradient_sync(const GradientOptions& options, const Scheme& scheme, int stages, int replicas, bool ties,
+                           bool ties_cross_stages) {
+  const bool clip = options.clip_grad_norm.has_value();
+  const bool sum_ties = ties && options.tied_gradients == GradientOptions::Tied::Sum;
+  GradientSync sync;
+  sync.always = replicas > 1 || clip || sum_ties;
+  const bool global_clip = clip && !clips_per_stage(options, scheme) && stages > 1;
+  if (global_clip || (sum_ties && ties_cross_stages)) sync.scope = CollectiveScope::Model;
+  return sync;
 }
 
 std::vector<int> equal_units(int units, int replicas) {
@@ -33,12 +57,14 @@ std::vector<int> replicated_placement(const Scheme& scheme, int stages, int repl
   return out;
 }
 
-ValidateOptions replicated_rules(const Scheme& scheme, int stages, int replicas) {
+ValidateOptions replicated_rules(const Scheme& scheme, int stages, int replicas, const GradientSync& sync) {
   ValidateOptions o = scheme.schedule_rules(stages);
-  if (replicas <= 1) return o;
-  if (!o.kinds.empty() && std::find(o.kinds.begin(), o.kinds.end(), ActionKind::AllReduce) == o.kinds.end()) {
+  const bool all_reduce = replicas > 1 || sync.always || sync.scope == CollectiveScope::Model;
+  if (all_reduce && !o.kinds.empty() &&
+      std::find(o.kinds.begin(), o.kinds.end(), ActionKind::AllReduce) == o.kinds.end()) {
     o.kinds.push_back(ActionKind::AllReduce);
   }
+  if (replicas <= 1) return o;
   const std::vector<int> one = o.max_in_flight;
   for (int r = 1; r < replicas && !one.empty(); ++r) o.max_in_flight.insert(o.max_in_flight.end(), one.begin(), one.end());
   return o;

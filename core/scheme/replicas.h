@@ -5,14 +5,35 @@
 /// asks here, so a scheme never sees its replicas and every scheme takes them.
 #include <vector>
 
+#include "core/optim/gradient_options.h"
 #include "core/scheme/scheme.h"
 
 namespace pipelab {
 
+/// What a stage's gradients go through before its update, beyond its own backward: the
+/// ALLREDUCE before each U (core/exec/gradient_finish.h). Replicas always need it; one
+/// replica needs it for a gradient clip or tied weights (docs/schemes.md F57, F58).
+struct GradientSync {
+  bool always = false;  ///< an ALLREDUCE before every U even with one replica
+  CollectiveScope scope = CollectiveScope::Replicas;
+};
+
+/// The ALLREDUCE a run of `scheme` needs: with `replicas` replicas, the clip of `options`,
+/// and tied weights (`ties`; `ties_cross_stages` when a tie spans two pipeline stages).
+/// Every stage meets (CollectiveScope::Model) for a global clip over several stages or a
+/// tie across stages.
+GradientSync gradient_sync(const GradientOptions& options, const Scheme& scheme, int stages, int replicas,
+                           bool ties, bool ties_cross_stages);
+
+/// Whether `options` clip each stage by its own norm (clip_scope: auto picks per_stage for
+/// schemes whose weights are asynchronous: their stages do not step together).
+bool clips_per_stage(const GradientOptions& options, const Scheme& scheme);
+
 /// The schedule of `stages` pipeline stages over units.size() replicas, replica r running
-/// units[r] micro-batches (0: it only joins the all-reduces). One replica: the scheme's own
-/// schedule, untouched.
-Schedule replicated_schedule(const Scheme& scheme, int stages, const std::vector<int>& units);
+/// units[r] micro-batches (0: it only joins the all-reduces), with `sync`'s ALLREDUCE. One
+/// replica and no sync: the scheme's own schedule, untouched.
+Schedule replicated_schedule(const Scheme& scheme, int stages, const std::vector<int>& units,
+                             const GradientSync& sync = {});
 
 /// `replicas` replicas of `units` micro-batches each (for tools that name a count, not a
 /// mini-batch).
@@ -22,9 +43,9 @@ std::vector<int> equal_units(int units, int replicas);
 /// r * D + placement(p), D the devices of one replica.
 std::vector<int> replicated_placement(const Scheme& scheme, int stages, int replicas);
 
-/// The scheme's schedule rules for its replicated schedule: ALLREDUCE allowed, the bounds
-/// repeated for every replica.
-ValidateOptions replicated_rules(const Scheme& scheme, int stages, int replicas);
+/// The scheme's schedule rules for its replicated schedule: ALLREDUCE allowed (with replicas
+/// or `sync`), the bounds repeated for every replica.
+ValidateOptions replicated_rules(const Scheme& scheme, int stages, int replicas, const GradientSync& sync = {});
 
 /// Why `scheme` cannot run `replicas` replicas ("" when it can). Replicas split each
 /// mini-batch, so a scheme whose schedule spans several mini-batches (asynchronous weights,

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/config/yaml_file.h"
+#include "core/train/optimizer_section.h"
 
 namespace pipelab {
 namespace {
@@ -53,7 +54,7 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   e.model = required_section<ModelFactory>(top, "model");
   e.dataset = required_section<DatasetFactory>(top, "dataset");
   e.scheme = required_section<Scheme>(top, "scheme");
-  e.optimizer = required_section<OptimizerFactory>(top, "optimizer");
+  e.optimizer = read_optimizer_section(top, e.gradients);
   e.lr_schedule = top.has("lr_schedule") ? Registry<LrSchedule>::get().create(top.child("lr_schedule"))
                                          : Registry<LrSchedule>::get().create_default("constant");
   if (top.has("partition")) e.partition = read_options<PartitionOptions>(top.child("partition"));

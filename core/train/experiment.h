@@ -12,6 +12,7 @@
 #include "core/exec/executor.h"
 #include "core/model/model.h"
 #include "core/model/partition.h"
+#include "core/optim/gradient_options.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
 #include "core/scheme/scheme.h"
@@ -112,6 +113,7 @@ struct Experiment {
   std::unique_ptr<DatasetFactory> dataset;
   std::unique_ptr<Scheme> scheme;
   std::unique_ptr<OptimizerFactory> optimizer;
+  GradientOptions gradients;  ///< the optimizer section's clip and tied-weight keys
   std::unique_ptr<LrSchedule> lr_schedule;
   std::unique_ptr<Executor> executor;
   PartitionOptions partition;

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/data/loader.h"
+#include "core/exec/gradient_finish.h"
+#include "core/scheme/replicas.h"
 #include "core/train/experiment.h"
 #include "core/train/run_record.h"
 
@@ -90,8 +92,12 @@ class Runner {
   int checked_replicas(int stages) const;
   /// Replica r's stages from the model's blocks (split by balance_), appended to stages_.
   void build_replica(int r, std::vector<Block> blocks, const std::vector<c10::Device>& devices);
-  /// Gives every stage with replicas its all-reduce over them (StageSlot::all_reduce).
-  void connect_replicas();
+  /// Resolves the model's tied parameters (ModelDef::ties) into ties_ and starts every
+  /// second copy equal to its first.
+  void tie_parameters();
+  /// Decides sync_ (replicas, clip, ties) and gives every stage the collective its
+  /// ALLREDUCE joins (StageSlot::all_reduce; core/train/runner_gradients.cpp).
+  void connect_gradients();
   std::vector<Stage*> replica_stages(int r) const;
   /// Micro-batches per replica for a mini-batch of `n` examples (replica_chunk_sizes).
   std::vector<int> replica_units(int64_t n) const;
@@ -155,6 +161,8 @@ class Runner {
   std::unique_ptr<DataLoader> train_, test_;
   std::map<std::vector<int>, Schedule> schedules_;
   int pipeline_stages_ = 0, replicas_ = 1;
+  GradientSync sync_;                      ///< the ALLREDUCE before each update (connect_gradients)
+  std::vector<GradientPlan::Tie> ties_;    ///< the model's tied parameters, by pipeline stage
   ExecStats last_train_stats_;  ///< what the executor measured in the last training epoch
   /// Wall time of the executor runs of the last training epoch (costs.json's step_seconds).
   struct StepTiming {

@@ -224,6 +224,7 @@ void Runner::build_stages() {
       if (r == 0) init_report_ = report;
     }
   }
+  tie_parameters();
   for (const auto& stage : stages_) {
     Stage& s = *stage;
     s.set_optimizer(e_.optimizer->make(s.parameters()));
@@ -231,7 +232,7 @@ void Runner::build_stages() {
     policies_.push_back(e_.scheme->make_policy(s));
     slots_.push_back({&s, policies_.back().get()});
   }
-  connect_replicas();
+  connect_gradients();
 }
 
 void Runner::prepare_stages() {
@@ -332,7 +333,7 @@ void Runner::check_schedule(const Schedule& s, const ValidateOptions& rules) con
 
 void Runner::check_schedules() const {
   const int stages = pipeline_stages_;
-  const ValidateOptions bound = replicated_rules(*e_.scheme, stages, replicas_);
+  const ValidateOptions bound = replicated_rules(*e_.scheme, stages, replicas_, sync_);
   if (e_.scheme->span() == Span::MiniBatch) {
     const int m = e_.scheme->micro_batches() * replicas_;
     if (m > e_.run.batch_size) {
@@ -342,9 +343,9 @@ void Runner::check_schedules() const {
                                   e_.scheme->type(), m, replicas_ > 1 ? " over its replicas" : "", e_.run.batch_size),
                       fmt::format("use run.batch_size >= {} or fewer micro-batches", m));
     }
-    check_schedule(replicated_schedule(*e_.scheme, stages, replica_units(e_.run.batch_size)), bound);
+    check_schedule(replicated_schedule(*e_.scheme, stages, replica_units(e_.run.batch_size), sync_), bound);
   } else {
-    check_schedule(e_.scheme->schedule(stages, static_cast<int>(train_->batches())), bound);
+    check_schedule(replicated_schedule(*e_.scheme, stages, {static_cast<int>(train_->batches())}, sync_), bound);
   }
   validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)),
                                             {placement_.begin(), placement_.begin() + stages}));
@@ -376,7 +377,9 @@ YAML::Node Runner::resolved_config() const {
   partition.balance.counts = balance_;
   root["partition"] = write_options(partition);
   root["scheme"] = e_.scheme->resolved();
-  root["optimizer"] = e_.optimizer->resolved();
+  YAML::Node optimizer = e_.optimizer->resolved();
+  for (const auto& kv : write_options(e_.gradients)) optimizer[kv.first] = kv.second;
+  root["optimizer"] = optimizer;
   root["lr_schedule"] = e_.lr_schedule->resolved();
   YAML::Node run = write_options(e_.run);
   run["executor"] = e_.executor->resolved();

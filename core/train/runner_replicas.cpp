@@ -59,20 +59,6 @@ void Runner::build_replica(int r, std::vector<Block> blocks, const std::vector<c
   }
 }
 
-void Runner::connect_replicas() {
-  if (replicas_ <= 1) return;
-  // One all-reduce per pipeline stage over its replicas (in one process, or over the group).
-  for (int p = 0; p < pipeline_stages_; ++p) {
-    const std::shared_ptr<AllReduce> group = e_.executor->all_reduce(replicas_);
-    for (int r = 0; r < replicas_; ++r) {
-      StageSlot& slot = slots_[static_cast<size_t>(r * pipeline_stages_ + p)];
-      group->add_rank(r, slot.stage->parameters());
-      slot.all_reduce = group;
-      slot.replica = r;
-    }
-  }
-}
-
 std::vector<Stage*> Runner::replica_stages(int r) const {
   std::vector<Stage*> out;
   for (int p = 0; p < pipeline_stages_; ++p) out.push_back(stages_[static_cast<size_t>(r * pipeline_stages_ + p)].get());
@@ -90,7 +76,7 @@ std::vector<int> Runner::replica_units(int64_t n) const {
 const Schedule& Runner::train_schedule(const std::vector<int>& units) {
   auto it = schedules_.find(units);
   if (it == schedules_.end()) {
-    it = schedules_.emplace(units, with_communication(replicated_schedule(*e_.scheme, pipeline_stages_, units))).first;
+    it = schedules_.emplace(units, with_communication(replicated_schedule(*e_.scheme, pipeline_stages_, units, sync_))).first;
   }
   return it->second;
 }

@@ -52,7 +52,7 @@ void Runner::finish_summary(RunSummary& s) const {
   const std::vector<int> units = e_.scheme->span() == Span::MiniBatch
                                      ? replica_units(e_.run.batch_size)
                                      : std::vector<int>{static_cast<int>(train_->batches())};
-  const Schedule schedule = replicated_schedule(*e_.scheme, pipeline_stages_, units);
+  const Schedule schedule = replicated_schedule(*e_.scheme, pipeline_stages_, units, sync_);
   s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
   const ExecStats& st = last_train_stats_;
   if (st.forward.size() != static_cast<size_t>(stages)) return;  // no training ran in this session

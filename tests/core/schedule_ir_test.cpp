@@ -68,7 +68,7 @@ TEST(ScheduleIr, ValidatorChecksMessages) {
                 .find("stage 0 sends the output of other micro-batches to stage 1 but not of this one"),
             std::string::npos);
   // A collective needs every replica of the stage, each time.
-  EXPECT_NE(validation_error("0F0 0B0 0ALLREDUCE 0U\n1F1 1B1 1U", 2).find("stage 1 runs 0 ALLREDUCE and stage 0, its replica, 1"),
+  EXPECT_NE(validation_error("0F0 0B0 0ALLREDUCE 0U\n1F1 1B1 1U", 2).find("stage 1 runs 0 ALLREDUCE and stage 0, of its collective group, 1"),
             std::string::npos);
   EXPECT_EQ(validation_error("0F0 0B0 0ALLREDUCE 0U\n1F1 1B1 1ALLREDUCE 1U", 2), "");
 }

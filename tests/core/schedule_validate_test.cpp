@@ -79,7 +79,7 @@ TEST(ScheduleFiles, EveryMicroBatchOfEveryStageRunsOnce) {
   EXPECT_NE(refused("d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F0 1B0 1ALLREDUCE 1U\n"
                     "d2: 2F1 2B1 2ALLREDUCE 2ALLREDUCE 2U\nd3: 3F1 3B1 3ALLREDUCE 3U\n",
                     replicas, 2)
-                .find("stage 2 runs 2 ALLREDUCE and stage 0, its replica, 1"),
+                .find("stage 2 runs 2 ALLREDUCE and stage 0, of its collective group, 1"),
             std::string::npos);
 }
 

@@ -15,6 +15,7 @@
 #include "core/schedule/timeline.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
+#include "core/train/optimizer_section.h"
 #include "tools/cli/options.h"
 
 namespace pipelab::cli {
@@ -148,8 +149,11 @@ int schedule(const Args& args) {
   }
   const std::string refused = replicas_refused(*scheme, replicas);
   if (!refused.empty()) throw UsageError{refused};
-  const Schedule s = with_communication(replicated_schedule(*scheme, d, equal_units(micro, replicas)));
-  validate_schedule(s, replicated_rules(*scheme, d, replicas));
+  // The file's gradient clip: a global one makes every stage's update wait for all stages.
+  const GradientOptions gradients = top.has("optimizer") ? read_gradient_options(top.child("optimizer")) : GradientOptions{};
+  const GradientSync sync = gradient_sync(gradients, *scheme, d, replicas, false, false);
+  const Schedule s = with_communication(replicated_schedule(*scheme, d, equal_units(micro, replicas), sync));
+  validate_schedule(s, replicated_rules(*scheme, d, replicas, sync));
   CostModel model = CostModel::split(d * replicas, costs[0], costs[1], costs[2]);
   const Timeline t = simulate_timeline(s, model);
   YAML::Emitter resolved;
@@ -163,6 +167,11 @@ int schedule(const Args& args) {
              "  F forward                 B backward (input and weights)   I, W: B split into input, weights\n"
              "  H auxiliary head's backward (interlocking)                 U optimizer step\n{}\n",
              s.compute_only().to_text());
+  if (sync.scope == CollectiveScope::Model) {
+    fmt::print("optimizer.clip_grad_norm clips over every stage: each U waits for an ALLREDUCE of all {} stages (shown "
+               "with --lowered)\n\n",
+               s.stages());
+  }
   if (lowered) fmt::print("with its messages (lowered):\n{}\n", s.to_text());
   bool whole = true;
   for (const double c : costs) whole = whole && c == static_cast<int>(c);

@@ -268,6 +268,7 @@ int simulate(const Args& args) {
       // Replicas of the pipeline (partition.replicas, or dp's own) each take their share.
       sim::SimOptions row_options = sim_options;
       row_options.replicas = scheme->replicas(e.partition.replicas);
+      row_options.sync = gradient_sync(e.gradients, *scheme, d, row_options.replicas, false, false);
       const double examples = batch / m / row_options.replicas;
       sim::SimCosts costs = source.costs(d, examples);
       // Costs measured with replicas list every replica's stages: one replica's are enough.

@@ -128,8 +128,8 @@ SimResult replay_scheme(const Scheme& scheme, int stages, int units, const SimCo
   SimResult r;
   const std::string refused = replicas_refused(scheme, o.replicas);
   if (!refused.empty()) throw UserError(refused + ". Fix: simulate it without replicas");
-  r.schedule = with_communication(replicated_schedule(scheme, stages, equal_units(units, o.replicas)));
-  validate_schedule(r.schedule, replicated_rules(scheme, stages, o.replicas));
+  r.schedule = with_communication(replicated_schedule(scheme, stages, equal_units(units, o.replicas), o.sync));
+  validate_schedule(r.schedule, replicated_rules(scheme, stages, o.replicas, o.sync));
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/schedule/event_sim.h"
+#include "core/scheme/replicas.h"
 #include "core/scheme/scheme.h"
 #include "tools/simulate/costs.h"
 
@@ -21,6 +22,9 @@ struct SimOptions {
   /// each runs `units` micro-batches of its share on its own devices, and the copies of a
   /// stage all-reduce its gradients before its update (a ring over the replicas).
   int replicas = 1;
+  /// The ALLREDUCE before each update without replicas too (a gradient clip; the runner's
+  /// gradient_sync): a global clip makes every stage's update wait for all stages.
+  GradientSync sync;
 };
 
 /// Memory of one device over time: `bytes` from `time` on.

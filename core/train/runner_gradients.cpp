@@ -1,0 +1,107 @@
+/// What the stages' gradients go through before each update (core/exec/gradient_finish.h):
+/// the replicas' sum, tied weights and the gradient-norm clip of the optimizer section,
+/// wired as one collective per group of stages that the ALLREDUCE before each U joins.
+#include <fmt/format.h>
+
+#include <optional>
+#include <set>
+
+#include "core/scheme/replicas.h"
+#include "core/train/runner.h"
+
+namespace pipelab {
+namespace {
+
+/// Stage p's parameter named `name` ("<block>.<param>"), as (p, index in parameters()).
+std::optional<std::pair<int, size_t>> find_parameter(const std::vector<Stage*>& stages, const std::string& name) {
+  for (size_t p = 0; p < stages.size(); ++p) {
+    size_t k = 0;
+    for (const auto& kv : stages[p]->module().named_parameters()) {
+      if (kv.key() == name) return std::make_pair(static_cast<int>(p), k);
+      ++k;
+    }
+  }
+  return std::nullopt;
+}
+
+/// A model-wide ALLREDUCE is one collective of every stage; a device that runs two stages
+/// reaches them one at a time, and would wait at the first for the second: refused.
+void check_model_wide_sync(const Experiment& e, const GradientSync& sync, const std::vector<int>& placement,
+                           int stages) {
+  if (sync.scope != CollectiveScope::Model) return;
+  const std::set<int> devices(placement.begin(), placement.begin() + stages);
+  if (static_cast<int>(devices.size()) == stages) return;
+  const bool clip = e.gradients.clip_grad_norm.has_value();
+  e.source->fail(clip ? "optimizer.clip_grad_norm" : "model.type",
+                  fmt::format("{} needs every stage's gradients at once, and scheme {} runs several stages on one "
+                              "device, which cannot join that collective yet",
+                              clip ? "a global gradient-norm clip" : "weights tied across stages", e.scheme->type()),
+                  clip ? "set optimizer.clip_scope: per_stage, or use a scheme with one stage per device"
+                       : "use a scheme with one stage per device");
+}
+
+}  // namespace
+
+void Runner::tie_parameters() {
+  const std::vector<Stage*> first_replica = replica_stages(0);
+  for (const TiedParameter& tie : def_.ties) {
+    const auto a = find_parameter(first_replica, tie.first), b = find_parameter(first_replica, tie.second);
+    PIPELAB_ASSERT(a && b, "model {} ties {} and {}, which it does not have", e_.model->type(), tie.first, tie.second);
+    ties_.push_back({a->first, a->second, b->first, b->second});
+    // The second copy starts as the first (Megatron's setup all-reduce of the zeroed copy).
+    at::NoGradGuard no_grad;
+    for (int r = 0; r < replicas_; ++r) {
+      const std::vector<Stage*> stages = replica_stages(r);
+      const at::Tensor from = stages[static_cast<size_t>(a->first)]->parameters().at(a->second);
+      at::Tensor to = stages[static_cast<size_t>(b->first)]->parameters().at(b->second);
+      PIPELAB_ASSERT(from.sizes() == to.sizes(), "tied {} and {} have shapes {} and {}", tie.first, tie.second,
+                     shape_text(from.sizes()), shape_text(to.sizes()));
+      to.copy_(from);
+    }
+  }
+}
+
+void Runner::connect_gradients() {
+  const GradientOptions& o = e_.gradients;
+  if (o.clip_grad_norm && e_.run.amp == Amp::Fp16) {
+    e_.source->fail("optimizer.clip_grad_norm",
+                    "the clip would see fp16's loss-scaled gradients (they are unscaled inside each stage's step)",
+                    "use run.amp: bf16 or none with a gradient clip");
+  }
+  bool cross = false;
+  for (const GradientPlan::Tie& t : ties_) cross = cross || t.first_stage != t.second_stage;
+  sync_ = gradient_sync(o, *e_.scheme, pipeline_stages_, replicas_, !ties_.empty(), cross);
+  if (!sync_.always) return;
+  check_model_wide_sync(e_, sync_, placement_, pipeline_stages_);
+  GradientPlan rules;
+  rules.sum_ties = o.tied_gradients == GradientOptions::Tied::Sum;
+  rules.clip_max_norm = o.clip_grad_norm.value_or(0.0);
+  rules.clip_norm_type = o.norm_type();
+  rules.clip_per_stage = clips_per_stage(o, *e_.scheme);
+  const int stages = pipeline_stages_;
+  // One collective per group of stages: all of them, or each stage's replicas.
+  const bool model = sync_.scope == CollectiveScope::Model;
+  for (int group = 0; group < (model ? 1 : stages); ++group) {
+    GradientPlan plan = rules;
+    std::vector<size_t> slots;
+    for (int r = 0; r < replicas_; ++r) {
+      for (int p = 0; p < stages; ++p) {
+        if (!model && p != group) continue;
+        plan.members.push_back({p, r});
+        slots.push_back(static_cast<size_t>(r * stages + p));
+      }
+    }
+    for (const GradientPlan::Tie& t : ties_) {
+      if (model || (t.first_stage == group && t.second_stage == group)) plan.ties.push_back(t);
+    }
+    const std::shared_ptr<AllReduce> collective = e_.executor->all_reduce(plan);
+    for (size_t m = 0; m < slots.size(); ++m) {
+      StageSlot& slot = slots_[slots[m]];
+      collective->add_rank(static_cast<int>(m), slot.stage->parameters());
+      slot.all_reduce = collective;
+      slot.replica = static_cast<int>(m);
+    }
+  }
+}
+
+}  // namespace pipelab
