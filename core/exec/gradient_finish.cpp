@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/util/error.h"

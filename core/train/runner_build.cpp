@@ -378,7 +378,14 @@ YAML::Node Runner::resolved_config() const {
   root["partition"] = write_options(partition);
   root["scheme"] = e_.scheme->resolved();
   YAML::Node optimizer = e_.optimizer->resolved();
-  for (const auto& kv : write_options(e_.gradients)) optimizer[kv.first] = kv.second;
+  // The gradient keys only when set, so that runs without them keep their config.yaml (and
+  // resume across versions).
+  const GradientOptions& g = e_.gradients;
+  const bool set = g.clip_grad_norm || g.clip_norm_type != GradientOptions{}.clip_norm_type ||
+                   g.clip_scope != GradientOptions::ClipScope::Auto || g.tied_gradients != GradientOptions::Tied::Sum;
+  if (set) {
+    for (const auto& kv : write_options(g)) optimizer[kv.first] = kv.second;
+  }
   root["optimizer"] = optimizer;
   root["lr_schedule"] = e_.lr_schedule->resolved();
   YAML::Node run = write_options(e_.run);
