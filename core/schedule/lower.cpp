@@ -9,11 +9,12 @@
 namespace pipelab {
 namespace {
 
-ActionKind send_of(char p) { return p == 'F' ? ActionKind::SendF : p == 'B' ? ActionKind::SendB : ActionKind::SendH; }
-ActionKind receive_of(char p) { return p == 'F' ? ActionKind::RecvF : p == 'B' ? ActionKind::RecvB : ActionKind::RecvH; }
-/// The payload a compute action's result travels as when it goes back.
-char back_payload(ActionKind k) { return k == ActionKind::Head ? 'H' : 'B'; }
-bool consumes_gradients(ActionKind k) { return k == ActionKind::Backward || k == ActionKind::BackwardInput; }
+/// The message a compute kind's result travels back as (the kind table's; B's for a kind
+/// that names none).
+char back_payload(ActionKind k) {
+  const ActionKindInfo& i = kind_info(k);
+  return i.direction < 0 ? i.message : 'B';
+}
 
 }  // namespace
 
@@ -27,9 +28,13 @@ Schedule lower(const Schedule& compute, const Lowering& how) {
   const auto sends_back = [&](ActionKind k) {
     return std::find(how.sends_back.begin(), how.sends_back.end(), k) != how.sends_back.end();
   };
-  // Stage s-1 takes a gradient back when it runs a B or an I of that micro-batch.
+  // Stage s-1 takes a gradient back when it runs a kind that consumes one (B, or I).
   const auto takes_back = [&](int stage, int mb) {
-    return stage >= 0 && (has(stage, ActionKind::Backward, mb) || has(stage, ActionKind::BackwardInput, mb));
+    if (stage < 0) return false;
+    for (const ActionKindInfo& k : action_kinds()) {
+      if (k.takes_gradients && has(stage, k.kind, mb)) return true;
+    }
+    return false;
   };
   Schedule out(compute.stages(), compute.devices());
   out.set_replicas(compute.replicas());
@@ -42,25 +47,23 @@ Schedule lower(const Schedule& compute, const Lowering& how) {
     for (size_t i = 0; i < compute.device(d).size(); ++i) {
       const Action& a = compute.device(d)[i];
       const int s = a.stage;
-      if (a.kind == ActionKind::Forward && how.forward && has(s - 1, ActionKind::Forward, a.mb)) {
-        out.add(d, {s, ActionKind::RecvF, a.mb});
-      }
-      if (consumes_gradients(a.kind)) {
+      const ActionKindInfo& kind = kind_info(a.kind);
+      const bool goes_forward = kind.role == KindRole::Compute && kind.direction > 0;
+      if (goes_forward && how.forward && has(s - 1, a.kind, a.mb)) out.add(d, {s, receive_kind(kind.message), a.mb});
+      if (kind.takes_gradients) {
         std::vector<char> received;
         for (const ActionKind k : how.sends_back) {
           const char p = back_payload(k);
           if (std::find(received.begin(), received.end(), p) != received.end()) continue;
           if (!has(s + 1, k, a.mb)) continue;
           received.push_back(p);
-          out.add(d, {s, receive_of(p), a.mb});
+          out.add(d, {s, receive_kind(p), a.mb});
         }
       }
       out.add(d, a);
-      if (a.kind == ActionKind::Forward && how.forward && has(s + 1, ActionKind::Forward, a.mb)) {
-        out.add(d, {s, ActionKind::SendF, a.mb});
-      }
-      if (s > 0 && sends_back(a.kind) && a.kind != ActionKind::Forward && takes_back(s - 1, a.mb)) {
-        out.add(d, {s, send_of(back_payload(a.kind)), a.mb});
+      if (goes_forward && how.forward && has(s + 1, a.kind, a.mb)) out.add(d, {s, send_kind(kind.message), a.mb});
+      if (s > 0 && sends_back(a.kind) && !goes_forward && takes_back(s - 1, a.mb)) {
+        out.add(d, {s, send_kind(back_payload(a.kind)), a.mb});
       }
       if (where) {
         auto& at = where->at[static_cast<size_t>(d)];

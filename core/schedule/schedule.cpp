@@ -12,66 +12,21 @@
 namespace pipelab {
 namespace {
 
-struct KindName {
-  ActionKind kind;
-  const char* name;
-};
-// Longest names first, so that parsing "SEND_F" does not stop at a shorter prefix.
-constexpr std::array<KindName, 13> kKinds{{{ActionKind::AllReduce, "ALLREDUCE"},
-                                           {ActionKind::SendF, "SEND_F"},
-                                           {ActionKind::RecvF, "RECV_F"},
-                                           {ActionKind::SendB, "SEND_B"},
-                                           {ActionKind::RecvB, "RECV_B"},
-                                           {ActionKind::SendH, "SEND_H"},
-                                           {ActionKind::RecvH, "RECV_H"},
-                                           {ActionKind::Forward, "F"},
-                                           {ActionKind::Backward, "B"},
-                                           {ActionKind::BackwardInput, "I"},
-                                           {ActionKind::BackwardWeight, "W"},
-                                           {ActionKind::Head, "H"},
-                                           {ActionKind::Update, "U"}}};
-
-bool takes_micro_batch(ActionKind k) { return k != ActionKind::Update && k != ActionKind::AllReduce; }
-
 bool all_digits(const std::string& s) {
   return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
 }  // namespace
 
-char payload(ActionKind k) {
-  switch (k) {
-    case ActionKind::SendF:
-    case ActionKind::RecvF: return 'F';
-    case ActionKind::SendB:
-    case ActionKind::RecvB: return 'B';
-    case ActionKind::SendH:
-    case ActionKind::RecvH: return 'H';
-    default: return 0;
-  }
-}
-
-bool is_send(ActionKind k) { return k == ActionKind::SendF || k == ActionKind::SendB || k == ActionKind::SendH; }
-bool is_receive(ActionKind k) { return k == ActionKind::RecvF || k == ActionKind::RecvB || k == ActionKind::RecvH; }
-bool is_compute(ActionKind k) { return !is_send(k) && !is_receive(k) && k != ActionKind::AllReduce; }
-bool is_backward(ActionKind k) {
-  return k == ActionKind::Backward || k == ActionKind::BackwardInput || k == ActionKind::BackwardWeight;
-}
-
 int peer(const Action& a) {
-  const char p = payload(a.kind);
-  if (!p) return a.stage;
   // A send names its own stage, a receive the receiving one.
-  const int down = p == 'F' ? 1 : -1;
-  return is_send(a.kind) ? a.stage + down : a.stage - down;
+  const ActionKindInfo& k = kind_info(a.kind);
+  if (k.role == KindRole::Send) return a.stage + k.direction;
+  if (k.role == KindRole::Receive) return a.stage - k.direction;
+  return a.stage;
 }
 
-std::string Action::kind_name(ActionKind k) {
-  for (const KindName& n : kKinds) {
-    if (n.kind == k) return n.name;
-  }
-  return "?";
-}
+std::string Action::kind_name(ActionKind k) { return kind_info(k).name; }
 
 std::string Action::text() const {
   return takes_micro_batch(kind) ? fmt::format("{}{}", kind_name(kind), mb) : kind_name(kind);
@@ -94,12 +49,17 @@ Action Action::parse(const std::string& token, std::string& why) {
   Action a;
   a.stage = std::stoi(token.substr(0, i));
   const std::string rest = token.substr(i);
-  for (const KindName& n : kKinds) {
-    const std::string name = n.name;
-    if (rest.compare(0, name.size(), name) != 0) continue;
-    a.kind = n.kind;
+  // The longest name that starts the rest, so that "SEND_F" does not stop at a shorter one.
+  const ActionKindInfo* found = nullptr;
+  for (const ActionKindInfo& k : action_kinds()) {
+    const std::string name = k.name;
+    if (rest.compare(0, name.size(), name) == 0 && (!found || name.size() > std::string(found->name).size())) found = &k;
+  }
+  if (found) {
+    const std::string name = found->name;
+    a.kind = found->kind;
     const std::string mb = rest.substr(name.size());
-    if (!takes_micro_batch(n.kind)) {
+    if (!found->micro_batch) {
       if (!mb.empty()) why = fmt::format("{} takes no micro-batch", name);
       return a;
     }

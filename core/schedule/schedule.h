@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "core/schedule/action_kinds.h"
+
 namespace pipelab {
 
 /// Where one action of a schedule file was written (1-based line and column, its length).
@@ -46,37 +48,11 @@ struct ScheduleSource {
 inline constexpr int kMaxScheduleDevices = 1 << 16;
 inline constexpr int kMaxScheduleStages = 1 << 16;
 
-enum class ActionKind : char {
-  Forward = 'F',
-  Backward = 'B',
-  BackwardInput = 'I',
-  BackwardWeight = 'W',
-  Head = 'H',
-  Update = 'U',
-  SendF = 'f',
-  RecvF = 'g',
-  SendB = 'b',
-  RecvB = 'c',
-  SendH = 'h',
-  RecvH = 'i',
-  AllReduce = 'A',
-};
-
-/// The message a communication action carries: 'F' (an activation), 'B' (an input gradient,
-/// from B or I) or 'H' (a head's gradient); 0 for compute actions and ALLREDUCE.
-char payload(ActionKind k);
-bool is_send(ActionKind k);
-bool is_receive(ActionKind k);
-/// F, B, I, W, H, U: what a device spends compute on.
-bool is_compute(ActionKind k);
-/// B, I or W.
-bool is_backward(ActionKind k);
-
 struct Action;
-/// The one neighbour rule: the stage on the other end of a SEND or RECV action (an
-/// activation goes to stage + 1, a gradient back to stage - 1; the replicas of a pipeline
-/// never exchange messages, since each numbers its micro-batches apart); the action's own
-/// stage for any other action.
+/// The one neighbour rule: the stage on the other end of a SEND or RECV action (its
+/// message's direction in the kind table: an activation goes to stage + 1, a gradient back
+/// to stage - 1; the replicas of a pipeline never exchange messages, since each numbers its
+/// micro-batches apart); the action's own stage for any other action.
 int peer(const Action& a);
 
 /// One action of one model stage. `mb` is -1 for U and ALLREDUCE.

@@ -14,39 +14,36 @@ namespace pipelab {
 
 CostModel CostModel::uniform(int stages, double forward, double backward, double update, double head) {
   CostModel c;
-  c.forward.assign(static_cast<size_t>(stages), forward);
-  c.head.assign(static_cast<size_t>(stages), head);
-  c.backward.assign(static_cast<size_t>(stages), backward);
-  c.update.assign(static_cast<size_t>(stages), update);
+  const size_t n = static_cast<size_t>(stages);
+  c.seconds[ActionKind::Forward].assign(n, forward);
+  c.seconds[ActionKind::Head].assign(n, head);
+  c.seconds[ActionKind::Backward].assign(n, backward);
+  c.seconds[ActionKind::Update].assign(n, update);
   return c;
 }
 
 CostModel CostModel::split(int stages, double forward, double input, double weight) {
   CostModel c = uniform(stages, forward, input + weight, 0, 0.5 * (input + weight));
-  c.backward_input.assign(static_cast<size_t>(stages), input);
-  c.backward_weight.assign(static_cast<size_t>(stages), weight);
+  c.seconds[ActionKind::BackwardInput].assign(static_cast<size_t>(stages), input);
+  c.seconds[ActionKind::BackwardWeight].assign(static_cast<size_t>(stages), weight);
   return c;
 }
 
 double CostModel::cost(const Action& a) const {
+  const ActionKindInfo& k = kind_info(a.kind);
+  if (k.role != KindRole::Compute) return 0;
   const size_t r = static_cast<size_t>(a.stage);
-  const auto at = [&](const std::vector<double>& v) { return v.empty() ? 0.0 : v.at(r); };
-  switch (a.kind) {
-    case ActionKind::Forward: return at(forward);
-    case ActionKind::Backward: return at(backward);
-    case ActionKind::BackwardInput: return backward_input.empty() ? 0.5 * at(backward) : at(backward_input);
-    case ActionKind::BackwardWeight: return backward_weight.empty() ? 0.5 * at(backward) : at(backward_weight);
-    case ActionKind::Head: return at(head);
-    case ActionKind::Update: return at(update);
-    default: return 0;
-  }
+  if (!seconds[a.kind].empty()) return seconds[a.kind].at(r);
+  const std::vector<double>& fallback = seconds[k.cost_fallback];
+  return k.cost_fallback == a.kind || fallback.empty() ? 0.0 : k.cost_share * fallback.at(r);
 }
 
 Timeline simulate_timeline(const Schedule& in, const CostModel& costs) {
   const Schedule s = with_communication(in);
   const size_t stages = static_cast<size_t>(s.stages());
-  PIPELAB_ASSERT(costs.forward.size() == stages && costs.backward.size() == stages,
-                 "cost model has {} stages, schedule {}", costs.forward.size(), stages);
+  const size_t given = costs.seconds[ActionKind::Forward].size();
+  PIPELAB_ASSERT(given == stages && costs.seconds[ActionKind::Backward].size() == stages,
+                 "cost model has {} stages, schedule {}", given, stages);
   EventCosts events;
   events.compute = [&](int, const Action& a) { return costs.cost(a); };
   events.latency = [&](const Action&) { return costs.transfer; };
@@ -65,7 +62,7 @@ Timeline simulate_timeline(const Schedule& in, const CostModel& costs) {
       t.busy[d] += x.end - x.start;
       t.devices[d].push_back(x);
       if (a.kind == ActionKind::Forward) t.peak_in_flight[d] = std::max(t.peak_in_flight[d], ++in_flight);
-      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) --in_flight;
+      if (kind_info(a.kind).frees_micro_batch) --in_flight;
     }
   }
   t.makespan = replayed.makespan;

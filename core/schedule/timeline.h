@@ -9,11 +9,11 @@
 
 namespace pipelab {
 
-/// Per-stage durations of F, B, H and U, plus a fixed transfer time per message. I and W
-/// (a backward split in two) cost `backward_input` and `backward_weight`; where those are
-/// empty, half a B each. Communication actions cost nothing but the transfer.
+/// Per compute kind and stage, the seconds of one action, plus a fixed transfer time per
+/// message. A kind without figures of its own costs its fallback's share (the kind table:
+/// I and W half a B each); communication actions cost nothing but the transfer.
 struct CostModel {
-  std::vector<double> forward, head, backward, update, backward_input, backward_weight;
+  PerKind<std::vector<double>> seconds;
   double transfer = 0;
   /// Same costs on every stage (e.g. F = 1, B = 1 for a clock-cycle picture); an auxiliary
   /// head's backward (H) costs `head`.

@@ -36,9 +36,8 @@ void check_structure(const Schedule& s, const Report& report, const ValidateOpti
                               placement[static_cast<size_t>(a.stage)]),
                   fmt::format("move all of stage {}'s actions to one device", a.stage));
       }
-      const bool has_mb = a.kind != ActionKind::Update && a.kind != ActionKind::AllReduce;
-      if (has_mb && a.mb < 0) report.at(d, i, "a negative micro-batch id", "number micro-batches from 0");
-      if (is_compute(a.kind) || a.kind == ActionKind::AllReduce) {
+      if (takes_micro_batch(a.kind) && a.mb < 0) report.at(d, i, "a negative micro-batch id", "number micro-batches from 0");
+      if (!is_send(a.kind) && !is_receive(a.kind)) {
         if (!o.kinds.empty() && std::find(o.kinds.begin(), o.kinds.end(), a.kind) == o.kinds.end()) {
           std::vector<std::string> names;
           for (const ActionKind k : o.kinds) names.push_back(Action::kind_name(k));
@@ -92,10 +91,7 @@ void check_updates(const Schedule& s, const Report& report, const ValidateOption
   for (int d = 0; d < s.devices(); ++d) {
     for (size_t i = 0; i < s.device(d).size(); ++i) {
       const Action& a = s.device(d)[i];
-      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight || a.kind == ActionKind::Head ||
-          a.kind == ActionKind::AllReduce) {
-        gradient[a.stage] = true;
-      }
+      if (kind_info(a.kind).leaves_gradient) gradient[a.stage] = true;
       if (a.kind != ActionKind::Update) continue;
       if (!gradient[a.stage]) {
         report.at(d, i,
@@ -128,7 +124,7 @@ void check_compute(const Schedule& s, const Report& report, bool training, Where
   if (!training) return;
   for (const auto& [k, at] : where) {
     const auto [stage, kind, mb] = k;
-    if (kind != 'F') continue;
+    if (kind != ActionKind::Forward) continue;
     const bool whole = where.count(key(stage, ActionKind::Backward, mb)) > 0;
     const bool split = where.count(key(stage, ActionKind::BackwardInput, mb)) > 0 &&
                        where.count(key(stage, ActionKind::BackwardWeight, mb)) > 0;
@@ -161,7 +157,7 @@ void check_coverage(const Schedule& s, const Report& report, Coverage coverage, 
   std::map<int, std::pair<int, size_t>> first_f;  // stage -> its first F
   for (const auto& [k, at] : where) {
     const auto [stage, kind, mb] = k;
-    if (kind != 'F') continue;
+    if (kind != ActionKind::Forward) continue;
     runs[mb].push_back(stage);
     const auto it = first_f.find(stage);
     if (it == first_f.end() || at.second < it->second.second) first_f[stage] = at;

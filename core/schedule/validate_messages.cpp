@@ -49,24 +49,27 @@ namespace {
 
 /// The stage a message comes from, and the action that sends it there.
 std::pair<int, ActionKind> sender_of(const Action& receive) {
-  const char p = payload(receive.kind);
-  return {peer(receive),
-          p == 'F' ? ActionKind::SendF : p == 'B' ? ActionKind::SendB : ActionKind::SendH};
+  return {peer(receive), send_kind(payload(receive.kind))};
 }
 
 }  // namespace
 
 void check_messages(const Schedule& s, const Report& report, const Where& where) {
-  std::map<Key, std::pair<int, size_t>> sends, receives;
+  std::map<std::tuple<int, char, int>, std::pair<int, size_t>> sends, receives;  // message_key -> (device, index)
   std::set<int> receiving_stages, sending_stages;
   for (int d = 0; d < s.devices(); ++d) {
     const auto& actions = s.device(d);
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
       if (!is_send(a.kind) && !is_receive(a.kind)) continue;
-      const auto found = [&](ActionKind k) {
-        const auto it = where.find(key(a.stage, k, a.mb));
-        return it == where.end() ? -1L : static_cast<long>(it->second.second);
+      // The latest index of a compute action of this stage and micro-batch that `counts`.
+      const auto found = [&](auto counts) {
+        long at = -1;
+        for (const ActionKindInfo& k : action_kinds()) {
+          const auto it = k.role == KindRole::Compute && counts(k) ? where.find(key(a.stage, k.kind, a.mb)) : where.end();
+          if (it != where.end()) at = std::max(at, static_cast<long>(it->second.second));
+        }
+        return at;
       };
       const char p = payload(a.kind);
       const auto [to, pp, mb] = message_key(a);
@@ -74,9 +77,7 @@ void check_messages(const Schedule& s, const Report& report, const Where& where)
         report.at(d, i, fmt::format("there is no stage {} to exchange with", to), "remove the action");
       }
       if (is_send(a.kind)) {
-        const long produced = p == 'F' ? found(ActionKind::Forward)
-                              : p == 'H' ? found(ActionKind::Head)
-                                         : std::max(found(ActionKind::Backward), found(ActionKind::BackwardInput));
+        const long produced = found([p](const ActionKindInfo& k) { return k.message == p; });
         if (produced < 0 || static_cast<size_t>(produced) > i) {
           report.at(d, i, "it sends a result not computed before it", "move it after the action that computes it");
         }
@@ -85,8 +86,8 @@ void check_messages(const Schedule& s, const Report& report, const Where& where)
         }
         if (p == 'F') sending_stages.insert(a.stage);
       } else {
-        const long used = p == 'F' ? found(ActionKind::Forward)
-                                   : std::max(found(ActionKind::Backward), found(ActionKind::BackwardInput));
+        // An activation is used by the forward, a gradient by the kind that consumes it.
+        const long used = found([p](const ActionKindInfo& k) { return p == 'F' ? k.direction > 0 : k.takes_gradients; });
         if (used >= 0 && static_cast<size_t>(used) < i) {
           report.at(d, i, "it comes after the action that needs it", "move it before that action");
         }
@@ -117,14 +118,14 @@ void check_messages(const Schedule& s, const Report& report, const Where& where)
   }
   for (const auto& [k, at] : where) {
     const auto [stage, kind, mb] = k;
-    if (kind == 'F' && sending_stages.count(stage) && !sends.count({stage + 1, 'F', mb})) {
+    if (kind == ActionKind::Forward && sending_stages.count(stage) && !sends.count({stage + 1, 'F', mb})) {
       report.at(at.first, at.second,
                 fmt::format("stage {} sends the output of other micro-batches to stage {} but not of this one (stage "
                             "{} never runs micro-batch {})",
                             stage, stage + 1, stage + 1, mb),
                 fmt::format("give stage {} its {}F{}, or send this one", stage + 1, stage + 1, mb));
     }
-    if (kind == 'F' && receiving_stages.count(stage) && !receives.count({stage, 'F', mb})) {
+    if (kind == ActionKind::Forward && receiving_stages.count(stage) && !receives.count({stage, 'F', mb})) {
       report.at(at.first, at.second,
                 fmt::format("stage {} receives the input of other micro-batches but not of this one", stage),
                 fmt::format("add {}RECV_F{} before it", stage, mb));
@@ -171,7 +172,7 @@ void check_in_flight(const Schedule& s, const Report& report, const std::vector<
                               in_flight[a.stage], limit),
                   fmt::format("run a backward of stage {} before this forward", a.stage));
       }
-      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) --in_flight[a.stage];
+      if (kind_info(a.kind).frees_micro_batch) --in_flight[a.stage];
     }
   }
 }

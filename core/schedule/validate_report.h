@@ -10,8 +10,8 @@
 
 namespace pipelab::validation {
 
-using Key = std::tuple<int, char, int>;  // (stage, kind, mb)
-inline Key key(int stage, ActionKind k, int mb) { return {stage, static_cast<char>(k), mb}; }
+using Key = std::tuple<int, ActionKind, int>;  // (stage, kind, mb)
+inline Key key(int stage, ActionKind k, int mb) { return {stage, k, mb}; }
 using Where = std::map<Key, std::pair<int, size_t>>;  // compute action -> (device, index)
 
 /// Reports a problem at an action of the (lowered) schedule: at the user's file:line:column

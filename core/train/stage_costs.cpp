@@ -56,17 +56,14 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
   root["step_seconds"] = in.step_seconds;
   root["steps"] = in.steps;
   nlohmann::json stages = nlohmann::json::array();
-  const size_t n = stats.forward.size();
+  const size_t n = stats.stages();
   for (size_t s = 0; s < n; ++s) {
     nlohmann::json st;
     st["stage"] = s;
     st["device"] = at_or(in.placement, s, static_cast<int>(s));
-    st["forward"] = stats.forward[s].mean();
-    st["backward"] = stats.backward[s].mean();
-    st["backward_input"] = stats.backward_input[s].mean();
-    st["backward_weight"] = stats.backward_weight[s].mean();
-    st["head"] = stats.head[s].mean();
-    st["update"] = stats.update[s].mean();
+    for (const ActionKindInfo& k : action_kinds()) {
+      if (k.role == KindRole::Compute) st[k.cost_key] = stats.time[k.kind][s].mean();
+    }
     // Edge s carries s -> s+1 forward; edge s-1 carries s -> s-1 backward (ExecStats).
     st["activation_bytes"] = s + 1 < n ? number(ratio(stats.bytes_forward[s], stats.messages_forward[s])) : number(0);
     st["gradient_bytes"] = s > 0 ? number(ratio(stats.bytes_backward[s - 1], stats.messages_backward[s - 1])) : number(0);
@@ -82,11 +79,10 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
     // Each kind's typical transient: the median rise above the level at the action's start.
     // The median, not the peak: a mini-batch's first backward also allocates the gradient,
     // which the simulator counts apart (with the weights).
-    for (const auto& [key, kind] : {std::pair{"forward_transient_bytes", ActionKind::Forward},
-                                    {"backward_transient_bytes", ActionKind::Backward},
-                                    {"backward_input_transient_bytes", ActionKind::BackwardInput},
-                                    {"backward_weight_transient_bytes", ActionKind::BackwardWeight},
-                                    {"update_transient_bytes", ActionKind::Update}}) {
+    for (const ActionKindInfo& k : action_kinds()) {
+      if (k.role != KindRole::Compute) continue;
+      const ActionKind kind = k.kind;
+      const std::string key = std::string(k.cost_key) + "_transient_bytes";
       std::vector<int64_t> rises;
       if (s < stats.actions.size()) {
         for (const ActionRecord& a : stats.actions[s]) {

@@ -63,11 +63,13 @@ std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placeme
       args.add("bytes", a.bytes);
       e.add("args", args);
       events.push_back(e);
-      if (a.kind == ActionKind::Forward && arrows.activations) spans[{s, 'F', a.mb}].push_back({start, end});
-      // The backward message leaves with B, or with I when the backward is split.
-      if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) && arrows.gradients) {
-        spans[{s, 'B', a.mb}].push_back({start, end});
+      // An activation leaves with F; the backward message with the kind that consumes the
+      // gradients (B, or I when the backward is split), which is also the one that uses it.
+      const ActionKindInfo& kind = kind_info(a.kind);
+      if (kind.role == KindRole::Compute && kind.direction > 0 && arrows.activations) {
+        spans[{s, kind.message, a.mb}].push_back({start, end});
       }
+      if (kind.takes_gradients && arrows.gradients) spans[{s, 'B', a.mb}].push_back({start, end});
     }
   }
   // Arrows: stage s's F of mb feeds stage s+1's F of mb; its B (or I) feeds stage s-1's.

@@ -138,9 +138,9 @@ TEST(Timeline, MeasuredCostsAndTransfer) {
   // transfer 0.5: stage 1 starts at 2.5, ends its backward at 4.5; stage 0's backward
   // starts at 5 and ends at 8.
   CostModel c;
-  c.forward = {2, 1};
-  c.backward = {3, 1};
-  c.update = {0, 0};
+  c.seconds[ActionKind::Forward] = {2, 1};
+  c.seconds[ActionKind::Backward] = {3, 1};
+  c.seconds[ActionKind::Update] = {0, 0};
   c.transfer = 0.5;
   const Timeline t = simulate_timeline(schedules::naive(2, 1), c);
   EXPECT_DOUBLE_EQ(t.makespan, 8);

@@ -62,7 +62,7 @@ TEST(ThreadedExecutor, StagesRunOnTheirOwnThreads) {
   const auto threads = data.threads();
   EXPECT_EQ(threads.size(), 2u) << "stage 0 and stage 3 report from two threads";
   EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u) << "no stage runs on the caller's thread";
-  EXPECT_EQ(executor->stats().forward[2].count, 4);
+  EXPECT_EQ(executor->stats().time[ActionKind::Forward][2].count, 4);
   EXPECT_EQ(executor->stats().messages_backward[0], 4);
 }
 

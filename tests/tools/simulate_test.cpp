@@ -28,8 +28,8 @@ sim::SimCosts uniform(int stages, double bytes = 0, double latency_s = 0) {
   sim::SimCosts c;
   for (int s = 0; s < stages; ++s) {
     sim::StageCosts k;
-    k.forward = 1;
-    k.backward = 2;
+    k.seconds[ActionKind::Forward] = 1;
+    k.seconds[ActionKind::Backward] = 2;
     k.activation_bytes = s + 1 < stages ? bytes : 0;
     k.gradient_bytes = s > 0 ? bytes : 0;
     c.stages.push_back(k);
@@ -79,7 +79,7 @@ TEST(Simulate, RingAllReduceByHand) {
   sim::SimCosts c = uniform(1, 0, 0.1);
   for (sim::StageCosts& k : c.stages) {
     k.parameter_bytes = 3;
-    k.update = 0.5;
+    k.seconds[ActionKind::Update] = 0.5;
   }
   const auto dp = scheme("{type: dp, replicas: 4}");
   sim::SimOptions four;
@@ -115,7 +115,7 @@ TEST(Simulate, MemoryByHand) {
   // With measured transients (which include the recomputation) a micro-batch gives back what
   // it held and no more: the curve ends at the static bytes. Stage 1's first backward: 80
   // held + a 30-byte transient.
-  for (sim::StageCosts& k : c.stages) k.backward_transient_bytes = 30;
+  for (sim::StageCosts& k : c.stages) k.transient_bytes[ActionKind::Backward] = 30;
   r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: always}"), 2, 4, 1, c, {});
   EXPECT_EQ(r.memory[1].back().bytes, r.static_bytes[1]);
   EXPECT_EQ(r.peak_activation_bytes[1], 80 + 30);
@@ -152,9 +152,9 @@ TEST(Simulate, CostsFiles) {
   EXPECT_EQ(c.source, "given: " + dir.file("c.yaml"));
   // Half the examples: half the seconds and activation bytes, the same weights.
   const sim::SimCosts half = c.scaled_to(4);
-  EXPECT_DOUBLE_EQ(half.stages[1].forward, 0.01);
+  EXPECT_DOUBLE_EQ(half.stages[1].seconds[ActionKind::Forward], 0.01);
   EXPECT_DOUBLE_EQ(half.stages[0].activation_bytes, 2048);
-  EXPECT_DOUBLE_EQ(c.stages[0].seconds('I'), 0.01);  // half of B when I is not given
+  EXPECT_DOUBLE_EQ(c.stages[0].seconds_of(ActionKind::BackwardInput), 0.01);  // half of B when I is not given
   testing::write_text(dir.file("bad.yaml"), "stages:\n  - {forward: 0.01, backwrd: 0.02}\n");
   std::string why = testing::user_error([&] { sim::load_costs(dir.file("bad.yaml")); });
   EXPECT_NE(why.find("bad.yaml:2:"), std::string::npos) << why;
@@ -178,8 +178,8 @@ TEST(Simulate, DerivedCostsByHand) {
   device.optimizer_states = 2;
   const sim::SimCosts c = sim::derive_costs(blocks, sim::estimated_block_memory(blocks), {1, 1}, 4, device);
   ASSERT_EQ(c.stages.size(), 2u);
-  EXPECT_DOUBLE_EQ(c.stages[0].forward, 4e-6);
-  EXPECT_DOUBLE_EQ(c.stages[1].backward, 2 * 12e-6);
+  EXPECT_DOUBLE_EQ(c.stages[0].seconds[ActionKind::Forward], 4e-6);
+  EXPECT_DOUBLE_EQ(c.stages[1].seconds[ActionKind::Backward], 2 * 12e-6);
   EXPECT_DOUBLE_EQ(c.stages[0].activation_bytes, 4 * 10 * 4);
   EXPECT_DOUBLE_EQ(c.stages[1].gradient_bytes, 4 * 10 * 4);
   EXPECT_DOUBLE_EQ(c.stages[1].parameter_bytes, 200);

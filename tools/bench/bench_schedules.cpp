@@ -181,16 +181,7 @@ int main(int argc, char** argv) {
     c.sequential->stats().reset(stages);
     c.time(*c.sequential, *c.seq, data, o.steps);
     const ExecStats& st = c.sequential->stats();
-    CostModel measured;
-    for (int r = 0; r < stages; ++r) {
-      const size_t i = static_cast<size_t>(r);
-      measured.forward.push_back(st.forward[i].mean());
-      measured.backward.push_back(st.backward[i].mean());
-      measured.backward_input.push_back(st.backward_input[i].mean());
-      measured.backward_weight.push_back(st.backward_weight[i].mean());
-      measured.update.push_back(st.update[i].mean());
-    }
-    const double predicted = simulate_timeline(c.schedule, measured).makespan;
+    const double predicted = simulate_timeline(c.schedule, st.cost_model()).makespan;
     std::cout << fmt::format("{:<17} {:>6}  {:>7.2f} ms  {:>5.2f} ms  {:>7.2f}x  {:>10.2f}x (bubble {:.3f})  {:>8.2f} ms\n",
                              c.name, stages, s * 1e3, t * 1e3, s / t, busy / unit.makespan, unit.bubble_fraction,
                              predicted * 1e3);

@@ -1,5 +1,7 @@
 #include "tools/simulate/costs.h"
 
+#include <fmt/format.h>
+
 #include <memory>
 
 #include "core/config/config_node.h"
@@ -7,27 +9,34 @@
 
 namespace pipelab::sim {
 
-double StageCosts::seconds(char k) const {
-  switch (k) {
-    case 'F': return forward;
-    case 'B': return backward;
-    case 'I': return backward_input > 0 ? backward_input : 0.5 * backward;
-    case 'W': return backward_weight > 0 ? backward_weight : 0.5 * backward;
-    case 'H': return head;
-    case 'U': return update;
-    default: return 0;
-  }
+const std::vector<KindKeys>& kind_keys() {
+  static const std::vector<KindKeys> keys = [] {
+    std::vector<KindKeys> out;
+    for (const ActionKindInfo& k : action_kinds()) {
+      if (k.role != KindRole::Compute) continue;
+      const std::string share = k.cost_share == 0.5 ? "half" : fmt::format("{}", k.cost_share);
+      const std::string fallback =
+          k.cost_fallback == k.kind ? "" : fmt::format(" (0: {} of {})", share, kind_info(k.cost_fallback).name);
+      out.push_back({k.kind, k.cost_key, std::string(k.cost_key) + "_transient_bytes",
+                     fmt::format("seconds of one {}{}", k.name, fallback),
+                     fmt::format("bytes a {} needs while it runs", k.name)});
+    }
+    return out;
+  }();
+  return keys;
 }
 
-double StageCosts::transient(char k) const {
-  switch (k) {
-    case 'F': return forward_transient_bytes;
-    case 'B': return backward_transient_bytes;
-    case 'I': return backward_input_transient_bytes > 0 ? backward_input_transient_bytes : backward_transient_bytes;
-    case 'W': return backward_weight_transient_bytes > 0 ? backward_weight_transient_bytes : backward_transient_bytes;
-    case 'U': return update_transient_bytes;
-    default: return 0;
-  }
+double StageCosts::seconds_of(ActionKind k) const {
+  const ActionKindInfo& i = kind_info(k);
+  if (i.role != KindRole::Compute) return 0;
+  return seconds[k] > 0 || i.cost_fallback == k ? seconds[k] : i.cost_share * seconds[i.cost_fallback];
+}
+
+double StageCosts::transient_of(ActionKind k) const {
+  const ActionKindInfo& i = kind_info(k);
+  if (i.role != KindRole::Compute) return 0;
+  // A split backward's halves each need what the whole one needs while they run.
+  return transient_bytes[k] > 0 || i.cost_fallback == k ? transient_bytes[k] : transient_bytes[i.cost_fallback];
 }
 
 SimCosts SimCosts::scaled_to(double examples) const {
@@ -36,11 +45,12 @@ SimCosts SimCosts::scaled_to(double examples) const {
   SimCosts out = *this;
   out.micro_batch_size = examples;
   for (StageCosts& s : out.stages) {
-    for (double* v : {&s.forward, &s.backward, &s.backward_input, &s.backward_weight, &s.head, &s.activation_bytes,
-                      &s.gradient_bytes, &s.retained_bytes, &s.peak_activation_bytes, &s.forward_transient_bytes,
-                      &s.backward_transient_bytes, &s.backward_input_transient_bytes,
-                      &s.backward_weight_transient_bytes}) {
-      *v *= f;
+    // Everything a micro-batch's examples make grows with them; an update does not.
+    for (double* v : {&s.activation_bytes, &s.gradient_bytes, &s.retained_bytes, &s.peak_activation_bytes}) *v *= f;
+    for (const KindKeys& k : kind_keys()) {
+      if (k.kind == ActionKind::Update) continue;
+      s.seconds[k.kind] *= f;
+      s.transient_bytes[k.kind] *= f;
     }
   }
   return out;
@@ -64,7 +74,7 @@ SimCosts load_costs(const std::string& path) {
     const ConfigNode entry(list.yaml()[i], source, fmt::format("stages[{}]", i));
     entry.expect_map("a stage's costs");
     costs.stages.push_back(read_options<StageCosts>(entry));
-    if (costs.stages.back().forward <= 0) {
+    if (costs.stages.back().seconds[ActionKind::Forward] <= 0) {
       entry.fail("forward is not given or is 0", "give `forward: SECONDS` (> 0) for every stage");
     }
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config/fields.h"
+#include "core/schedule/action_kinds.h"
 
 namespace pipelab::sim {
 
@@ -21,16 +22,26 @@ struct ExamplesCheck {
 };
 inline constexpr ExamplesCheck kExamples{};
 
+/// The keys of one compute kind in a costs file, from the kind table.
+struct KindKeys {
+  ActionKind kind;
+  std::string seconds, transient, seconds_doc, transient_doc;
+};
+/// One per compute kind, in table order.
+const std::vector<KindKeys>& kind_keys();
+
 /// One pipeline stage, for one micro-batch of `SimCosts::micro_batch_size` examples.
 struct StageCosts {
-  double forward = 0, backward = 0, backward_input = 0, backward_weight = 0, head = 0, update = 0;  ///< seconds
+  /// Per compute kind, seconds of one action (key: the kind table's cost key, "forward";
+  /// I and W without a figure: half a B).
+  PerKind<double> seconds;
   double activation_bytes = 0;  ///< sent forward per micro-batch (0 on the last stage)
   double gradient_bytes = 0;    ///< sent back per micro-batch (0 on stage 0)
   double retained_bytes = 0;    ///< held from a micro-batch's F until its backward ends
   double peak_activation_bytes = 0;  ///< measured peak of activations (for validation; not replayed)
-  /// Per kind, the bytes an action needs above the level at its start while it runs.
-  double forward_transient_bytes = 0, backward_transient_bytes = 0, backward_input_transient_bytes = 0,
-         backward_weight_transient_bytes = 0, update_transient_bytes = 0;
+  /// Per compute kind, the bytes an action needs above the level at its start while it
+  /// runs (key: "<cost key>_transient_bytes"; I and W without a figure: B's).
+  PerKind<double> transient_bytes;
   double parameter_bytes = 0, buffer_bytes = 0, optimizer_bytes = 0;
   double stored_versions = 1;  ///< weight versions the measured scheme held (informational)
   int stage = 0, device = 0;   ///< as measured (informational)
@@ -39,30 +50,22 @@ struct StageCosts {
   void fields(V& v) {
     v("stage", stage, "stage index (informational)", in_range(0, 1 << 16));
     v("device", device, "device it ran on (informational)", in_range(0, 1 << 16));
-    v("forward", forward, "seconds of one F", kSeconds);
-    v("backward", backward, "seconds of one whole B", kSeconds);
-    v("backward_input", backward_input, "seconds of one I (0: half of B)", kSeconds);
-    v("backward_weight", backward_weight, "seconds of one W (0: half of B)", kSeconds);
-    v("head", head, "seconds of an auxiliary head's H", kSeconds);
-    v("update", update, "seconds of one optimizer step U", kSeconds);
+    for (const KindKeys& k : kind_keys()) v(k.seconds, seconds[k.kind], k.seconds_doc.c_str(), kSeconds);
     v("activation_bytes", activation_bytes, "bytes sent forward per micro-batch", kBytes);
     v("gradient_bytes", gradient_bytes, "bytes sent back per micro-batch", kBytes);
     v("retained_bytes", retained_bytes, "bytes one in-flight micro-batch holds until its backward", kBytes);
     v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", kBytes);
-    v("forward_transient_bytes", forward_transient_bytes, "bytes an F needs while it runs", kBytes);
-    v("backward_transient_bytes", backward_transient_bytes, "bytes a B needs while it runs", kBytes);
-    v("backward_input_transient_bytes", backward_input_transient_bytes, "bytes an I needs while it runs", kBytes);
-    v("backward_weight_transient_bytes", backward_weight_transient_bytes, "bytes a W needs while it runs", kBytes);
-    v("update_transient_bytes", update_transient_bytes, "bytes a U needs while it runs", kBytes);
+    for (const KindKeys& k : kind_keys()) v(k.transient, transient_bytes[k.kind], k.transient_doc.c_str(), kBytes);
     v("parameter_bytes", parameter_bytes, "bytes of the stage's parameters", kBytes);
     v("buffer_bytes", buffer_bytes, "bytes of its buffers (batch-norm statistics)", kBytes);
     v("optimizer_bytes", optimizer_bytes, "bytes of its optimizer state", kBytes);
     v("stored_versions", stored_versions, "weight versions the measured scheme held", in_range(0, 1e6));
   }
-  /// Seconds of compute action kind `k` ('F', 'B', 'I', 'W', 'H', 'U').
-  double seconds(char k) const;
-  /// Transient bytes of compute action kind `k` (an I or W without its own figure: B's).
-  double transient(char k) const;
+  /// Seconds of an action of kind `k` (0 for communication; the fallback's share without a
+  /// figure of its own).
+  double seconds_of(ActionKind k) const;
+  /// Transient bytes of an action of kind `k` (the fallback's without a figure of its own).
+  double transient_of(ActionKind k) const;
 };
 
 /// The link between any two devices.

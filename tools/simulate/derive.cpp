@@ -60,20 +60,20 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
       // Forward: read the input and the weights, write the output. The input gradient (I)
       // and the weight gradient (W) each cost the forward's FLOPs (2x multiply-adds).
       const double traffic = (in + out) * device.dtype_bytes * examples;
-      k.forward += roofline(static_cast<double>(block.flops) * examples, traffic + weight_bytes);
-      k.backward_input += roofline(static_cast<double>(block.flops) * examples, 2 * traffic + weight_bytes);
-      k.backward_weight += roofline(static_cast<double>(block.flops) * examples, traffic + 2 * weight_bytes);
+      k.seconds[ActionKind::Forward] += roofline(static_cast<double>(block.flops) * examples, traffic + weight_bytes);
+      k.seconds[ActionKind::BackwardInput] += roofline(static_cast<double>(block.flops) * examples, 2 * traffic + weight_bytes);
+      k.seconds[ActionKind::BackwardWeight] += roofline(static_cast<double>(block.flops) * examples, traffic + 2 * weight_bytes);
       k.retained_bytes += memory.retained_per_example[b] * scale * examples;
       params += static_cast<double>(block.parameters);
     }
     const size_t last = first + static_cast<size_t>(balance[s]) - 1;
-    k.backward = k.backward_input + k.backward_weight;
+    k.seconds[ActionKind::Backward] = k.seconds[ActionKind::BackwardInput] + k.seconds[ActionKind::BackwardWeight];
     k.activation_bytes = s + 1 < balance.size() ? cut_bytes(blocks.at(last), device.dtype_bytes, examples, false) : 0;
     k.gradient_bytes = s > 0 ? cut_bytes(blocks.at(first - 1), device.dtype_bytes, examples, true) : 0;
     k.parameter_bytes = params * device.dtype_bytes;
     k.optimizer_bytes = params * device.optimizer_states * device.dtype_bytes;
     // The step reads weights and gradient, writes weights, and reads and writes each state.
-    k.update = bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw : 0;
+    k.seconds[ActionKind::Update] = bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw : 0;
     c.stages.push_back(k);
     first += static_cast<size_t>(balance[s]);
   }

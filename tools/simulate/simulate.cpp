@@ -30,7 +30,7 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, int replicas) {
   e.one_worker = o.one_worker;
   e.compute = [&c, &o](int d, const Action& a) {
     const auto slow = o.slow.find(d);
-    return c.stages.at(static_cast<size_t>(a.stage)).seconds(static_cast<char>(a.kind)) *
+    return c.stages.at(static_cast<size_t>(a.stage)).seconds_of(a.kind) *
            (slow == o.slow.end() ? 1.0 : slow->second);
   };
   e.wire = [&c](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a)); };
@@ -72,11 +72,7 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   }
   for (size_t d = 0; d < devices; ++d) {
     std::vector<std::pair<double, double>> changes;  // (time, delta)
-    std::map<std::pair<int, int>, bool> split;       // (stage, mb) whose backward is I + W
     std::map<std::pair<int, int>, double> held_by;   // (stage, mb) -> bytes it holds now
-    for (const TimedAction& x : r.timeline.devices[d]) {
-      if (x.action.kind == ActionKind::BackwardInput) split[{x.action.stage, x.action.mb}] = true;
-    }
     for (const TimedAction& x : r.timeline.devices[d]) {
       const Action& a = x.action;
       if (a.stage < 0 || !is_compute(a.kind)) continue;
@@ -84,7 +80,7 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
       const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
       const double kept = recompute ? std::min(k.gradient_bytes, k.retained_bytes) : k.retained_bytes;
       // What the action needs while it runs, above the level at its start (measured costs).
-      const double transient = k.transient(static_cast<char>(a.kind));
+      const double transient = k.transient_of(a.kind);
       if (transient > 0) {
         changes.push_back({x.start, transient});
         changes.push_back({x.end, -transient});
@@ -94,15 +90,14 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
         changes.push_back({x.end, kept});
         holds += kept;
       }
-      const bool first_backward = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput;
+      const bool first_backward = kind_info(a.kind).takes_gradients;  // B, or I when split
       // The recomputed forward (a measured transient includes it already).
       if (first_backward && recompute && transient == 0) {
         changes.push_back({x.start, k.retained_bytes - kept});
         holds += k.retained_bytes - kept;
       }
-      const bool last_backward = a.kind == ActionKind::BackwardWeight ||
-                                 (a.kind == ActionKind::Backward && !split.count({a.stage, a.mb}));
-      if (last_backward) {
+      // B, or W when split (a micro-batch takes one or the other: the validator).
+      if (kind_info(a.kind).frees_micro_batch) {
         changes.push_back({x.end, -holds});  // what this micro-batch held, all of it
         holds = 0;
       }
