@@ -85,12 +85,8 @@ void ExecStats::resolve_device_times() {
 
 void ExecStats::reset(int stages) {
   const size_t n = static_cast<size_t>(stages);
-  forward.assign(n, {});
-  backward_input.assign(n, {});
-  backward_weight.assign(n, {});
-  head.assign(n, {});
-  backward.assign(n, {});
-  update.assign(n, {});
+  for (std::vector<ActionTime>& per_stage : time) per_stage.assign(n, {});
+  for (std::vector<int64_t>& per_stage : bytes) per_stage.assign(n, 0);
   const size_t edges = n > 0 ? n - 1 : 0;
   bytes_forward.assign(edges, 0);
   bytes_backward.assign(edges, 0);
@@ -101,6 +97,15 @@ void ExecStats::reset(int stages) {
   peak_activation_bytes.assign(n, 0);
   memory = trace ? std::make_shared<MemoryMeter>() : nullptr;
   origin = std::chrono::steady_clock::now();
+}
+
+CostModel ExecStats::cost_model() const {
+  CostModel c;
+  for (const ActionKindInfo& k : action_kinds()) {
+    if (k.role != KindRole::Compute) continue;
+    for (const ActionTime& t : time[k.kind]) c.seconds[k.kind].push_back(t.mean());
+  }
+  return c;
 }
 
 void ExecStats::read_memory_peaks() {
@@ -182,93 +187,144 @@ std::vector<Message> DeviceWork::take_gradients(int stage, int mb) {
 
 namespace {
 
+/// What a compute action has at hand (one per action, on its device's thread).
+struct ActionContext {
+  const Action& a;
+  DeviceWork& work;
+  StageSlot& slot;
+  Feed& feed;
+  RunMode mode;
+  Stage& stage() { return *slot.stage; }
+  /// Tells the stage's observers (training only: evaluation has none to tell).
+  template <class Call>
+  void notify(Call call) {
+    if (mode != RunMode::Train) return;
+    for (ActionObserver* o : slot.observers) call(*o);
+  }
+};
+
+/// What a compute kind does: its one handler (the kind table's "what runs it",
+/// core/schedule/action_kinds.h). Returns the message it produced for a neighbour (empty
+/// when none); the caller keeps it for the SEND that sends it.
+using Handler = Message (*)(ActionContext&);
+
 /// F of `mb`: reads the feed when nothing was received for it.
-Message run_forward(StageSlot& slot, const Action& a, Message in, bool from_feed, Feed& feed, RunMode mode,
-                    ExecStats& stats) {
-  Stage& stage = *slot.stage;
-  const int mb = a.mb;
-  Timed timed(stats.forward[static_cast<size_t>(a.stage)]);
-  if (from_feed) in.values = {feed.input(mb)};
+Message forward(ActionContext& c) {
+  Stage& stage = c.stage();
+  const int mb = c.a.mb;
+  const bool received = c.work.has_input(c.a.stage, mb);
+  Message in = received ? c.work.take_input(c.a.stage, mb) : Message{};
+  if (!received) in.values = {c.feed.input(mb)};
   PIPELAB_ASSERT(!in.values.empty() && in.values.front().defined(), "stage {}: forward of micro-batch {} has no input",
                  stage.index(), mb);
   for (at::Tensor& t : in.values) t = device::transfer(t, nullptr, stage.device());
-  const bool target_needed = mode == RunMode::Eval ? stage.is_last() : stage.needs_target();
-  const at::Tensor target = target_needed ? feed.target(mb).to(stage.device(), true) : at::Tensor();
+  const bool target_needed = c.mode == RunMode::Eval ? stage.is_last() : stage.needs_target();
+  const at::Tensor target = target_needed ? c.feed.target(mb).to(stage.device(), true) : at::Tensor();
   ForwardResult result;
-  if (mode == RunMode::Eval) {
+  if (c.mode == RunMode::Eval) {
     result = stage.evaluate(in.values, target);
   } else {
-    slot.policy->before_forward(stage, mb, in);
+    c.slot.policy->before_forward(stage, mb, in);
+    c.notify([&](ActionObserver& o) { o.forward(stage, mb); });
     ForwardOptions options;
-    options.checkpoint = slot.policy->checkpoint(mb);
+    options.checkpoint = c.slot.policy->checkpoint(mb);
     options.target = target;
-    options.loss_scale = feed.loss_scale(mb);
+    options.loss_scale = c.feed.loss_scale(mb);
     result = stage.forward(mb, std::move(in.values), options);
   }
   Message out{std::move(result.activations), {}, in.tag};
-  if (mode == RunMode::Train) slot.policy->after_forward(stage, mb, out);
+  if (c.mode == RunMode::Train) c.slot.policy->after_forward(stage, mb, out);
   if (stage.is_last()) {
-    feed.on_result(mb, {result.loss, result.correct, result.count});
+    c.feed.on_result(mb, {result.loss, result.correct, result.count});
     return {};
   }
   return out;
 }
 
-/// The compute of `a` (F, B, I, W, H, U, ALLREDUCE's local part), timed and traced.
+Message backward(ActionContext& c) {
+  Stage& stage = c.stage();
+  const int mb = c.a.mb;
+  const std::vector<Message> in = c.work.take_gradients(c.a.stage, mb);
+  c.slot.policy->before_backward(stage, mb);
+  c.notify([&](ActionObserver& o) { o.backward(stage, mb); });
+  Message out = c.slot.policy->backward(stage, mb, in);
+  c.slot.policy->after_backward(stage, mb);
+  c.notify([&](ActionObserver& o) { o.backward_done(stage, mb); });
+  return out;
+}
+
+Message backward_input(ActionContext& c) {
+  Stage& stage = c.stage();
+  const std::vector<Message> in = c.work.take_gradients(c.a.stage, c.a.mb);
+  c.slot.policy->before_backward(stage, c.a.mb);
+  c.notify([&](ActionObserver& o) { o.backward(stage, c.a.mb); });
+  return c.slot.policy->backward_input(stage, c.a.mb, in);
+}
+
+Message backward_weight(ActionContext& c) {
+  Stage& stage = c.stage();
+  c.slot.policy->backward_weight(stage, c.a.mb);
+  c.slot.policy->after_backward(stage, c.a.mb);
+  c.notify([&](ActionObserver& o) { o.backward_done(stage, c.a.mb); });
+  return {};
+}
+
+Message head(ActionContext& c) { return c.slot.policy->head(c.stage(), c.a.mb); }
+
+Message update(ActionContext& c) {
+  Stage& stage = c.stage();
+  c.notify([&](ActionObserver& o) { o.before_update(stage); });
+  c.slot.policy->update(stage);
+  c.notify([&](ActionObserver& o) { o.after_update(stage); });
+  return {};
+}
+
+/// ALLREDUCE's own part, once every member arrived: the sum (and the rest of the
+/// GradientPlan) into this member's gradients.
+Message all_reduce(ActionContext& c) {
+  if (c.slot.all_reduce) c.slot.all_reduce->sum_gradients(c.slot.replica, c.stage().parameters());
+  return {};
+}
+
+/// One handler per kind that runs on a stage (compute kinds and ALLREDUCE); null for
+/// SEND/RECV, which run_action moves through the transport.
+const PerKind<Handler>& handlers() {
+  static const PerKind<Handler> table = [] {
+    PerKind<Handler> h{};
+    h[ActionKind::Forward] = forward;
+    h[ActionKind::Backward] = backward;
+    h[ActionKind::BackwardInput] = backward_input;
+    h[ActionKind::BackwardWeight] = backward_weight;
+    h[ActionKind::Head] = head;
+    h[ActionKind::Update] = update;
+    h[ActionKind::AllReduce] = all_reduce;
+    return h;
+  }();
+  return table;
+}
+
+/// The compute of `a` (or ALLREDUCE's local part), timed and traced; its result is kept
+/// for the SEND that sends it.
 void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, RunMode mode, Transport& transport,
              ExecStats& stats) {
-  Stage& stage = *slot.stage;
-  const size_t r = static_cast<size_t>(a.stage);
-  if (a.kind == ActionKind::AllReduce && slot.all_reduce) {
+  const Handler handler = handlers()[a.kind];
+  PIPELAB_ASSERT(handler, "{} is not a compute action", a.str());
+  if (kind_info(a.kind).role == KindRole::Collective && slot.all_reduce) {
     // This replica's gradients are queued (on CUDA, on its stream); the sum waits for every
     // replica's, after all of them have arrived.
     slot.all_reduce->produced(slot.replica);
     transport.collective_barrier(work.schedule().collective_group(a.stage), work.schedule().collective_members());
   }
-  Traced traced(stats, a.stage, a, stage.device());
-  switch (a.kind) {
-    case ActionKind::Forward: {
-      const bool received = work.has_input(a.stage, a.mb);
-      Message in = received ? work.take_input(a.stage, a.mb) : Message{};
-      traced.sent(work.produced(a.stage, 'F', a.mb, run_forward(slot, a, std::move(in), !received, feed, mode, stats)));
-      break;
-    }
-    case ActionKind::Backward: {
-      Timed timed(stats.backward[r]);
-      const std::vector<Message> in = work.take_gradients(a.stage, a.mb);
-      slot.policy->before_backward(stage, a.mb);
-      Message out = slot.policy->backward(stage, a.mb, in);
-      slot.policy->after_backward(stage, a.mb);
-      traced.sent(work.produced(a.stage, 'B', a.mb, std::move(out)));
-      break;
-    }
-    case ActionKind::BackwardInput: {
-      Timed timed(stats.backward_input[r]);
-      const std::vector<Message> in = work.take_gradients(a.stage, a.mb);
-      slot.policy->before_backward(stage, a.mb);
-      traced.sent(work.produced(a.stage, 'B', a.mb, slot.policy->backward_input(stage, a.mb, in)));
-      break;
-    }
-    case ActionKind::BackwardWeight: {
-      Timed timed(stats.backward_weight[r]);
-      slot.policy->backward_weight(stage, a.mb);
-      slot.policy->after_backward(stage, a.mb);
-      break;
-    }
-    case ActionKind::Head: {
-      Timed timed(stats.head[r]);
-      traced.sent(work.produced(a.stage, 'H', a.mb, slot.policy->head(stage, a.mb)));
-      break;
-    }
-    case ActionKind::Update: {
-      Timed timed(stats.update[r]);
-      slot.policy->update(stage);
-      break;
-    }
-    case ActionKind::AllReduce:
-      if (slot.all_reduce) slot.all_reduce->sum_gradients(slot.replica, stage.parameters());
-      break;
-    default: PIPELAB_ASSERT(false, "{} is not a compute action", a.str());
+  Traced traced(stats, a.stage, a, slot.stage->device());
+  Timed timed(stats.time[a.kind][static_cast<size_t>(a.stage)]);
+  ActionContext context{a, work, slot, feed, mode};
+  Message out = handler(context);
+  const char message = kind_info(a.kind).message;
+  if (message) traced.sent(work.produced(a.stage, message, a.mb, std::move(out)));
+  if (kind_info(a.kind).role == KindRole::Collective) {
+    int64_t gradient = 0;
+    for (const at::Tensor& p : slot.stage->parameters()) gradient += p.grad().defined() ? p.grad().nbytes() : 0;
+    stats.bytes[a.kind][static_cast<size_t>(a.stage)] += gradient;
   }
 }
 
@@ -294,6 +350,7 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       const int to = peer(a);
       Message m = work.take_result(a.stage, p, a.mb);
       count_message(stats, a.stage, to, m);
+      stats.bytes[a.kind][static_cast<size_t>(a.stage)] += m.bytes();
       device::Ready ready = m.empty() ? nullptr : device::record_ready(slot.stage->device());
       transport.send(a.stage, to, p, a.mb, {std::move(m), std::move(ready)});
     } else if (is_receive(a.kind)) {

@@ -139,7 +139,7 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
     throw UserError("a schedule with ALLREDUCE (data parallelism) needs one process per device. Fix: set "
                     "executor.world_size (pipelab launch --nproc) to the number of replicas.");
   }
-  if (stats_.forward.size() != slots.size()) stats_.reset(n);
+  if (stats_.stages() != slots.size()) stats_.reset(n);
   begin_run(slots, s.micro_batches(), mode);
   const bool writer = writes_results();
   RelayFeed relay(feed, !writer);
@@ -254,20 +254,21 @@ void DistributedExecutor::merge_stats() {
   // Each process measured only its own stages and the messages it sent: the sums over
   // processes are the whole pipeline's figures.
   std::vector<double> mine;
-  for (const auto* times : {&stats_.forward, &stats_.head, &stats_.backward, &stats_.update, &stats_.backward_input,
-                            &stats_.backward_weight}) {
-    for (const ActionTime& t : *times) mine.insert(mine.end(), {static_cast<double>(t.count), t.seconds});
+  for (const std::vector<ActionTime>& times : stats_.time) {
+    for (const ActionTime& t : times) mine.insert(mine.end(), {static_cast<double>(t.count), t.seconds});
   }
   for (const auto* counts : {&stats_.bytes_forward, &stats_.bytes_backward, &stats_.messages_forward,
                              &stats_.messages_backward}) {
     for (const int64_t c : *counts) mine.push_back(static_cast<double>(c));
   }
+  for (const std::vector<int64_t>& per_stage : stats_.bytes) {
+    for (const int64_t c : per_stage) mine.push_back(static_cast<double>(c));
+  }
   const at::Tensor sum = at::stack(group_->all_gather(at::tensor(mine, at::kDouble))).sum(0);
   const double* v = sum.data_ptr<double>();
   size_t k = 0;
-  for (auto* times : {&stats_.forward, &stats_.head, &stats_.backward, &stats_.update, &stats_.backward_input,
-                      &stats_.backward_weight}) {
-    for (ActionTime& t : *times) {
+  for (std::vector<ActionTime>& times : stats_.time) {
+    for (ActionTime& t : times) {
       t.count = static_cast<int64_t>(v[k++]);
       t.seconds = v[k++];
     }
@@ -275,6 +276,9 @@ void DistributedExecutor::merge_stats() {
   for (auto* counts : {&stats_.bytes_forward, &stats_.bytes_backward, &stats_.messages_forward,
                        &stats_.messages_backward}) {
     for (int64_t& c : *counts) c = static_cast<int64_t>(v[k++]);
+  }
+  for (std::vector<int64_t>& per_stage : stats_.bytes) {
+    for (int64_t& c : per_stage) c = static_cast<int64_t>(v[k++]);
   }
   if (stats_.trace) merge_trace();
 }

@@ -12,6 +12,8 @@
 #include "core/config/registry.h"
 #include "core/exec/collective.h"
 #include "core/exec/message.h"
+#include "core/exec/observer.h"
+#include "core/schedule/timeline.h"
 #include "core/scheme/scheme.h"
 #include "core/util/memory_meter.h"
 
@@ -26,6 +28,9 @@ struct StageSlot {
   /// CollectiveScope::Model), as member `replica` of its GradientPlan. Null without one.
   std::shared_ptr<AllReduce> all_reduce;
   int replica = 0;
+  /// Notified of the stage's actions in training (flush-never snapshots, the shadow run);
+  /// not owned.
+  std::vector<ActionObserver*> observers;
 };
 
 enum class RunMode { Train, Eval };
@@ -78,10 +83,14 @@ struct ActionRecord {
   int64_t peak_rise_bytes = 0;
 };
 
-/// What an executor measured: per-stage action times and per-edge traffic.
+/// What an executor measured: per-kind, per-stage action times and per-edge traffic.
 /// Each entry has a single writer (the stage that ran the action or sent the message).
 struct ExecStats {
-  std::vector<ActionTime> forward, head, backward, update, backward_input, backward_weight;
+  /// Per compute kind (and ALLREDUCE's own part, after every member arrived), per stage.
+  PerKind<std::vector<ActionTime>> time;
+  /// Per kind, per stage: the bytes its actions of that kind moved (SEND_F, SEND_B, SEND_H:
+  /// the messages sent; ALLREDUCE: the gradient bytes the stage brought to the collective).
+  PerKind<std::vector<int64_t>> bytes;
   /// Edge r carries stage r -> r+1 (forward) and r+1 -> r (backward: B and H messages).
   /// Empty messages are not counted.
   std::vector<int64_t> bytes_forward, bytes_backward, messages_forward, messages_backward;
@@ -98,6 +107,10 @@ struct ExecStats {
   std::vector<int64_t> peak_activation_bytes;
   /// Clears everything (the trace flag stays); a fresh meter when tracing.
   void reset(int stages);
+  /// The stages the stats are sized for (0 before reset()).
+  size_t stages() const { return time[ActionKind::Forward].size(); }
+  /// The mean measured seconds of every compute kind per stage, for simulate_timeline.
+  CostModel cost_model() const;
   /// Copies each stage's peak from the meter into peak_activation_bytes (no meter: kept).
   void read_memory_peaks();
   /// Fills device_start/device_end of the traced CUDA actions: seconds after the earliest

@@ -42,7 +42,7 @@ class SequentialExecutor : public Configured<Executor, SequentialOptions> {
   void run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) override {
     const auto start = std::chrono::steady_clock::now();
     const Schedule s = with_communication(schedule);
-    if (stats_.forward.size() != slots.size()) stats_.reset(static_cast<int>(slots.size()));
+    if (stats_.stages() != slots.size()) stats_.reset(static_cast<int>(slots.size()));
     begin_run(slots, s.micro_batches(), mode);
     MemoryMeter::Install metered(stats_.memory);  // every action runs on this thread
     MapTransport transport;

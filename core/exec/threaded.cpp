@@ -40,7 +40,7 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
     const auto start = std::chrono::steady_clock::now();
     const Schedule s = with_communication(schedule);
     const int n = static_cast<int>(slots.size());
-    if (stats_.forward.size() != slots.size()) stats_.reset(n);
+    if (stats_.stages() != slots.size()) stats_.reset(n);
     const int devices = s.devices();
     if (!threads_ || threads_->size() != devices) threads_ = std::make_unique<StageThreads>(devices, per_device(devices));
     begin_run(slots, s.micro_batches(), mode);

@@ -3,7 +3,7 @@
 /// the drain of epoch e. "The model after epoch e" is, at each stage, the weights right after
 /// the update that applies the gradient of epoch e's last micro-batch there (stages reach it
 /// at different times). Each stage saves those weights then (from its own thread or process,
-/// so this works on every executor; the wrapper that does it is in runner_flushless.h); after
+/// so this works on every executor; the observer that does it is in runner_flushless.h); after
 /// the run every epoch is evaluated on them. Such a run cannot resume mid-way.
 #include <chrono>
 #include <cmath>
@@ -19,20 +19,18 @@
 
 namespace pipelab {
 
-EpochSnapshot::EpochSnapshot(StagePolicy& inner, std::string folder, int64_t per_epoch)
-    : inner_(inner), folder_(std::move(folder)), per_epoch_(per_epoch) {}
+EpochSnapshot::EpochSnapshot(std::string folder, int64_t per_epoch)
+    : folder_(std::move(folder)), per_epoch_(per_epoch) {}
 
 std::string EpochSnapshot::path(const std::string& folder, int64_t epoch, int stage) {
   return fmt::format("{}/epoch_{}_stage_{}.pt", folder, epoch, stage);
 }
 
-void EpochSnapshot::after_backward(Stage& s, int mb) {
-  inner_.after_backward(s, mb);
+void EpochSnapshot::backward_done(Stage&, int mb) {
   if ((mb + 1) % per_epoch_ == 0) finished_.push_back((mb + 1) / per_epoch_);
 }
 
-void EpochSnapshot::update(Stage& s) {
-  inner_.update(s);
+void EpochSnapshot::after_update(Stage& s) {
   // The epoch ends with the update that applies its last micro-batch's gradient. Counting
   // micro-batches rather than optimizer steps keeps this right for schemes that step once per
   // several micro-batches (pipedream_2bw) and for fp16 updates skipped after an overflow.
@@ -57,11 +55,19 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   const int epochs = e_.run.epochs;
   const int64_t per_epoch = train_->batches();
   std::filesystem::create_directories(snapshot_folder(record));
-  std::vector<std::unique_ptr<EpochSnapshot>> wrappers;
-  for (size_t r = 0; r < slots_.size(); ++r) {
-    wrappers.push_back(std::make_unique<EpochSnapshot>(*policies_[r], snapshot_folder(record), per_epoch));
-    slots_[r].policy = wrappers.back().get();
+  // One observer per stage: each lives on its stage's thread (its list of finished epochs).
+  std::vector<std::unique_ptr<EpochSnapshot>> snapshots;
+  for (StageSlot& slot : slots_) {
+    snapshots.push_back(std::make_unique<EpochSnapshot>(snapshot_folder(record), per_epoch));
+    slot.observers.push_back(snapshots.back().get());
   }
+  // Detached however the run ends (the observers die with this function).
+  struct Detach {
+    std::vector<StageSlot>& slots;
+    ~Detach() {
+      for (StageSlot& slot : slots) slot.observers.pop_back();
+    }
+  } detach{slots_};
   Progress progress(fmt::format("{} epochs, never flushed", epochs), per_epoch * epochs, e_.run.progress && !options_.quiet);
   std::vector<LossTotals> totals(static_cast<size_t>(epochs));
   std::vector<double> finished_at(static_cast<size_t>(epochs), 0);
@@ -83,7 +89,6 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   executor.run(train_schedule({static_cast<int>(per_epoch * epochs)}), slots_, shadowed, RunMode::Train);
   traced_steps_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(),
                     per_epoch * epochs);
-  for (size_t r = 0; r < slots_.size(); ++r) slots_[r].policy = policies_[r].get();
   executor.stats().read_memory_peaks();
   executor.merge_stats();
   last_train_stats_ = executor.stats();

@@ -1,5 +1,5 @@
 /// run.shadow: sync (core/train/shadow_sync.h): the replica of the model the shadow computes
-/// on, and the wrappers around the scheme's policies.
+/// on, observing every stage.
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <mutex>
@@ -61,10 +61,7 @@ void Runner::start_shadow() {
     global.set_state(saved);
   }
   shadow_ = std::make_unique<ShadowSync>(stages(), std::move(replicas));
-  for (size_t r = 0; r < policies_.size(); ++r) {
-    policies_[r] = std::make_unique<ShadowPolicy>(std::move(policies_[r]), *shadow_, static_cast<int>(r));
-    slots_[r].policy = policies_[r].get();
-  }
+  for (StageSlot& slot : slots_) slot.observers.push_back(shadow_.get());
 }
 
 }  // namespace pipelab

@@ -12,8 +12,8 @@
 /// (relative distance). For a synchronous scheme the two gradients are equal: the tests
 /// hold every measurement to that.
 ///
-/// How. A wrapper policy around each stage's own (ShadowPolicy) records, on the stage's
-/// thread: the dropout generator states before each forward, the weights each F and B read,
+/// How. An observer of every stage's actions (ActionObserver, core/exec/observer.h) records,
+/// on the stage's thread: the dropout generator states before each forward, the weights each F and B read,
 /// the micro-batches of each update, the gradient and the weights at the update. A wrapper
 /// feed (ShadowFeed) keeps the inputs, targets and loss shares. Once every stage has made
 /// its k-th update, a replica of the model (its own stages, never seen by the executor)
@@ -33,12 +33,15 @@
 #include <vector>
 
 #include "core/exec/executor.h"
+#include "core/exec/observer.h"
 #include "core/scheme/scheme.h"
 #include "core/weights/weights.h"
 
 namespace pipelab {
 
-class ShadowSync {
+/// The shadow: an observer of every stage (thread-safe; each stage's thread tells it what
+/// its own stage does).
+class ShadowSync final : public ActionObserver {
  public:
   /// `stages`: the run's; `replicas`: the same model split the same way (their own modules,
   /// generators and devices), which the shadow may overwrite at will.
@@ -49,16 +52,16 @@ class ShadowSync {
   void saw_target(int mb, const at::Tensor& y);
   void saw_loss_scale(int mb, double scale);
 
-  // From stage r's policy wrapper, on its own thread.
+  // From stage r's actions, on its own thread (ActionObserver).
   /// Before the forward of `mb`, after the scheme's policy chose its weights.
-  void forward(Stage& stage, int mb);
+  void forward(Stage& stage, int mb) override;
   /// Before the backward of `mb`, after the scheme's policy chose its weights.
-  void backward(Stage& stage, int mb);
+  void backward(Stage& stage, int mb) override;
   /// The backward of `mb` is done: its gradient is part of the next update.
-  void backward_done(Stage& stage, int mb);
+  void backward_done(Stage& stage, int mb) override;
   /// Right before the scheme's update: records the gradient and the weights it goes to,
   /// and computes the synchronous gradients of every update now complete on all stages.
-  void before_update(Stage& stage);
+  void before_update(Stage& stage) override;
   /// Moves stage r's measurements into `out`.
   void collect(int r, std::vector<StageMetric>& out);
 
@@ -98,53 +101,6 @@ class ShadowFeed : public Feed {
  private:
   Feed& inner_;
   ShadowSync* shadow_;
-};
-
-/// Wraps a scheme's policy. Every hook is forwarded (a hook left to StagePolicy's default
-/// would silently drop the scheme's own: tests/schemes/flushless_hooks_test.cpp holds this
-/// class, like EpochSnapshot, to the whole interface).
-class ShadowPolicy final : public StagePolicy {
- public:
-  ShadowPolicy(std::unique_ptr<StagePolicy> inner, ShadowSync& shadow, int stage)
-      : inner_(std::move(inner)), shadow_(shadow), stage_(stage) {}
-
-  void begin(Stage& s, int micro_batches) override { inner_->begin(s, micro_batches); }
-  bool checkpoint(int mb) const override { return inner_->checkpoint(mb); }
-  void before_forward(Stage& s, int mb, Message& in) override {
-    inner_->before_forward(s, mb, in);
-    shadow_.forward(s, mb);
-  }
-  void after_forward(Stage& s, int mb, Message& out) override { inner_->after_forward(s, mb, out); }
-  void before_backward(Stage& s, int mb) override {
-    inner_->before_backward(s, mb);
-    shadow_.backward(s, mb);
-  }
-  Message backward(Stage& s, int mb, const std::vector<Message>& in) override { return inner_->backward(s, mb, in); }
-  Message backward_input(Stage& s, int mb, const std::vector<Message>& in) override {
-    return inner_->backward_input(s, mb, in);
-  }
-  void backward_weight(Stage& s, int mb) override { inner_->backward_weight(s, mb); }
-  void after_backward(Stage& s, int mb) override {
-    inner_->after_backward(s, mb);
-    shadow_.backward_done(s, mb);
-  }
-  Message head(Stage& s, int mb) override { return inner_->head(s, mb); }
-  void update(Stage& s) override {
-    shadow_.before_update(s);
-    inner_->update(s);
-  }
-  void end(Stage& s) override { inner_->end(s); }
-  void collect(std::vector<StageMetric>& out) override {
-    inner_->collect(out);
-    shadow_.collect(stage_, out);
-  }
-  c10::IValue state() const override { return inner_->state(); }
-  void load_state(Stage& s, const c10::IValue& state) override { inner_->load_state(s, state); }
-
- private:
-  std::unique_ptr<StagePolicy> inner_;
-  ShadowSync& shadow_;
-  int stage_;
 };
 
 }  // namespace pipelab

@@ -15,7 +15,7 @@ list(APPEND PIPELAB_TEST_SOURCES
 )
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/async_runs_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/flushless_hooks_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/observers_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/nesterov_async_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipemare_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/prediction_test.cpp
