@@ -109,7 +109,7 @@ EpochMetrics Runner::epoch_figures(int epoch, const LossTotals& totals, int64_t 
     forward += st.bytes_forward[k];
     backward += st.bytes_backward[k];
   }
-  for (const ActionTime& u : st.update) runs = std::max(runs, u.count);
+  for (const ActionTime& u : st.time[ActionKind::Update]) runs = std::max(runs, u.count);
   m.bytes_forward_per_step = static_cast<double>(forward) / static_cast<double>(std::max<int64_t>(runs, 1));
   m.bytes_backward_per_step = static_cast<double>(backward) / static_cast<double>(std::max<int64_t>(runs, 1));
   return m;
@@ -120,6 +120,7 @@ void Runner::collect_stage_metrics(RunRecord& record, int epoch) {
   for (size_t r = 0; r < policies_.size(); ++r) {
     rows.clear();
     policies_[r]->collect(rows);
+    if (shadow_) shadow_->collect(static_cast<int>(r), rows);
     if (!rows.empty()) record.stage_metrics(epoch, static_cast<int>(r), rows);
   }
 }
@@ -186,6 +187,41 @@ void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgre
   }
 }
 
+namespace {
+
+/// A line for the run's log, and the terminal unless quiet.
+void announce(RunRecord& record, bool quiet, const std::string& text) {
+  for (size_t p = 0, q; p < text.size(); p = q + 1) {
+    q = text.find('\n', p);
+    if (q == std::string::npos) q = text.size();
+    record.log(text.substr(p, q - p));
+  }
+  if (!quiet) std::cout << text << (text.empty() || text.back() != '\n' ? "\n" : "") << std::flush;
+}
+
+/// The epochs an earlier session finished, into the summary (best accuracy first seen).
+void add_history(RunSummary& summary, const std::vector<EpochMetrics>& history) {
+  for (const EpochMetrics& m : history) {
+    if (summary.history.empty() || m.test_acc > summary.best_test_acc) {
+      summary.best_test_acc = m.test_acc;
+      summary.best_epoch = m.epoch;
+    }
+    summary.history.push_back(m);
+  }
+}
+
+/// The share of training time spent waiting for data, over every epoch.
+double data_wait_fraction(const std::vector<EpochMetrics>& history) {
+  double wait = 0, train_time = 0;
+  for (const EpochMetrics& m : history) {
+    wait += m.data_wait_fraction * m.train_seconds;
+    train_time += m.train_seconds;
+  }
+  return train_time > 0 ? wait / train_time : 0;
+}
+
+}  // namespace
+
 RunSummary Runner::run() {
   // Several processes: the one that writes the records uses run.output; the others log
   // to run.output/ranks/<name>/ and print nothing.
@@ -216,26 +252,13 @@ RunSummary Runner::run() {
   } else {
     record.begin(resolved_config(), options_.overwrite || options_.resume);
   }
-  {
-    const std::string line =
-        fmt::format("threads: {}{}; {} stage{} on {}", e_.executor->thread_layout(device_count()),
-                    e_.run.threads > 0 ? "" : " (run.threads 0: OMP_NUM_THREADS, else half the cores)", stage_count(),
-                    stage_count() == 1 ? "" : "s", fmt::join(e_.run.devices, ", "));
-    record.log(line);
-    if (!options_.quiet) std::cout << line << "\n";
-  }
-  if (!init_report_.empty()) {
-    record.log(init_report_);
-    if (!options_.quiet) std::cout << init_report_ << "\n";
-  }
+  announce(record, options_.quiet,
+           fmt::format("threads: {}{}; {} stage{} on {}", e_.executor->thread_layout(device_count()),
+                       e_.run.threads > 0 ? "" : " (run.threads 0: OMP_NUM_THREADS, else half the cores)",
+                       stage_count(), stage_count() == 1 ? "" : "s", fmt::join(e_.run.devices, ", ")));
+  if (!init_report_.empty()) announce(record, options_.quiet, init_report_);
   for (const auto& s : stages_) summary.parameters += count_parameters(s->module());
-  for (const EpochMetrics& m : progress.history) {
-    if (summary.history.empty() || m.test_acc > summary.best_test_acc) {
-      summary.best_test_acc = m.test_acc;
-      summary.best_epoch = m.epoch;
-    }
-    summary.history.push_back(m);
-  }
+  add_history(summary, progress.history);
   const auto start = std::chrono::steady_clock::now();
   bool diverged = false;
   if (flushless) {
@@ -276,21 +299,10 @@ RunSummary Runner::run() {
         "that epoch); run again with --overwrite for a trace";
   }
   summary.seconds = seconds_since(start);
-  double wait = 0, train_time = 0;
-  for (const EpochMetrics& m : summary.history) {
-    wait += m.data_wait_fraction * m.train_seconds;
-    train_time += m.train_seconds;
-  }
-  summary.data_wait_fraction = train_time > 0 ? wait / train_time : 0;
+  summary.data_wait_fraction = data_wait_fraction(summary.history);
   finish_summary(summary);
   record.summary(summary_json(e_, summary, stage_count()));
-  const std::string text = format_summary(e_, summary, stage_count());
-  for (size_t p = 0, q; p < text.size(); p = q + 1) {
-    q = text.find('\n', p);
-    if (q == std::string::npos) q = text.size();
-    record.log(text.substr(p, q - p));
-  }
-  if (!options_.quiet) std::cout << text << std::flush;
+  announce(record, options_.quiet, format_summary(e_, summary, stage_count()));
   return summary;
 }
 

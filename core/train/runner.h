@@ -39,6 +39,10 @@ struct RunSummary {
   double bubble_ideal = 0;     ///< bubble fraction of the schedule with unit costs (F = B = 1)
   double bubble_measured = 0;  ///< ... with the measured per-stage F/B/U times
   double simulated_samples_per_second = 0;  ///< if each stage had its own device
+  /// Bytes per step of each kind that moves any, in the last training epoch: SEND_F,
+  /// SEND_B, SEND_H (messages between stages), ALLREDUCE (gradients brought to all-reduces:
+  /// replicas, a global clip, tied weights). Kinds that moved nothing are left out.
+  std::vector<std::pair<ActionKind, double>> traffic_per_step;
   int64_t parameters = 0;
   /// fp16 (run.amp): each stage's loss scale at the end and the updates it skipped.
   std::vector<double> loss_scales;
@@ -95,13 +99,15 @@ class Runner {
   /// Resolves the model's tied parameters (ModelDef::ties) into ties_ and starts every
   /// second copy equal to its first.
   void tie_parameters();
+  /// init.from: every replica's stages from a state_dict file (the report for the log).
+  void load_initial_weights();
   /// Decides sync_ (replicas, clip, ties) and gives every stage the collective its
   /// ALLREDUCE joins (StageSlot::all_reduce; core/train/runner_gradients.cpp).
   void connect_gradients();
   std::vector<Stage*> replica_stages(int r) const;
   /// Micro-batches per replica for a mini-batch of `n` examples (replica_chunk_sizes).
   std::vector<int> replica_units(int64_t n) const;
-  /// run.shadow: sync — a replica of the model and a wrapper around every policy
+  /// run.shadow: sync — a replica of the model observing every stage
   /// (core/train/shadow_sync.h).
   void start_shadow();
   /// Lets the scheme add to each stage (e.g. auxiliary heads), given its output shape.

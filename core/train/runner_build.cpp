@@ -130,7 +130,38 @@ std::vector<c10::Device> run_devices(const Experiment& e, int stages, int replic
   return devices;
 }
 
+/// Refuses a scheme the model or the precision cannot serve, before anything is built.
+void check_scheme_fits(const Experiment& e, const Dataflow& dataflow) {
+  if (!dataflow.plain() && (e.scheme->routes_own_gradients() || e.scheme->prepares_stages())) {
+    e.source->fail("scheme.type",
+                   fmt::format("scheme {} trains each stage on the one tensor it sends, but model {} sends several "
+                               "between blocks (a skip connection, a mask or a second state)",
+                               e.scheme->type(), e.model->type()),
+                   "use a model whose blocks pass one tensor (mlp, cnn, resnet, ...) or another scheme");
+  }
+  if (e.run.amp == Amp::Fp16 && e.scheme->routes_own_gradients()) {
+    e.source->fail("run.amp",
+                   fmt::format("scheme {} computes its gradients itself, which fp16's loss scaling does not reach",
+                               e.scheme->type()),
+                   "use run.amp: bf16 (no loss scaling needed) or none");
+  }
+}
+
 }  // namespace
+
+void Runner::load_initial_weights() {
+  if (!e_.init.from) return;
+  const std::string& path = *e_.init.from;
+  if (!std::filesystem::is_regular_file(path)) {
+    e_.source->fail("init.from", fmt::format("file '{}' not found", path),
+                    "give the path of a .pt file written by torch.save(model.state_dict(), path)");
+  }
+  const TensorDict state = load_tensor_dict(path);
+  for (int r = 0; r < replicas_; ++r) {
+    const std::string report = load_model_state(replica_stages(r), state, e_.init.strict, path).describe(path);
+    if (r == 0) init_report_ = report;
+  }
+}
 
 void Runner::check_processes_agree() const {
   YAML::Node mine = resolved_config();
@@ -158,25 +189,13 @@ void Runner::build_stages() {
   pipeline_stages_ = stages;
   replicas_ = replicas;
   const uint64_t seed = static_cast<uint64_t>(run.seed);
-  if (!dataflow_.plain() && (e_.scheme->routes_own_gradients() || e_.scheme->prepares_stages())) {
-    e_.source->fail("scheme.type",
-                    fmt::format("scheme {} trains each stage on the one tensor it sends, but model {} sends several "
-                                "between blocks (a skip connection, a mask or a second state)",
-                                e_.scheme->type(), e_.model->type()),
-                    "use a model whose blocks pass one tensor (mlp, cnn, resnet, ...) or another scheme");
-  }
+  check_scheme_fits(e_, dataflow_);
   const auto build_all = [&] {
     std::vector<Block> blocks;
     for (size_t i = 0; i < def_.blocks.size(); ++i) blocks.push_back(build_block(def_, i, seed));
     return blocks;
   };
   std::vector<Block> blocks = build_all();
-  if (run.amp == Amp::Fp16 && e_.scheme->routes_own_gradients()) {
-    e_.source->fail("run.amp",
-                    fmt::format("scheme {} computes its gradients itself, which fp16's loss scaling does not reach",
-                                e_.scheme->type()),
-                    "use run.amp: bf16 (no loss scaling needed) or none");
-  }
   // The scheme's placement puts stage r on device placement[r]: one thread or process each,
   // and run.devices[placement[r]] when several devices are listed. Replica k's copy of the
   // pipeline takes the next devices (core/scheme/replicas.h).
@@ -212,18 +231,7 @@ void Runner::build_stages() {
     build_replica(r, r == 0 ? std::move(blocks) : build_all(), devices);
   }
   if (e_.scheme->prepares_stages()) prepare_stages();
-  if (e_.init.from) {
-    const std::string& path = *e_.init.from;
-    if (!std::filesystem::is_regular_file(path)) {
-      e_.source->fail("init.from", fmt::format("file '{}' not found", path),
-                      "give the path of a .pt file written by torch.save(model.state_dict(), path)");
-    }
-    const TensorDict state = load_tensor_dict(path);
-    for (int r = 0; r < replicas; ++r) {
-      const std::string report = load_model_state(replica_stages(r), state, e_.init.strict, path).describe(path);
-      if (r == 0) init_report_ = report;
-    }
-  }
+  load_initial_weights();
   tie_parameters();
   for (const auto& stage : stages_) {
     Stage& s = *stage;

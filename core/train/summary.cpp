@@ -55,16 +55,16 @@ void Runner::finish_summary(RunSummary& s) const {
   const Schedule schedule = replicated_schedule(*e_.scheme, pipeline_stages_, units, sync_);
   s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
   const ExecStats& st = last_train_stats_;
-  if (st.forward.size() != static_cast<size_t>(stages)) return;  // no training ran in this session
-  CostModel measured;
-  for (size_t r = 0; r < static_cast<size_t>(stages); ++r) {
-    measured.forward.push_back(st.forward[r].mean());
-    measured.backward.push_back(st.backward[r].mean());
-    measured.update.push_back(st.update[r].mean());
-    measured.backward_input.push_back(st.backward_input[r].mean());
-    measured.backward_weight.push_back(st.backward_weight[r].mean());
+  if (st.stages() != static_cast<size_t>(stages)) return;  // no training ran in this session
+  // Steps in the stats: the most updates any stage made (one per mini-batch, or fewer).
+  int64_t steps = 1;
+  for (const ActionTime& u : st.time[ActionKind::Update]) steps = std::max(steps, u.count);
+  for (const ActionKindInfo& k : action_kinds()) {
+    int64_t bytes = 0;
+    for (const int64_t b : st.bytes[k.kind]) bytes += b;
+    if (bytes > 0) s.traffic_per_step.emplace_back(k.kind, static_cast<double>(bytes) / static_cast<double>(steps));
   }
-  const Timeline t = simulate_timeline(schedule, measured);
+  const Timeline t = simulate_timeline(schedule, st.cost_model());
   s.bubble_measured = t.bubble_fraction;
   const double per_run_samples = e_.scheme->span() == Span::MiniBatch
                                      ? static_cast<double>(e_.run.batch_size)
@@ -134,6 +134,15 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
     out += fmt::format("  traffic         {:.3g} MB forward, {:.3g} MB backward per step across stage boundaries\n",
                        last.bytes_forward_per_step / 1e6, last.bytes_backward_per_step / 1e6);
   }
+  // The messages are on the traffic line; the all-reduces' share gets its own (per kind in
+  // summary.json's traffic_per_step).
+  for (const auto& [kind, bytes] : s.traffic_per_step) {
+    if (kind_info(kind).role == KindRole::Collective) {
+      out += fmt::format("  all-reduce      {:.3g} MB of gradients brought to all-reduces per step (every stage's\n"
+                         "                  share: replicas' sums, a global clip, tied weights)\n",
+                         bytes / 1e6);
+    }
+  }
   if (e.run.amp != Amp::None) {
     out += fmt::format("  precision       {} autocast, float32 master weights",
                        e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
@@ -197,6 +206,11 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
       .add("bubble_fraction_measured", s.bubble_measured)
       .add("simulated_samples_per_second", s.simulated_samples_per_second)
       .add("git_revision", git_revision());
+  if (!s.traffic_per_step.empty()) {
+    json::Object traffic;
+    for (const auto& [kind, bytes] : s.traffic_per_step) traffic.add(Action::kind_name(kind), bytes);
+    o.add("traffic_per_step", traffic);
+  }
   if (!s.trace_missing.empty()) o.add("trace_missing", s.trace_missing);
   o.add("amp", e.run.amp == Amp::None ? "none" : e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
   if (!s.loss_scales.empty()) {

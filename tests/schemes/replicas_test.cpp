@@ -97,6 +97,34 @@ TEST(Replicas, SynchronousSchemesTimesTwoReplicasEqualSingle) {
             1e-10);
 }
 
+/// The summary's bytes per step of `kind` (0 when it moved none).
+double traffic(const RunSummary& s, ActionKind kind) {
+  for (const auto& [k, bytes] : s.traffic_per_step) {
+    if (k == kind) return bytes;
+  }
+  return 0;
+}
+
+TEST(Replicas, TheSummaryCountsTheGradientsEachAllReduceGathers) {
+  // gpipe, 2 stages x 2 replicas, float64: each step, every stage brings its whole gradient
+  // to its all-reduce, so the four bring two models' worth: 2 x 1612 parameters x 8 bytes
+  // (mlp 12-24-24-24-4: 312 + 600 + 600 + 100 parameters).
+  const auto run = [](const std::vector<std::string>& overrides) {
+    testing::TempDir dir;
+    Experiment e = testing::experiment(kMlp, dir.file("run"), overrides);
+    RunnerOptions o;
+    o.quiet = true;
+    return Runner(e, o).run();
+  };
+  const RunSummary two = run({"scheme={type: gpipe, chunks: 2}", "partition.replicas=2"});
+  EXPECT_DOUBLE_EQ(traffic(two, ActionKind::AllReduce), 2 * 1612 * 8);
+  // The activations: micro-batches of 4 examples x 24 float64 values, 4 per step (2 per replica).
+  EXPECT_DOUBLE_EQ(traffic(two, ActionKind::SendF), 4 * 4 * 24 * 8);
+  const RunSummary one = run({"scheme={type: gpipe, chunks: 2}"});
+  EXPECT_EQ(traffic(one, ActionKind::AllReduce), 0) << "no replicas, no all-reduce";
+  EXPECT_DOUBLE_EQ(traffic(one, ActionKind::SendF), 2 * 8 * 24 * 8);
+}
+
 TEST(Replicas, DpIsSingleWithReplicas) {
   const TensorDict dp = testing::train(kMlp, {"scheme={type: dp, replicas: 3}"});
   EXPECT_TRUE(testing::identical(dp, testing::train(kMlp, {"partition.replicas=3"})));
