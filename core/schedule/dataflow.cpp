@@ -13,7 +13,7 @@ std::vector<std::vector<size_t>> all_reduce_positions(const Schedule& s) {
   std::vector<std::vector<size_t>> out(static_cast<size_t>(s.devices()));
   for (int d = 0; d < s.devices(); ++d) {
     for (size_t i = 0; i < s.device(d).size(); ++i) {
-      if (s.device(d)[i].kind == ActionKind::AllReduce) out[static_cast<size_t>(d)].push_back(i);
+      if (kind_info(s.device(d)[i].kind).role == KindRole::Collective) out[static_cast<size_t>(d)].push_back(i);
     }
   }
   return out;
@@ -51,7 +51,7 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
   // Device d has reached position next[d]: if that is an ALLREDUCE, it has arrived there.
   const auto arrive = [&](int d) {
     const size_t i = result.next[static_cast<size_t>(d)];
-    if (i >= s.device(d).size() || s.device(d)[i].kind != ActionKind::AllReduce) return;
+    if (i >= s.device(d).size() || kind_info(s.device(d)[i].kind).role != KindRole::Collective) return;
     const auto k = round_of(s.device(d)[i]);
     if (++arrived[k] < members) return;
     for (const int q : at_collective[k]) wake(q, d);
@@ -67,7 +67,7 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
         waiting[message_key(a)].push_back(d);
         continue;
       }
-      if (a.kind == ActionKind::AllReduce) {
+      if (kind_info(a.kind).role == KindRole::Collective) {
         const auto k = round_of(a);
         const auto it_arrived = arrived.find(k);
         if (it_arrived == arrived.end() || it_arrived->second < members) {

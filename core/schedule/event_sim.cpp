@@ -44,7 +44,7 @@ EventTimeline replay(const Schedule& s, const EventCosts& costs) {
         t.transfers.push_back({a, dev, to, on, arrival});
         if (!costs.overlap) end = arrival;
       }
-    } else if (a.kind == ActionKind::AllReduce) {
+    } else if (kind_info(a.kind).role == KindRole::Collective) {
       const int group = s.collective_group(a.stage);
       const auto k = std::make_pair(group, collectives_seen.at(static_cast<size_t>(a.stage))++);
       if (!collective_start.count(k)) {

@@ -138,7 +138,7 @@ void check_collectives(const Schedule& s, const Report& report) {
   std::map<int, std::vector<std::pair<int, size_t>>> at;
   for (int d = 0; d < s.devices(); ++d) {
     for (size_t i = 0; i < s.device(d).size(); ++i) {
-      if (s.device(d)[i].kind == ActionKind::AllReduce) at[s.device(d)[i].stage].push_back({d, i});
+      if (kind_info(s.device(d)[i].kind).role == KindRole::Collective) at[s.device(d)[i].stage].push_back({d, i});
     }
   }
   for (int stage = 0; stage < s.stages(); ++stage) {

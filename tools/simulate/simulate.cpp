@@ -178,7 +178,7 @@ SimResult simulate(const Scheme& scheme, int stages, int units, double examples,
   for (const TimedTransfer& t : r.timeline.transfers) bytes += wire_bytes(costs, t.send);
   for (const auto& row : r.timeline.devices) {
     for (const TimedAction& x : row) {
-      if (x.action.kind == ActionKind::AllReduce && options.replicas > 1) {
+      if (kind_info(x.action.kind).role == KindRole::Collective && options.replicas > 1) {
         const double n = options.replicas;
         bytes += 2.0 * (n - 1) / n * costs.stages[static_cast<size_t>(x.action.stage)].parameter_bytes;
       }
