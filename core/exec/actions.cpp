@@ -1,6 +1,7 @@
 #include "core/exec/actions.h"
 
 #include <chrono>
+#include <climits>
 #include <map>
 
 #include "core/util/error.h"
@@ -116,11 +117,30 @@ void ExecStats::read_memory_peaks() {
   }
 }
 
-void begin_run(std::vector<StageSlot>& slots, int micro_batches, RunMode mode) {
-  for (StageSlot& slot : slots) {
+std::vector<ReplicaMicroBatches> replica_micro_batches(const Schedule& s) {
+  std::vector<int> low(static_cast<size_t>(s.stages()), INT_MAX), high(static_cast<size_t>(s.stages()), -1);
+  for (int d = 0; d < s.devices(); ++d) {
+    for (const Action& a : s.device(d)) {
+      if (!takes_micro_batch(a.kind) || a.stage < 0 || a.stage >= s.stages()) continue;
+      const size_t g = static_cast<size_t>(a.stage);
+      low[g] = std::min(low[g], a.mb);
+      high[g] = std::max(high[g], a.mb);
+    }
+  }
+  std::vector<ReplicaMicroBatches> out(low.size());
+  for (size_t g = 0; g < out.size(); ++g) {
+    if (high[g] >= 0) out[g] = {low[g], high[g] - low[g] + 1};
+  }
+  return out;
+}
+
+void begin_run(std::vector<StageSlot>& slots, const Schedule& s, RunMode mode) {
+  const std::vector<ReplicaMicroBatches> own = replica_micro_batches(s);
+  for (size_t g = 0; g < slots.size(); ++g) {
+    StageSlot& slot = slots[g];
     if (!slot.stage) continue;
     slot.stage->set_training(mode == RunMode::Train);
-    if (mode == RunMode::Train) slot.policy->begin(*slot.stage, micro_batches);
+    if (mode == RunMode::Train) slot.policy->begin(*slot.stage, g < own.size() ? own[g].count : 0);
   }
 }
 
@@ -140,7 +160,7 @@ void count_message(ExecStats& stats, int from, int to, const Message& m) {
   ++count[edge];
 }
 
-DeviceWork::DeviceWork(const Schedule& s, int device) : s_(s), device_(device) {
+DeviceWork::DeviceWork(const Schedule& s, int device) : s_(s), device_(device), own_(replica_micro_batches(s)) {
   for (const Action& a : s.device(device)) {
     if (is_send(a.kind)) sends_.insert({a.stage, payload(a.kind), a.mb});
   }
@@ -187,13 +207,17 @@ std::vector<Message> DeviceWork::take_gradients(int stage, int mb) {
 
 namespace {
 
-/// What a compute action has at hand (one per action, on its device's thread).
+/// What a compute action has at hand (one per action, on its device's thread). The feed and
+/// the device's messages know the micro-batch by the schedule's number (a.mb); the stage, its
+/// policy and its observers by `mb`, its number within the stage's replica, so that a scheme
+/// never sees its replicas (core/schedule/replicate.h numbers replica r's after r-1's).
 struct ActionContext {
   const Action& a;
   DeviceWork& work;
   StageSlot& slot;
   Feed& feed;
   RunMode mode;
+  int mb;
   Stage& stage() { return *slot.stage; }
   /// Tells the stage's observers (training only: evaluation has none to tell).
   template <class Call>
@@ -211,15 +235,15 @@ using Handler = Message (*)(ActionContext&);
 /// F of `mb`: reads the feed when nothing was received for it.
 Message forward(ActionContext& c) {
   Stage& stage = c.stage();
-  const int mb = c.a.mb;
-  const bool received = c.work.has_input(c.a.stage, mb);
-  Message in = received ? c.work.take_input(c.a.stage, mb) : Message{};
-  if (!received) in.values = {c.feed.input(mb)};
+  const int mb = c.mb;
+  const bool received = c.work.has_input(c.a.stage, c.a.mb);
+  Message in = received ? c.work.take_input(c.a.stage, c.a.mb) : Message{};
+  if (!received) in.values = {c.feed.input(c.a.mb)};
   PIPELAB_ASSERT(!in.values.empty() && in.values.front().defined(), "stage {}: forward of micro-batch {} has no input",
                  stage.index(), mb);
   for (at::Tensor& t : in.values) t = device::transfer(t, nullptr, stage.device());
   const bool target_needed = c.mode == RunMode::Eval ? stage.is_last() : stage.needs_target();
-  const at::Tensor target = target_needed ? c.feed.target(mb).to(stage.device(), true) : at::Tensor();
+  const at::Tensor target = target_needed ? c.feed.target(c.a.mb).to(stage.device(), true) : at::Tensor();
   ForwardResult result;
   if (c.mode == RunMode::Eval) {
     result = stage.evaluate(in.values, target);
@@ -229,13 +253,13 @@ Message forward(ActionContext& c) {
     ForwardOptions options;
     options.checkpoint = c.slot.policy->checkpoint(mb);
     options.target = target;
-    options.loss_scale = c.feed.loss_scale(mb);
+    options.loss_scale = c.feed.loss_scale(c.a.mb);
     result = stage.forward(mb, std::move(in.values), options);
   }
   Message out{std::move(result.activations), {}, in.tag};
   if (c.mode == RunMode::Train) c.slot.policy->after_forward(stage, mb, out);
   if (stage.is_last()) {
-    c.feed.on_result(mb, {result.loss, result.correct, result.count});
+    c.feed.on_result(c.a.mb, {result.loss, result.correct, result.count});
     return {};
   }
   return out;
@@ -243,8 +267,8 @@ Message forward(ActionContext& c) {
 
 Message backward(ActionContext& c) {
   Stage& stage = c.stage();
-  const int mb = c.a.mb;
-  const std::vector<Message> in = c.work.take_gradients(c.a.stage, mb);
+  const int mb = c.mb;
+  const std::vector<Message> in = c.work.take_gradients(c.a.stage, c.a.mb);
   c.slot.policy->before_backward(stage, mb);
   c.notify([&](ActionObserver& o) { o.backward(stage, mb); });
   Message out = c.slot.policy->backward(stage, mb, in);
@@ -256,20 +280,20 @@ Message backward(ActionContext& c) {
 Message backward_input(ActionContext& c) {
   Stage& stage = c.stage();
   const std::vector<Message> in = c.work.take_gradients(c.a.stage, c.a.mb);
-  c.slot.policy->before_backward(stage, c.a.mb);
-  c.notify([&](ActionObserver& o) { o.backward(stage, c.a.mb); });
-  return c.slot.policy->backward_input(stage, c.a.mb, in);
+  c.slot.policy->before_backward(stage, c.mb);
+  c.notify([&](ActionObserver& o) { o.backward(stage, c.mb); });
+  return c.slot.policy->backward_input(stage, c.mb, in);
 }
 
 Message backward_weight(ActionContext& c) {
   Stage& stage = c.stage();
-  c.slot.policy->backward_weight(stage, c.a.mb);
-  c.slot.policy->after_backward(stage, c.a.mb);
-  c.notify([&](ActionObserver& o) { o.backward_done(stage, c.a.mb); });
+  c.slot.policy->backward_weight(stage, c.mb);
+  c.slot.policy->after_backward(stage, c.mb);
+  c.notify([&](ActionObserver& o) { o.backward_done(stage, c.mb); });
   return {};
 }
 
-Message head(ActionContext& c) { return c.slot.policy->head(c.stage(), c.a.mb); }
+Message head(ActionContext& c) { return c.slot.policy->head(c.stage(), c.mb); }
 
 Message update(ActionContext& c) {
   Stage& stage = c.stage();
@@ -317,7 +341,7 @@ void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, Run
   }
   Traced traced(stats, a.stage, a, slot.stage->device());
   Timed timed(stats.time[a.kind][static_cast<size_t>(a.stage)]);
-  ActionContext context{a, work, slot, feed, mode};
+  ActionContext context{a, work, slot, feed, mode, a.mb - work.first_micro_batch(a.stage)};
   Message out = handler(context);
   const char message = kind_info(a.kind).message;
   if (message) traced.sent(work.produced(a.stage, message, a.mb, std::move(out)));

@@ -11,8 +11,18 @@
 
 namespace pipelab {
 
-/// Before a schedule run: train/eval mode, and the policies' begin() in training.
-void begin_run(std::vector<StageSlot>& slots, int micro_batches, RunMode mode);
+/// The micro-batches a stage of a schedule runs: `count` numbers from `first` (with replicas,
+/// core/schedule/replicate.h, replica r's stages start after replica r-1's micro-batches).
+struct ReplicaMicroBatches {
+  int first = 0;
+  int count = 0;
+};
+/// Per stage of `s`.
+std::vector<ReplicaMicroBatches> replica_micro_batches(const Schedule& s);
+
+/// Before a run of `s`: train/eval mode, and the policies' begin() in training (with the
+/// micro-batches of the stage's own replica).
+void begin_run(std::vector<StageSlot>& slots, const Schedule& s, RunMode mode);
 /// After a schedule run: the policies' end() in training (the flush).
 void end_run(std::vector<StageSlot>& slots, RunMode mode);
 
@@ -38,12 +48,15 @@ class DeviceWork {
   bool has_input(int stage, int mb) const { return inputs_.count({stage, mb}) > 0; }
   Message take_input(int stage, int mb);
   std::vector<Message> take_gradients(int stage, int mb);
+  /// The schedule's number of `stage`'s first micro-batch (its replica's micro-batch 0).
+  int first_micro_batch(int stage) const { return own_.at(static_cast<size_t>(stage)).first; }
   /// Results and messages never used (0 after a complete run).
   size_t pending() const { return results_.size() + inputs_.size() + gradients_.size(); }
 
  private:
   const Schedule& s_;
   int device_;
+  std::vector<ReplicaMicroBatches> own_;
   std::set<std::tuple<int, char, int>> sends_;
   std::map<std::tuple<int, char, int>, Message> results_;
   std::map<std::pair<int, int>, Message> inputs_;

@@ -140,7 +140,7 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
                     "executor.world_size (pipelab launch --nproc) to the number of replicas.");
   }
   if (stats_.stages() != slots.size()) stats_.reset(n);
-  begin_run(slots, s.micro_batches(), mode);
+  begin_run(slots, s, mode);
   const bool writer = writes_results();
   RelayFeed relay(feed, !writer);
   Mailboxes local(n);

@@ -43,7 +43,7 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
     if (stats_.stages() != slots.size()) stats_.reset(n);
     const int devices = s.devices();
     if (!threads_ || threads_->size() != devices) threads_ = std::make_unique<StageThreads>(devices, per_device(devices));
-    begin_run(slots, s.micro_batches(), mode);
+    begin_run(slots, s, mode);
     Mailboxes mail(n, options_.spin_us * 1e-6);
     std::vector<DeviceWork> work;
     for (int d = 0; d < devices; ++d) work.emplace_back(s, d);

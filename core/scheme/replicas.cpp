@@ -71,10 +71,13 @@ ValidateOptions replicated_rules(const Scheme& scheme, int stages, int replicas,
 }
 
 std::string replicas_refused(const Scheme& scheme, int replicas) {
-  if (replicas <= 1 || scheme.span() == Span::MiniBatch) return "";
-  return fmt::format("scheme {} pipelines across mini-batches (its weights are asynchronous), and replicas of it "
-                     "are not supported yet: what each replica's staleness would be is not defined",
-                     scheme.type());
+  // Interlocking backpropagation's auxiliary heads (the one scheme that prepares its stages)
+  // compute their losses as means over what the stage sees, unscaled by the share of the
+  // mini-batch that the loss stage applies: R replicas would sum R such means.
+  if (replicas <= 1 || !scheme.prepares_stages()) return "";
+  return fmt::format("scheme {} trains auxiliary heads whose losses are means over each replica's share, so the "
+                     "all-reduce would weigh them {} times",
+                     scheme.type(), replicas);
 }
 
 }  // namespace pipelab

@@ -47,9 +47,10 @@ std::vector<int> replicated_placement(const Scheme& scheme, int stages, int repl
 /// or `sync`), the bounds repeated for every replica.
 ValidateOptions replicated_rules(const Scheme& scheme, int stages, int replicas, const GradientSync& sync = {});
 
-/// Why `scheme` cannot run `replicas` replicas ("" when it can). Replicas split each
-/// mini-batch, so a scheme whose schedule spans several mini-batches (asynchronous weights,
-/// Span::Epoch or Span::Run) would need its staleness per replica defined: refused for now.
+/// Why `scheme` cannot run `replicas` replicas ("" when it can). Every scheme can, synchronous
+/// or asynchronous (each replica's share of a mini-batch sees the same weight version, so the
+/// all-reduced gradient is the one of the whole mini-batch), except one whose stages train
+/// auxiliary heads on unscaled per-share losses (interlocking).
 std::string replicas_refused(const Scheme& scheme, int replicas);
 
 }  // namespace pipelab

@@ -109,4 +109,80 @@ void LoaderFeed::on_result(int mb, const MicroBatchResult& r) {
   on_result_(mb, r);
 }
 
+ReplicaFeed::ReplicaFeed(Feed& inner, int replicas, int units) : inner_(inner), replicas_(replicas), units_(units) {
+  PIPELAB_ASSERT(replicas > 0 && units > 0, "{} replicas of {} micro-batches", replicas, units);
+}
+
+void ReplicaFeed::fetch(int k) {
+  // The replicas ask for 0, 1, 2, ... each, so the inner feed is asked in order too (its
+  // loader prefetches that order), and each mini-batch once.
+  for (; fetched_until_ <= k; ++fetched_until_) {
+    const int j = fetched_until_;
+    const at::Tensor x = inner_.input(j), y = inner_.target(j);
+    const double scale = inner_.loss_scale(j);
+    const int64_t n = x.size(0);
+    const std::vector<int64_t> sizes = chunk_sizes(n, replicas_);
+    // The runner refuses mini-batches smaller than the replicas (every replica needs a share).
+    PIPELAB_ASSERT(static_cast<int>(sizes.size()) == replicas_, "a mini-batch of {} examples over {} replicas", n,
+                   replicas_);
+    int64_t start = 0;
+    for (int r = 0; r < replicas_; ++r) {
+      const int64_t size = sizes[static_cast<size_t>(r)];
+      Share& s = shares_[r * units_ + j];
+      s.input = x.narrow(0, start, size);
+      s.target = y.narrow(0, start, size);
+      s.scale = scale * static_cast<double>(size) / static_cast<double>(n);
+      start += size;
+    }
+  }
+}
+
+ReplicaFeed::Share& ReplicaFeed::share(int mb) {
+  fetch(mb % units_);
+  auto it = shares_.find(mb);
+  PIPELAB_ASSERT(it != shares_.end(), "micro-batch {} was asked for after its result", mb);
+  return it->second;
+}
+
+at::Tensor ReplicaFeed::input(int mb) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Share& s = share(mb);
+  // The input is the share's biggest tensor and only the first stage reads it.
+  const at::Tensor x = s.input;
+  s.input = at::Tensor();
+  PIPELAB_ASSERT(x.defined(), "micro-batch {}'s input was asked for twice", mb);
+  return x;
+}
+
+at::Tensor ReplicaFeed::target(int mb) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return share(mb).target;
+}
+
+double ReplicaFeed::loss_scale(int mb) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return share(mb).scale;
+}
+
+void ReplicaFeed::on_result(int mb, const MicroBatchResult& r) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  shares_.erase(mb);
+  Parts& parts = results_[mb % units_];
+  parts.results.resize(static_cast<size_t>(replicas_));
+  parts.results[static_cast<size_t>(mb / units_)] = r;
+  ++parts.in;
+  // Reported in order, each once all its shares are in: the sum of the shares' scaled losses
+  // (in replica order, so every executor reports the same bits) is the mini-batch's mean loss.
+  for (auto it = results_.find(next_); it != results_.end() && it->second.in == replicas_; it = results_.find(next_)) {
+    MicroBatchResult sum{at::zeros({}, at::kDouble), at::zeros({}, at::kLong), 0};
+    for (const MicroBatchResult& part : it->second.results) {
+      sum.loss += part.loss.detach().to(at::kCPU, at::kDouble);
+      sum.correct += part.correct.to(at::kCPU, at::kLong);
+      sum.count += part.count;
+    }
+    results_.erase(it);
+    inner_.on_result(next_++, sum);
+  }
+}
+
 }  // namespace pipelab

@@ -77,6 +77,47 @@ class LoaderFeed : public Feed {
   std::map<int, at::Tensor> targets_;
 };
 
+/// Replicas of a pipeline that runs across mini-batches (an asynchronous scheme's epoch or
+/// run; core/scheme/replicas.h): the replicated schedule gives replica r's micro-batch k the
+/// id r * units + k (core/schedule/replicate.h), and that micro-batch is replica r's share of
+/// the inner feed's micro-batch k (a whole mini-batch), split with chunk semantics like a
+/// synchronous scheme's shares. Each share's loss is scaled by its part of the mini-batch, so
+/// the all-reduced gradient is the whole mini-batch's; the R results of micro-batch k reach
+/// the inner feed as one (their sum), in the order of k. Each mini-batch is fetched once, when
+/// the first replica asks; a share's input is dropped once taken, the rest with its result.
+class ReplicaFeed : public Feed {
+ public:
+  /// `units`: the micro-batches of one replica's schedule.
+  ReplicaFeed(Feed& inner, int replicas, int units);
+  at::Tensor input(int mb) override;
+  at::Tensor target(int mb) override;
+  double loss_scale(int mb) override;
+  void on_result(int mb, const MicroBatchResult& r) override;
+
+ private:
+  /// What replica r's share of micro-batch k needs until its result is in.
+  struct Share {
+    at::Tensor input, target;
+    double scale = 1;
+  };
+  /// Fetches and splits the inner micro-batches up to `k` not fetched yet. Caller holds mutex_.
+  void fetch(int k);
+  Share& share(int mb);
+
+  Feed& inner_;
+  int replicas_, units_;
+  std::mutex mutex_;
+  std::map<int, Share> shares_;   ///< by the replicated schedule's micro-batch id
+  /// The results of one inner micro-batch's shares, by replica.
+  struct Parts {
+    std::vector<MicroBatchResult> results;
+    int in = 0;
+  };
+  std::map<int, Parts> results_;  ///< by inner micro-batch
+  int fetched_until_ = 0;         ///< inner micro-batches below this were fetched
+  int next_ = 0;                  ///< the inner micro-batch to report next
+};
+
 /// Casts floating-point inputs to the run's dtype; integer inputs (token ids) stay.
 at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype);
 

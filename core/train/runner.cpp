@@ -9,6 +9,7 @@
 
 #include "core/schedule/generators.h"
 #include "core/schedule/timeline.h"
+#include "core/scheme/replicas.h"
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
 #include "core/train/shadow_sync.h"
@@ -79,9 +80,10 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
     LoaderFeed feed(*train_, dtype_, [&](int, const MicroBatchResult& r) {
       if (!finish_step(totals.add(r))) diverged = true;
     });
-    ShadowFeed shadowed(feed, shadow_.get());
+    ReplicaFeed shares(feed, replicas_, static_cast<int>(steps));
+    ShadowFeed shadowed(replicas_ > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
     const auto run_start = std::chrono::steady_clock::now();
-    executor.run(train_schedule({static_cast<int>(steps)}), slots_, shadowed, RunMode::Train);
+    executor.run(train_schedule(equal_units(static_cast<int>(steps), replicas_)), slots_, shadowed, RunMode::Train);
     traced_steps_.add(seconds_since(run_start), steps);
     collect_stage_metrics(record, epoch + 1);
   }

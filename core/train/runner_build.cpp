@@ -353,7 +353,17 @@ void Runner::check_schedules() const {
     }
     check_schedule(replicated_schedule(*e_.scheme, stages, replica_units(e_.run.batch_size), sync_), bound);
   } else {
-    check_schedule(replicated_schedule(*e_.scheme, stages, {static_cast<int>(train_->batches())}, sync_), bound);
+    // Each mini-batch is split over the replicas (the training loader drops a short last one).
+    if (replicas_ > e_.run.batch_size) {
+      e_.source->fail("run.batch_size",
+                      fmt::format("{} replicas each take a share of every mini-batch, but a mini-batch has only {} "
+                                  "examples",
+                                  replicas_, e_.run.batch_size),
+                      fmt::format("use run.batch_size >= {} or fewer replicas", replicas_));
+    }
+    check_schedule(
+        replicated_schedule(*e_.scheme, stages, equal_units(static_cast<int>(train_->batches()), replicas_), sync_),
+        bound);
   }
   validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)),
                                             {placement_.begin(), placement_.begin() + stages}));

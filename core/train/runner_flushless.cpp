@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/scheme/replicas.h"
 #include "core/train/feeds.h"
 #include "core/train/runner.h"
 #include "core/train/runner_flushless.h"
@@ -55,19 +56,21 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   const int epochs = e_.run.epochs;
   const int64_t per_epoch = train_->batches();
   std::filesystem::create_directories(snapshot_folder(record));
-  // One observer per stage: each lives on its stage's thread (its list of finished epochs).
+  // One observer per stage of replica 0 (the replicas hold the same weights, and replica 0
+  // evaluates): each lives on its stage's thread (its list of finished epochs).
   std::vector<std::unique_ptr<EpochSnapshot>> snapshots;
-  for (StageSlot& slot : slots_) {
+  for (int p = 0; p < pipeline_stages_; ++p) {
     snapshots.push_back(std::make_unique<EpochSnapshot>(snapshot_folder(record), per_epoch));
-    slot.observers.push_back(snapshots.back().get());
+    slots_[static_cast<size_t>(p)].observers.push_back(snapshots.back().get());
   }
   // Detached however the run ends (the observers die with this function).
   struct Detach {
     std::vector<StageSlot>& slots;
+    int stages;
     ~Detach() {
-      for (StageSlot& slot : slots) slot.observers.pop_back();
+      for (int p = 0; p < stages; ++p) slots[static_cast<size_t>(p)].observers.pop_back();
     }
-  } detach{slots_};
+  } detach{slots_, pipeline_stages_};
   Progress progress(fmt::format("{} epochs, never flushed", epochs), per_epoch * epochs, e_.run.progress && !options_.quiet);
   std::vector<LossTotals> totals(static_cast<size_t>(epochs));
   std::vector<double> finished_at(static_cast<size_t>(epochs), 0);
@@ -83,10 +86,12 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
       finished_at[static_cast<size_t>(epoch)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   }, per_epoch);
-  ShadowFeed shadowed(feed, shadow_.get());
+  const int units = static_cast<int>(per_epoch * epochs);
+  ReplicaFeed shares(feed, replicas_, units);
+  ShadowFeed shadowed(replicas_ > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
   traced_steps_ = {};
   const auto run_start = std::chrono::steady_clock::now();
-  executor.run(train_schedule({static_cast<int>(per_epoch * epochs)}), slots_, shadowed, RunMode::Train);
+  executor.run(train_schedule(equal_units(units, replicas_)), slots_, shadowed, RunMode::Train);
   traced_steps_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(),
                     per_epoch * epochs);
   executor.stats().read_memory_peaks();
@@ -107,11 +112,12 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
 }
 
 void Runner::load_flushless_snapshot(const RunRecord& record, int epoch) {
+  // Replica 0 saved them; every replica of a stage takes its stage's snapshot.
   for (Stage* s : stages()) {
     const std::string path = EpochSnapshot::path(snapshot_folder(record), epoch, s->index());
     load_model_state({s}, load_tensor_dict(path), true, path);
-    std::filesystem::remove(path);
   }
+  for (int p = 0; p < pipeline_stages_; ++p) std::filesystem::remove(EpochSnapshot::path(snapshot_folder(record), epoch, p));
   if (epoch == e_.run.epochs) std::filesystem::remove_all(snapshot_folder(record));
 }
 

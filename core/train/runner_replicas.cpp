@@ -20,10 +20,15 @@ int Runner::checked_replicas(int stages) const {
                     "set the replicas in one place");
   }
   const std::string refused = replicas_refused(*e_.scheme, replicas);
-  if (!refused.empty()) {
-    e_.source->fail("partition.replicas", refused,
-                    "use a scheme that flushes every mini-batch (gpipe, pipedream_flush, interleaved_1f1b, zb_h1, "
-                    "...) or partition.replicas: 1");
+  if (!refused.empty()) e_.source->fail("partition.replicas", refused, "use partition.replicas: 1");
+  // A process sees only its own replicas' shares, and the shares of one mini-batch are split
+  // where it is loaded (ReplicaFeed): across processes that split is not there yet.
+  if (replicas > 1 && e_.scheme->span() != Span::MiniBatch && !e_.executor->process_name().empty()) {
+    e_.source->fail("partition.replicas",
+                    fmt::format("scheme {} pipelines across mini-batches, and its replicas run in one process only "
+                                "for now",
+                                e_.scheme->type()),
+                    "run it with executor sequential or threaded, or use partition.replicas: 1");
   }
   if (static_cast<int64_t>(stages) * replicas >= kMaxScheduleStages) {
     e_.source->fail("partition.replicas",

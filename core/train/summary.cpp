@@ -51,7 +51,7 @@ void Runner::finish_summary(RunSummary& s) const {
   const int stages = stage_count();
   const std::vector<int> units = e_.scheme->span() == Span::MiniBatch
                                      ? replica_units(e_.run.batch_size)
-                                     : std::vector<int>{static_cast<int>(train_->batches())};
+                                     : equal_units(static_cast<int>(train_->batches()), replicas_);
   const Schedule schedule = replicated_schedule(*e_.scheme, pipeline_stages_, units, sync_);
   s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
   const ExecStats& st = last_train_stats_;
