@@ -2,11 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "core/util/error.h"
 
 #ifdef PIPELAB_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
@@ -92,7 +95,7 @@ std::string first_line(const std::exception& e) {
 bool available() { return true; }
 
 struct ProcessGroup::Impl {
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   std::chrono::milliseconds timeout;
   std::mutex mutex;  // guards sends, receives and aborted
@@ -127,6 +130,30 @@ ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options), imp
                                 "the port is free.",
                                 options.rank, options.world_size, options.master.str(), why));
   }
+}
+
+ProcessGroup::ProcessGroup(const GroupOptions& options, std::unique_ptr<Impl> impl)
+    : options_(options), impl_(std::move(impl)) {}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ranks, const std::string& name) {
+  const auto me = std::find(ranks.begin(), ranks.end(), options_.rank);
+  PIPELAB_ASSERT(me != ranks.end(), "rank {} asked for subgroup {} without being in it", options_.rank, name);
+  GroupOptions o = options_;
+  o.rank = static_cast<int>(me - ranks.begin());
+  o.world_size = static_cast<int>(ranks.size());
+  auto impl = std::make_unique<Impl>();
+  impl->timeout = impl_->timeout;
+  try {
+    impl->store = c10::make_intrusive<c10d::PrefixStore>("pipelab/" + name, impl_->store);
+    auto go = c10d::ProcessGroupGloo::Options::create();
+    go->timeout = impl->timeout;
+    go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options_.master.host));
+    impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, o.rank, o.world_size, go);
+  } catch (const std::exception& e) {
+    throw PeerError(fmt::format("rank {} could not join the group of ranks {} ({}): {}", options_.rank,
+                                fmt::join(ranks, ", "), name, first_line(e)));
+  }
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(o, std::move(impl)));
 }
 
 ProcessGroup::~ProcessGroup() {
@@ -240,7 +267,10 @@ ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options) {
   throw UserError("this pipelab was built without c10d's Gloo headers, so it cannot run several processes. Fix: "
                   "install libgloo-dev (tools/setup.sh does) and rebuild.");
 }
+ProcessGroup::ProcessGroup(const GroupOptions& options, std::unique_ptr<Impl> impl)
+    : options_(options), impl_(std::move(impl)) {}
 ProcessGroup::~ProcessGroup() = default;
+std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>&, const std::string&) { return nullptr; }
 void ProcessGroup::send(const at::Tensor&, int, int) {}
 void ProcessGroup::recv(at::Tensor&, int, int) {}
 void ProcessGroup::abort_receives() {}

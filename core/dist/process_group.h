@@ -70,9 +70,15 @@ class ProcessGroup {
   void barrier();
   /// Every rank's `text` under `key`, in rank order (through the rendezvous store).
   std::vector<std::string> exchange(const std::string& key, const std::string& text);
+  /// A c10d group of `ranks` (this rank among them, no rank twice), as Python's
+  /// torch.distributed.new_group makes one: a Gloo group over this group's store under the
+  /// prefix `name`, whose rank r is ranks[r]. Every member calls it with the same arguments
+  /// (and the others do not), so the members meet in the store.
+  std::unique_ptr<ProcessGroup> subgroup(const std::vector<int>& ranks, const std::string& name);
 
  private:
   struct Impl;
+  ProcessGroup(const GroupOptions& options, std::unique_ptr<Impl> impl);
   GroupOptions options_;
   std::unique_ptr<Impl> impl_;
 };

@@ -33,11 +33,10 @@ class GroupTransport : public Transport {
     dist::send_message(group_, p.message, owner_(to), kind, mb, to);
   }
   Parcel receive(int to, int from, char kind, int mb) override { return local_.receive(to, from, kind, mb); }
-  // One device per process, and one collective group of several members (run() checks that
-  // a schedule with collectives has it so); a group of one stage waits for nobody.
-  void collective_barrier(int, int members) override {
-    if (members > 1) group_.barrier();
-  }
+  // One device per process (run() checks that a schedule with collectives has it so): the
+  // members of a collective meet in its subgroup's all-gather (all_reduce()), so there is
+  // nothing to wait for here.
+  void collective_barrier(int, int) override {}
 
  private:
   dist::ProcessGroup& group_;
@@ -122,19 +121,6 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   }
   PIPELAB_ASSERT(s.devices() <= devices_, "the schedule has {} devices, the processes were set up for {}", s.devices(),
                  devices_);
-  if (s.replicas() > 1 && s.pipeline_stages() > 1) {
-    throw UserError(fmt::format("replicas of a {}-stage pipeline across processes need an all-reduce per stage over "
-                                "a subgroup of the processes, which the distributed executor does not have yet. Fix: "
-                                "run them with executor sequential or threaded, or use partition.replicas: 1",
-                                s.pipeline_stages()));
-  }
-  if (s.collective_scope() == CollectiveScope::Model && s.pipeline_stages() > 1) {
-    throw UserError(fmt::format("a global gradient-norm clip or tied weights over a {}-stage pipeline need every "
-                                "stage's gradients at once, which the distributed executor does not gather across "
-                                "processes yet. Fix: run with executor sequential or threaded, or set "
-                                "optimizer.clip_scope: per_stage (and no tied weights)",
-                                s.pipeline_stages()));
-  }
   if (!all_reduce_positions(s).front().empty() && options_.world_size != devices_) {
     throw UserError("a schedule with ALLREDUCE (data parallelism) needs one process per device. Fix: set "
                     "executor.world_size (pipelab launch --nproc) to the number of replicas.");
@@ -304,10 +290,43 @@ void DistributedExecutor::merge_trace() {
   }
 }
 
+namespace {
+
+/// Stands for a collective this rank has no member of: its stages never run here.
+class ElsewhereAllReduce : public AllReduce {
+ public:
+  void sum_gradients(int rank, const std::vector<at::Tensor>&) override {
+    PIPELAB_ASSERT(false, "member {} of an all-reduce that runs on other ranks ran here", rank);
+  }
+};
+
+}  // namespace
+
 std::shared_ptr<AllReduce> DistributedExecutor::all_reduce(GradientPlan plan) {
   PIPELAB_ASSERT(group_, "all_reduce() before attach()");
+  const int plan_index = plans_++;
   if (plan.members.size() <= 1) return Executor::all_reduce(std::move(plan));
-  return std::make_shared<dist::GroupAllReduce>(*group_, std::move(plan));
+  // Member (p, r) is replica r's copy of pipeline stage p: stage r * S + p of the schedule.
+  int replicas = 0;
+  for (const GradientPlan::Member& m : plan.members) replicas = std::max(replicas, m.replica + 1);
+  PIPELAB_ASSERT(stages() % replicas == 0, "{} stages are not {} replicas of one pipeline", stages(), replicas);
+  const int per_replica = stages() / replicas;
+  std::vector<int> ranks;
+  for (const GradientPlan::Member& m : plan.members) {
+    const int rank = stage_owner(m.replica * per_replica + m.stage);
+    if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) {
+      throw UserError(fmt::format("rank {} holds two stages that meet in one all-reduce (a model-wide clip or tie "
+                                  "with several stages per process). Fix: run one stage per process, set "
+                                  "optimizer.clip_scope: per_stage (and no tie across stages), or use a "
+                                  "single-process executor",
+                                  rank));
+    }
+    ranks.push_back(rank);
+  }
+  if (std::find(ranks.begin(), ranks.end(), options_.rank) == ranks.end()) return std::make_shared<ElsewhereAllReduce>();
+  // Members in plan order, so subgroup rank m is member m (finish_gradients' order).
+  subgroups_.push_back(group_->subgroup(ranks, fmt::format("allreduce{}", plan_index)));
+  return std::make_shared<dist::GroupAllReduce>(*subgroups_.back(), std::move(plan));
 }
 
 PIPELAB_REGISTER(Executor, DistributedExecutor, "distributed",

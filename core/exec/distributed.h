@@ -46,8 +46,9 @@ class DistributedExecutor : public Configured<Executor, DistributedOptions> {
   bool any(bool flag) override;
   std::vector<std::string> gather_text(const std::string& key, const std::string& text) override;
   void merge_stats() override;
-  /// Over the process group, one member per rank (dist/group_all_reduce.h); a plan of one
-  /// member stays in this process.
+  /// Over a c10d subgroup of the members' ranks, one member per rank (a stage's replicas, or
+  /// every stage for a model-wide clip or tie; dist/group_all_reduce.h); a plan of one member
+  /// stays in this process. Every rank calls it for every plan, in the same order.
   std::shared_ptr<AllReduce> all_reduce(GradientPlan plan) override;
 
   /// The rank that runs device `device` of `devices`.
@@ -65,6 +66,9 @@ class DistributedExecutor : public Configured<Executor, DistributedOptions> {
   void merge_trace();
 
   std::unique_ptr<dist::ProcessGroup> group_;
+  /// The all-reduces' subgroups this rank is in, and how many plans all_reduce() has seen.
+  std::vector<std::unique_ptr<dist::ProcessGroup>> subgroups_;
+  int plans_ = 0;
   std::unique_ptr<StageThreads> threads_;
   std::vector<int> placement_;  ///< the device of each stage, fixed by attach()
   int devices_ = 0;

@@ -109,8 +109,19 @@ void LoaderFeed::on_result(int mb, const MicroBatchResult& r) {
   on_result_(mb, r);
 }
 
-ReplicaFeed::ReplicaFeed(Feed& inner, int replicas, int units) : inner_(inner), replicas_(replicas), units_(units) {
+ReplicaFeed::ReplicaFeed(Feed& inner, int replicas, int units, bool one_process)
+    : inner_(inner), replicas_(replicas), units_(units), one_process_(one_process) {
   PIPELAB_ASSERT(replicas > 0 && units > 0, "{} replicas of {} micro-batches", replicas, units);
+}
+
+at::Tensor ReplicaFeed::rows(const at::Tensor& t, int r) const {
+  const std::vector<int64_t> sizes = chunk_sizes(t.size(0), replicas_);
+  // The runner refuses mini-batches smaller than the replicas (every replica needs a share).
+  PIPELAB_ASSERT(static_cast<int>(sizes.size()) == replicas_, "a mini-batch of {} examples over {} replicas",
+                 t.size(0), replicas_);
+  int64_t start = 0;
+  for (int i = 0; i < r; ++i) start += sizes[static_cast<size_t>(i)];
+  return t.narrow(0, start, sizes[static_cast<size_t>(r)]);
 }
 
 void ReplicaFeed::fetch(int k) {
@@ -120,19 +131,11 @@ void ReplicaFeed::fetch(int k) {
     const int j = fetched_until_;
     const at::Tensor x = inner_.input(j), y = inner_.target(j);
     const double scale = inner_.loss_scale(j);
-    const int64_t n = x.size(0);
-    const std::vector<int64_t> sizes = chunk_sizes(n, replicas_);
-    // The runner refuses mini-batches smaller than the replicas (every replica needs a share).
-    PIPELAB_ASSERT(static_cast<int>(sizes.size()) == replicas_, "a mini-batch of {} examples over {} replicas", n,
-                   replicas_);
-    int64_t start = 0;
     for (int r = 0; r < replicas_; ++r) {
-      const int64_t size = sizes[static_cast<size_t>(r)];
       Share& s = shares_[r * units_ + j];
-      s.input = x.narrow(0, start, size);
-      s.target = y.narrow(0, start, size);
-      s.scale = scale * static_cast<double>(size) / static_cast<double>(n);
-      start += size;
+      s.input = rows(x, r);
+      s.target = rows(y, r);
+      s.scale = scale * static_cast<double>(s.target.size(0)) / static_cast<double>(y.size(0));
     }
   }
 }
@@ -145,6 +148,7 @@ ReplicaFeed::Share& ReplicaFeed::share(int mb) {
 }
 
 at::Tensor ReplicaFeed::input(int mb) {
+  if (!one_process_) return rows(inner_.input(mb % units_), mb / units_);
   std::lock_guard<std::mutex> lock(mutex_);
   Share& s = share(mb);
   // The input is the share's biggest tensor and only the first stage reads it.
@@ -155,11 +159,17 @@ at::Tensor ReplicaFeed::input(int mb) {
 }
 
 at::Tensor ReplicaFeed::target(int mb) {
+  if (!one_process_) return rows(inner_.target(mb % units_), mb / units_);
   std::lock_guard<std::mutex> lock(mutex_);
   return share(mb).target;
 }
 
 double ReplicaFeed::loss_scale(int mb) {
+  if (!one_process_) {
+    const at::Tensor y = inner_.target(mb % units_);
+    return inner_.loss_scale(mb % units_) * static_cast<double>(rows(y, mb / units_).size(0)) /
+           static_cast<double>(y.size(0));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   return share(mb).scale;
 }
@@ -167,6 +177,7 @@ double ReplicaFeed::loss_scale(int mb) {
 void ReplicaFeed::on_result(int mb, const MicroBatchResult& r) {
   std::lock_guard<std::mutex> lock(mutex_);
   shares_.erase(mb);
+  // Across processes the writer hears every replica's results (the others relay theirs).
   Parts& parts = results_[mb % units_];
   parts.results.resize(static_cast<size_t>(replicas_));
   parts.results[static_cast<size_t>(mb / units_)] = r;

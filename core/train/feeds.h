@@ -83,12 +83,14 @@ class LoaderFeed : public Feed {
 /// the inner feed's micro-batch k (a whole mini-batch), split with chunk semantics like a
 /// synchronous scheme's shares. Each share's loss is scaled by its part of the mini-batch, so
 /// the all-reduced gradient is the whole mini-batch's; the R results of micro-batch k reach
-/// the inner feed as one (their sum), in the order of k. Each mini-batch is fetched once, when
-/// the first replica asks; a share's input is dropped once taken, the rest with its result.
+/// the inner feed as one (their sum), in the order of k. In one process each mini-batch is
+/// fetched once, when the first replica asks; a share's input is dropped once taken, the rest
+/// with its result. In a process of a multi-process run (`one_process` false) the stages of
+/// one replica ask, so nothing is kept: each call takes its share of the inner feed's answer.
 class ReplicaFeed : public Feed {
  public:
   /// `units`: the micro-batches of one replica's schedule.
-  ReplicaFeed(Feed& inner, int replicas, int units);
+  ReplicaFeed(Feed& inner, int replicas, int units, bool one_process = true);
   at::Tensor input(int mb) override;
   at::Tensor target(int mb) override;
   double loss_scale(int mb) override;
@@ -103,9 +105,12 @@ class ReplicaFeed : public Feed {
   /// Fetches and splits the inner micro-batches up to `k` not fetched yet. Caller holds mutex_.
   void fetch(int k);
   Share& share(int mb);
+  /// Replica `r`'s rows of a mini-batch tensor `t` (its share, with chunk semantics).
+  at::Tensor rows(const at::Tensor& t, int r) const;
 
   Feed& inner_;
   int replicas_, units_;
+  bool one_process_;
   std::mutex mutex_;
   std::map<int, Share> shares_;   ///< by the replicated schedule's micro-batch id
   /// The results of one inner micro-batch's shares, by replica.

@@ -80,7 +80,7 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
     LoaderFeed feed(*train_, dtype_, [&](int, const MicroBatchResult& r) {
       if (!finish_step(totals.add(r))) diverged = true;
     });
-    ReplicaFeed shares(feed, replicas_, static_cast<int>(steps));
+    ReplicaFeed shares(feed, replicas_, static_cast<int>(steps), e_.executor->process_name().empty());
     ShadowFeed shadowed(replicas_ > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
     const auto run_start = std::chrono::steady_clock::now();
     executor.run(train_schedule(equal_units(static_cast<int>(steps), replicas_)), slots_, shadowed, RunMode::Train);

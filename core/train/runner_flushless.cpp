@@ -87,7 +87,7 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
     }
   }, per_epoch);
   const int units = static_cast<int>(per_epoch * epochs);
-  ReplicaFeed shares(feed, replicas_, units);
+  ReplicaFeed shares(feed, replicas_, units, e_.executor->process_name().empty());
   ShadowFeed shadowed(replicas_ > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
   traced_steps_ = {};
   const auto run_start = std::chrono::steady_clock::now();

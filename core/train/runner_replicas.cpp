@@ -21,15 +21,6 @@ int Runner::checked_replicas(int stages) const {
   }
   const std::string refused = replicas_refused(*e_.scheme, replicas);
   if (!refused.empty()) e_.source->fail("partition.replicas", refused, "use partition.replicas: 1");
-  // A process sees only its own replicas' shares, and the shares of one mini-batch are split
-  // where it is loaded (ReplicaFeed): across processes that split is not there yet.
-  if (replicas > 1 && e_.scheme->span() != Span::MiniBatch && !e_.executor->process_name().empty()) {
-    e_.source->fail("partition.replicas",
-                    fmt::format("scheme {} pipelines across mini-batches, and its replicas run in one process only "
-                                "for now",
-                                e_.scheme->type()),
-                    "run it with executor sequential or threaded, or use partition.replicas: 1");
-  }
   if (static_cast<int64_t>(stages) * replicas >= kMaxScheduleStages) {
     e_.source->fail("partition.replicas",
                     fmt::format("{} stages x {} replicas is too many (fewer than {} in all)", stages, replicas,

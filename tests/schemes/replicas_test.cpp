@@ -186,6 +186,12 @@ TEST(Replicas, EachReplicaGetsItsShareOfTheSameMiniBatchAndTheResultsComeBackWho
   EXPECT_EQ(mini.order, (std::vector<int>{0, 1}));
   EXPECT_EQ(mini.losses, (std::vector<double>{2.5, 1.25}));
   EXPECT_EQ(mini.counts, (std::vector<int64_t>{5, 5}));
+  // In a process of a multi-process run (one replica's stages ask): the same shares, unkept.
+  ReplicaFeed process(mini, 2, 3, false);
+  EXPECT_TRUE(process.input(4).equal(at::tensor({13.0, 14.0}, at::kDouble)));
+  EXPECT_TRUE(process.input(4).equal(at::tensor({13.0, 14.0}, at::kDouble)));
+  EXPECT_TRUE(process.target(1).equal(at::tensor({10, 11, 12}, at::kLong)));
+  EXPECT_DOUBLE_EQ(process.loss_scale(4), 0.5 * 2 / 5);
 }
 
 TEST(Replicas, InterlockingsHeadsAreRefusedClearly) {

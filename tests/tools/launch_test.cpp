@@ -157,5 +157,61 @@ TEST_P(MultiProcessEquivalence, LaunchEqualsOneProcessBitwise) {
 INSTANTIATE_TEST_SUITE_P(Registry, MultiProcessEquivalence, ::testing::ValuesIn(testing::scheme_cases()),
                          testing::scheme_case_name);
 
+// Every registered scheme at 2 stages x 2 replicas, one process per device: each stage's
+// replicas all-reduce over a c10d subgroup of their ranks, and the run equals one process
+// bit for bit (the same function finishes the gradients in the same order), the
+// asynchronous schemes too (each process takes its replica's share of every mini-batch).
+class MultiProcessReplicas : public ::testing::TestWithParam<testing::SchemeCase> {};
+
+TEST_P(MultiProcessReplicas, LaunchEqualsOneProcessBitwise) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  const testing::SchemeCase& c = GetParam();
+  if (c.stages != 2 || c.scheme.find("type: dp") != std::string::npos) GTEST_SKIP() << "2 stages x 2 replicas only";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kEveryScheme);
+  const std::string sets =
+      // Micro-batches of at least 2 examples per replica (batch norm's unbiased variance).
+      fmt::format("--set 'scheme={}' --set partition.stages={} --set partition.replicas=2 --set run.batch_size=32",
+                  c.scheme, c.stages);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
+  if (c.scheme.find("type: interlocking") != std::string::npos) {
+    EXPECT_EQ(c1, 2) << out1;
+    return;
+  }
+  ASSERT_EQ(c1, 0) << out1;
+  const int processes = c.scheme.find("type: single") != std::string::npos ? 2 : 2 * c.devices;
+  const auto [c2, out2] = pipelab(
+      fmt::format("launch --nproc {} {} {} --set run.output={}", processes, dir.file("e.yaml"), sets, dir.file("many")));
+  if (c.scheme.find("flush: never") != std::string::npos) {
+    EXPECT_EQ(c2, 2) << out2;
+    EXPECT_NE(out2.find("flush: never is not supported for multi-process runs yet"), std::string::npos) << out2;
+    return;
+  }
+  ASSERT_EQ(c2, 0) << out2;
+  expect_same_run(dir.file("one"), dir.file("many"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, MultiProcessReplicas, ::testing::ValuesIn(testing::scheme_cases()),
+                         testing::scheme_case_name);
+
+TEST(Launch, AGlobalClipOverStagesInTwoProcessesEqualsOneProcess) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  // A clip tight enough to act at every step; every stage of the model meets for its norm.
+  const std::string clip = "--set optimizer.clip_grad_norm=0.05";
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), clip, dir.file("one")));
+  ASSERT_EQ(c1, 0) << out1;
+  const auto [c2, out2] =
+      pipelab(fmt::format("launch --nproc 2 {} {} --set run.output={}", dir.file("e.yaml"), clip, dir.file("two")));
+  ASSERT_EQ(c2, 0) << out2;
+  expect_same_run(dir.file("one"), dir.file("two"));
+  const auto [c3, out3] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("free")));
+  ASSERT_EQ(c3, 0) << out3;
+  EXPECT_FALSE(testing::identical(load_tensor_dict(dir.file("one/checkpoints/final.pt")),
+                                  load_tensor_dict(dir.file("free/checkpoints/final.pt"))))
+      << "the clip must act, or the equality says nothing about the model-wide collective";
+}
+
 }  // namespace
 }  // namespace pipelab
