@@ -131,20 +131,23 @@ optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
 run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
 )";
 
-class MultiProcessEquivalence : public ::testing::TestWithParam<testing::SchemeCase> {};
-
-TEST_P(MultiProcessEquivalence, LaunchEqualsOneProcessBitwise) {
-  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
-  const testing::SchemeCase& c = GetParam();
+/// Runs case `c` (with `sets` on top) in one process, then launched with one process per
+/// device of each of its `replicas` pipelines, and expects the same run; flush: never is
+/// refused across processes, and interlocking with replicas everywhere.
+void expect_launch_equals_one_process(const testing::SchemeCase& c, int replicas, const std::string& sets) {
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), kEveryScheme);
-  const std::string sets = fmt::format("--set 'scheme={}' --set partition.stages={}", c.scheme, c.stages);
-  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
+  const std::string all = fmt::format("--set 'scheme={}' --set partition.stages={} {}", c.scheme, c.stages, sets);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), all, dir.file("one")));
+  if (replicas > 1 && c.scheme.find("type: interlocking") != std::string::npos) {
+    EXPECT_EQ(c1, 2) << out1;
+    return;
+  }
   ASSERT_EQ(c1, 0) << out1;
   // One process per device (the scheme's placement; `single` has one).
-  const int processes = c.scheme.find("type: single") != std::string::npos ? 1 : c.devices;
-  const auto [c2, out2] = pipelab(
-      fmt::format("launch --nproc {} {} {} --set run.output={}", processes, dir.file("e.yaml"), sets, dir.file("many")));
+  const int devices = c.scheme.find("type: single") != std::string::npos ? 1 : c.devices;
+  const auto [c2, out2] = pipelab(fmt::format("launch --nproc {} {} {} --set run.output={}", replicas * devices,
+                                              dir.file("e.yaml"), all, dir.file("many")));
   if (c.scheme.find("flush: never") != std::string::npos) {
     EXPECT_EQ(c2, 2) << out2;
     EXPECT_NE(out2.find("flush: never is not supported for multi-process runs yet"), std::string::npos) << out2;
@@ -152,6 +155,13 @@ TEST_P(MultiProcessEquivalence, LaunchEqualsOneProcessBitwise) {
   }
   ASSERT_EQ(c2, 0) << out2;
   expect_same_run(dir.file("one"), dir.file("many"));
+}
+
+class MultiProcessEquivalence : public ::testing::TestWithParam<testing::SchemeCase> {};
+
+TEST_P(MultiProcessEquivalence, LaunchEqualsOneProcessBitwise) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  expect_launch_equals_one_process(GetParam(), 1, "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, MultiProcessEquivalence, ::testing::ValuesIn(testing::scheme_cases()),
@@ -167,28 +177,8 @@ TEST_P(MultiProcessReplicas, LaunchEqualsOneProcessBitwise) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   const testing::SchemeCase& c = GetParam();
   if (c.stages != 2 || c.scheme.find("type: dp") != std::string::npos) GTEST_SKIP() << "2 stages x 2 replicas only";
-  testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kEveryScheme);
-  const std::string sets =
-      // Micro-batches of at least 2 examples per replica (batch norm's unbiased variance).
-      fmt::format("--set 'scheme={}' --set partition.stages={} --set partition.replicas=2 --set run.batch_size=32",
-                  c.scheme, c.stages);
-  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
-  if (c.scheme.find("type: interlocking") != std::string::npos) {
-    EXPECT_EQ(c1, 2) << out1;
-    return;
-  }
-  ASSERT_EQ(c1, 0) << out1;
-  const int processes = c.scheme.find("type: single") != std::string::npos ? 2 : 2 * c.devices;
-  const auto [c2, out2] = pipelab(
-      fmt::format("launch --nproc {} {} {} --set run.output={}", processes, dir.file("e.yaml"), sets, dir.file("many")));
-  if (c.scheme.find("flush: never") != std::string::npos) {
-    EXPECT_EQ(c2, 2) << out2;
-    EXPECT_NE(out2.find("flush: never is not supported for multi-process runs yet"), std::string::npos) << out2;
-    return;
-  }
-  ASSERT_EQ(c2, 0) << out2;
-  expect_same_run(dir.file("one"), dir.file("many"));
+  // Micro-batches of at least 2 examples per replica (batch norm's unbiased variance).
+  expect_launch_equals_one_process(c, 2, "--set partition.replicas=2 --set run.batch_size=32");
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, MultiProcessReplicas, ::testing::ValuesIn(testing::scheme_cases()),
