@@ -34,9 +34,10 @@ void GroupAllReduce::sum_gradients(int rank, const std::vector<at::Tensor>& para
     std::vector<int64_t> mine;
     for (const at::Tensor& p : params) mine.push_back(p.numel());
     numels_ = gather_counts(group_, mine);
+    for (const auto& member : numels_) {
+      longest_ = std::max<int64_t>(longest_, std::accumulate(member.begin(), member.end(), int64_t{0}));
+    }
   }
-  int64_t longest = 0;
-  for (const auto& member : numels_) longest = std::max<int64_t>(longest, std::accumulate(member.begin(), member.end(), int64_t{0}));
   // One flat buffer per rank; a parameter without a gradient contributes zeros (x + 0 == x).
   std::vector<at::Tensor> flat;
   int64_t used = 0;
@@ -45,7 +46,7 @@ void GroupAllReduce::sum_gradients(int rank, const std::vector<at::Tensor>& para
     flat.push_back(g.detach().to(at::kCPU).reshape({-1}));
     used += p.numel();
   }
-  if (used < longest) flat.push_back(at::zeros({longest - used}, flat.empty() ? at::kFloat : flat.front().scalar_type()));
+  if (used < longest_) flat.push_back(at::zeros({longest_ - used}, flat.empty() ? at::kFloat : flat.front().scalar_type()));
   const std::vector<at::Tensor> all = group_.all_gather(at::cat(flat));
   // Every rank's gradients, flat per parameter (finish_gradients needs no shapes); this
   // rank's take its parameters' shapes at the end.

@@ -1,9 +1,9 @@
 #pragma once
 /// The ALLREDUCE over a process group (one member per rank: a stage's replicas, or every
-/// stage of the model for a global clip or a tie). It gathers every rank's gradients and finishes them with the same function
-/// as LocalAllReduce in one process (gradient_finish.h: sums in rank order, ties, clip), so
-/// a multi-process run has the simulated run's numbers bit for bit (a ring all-reduce would
-/// add in another order).
+/// stage of the model for a global clip or a tie). It gathers every rank's gradients and
+/// finishes them with the same function as LocalAllReduce in one process (gradient_finish.h:
+/// sums in rank order, ties, clip), so a multi-process run has the simulated run's numbers
+/// bit for bit (a ring all-reduce would add in another order).
 #include "core/dist/process_group.h"
 #include "core/exec/collective.h"
 
@@ -20,6 +20,7 @@ class GroupAllReduce : public AllReduce {
   ProcessGroup& group_;
   GradientPlan plan_;
   std::vector<std::vector<int64_t>> numels_;  ///< per rank, its parameters' sizes (after the first round)
+  int64_t longest_ = 0;                        ///< the most elements any rank brings
 };
 
 }  // namespace pipelab::dist

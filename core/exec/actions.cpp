@@ -117,21 +117,35 @@ void ExecStats::read_memory_peaks() {
   }
 }
 
-std::vector<ReplicaMicroBatches> replica_micro_batches(const Schedule& s) {
-  std::vector<int> low(static_cast<size_t>(s.stages()), INT_MAX), high(static_cast<size_t>(s.stages()), -1);
-  for (int d = 0; d < s.devices(); ++d) {
-    for (const Action& a : s.device(d)) {
-      if (!takes_micro_batch(a.kind) || a.stage < 0 || a.stage >= s.stages()) continue;
-      const size_t g = static_cast<size_t>(a.stage);
-      low[g] = std::min(low[g], a.mb);
-      high[g] = std::max(high[g], a.mb);
-    }
+namespace {
+
+/// Widens each stage's [low, high] micro-batch range by the numbers `actions` run it on.
+void widen(const std::vector<Action>& actions, std::vector<int>& low, std::vector<int>& high) {
+  for (const Action& a : actions) {
+    if (!takes_micro_batch(a.kind) || a.stage < 0 || static_cast<size_t>(a.stage) >= low.size()) continue;
+    const size_t g = static_cast<size_t>(a.stage);
+    low[g] = std::min(low[g], a.mb);
+    high[g] = std::max(high[g], a.mb);
   }
+}
+
+/// The micro-batches of every stage some device of `devices` runs (the others: none).
+std::vector<ReplicaMicroBatches> micro_batch_ranges(const Schedule& s, const std::vector<int>& devices) {
+  std::vector<int> low(static_cast<size_t>(s.stages()), INT_MAX), high(static_cast<size_t>(s.stages()), -1);
+  for (const int d : devices) widen(s.device(d), low, high);
   std::vector<ReplicaMicroBatches> out(low.size());
   for (size_t g = 0; g < out.size(); ++g) {
     if (high[g] >= 0) out[g] = {low[g], high[g] - low[g] + 1};
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<ReplicaMicroBatches> replica_micro_batches(const Schedule& s) {
+  std::vector<int> devices(static_cast<size_t>(s.devices()));
+  for (int d = 0; d < s.devices(); ++d) devices[static_cast<size_t>(d)] = d;
+  return micro_batch_ranges(s, devices);
 }
 
 void begin_run(std::vector<StageSlot>& slots, const Schedule& s, RunMode mode) {
@@ -160,7 +174,10 @@ void count_message(ExecStats& stats, int from, int to, const Message& m) {
   ++count[edge];
 }
 
-DeviceWork::DeviceWork(const Schedule& s, int device) : s_(s), device_(device), own_(replica_micro_batches(s)) {
+// A stage runs on one device, so that device's actions give its micro-batches (a run builds
+// one DeviceWork per device: reading only its own actions keeps that linear).
+DeviceWork::DeviceWork(const Schedule& s, int device)
+    : s_(s), device_(device), own_(micro_batch_ranges(s, {device})) {
   for (const Action& a : s.device(device)) {
     if (is_send(a.kind)) sends_.insert({a.stage, payload(a.kind), a.mb});
   }

@@ -49,15 +49,23 @@ void expect_same_run(const std::string& a, const std::string& b) {
   EXPECT_EQ(testing::read_text(a + "/metrics/steps.csv"), testing::read_text(b + "/metrics/steps.csv"));
 }
 
+/// Runs kExperiment with `sets` in one process ("one") and launched on `nproc` processes
+/// ("two"), expects the same run, and returns the launch's output.
+std::string expect_launch_equals_run(const testing::TempDir& dir, const std::string& sets, int nproc) {
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
+  EXPECT_EQ(c1, 0) << out1;
+  const auto [c2, out2] =
+      pipelab(fmt::format("launch --nproc {} {} {} --set run.output={}", nproc, dir.file("e.yaml"), sets, dir.file("two")));
+  EXPECT_EQ(c2, 0) << out2;
+  if (c1 == 0 && c2 == 0) expect_same_run(dir.file("one"), dir.file("two"));
+  return out2;
+}
+
 TEST(Launch, TwoProcessesEqualOneProcess) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kExperiment);
-  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
-  ASSERT_EQ(c1, 0) << out1;
-  const auto [c2, out2] = pipelab(fmt::format("launch --nproc 2 {} --set run.output={}", dir.file("e.yaml"), dir.file("two")));
-  ASSERT_EQ(c2, 0) << out2;
-  expect_same_run(dir.file("one"), dir.file("two"));
+  const std::string out2 = expect_launch_equals_run(dir, "", 2);
   // The writing rank (1, with the loss) prints; rank 0 keeps its own log and no results.
   EXPECT_NE(out2.find("[rank 1] "), std::string::npos) << out2;
   EXPECT_TRUE(std::filesystem::exists(dir.file("two/ranks/rank0/log.txt")));
@@ -68,14 +76,7 @@ TEST(Launch, TwoProcessesEqualOneProcess) {
 TEST(Launch, DataParallelReplicasOverAProcessGroupEqualOneProcess) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kExperiment);
-  const std::string dp = "--set 'scheme={type: dp, replicas: 2}'";
-  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), dp, dir.file("one")));
-  ASSERT_EQ(c1, 0) << out1;
-  const auto [c2, out2] =
-      pipelab(fmt::format("launch --nproc 2 {} {} --set run.output={}", dir.file("e.yaml"), dp, dir.file("two")));
-  ASSERT_EQ(c2, 0) << out2;
-  expect_same_run(dir.file("one"), dir.file("two"));
+  expect_launch_equals_run(dir, "--set 'scheme={type: dp, replicas: 2}'", 2);
 }
 
 TEST(Launch, ProcessesAgreeOnAMeasuredBalance) {
@@ -187,15 +188,8 @@ INSTANTIATE_TEST_SUITE_P(Registry, MultiProcessReplicas, ::testing::ValuesIn(tes
 TEST(Launch, AGlobalClipOverStagesInTwoProcessesEqualsOneProcess) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kExperiment);
   // A clip tight enough to act at every step; every stage of the model meets for its norm.
-  const std::string clip = "--set optimizer.clip_grad_norm=0.05";
-  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), clip, dir.file("one")));
-  ASSERT_EQ(c1, 0) << out1;
-  const auto [c2, out2] =
-      pipelab(fmt::format("launch --nproc 2 {} {} --set run.output={}", dir.file("e.yaml"), clip, dir.file("two")));
-  ASSERT_EQ(c2, 0) << out2;
-  expect_same_run(dir.file("one"), dir.file("two"));
+  expect_launch_equals_run(dir, "--set optimizer.clip_grad_norm=0.05", 2);
   const auto [c3, out3] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("free")));
   ASSERT_EQ(c3, 0) << out3;
   EXPECT_FALSE(testing::identical(load_tensor_dict(dir.file("one/checkpoints/final.pt")),
