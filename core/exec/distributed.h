@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "core/dist/process_group.h"
 #include "core/exec/executor.h"
+#include "core/exec/process_world.h"
 
 namespace pipelab {
 
@@ -37,42 +37,14 @@ class DistributedExecutor : public Configured<Executor, DistributedOptions> {
   ~DistributedExecutor() override;
 
   void run(const Schedule& schedule, std::vector<StageSlot>& slots, Feed& feed, RunMode mode) override;
-  /// Joins the process group (every rank must, within the timeout).
-  void attach(const std::vector<int>& placement) override;
-  bool writes_records() const override { return writes_results(); }
-  std::string process_name() const override { return "rank" + std::to_string(options_.rank); }
-  /// Each stage's parameters and buffers travel from its rank to the writing rank.
-  void gather_weights(std::vector<StageSlot>& slots) override;
-  bool any(bool flag) override;
-  std::vector<std::string> gather_text(const std::string& key, const std::string& text) override;
-  void merge_stats() override;
-  /// Over a c10d subgroup of the members' ranks, one member per rank (a stage's replicas, or
-  /// every stage for a model-wide clip or tie; dist/group_all_reduce.h); a plan of one member
-  /// stays in this process. Every rank calls it for every plan, in the same order.
-  std::shared_ptr<AllReduce> all_reduce(GradientPlan plan) override;
-
-  /// The rank that runs device `device` of `devices`.
-  static int owner(int device, int devices, int world_size);
-  /// Whether this rank reports the results (it owns the last stage; other ranks send it
-  /// theirs after every run).
-  bool writes_results() const { return placement_.empty() || stage_owner(stages() - 1) == options_.rank; }
+  /// This rank in the process group, which it joins at attach() (or at the first run()).
+  World& world() override { return world_; }
 
  private:
-  int stages() const { return static_cast<int>(placement_.size()); }
-  int devices() const { return devices_; }
-  int stage_owner(int stage) const;
   void relay_results(std::vector<std::pair<int, struct MicroBatchResult>>& kept, Feed& feed);
-  /// Brings every process's traced actions and memory peaks to the writer, on its clock.
-  void merge_trace();
 
-  std::unique_ptr<dist::ProcessGroup> group_;
-  /// The all-reduces' subgroups this rank is in, and how many plans all_reduce() has seen.
-  std::vector<std::unique_ptr<dist::ProcessGroup>> subgroups_;
-  int plans_ = 0;
-  std::unique_ptr<StageThreads> threads_;
-  std::vector<int> placement_;  ///< the device of each stage, fixed by attach()
-  int devices_ = 0;
-  int64_t trace_merges_ = 0;  ///< merge_trace() calls so far (each uses its own store key)
+  ProcessWorld world_;
+  std::unique_ptr<StageThreads> threads_;  ///< one per local device, made at the first run
 };
 
 }  // namespace pipelab

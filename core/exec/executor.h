@@ -13,6 +13,7 @@
 #include "core/exec/collective.h"
 #include "core/exec/message.h"
 #include "core/exec/observer.h"
+#include "core/exec/world.h"
 #include "core/schedule/timeline.h"
 #include "core/scheme/scheme.h"
 #include "core/util/memory_meter.h"
@@ -130,35 +131,15 @@ class Executor : public Component {
   virtual std::string thread_layout(int devices) const;
   ExecStats& stats() { return stats_; }
 
-  // For executors whose stages live in several processes (one Runner per process, each
-  // with every stage built but running only its own). In one process these are trivial.
-
-  /// Called once the stages are built, before their policies are made, with the device of
-  /// each stage (Scheme::placement).
-  virtual void attach(const std::vector<int>& /*placement*/) {}
-  /// Whether this process writes the run's records (metrics, summary, checkpoints).
-  virtual bool writes_records() const { return true; }
-  /// "" in one process; else this process's name for its own log folder ("rank1").
-  virtual std::string process_name() const { return ""; }
-  /// Brings every stage's weights into this process's copies (before a checkpoint). A
-  /// collective: every process calls it at the same point.
-  virtual void gather_weights(std::vector<StageSlot>& /*slots*/) {}
-  /// True on every process when `flag` is true on any (a stop decision all share).
-  virtual bool any(bool flag) { return flag; }
-  /// Every process's `text` under `key`, in process order (a collective; {text} in one
-  /// process). The runner compares the processes' resolved configurations with it.
-  virtual std::vector<std::string> gather_text(const std::string& /*key*/, const std::string& text) { return {text}; }
-  /// Adds the other processes' shares of stats() (the stages and edges they ran) into this
-  /// process's (a collective, called once per epoch); when tracing, the writing process also
-  /// gets their ActionRecords and peak_activation_bytes, on its own clock.
-  virtual void merge_stats() {}
-  /// The collective the members of `plan` join at their ALLREDUCE.
-  virtual std::shared_ptr<AllReduce> all_reduce(GradientPlan plan) {
-    return std::make_shared<LocalAllReduce>(std::move(plan));
-  }
+  /// The processes this executor's stages live in (core/exec/world.h): one, unless the
+  /// executor is multi-process.
+  virtual World& world() { return one_process_; }
 
  protected:
   ExecStats stats_;
+
+ private:
+  World one_process_;
 };
 
 }  // namespace pipelab

@@ -1,61 +1,85 @@
 #include "core/exec/trace_merge.h"
 
-#include <fmt/format.h>
-
-#include <sstream>
+#include <ATen/ATen.h>
 
 #include "core/util/error.h"
 
 namespace pipelab {
+namespace {
 
-// One line per item, fields separated by spaces; doubles in fmt's shortest form that
-// reads back to the same bits:
-//   N <now>
-//   A <stage> <kind> <mb> <start> <end> <device_start> <device_end> <bytes> <retained_bytes> <peak_rise_bytes>
-//   P <stage> <peak_activation_bytes>
-std::string encode_trace(const ExecStats& stats, const std::vector<int>& stages, double now) {
-  std::string out = fmt::format("N {}\n", now);
+// Column 0 says what a row is; the rest, by kind:
+//   kNow:    now
+//   kAction: stage kind mb start end device_start device_end bytes retained_bytes peak_rise_bytes
+//   kPeak:   stage peak_activation_bytes
+enum Row { kNow = 0, kAction = 1, kPeak = 2 };
+
+std::vector<double> action_row(int stage, const ActionRecord& a) {
+  return {kAction,
+          static_cast<double>(stage),
+          static_cast<double>(static_cast<int>(a.kind)),
+          static_cast<double>(a.mb),
+          a.start,
+          a.end,
+          a.device_start,
+          a.device_end,
+          static_cast<double>(a.bytes),
+          static_cast<double>(a.retained_bytes),
+          static_cast<double>(a.peak_rise_bytes)};
+}
+
+}  // namespace
+
+at::Tensor trace_rows(const ExecStats& stats, const std::vector<int>& stages, double now) {
+  std::vector<double> flat{kNow, now};
+  flat.resize(kTraceColumns, 0.0);
   for (const int s : stages) {
     const size_t r = static_cast<size_t>(s);
     if (r < stats.actions.size()) {
       for (const ActionRecord& a : stats.actions[r]) {
-        out += fmt::format("A {} {} {} {} {} {} {} {} {} {}\n", s, static_cast<int>(a.kind), a.mb, a.start, a.end,
-                           a.device_start, a.device_end, a.bytes, a.retained_bytes, a.peak_rise_bytes);
+        const std::vector<double> row = action_row(s, a);
+        flat.insert(flat.end(), row.begin(), row.end());
       }
     }
-    if (r < stats.peak_activation_bytes.size()) out += fmt::format("P {} {}\n", s, stats.peak_activation_bytes[r]);
+    if (r < stats.peak_activation_bytes.size()) {
+      std::vector<double> row{kPeak, static_cast<double>(s), static_cast<double>(stats.peak_activation_bytes[r])};
+      row.resize(kTraceColumns, 0.0);
+      flat.insert(flat.end(), row.begin(), row.end());
+    }
   }
-  return out;
+  const int64_t n = static_cast<int64_t>(flat.size()) / kTraceColumns;
+  return at::tensor(flat, at::kDouble).view({n, kTraceColumns});
 }
 
-void decode_trace(const std::string& text, double now, ExecStats& stats) {
-  std::istringstream in(text);
+void add_trace_rows(const at::Tensor& rows, double now, ExecStats& stats) {
+  PIPELAB_ASSERT(rows.dim() == 2 && rows.size(1) == kTraceColumns && rows.scalar_type() == at::kDouble,
+                 "trace rows: {} dimensions, {} columns, type {}", rows.dim(),
+                 rows.dim() == 2 ? rows.size(1) : 0, c10::toString(rows.scalar_type()));
+  const at::Tensor c = rows.contiguous();
+  const auto v = c.accessor<double, 2>();
   double shift = 0;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    char what = 0;
-    f >> what;
-    if (what == 'N') {
-      double theirs = 0;
-      f >> theirs;
-      shift = now - theirs;
-    } else if (what == 'A') {
-      int s = 0, kind = 0;
+  for (int64_t i = 0; i < c.size(0); ++i) {
+    const auto row = v[i];
+    const int what = static_cast<int>(row[0]);
+    const int64_t s = static_cast<int64_t>(row[1]);
+    if (what == kNow) {
+      shift = now - row[1];
+    } else if (what == kAction) {
+      PIPELAB_ASSERT(s >= 0 && static_cast<size_t>(s) < stats.actions.size(), "trace row for stage {}", s);
       ActionRecord a;
-      f >> s >> kind >> a.mb >> a.start >> a.end >> a.device_start >> a.device_end >> a.bytes >> a.retained_bytes >> a.peak_rise_bytes;
-      PIPELAB_ASSERT(f && s >= 0 && static_cast<size_t>(s) < stats.actions.size(), "bad trace line '{}'", line);
-      a.kind = static_cast<ActionKind>(kind);
-      a.start += shift;
-      a.end += shift;
+      a.kind = static_cast<ActionKind>(static_cast<int>(row[2]));
+      a.mb = static_cast<int>(row[3]);
+      a.start = row[4] + shift;
+      a.end = row[5] + shift;
+      a.device_start = row[6];
+      a.device_end = row[7];
+      a.bytes = static_cast<int64_t>(row[8]);
+      a.retained_bytes = static_cast<int64_t>(row[9]);
+      a.peak_rise_bytes = static_cast<int64_t>(row[10]);
       stats.actions[static_cast<size_t>(s)].push_back(a);
-    } else if (what == 'P') {
-      int s = 0;
-      int64_t peak = 0;
-      f >> s >> peak;
-      PIPELAB_ASSERT(f && s >= 0 && static_cast<size_t>(s) < stats.peak_activation_bytes.size(), "bad peak line '{}'",
-                     line);
-      stats.peak_activation_bytes[static_cast<size_t>(s)] = peak;
+    } else {
+      PIPELAB_ASSERT(what == kPeak && s >= 0 && static_cast<size_t>(s) < stats.peak_activation_bytes.size(),
+                     "trace row of kind {} for stage {}", what, s);
+      stats.peak_activation_bytes[static_cast<size_t>(s)] = static_cast<int64_t>(row[2]);
     }
   }
 }

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include <fmt/ranges.h>
 
@@ -73,14 +72,14 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
       traced_steps_.add(seconds_since(run_start), 1);
       totals.add(feed.totals());
       // Only the process with the loss sees it; every process must stop at the same step.
-      diverged = executor.any(!finish_step(feed.totals().loss));
+      diverged = executor.world().any(!finish_step(feed.totals().loss));
       collect_stage_metrics(record, epoch + 1);
     }
   } else {
     LoaderFeed feed(*train_, dtype_, [&](int, const MicroBatchResult& r) {
       if (!finish_step(totals.add(r))) diverged = true;
     });
-    ReplicaFeed shares(feed, replicas_, static_cast<int>(steps), e_.executor->process_name().empty());
+    ReplicaFeed shares(feed, replicas_, static_cast<int>(steps), e_.executor->world().process_name().empty());
     ShadowFeed shadowed(replicas_ > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
     const auto run_start = std::chrono::steady_clock::now();
     executor.run(train_schedule(equal_units(static_cast<int>(steps), replicas_)), slots_, shadowed, RunMode::Train);
@@ -88,7 +87,7 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
     collect_stage_metrics(record, epoch + 1);
   }
   executor.stats().read_memory_peaks();
-  executor.merge_stats();
+  executor.world().merge_stats(executor.stats());
   last_train_stats_ = executor.stats();
   EpochMetrics m = epoch_figures(epoch, totals, done, seconds_since(start));
   m.lr = lr_at(global_step - 1);
@@ -153,7 +152,7 @@ void Runner::evaluate(EpochMetrics& m) {
 
 void Runner::save_checkpoint(const RunRecord& record, const std::string& name) {
   // In a multi-process run the writing process first collects every stage's weights.
-  e_.executor->gather_weights(slots_);
+  e_.executor->world().gather_weights(slots_);
   if (record.is_log_only()) return;
   // Replicas of the pipeline hold the same weights: the checkpoint is replica 0's model.
   const std::vector<Stage*> model = replica_stages(0);
@@ -184,7 +183,7 @@ void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgre
   if (e_.run.checkpoint_every > 0 && m.epoch % e_.run.checkpoint_every == 0) {
     save_checkpoint(record, fmt::format("epoch_{}.pt", m.epoch));
   }
-  if (save_state && e_.executor->process_name().empty()) {
+  if (save_state && e_.executor->world().process_name().empty()) {
     save_training_state(record.state_path(), progress, stages(), policies());
   }
 }
@@ -224,11 +223,42 @@ double data_wait_fraction(const std::vector<EpochMetrics>& history) {
 
 }  // namespace
 
+bool Runner::run_epochs(RunRecord& record, RunSummary& summary, TrainingProgress& progress, bool& diverged) {
+  const bool writer = e_.executor->world().writes_records();
+  if (e_.scheme->span() == Span::Run) {
+    std::vector<EpochMetrics> trained = train_flushless(record, progress.global_step, diverged);
+    for (EpochMetrics& m : trained) {
+      load_flushless_snapshot(record, m.epoch);
+      evaluate(m);
+      m.seconds = m.train_seconds + m.eval_seconds;
+      finish_epoch(record, summary, progress, m, false);
+    }
+    return true;
+  }
+  int session_epochs = 0;
+  for (int epoch = progress.epochs_done; epoch < e_.run.epochs && !diverged; ++epoch) {
+    if (options_.stop_after > 0 && session_epochs++ == options_.stop_after) {
+      summary.status = "stopped";
+      if (!options_.quiet) std::cout << fmt::format("stopped after epoch {}; continue with --resume\n", epoch);
+      return false;
+    }
+    const auto epoch_start = std::chrono::steady_clock::now();
+    EpochMetrics m = train_epoch(epoch, record, progress.global_step, diverged);
+    evaluate(m);
+    m.seconds = seconds_since(epoch_start);
+    // The traced (last) epoch's files go before the state that counts the epoch as done,
+    // so a failed write or a kill here is redone by --resume, which retrains that epoch.
+    if (epoch + 1 == e_.run.epochs) write_trace(record, writer);
+    finish_epoch(record, summary, progress, m, !diverged);
+  }
+  return true;
+}
+
 RunSummary Runner::run() {
   // Several processes: the one that writes the records uses run.output; the others log
   // to run.output/ranks/<name>/ and print nothing.
-  const std::string process = e_.executor->process_name();
-  const bool writer = e_.executor->writes_records();
+  const std::string process = e_.executor->world().process_name();
+  const bool writer = e_.executor->world().writes_records();
   if (!writer) options_.quiet = true;
   RunRecord record = writer ? RunRecord(e_.run.output) : RunRecord::log_only(e_.run.output + "/ranks/" + process);
   if (!process.empty() && (options_.resume || e_.scheme->span() == Span::Run)) {
@@ -263,32 +293,7 @@ RunSummary Runner::run() {
   add_history(summary, progress.history);
   const auto start = std::chrono::steady_clock::now();
   bool diverged = false;
-  if (flushless) {
-    std::vector<EpochMetrics> trained = train_flushless(record, progress.global_step, diverged);
-    for (EpochMetrics& m : trained) {
-      load_flushless_snapshot(record, m.epoch);
-      evaluate(m);
-      m.seconds = m.train_seconds + m.eval_seconds;
-      finish_epoch(record, summary, progress, m, false);
-    }
-  } else {
-    int session_epochs = 0;
-    for (int epoch = progress.epochs_done; epoch < e_.run.epochs && !diverged; ++epoch) {
-      if (options_.stop_after > 0 && session_epochs++ == options_.stop_after) {
-        summary.status = "stopped";
-        if (!options_.quiet) std::cout << fmt::format("stopped after epoch {}; continue with --resume\n", epoch);
-        return summary;
-      }
-      const auto epoch_start = std::chrono::steady_clock::now();
-      EpochMetrics m = train_epoch(epoch, record, progress.global_step, diverged);
-      evaluate(m);
-      m.seconds = seconds_since(epoch_start);
-      // The traced (last) epoch's files go before the state that counts the epoch as done,
-      // so a failed write or a kill here is redone by --resume, which retrains that epoch.
-      if (epoch + 1 == e_.run.epochs) write_trace(record, writer);
-      finish_epoch(record, summary, progress, m, !diverged);
-    }
-  }
+  if (!run_epochs(record, summary, progress, diverged)) return summary;
   if (diverged) summary.status = "diverged";
   save_checkpoint(record, "final.pt");
   if (flushless) write_trace(record, writer);
@@ -329,17 +334,13 @@ std::vector<int64_t> Runner::gathered_optimizer_bytes() const {
   // Only the process that runs a stage has stepped its optimizer; the others' copies hold
   // no state, so the largest figure over processes is the stage's.
   std::vector<int64_t> bytes;
-  std::string text;
   for (const auto& s : stages_) {
     int64_t n = 0;
     for (const auto& [name, t] : s->optimizer().state()) n += tensor_bytes({t});
     bytes.push_back(n);
-    text += std::to_string(n) + " ";
   }
-  for (const std::string& other : e_.executor->gather_text("optimizer_bytes", text)) {
-    std::istringstream in(other);
-    int64_t n = 0;
-    for (size_t s = 0; s < bytes.size() && in >> n; ++s) bytes[s] = std::max(bytes[s], n);
+  for (const std::vector<int64_t>& other : gather_values(e_.executor->world(), bytes)) {
+    for (size_t s = 0; s < bytes.size() && s < other.size(); ++s) bytes[s] = std::max(bytes[s], other[s]);
   }
   return bytes;
 }

@@ -133,6 +133,9 @@ class Runner {
   EpochMetrics train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged);
   /// flush: never — every epoch in one pipeline; returns the epochs' training figures.
   std::vector<EpochMetrics> train_flushless(RunRecord& record, int64_t& global_step, bool& diverged);
+  /// Trains, evaluates and records the epochs this session runs (from progress.epochs_done);
+  /// false when --stop-after stopped it first (summary.status says so).
+  bool run_epochs(RunRecord& record, RunSummary& summary, struct TrainingProgress& progress, bool& diverged);
   /// Loads the weights each stage had at the end of epoch `epoch` in a flushless run.
   void load_flushless_snapshot(const RunRecord& record, int epoch);
   /// Training figures of one epoch from its totals and the executor's measurements.

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <numeric>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -170,14 +169,14 @@ void Runner::check_processes_agree() const {
   YAML::Emitter emitter;
   emitter << mine;
   const std::string text = emitter.c_str();
-  const std::vector<std::string> all = e_.executor->gather_text("config", text);
+  const std::vector<std::string> all = e_.executor->world().gather_text("config", text);
   for (size_t p = 0; p < all.size(); ++p) {
     if (all[p] == text) continue;
     std::vector<std::string> paths;
     differences(mine, YAML::Load(all[p]), "", paths);
     throw UserError(fmt::format("{}: process {} runs another configuration than this one ({}): {} differ. Fix: start "
                                 "every rank with the same file and the same --set values.",
-                                e_.source->file(), p, e_.executor->process_name(), fmt::join(paths, ", ")));
+                                e_.source->file(), p, e_.executor->world().process_name(), fmt::join(paths, ", ")));
   }
 }
 
@@ -217,7 +216,7 @@ void Runner::build_stages() {
   };
   // A multi-process executor joins its process group here (it needs only the placement),
   // so that the processes can agree on a measured balance below.
-  e_.executor->attach(placement);
+  e_.executor->world().attach(placement);
   if (stages == requested) {
     balance_ = resolve_balance(e_.partition.balance, stages, static_cast<int>(blocks.size()), costs,
                                def_.named_balances, *e_.source);
@@ -280,11 +279,9 @@ std::vector<int> Runner::settled_time_balance(std::vector<int> measured) const {
     }
     return measured;
   }
-  const std::vector<std::string> all = e_.executor->gather_text("balance", fmt::format("{}", fmt::join(measured, " ")));
-  std::istringstream first(all.front());
-  std::vector<int> counts;
-  for (int n = 0; first >> n;) counts.push_back(n);
-  return counts;
+  const std::vector<std::vector<int64_t>> all =
+      gather_values(e_.executor->world(), std::vector<int64_t>(measured.begin(), measured.end()));
+  return std::vector<int>(all.front().begin(), all.front().end());
 }
 
 at::Tensor Runner::sample_inputs(int64_t n) const {

@@ -87,7 +87,7 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
     }
   }, per_epoch);
   const int units = static_cast<int>(per_epoch * epochs);
-  ReplicaFeed shares(feed, replicas_, units, e_.executor->process_name().empty());
+  ReplicaFeed shares(feed, replicas_, units, e_.executor->world().process_name().empty());
   ShadowFeed shadowed(replicas_ > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
   traced_steps_ = {};
   const auto run_start = std::chrono::steady_clock::now();
@@ -95,7 +95,7 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   traced_steps_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(),
                     per_epoch * epochs);
   executor.stats().read_memory_peaks();
-  executor.merge_stats();
+  executor.world().merge_stats(executor.stats());
   last_train_stats_ = executor.stats();
   collect_stage_metrics(record, epochs);  // one pipeline: its measurements all land in the last epoch
   progress.finish();

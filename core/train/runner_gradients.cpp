@@ -94,7 +94,7 @@ void Runner::connect_gradients() {
     for (const GradientPlan::Tie& t : ties_) {
       if (model || (t.first_stage == group && t.second_stage == group)) plan.ties.push_back(t);
     }
-    const std::shared_ptr<AllReduce> collective = e_.executor->all_reduce(plan);
+    const std::shared_ptr<AllReduce> collective = e_.executor->world().all_reduce(plan);
     for (size_t m = 0; m < slots.size(); ++m) {
       StageSlot& slot = slots_[slots[m]];
       collective->add_rank(static_cast<int>(m), slot.stage->parameters());

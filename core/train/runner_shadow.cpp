@@ -18,7 +18,7 @@ void Runner::start_shadow() {
                                 e_.scheme->type(), replicas_),
                     "use run.shadow: off with replicas, or partition.replicas: 1");
   }
-  if (!e_.executor->process_name().empty()) {
+  if (!e_.executor->world().process_name().empty()) {
     e_.source->fail("run.shadow", "the shadow run needs every stage in one process, and this executor spreads them",
                     "use executor sequential or threaded with run.shadow: sync");
   }

@@ -87,7 +87,7 @@ void distributed_equals_sequential(const std::string& scheme, int world) {
   std::vector<std::vector<std::map<int, double>>> losses;
   for (auto& f : ranks) losses.push_back(f.get());
   for (int r = 0; r < 4; ++r) {
-    const int owner = DistributedExecutor::owner(r, 4, world);
+    const int owner = ProcessWorld::owner(r, 4, world);
     expect_same_weights(*copies[static_cast<size_t>(owner)]->stages[static_cast<size_t>(r)], *reference.stages[static_cast<size_t>(r)]);
   }
   // Every loss reached the rank with the last stage, bit for bit; the others got none.
@@ -102,13 +102,13 @@ TEST(DistributedExecutor, PipedreamOnTwoProcessesOfTwoStagesEqualsSequential) {
 }
 
 TEST(DistributedExecutor, StagesAreSplitIntoConsecutiveGroups) {
-  EXPECT_EQ(DistributedExecutor::owner(0, 4, 2), 0);
-  EXPECT_EQ(DistributedExecutor::owner(1, 4, 2), 0);
-  EXPECT_EQ(DistributedExecutor::owner(2, 4, 2), 1);
-  EXPECT_EQ(DistributedExecutor::owner(3, 4, 2), 1);
-  EXPECT_EQ(DistributedExecutor::owner(2, 5, 2), 1);  // [0, 2) and [2, 5)
-  EXPECT_EQ(DistributedExecutor::owner(1, 5, 2), 0);
-  EXPECT_EQ(DistributedExecutor::owner(4, 4, 4), 3);
+  EXPECT_EQ(ProcessWorld::owner(0, 4, 2), 0);
+  EXPECT_EQ(ProcessWorld::owner(1, 4, 2), 0);
+  EXPECT_EQ(ProcessWorld::owner(2, 4, 2), 1);
+  EXPECT_EQ(ProcessWorld::owner(3, 4, 2), 1);
+  EXPECT_EQ(ProcessWorld::owner(2, 5, 2), 1);  // [0, 2) and [2, 5)
+  EXPECT_EQ(ProcessWorld::owner(1, 5, 2), 0);
+  EXPECT_EQ(ProcessWorld::owner(4, 4, 4), 3);
 }
 
 TEST(DistributedExecutor, AFailingRankStopsThePeersWithAnErrorNamingIt) {
