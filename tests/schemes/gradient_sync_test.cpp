@@ -5,10 +5,14 @@
 #include <torch/nn/module.h>
 
 #include <cmath>
+#include <future>
 
 #include "core/config/registry.h"
+#include "core/dist/process_group.h"
 #include "core/exec/gradient_finish.h"
+#include "core/io/pt_file.h"
 #include "core/model/model.h"
+#include "core/train/runner.h"
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 
@@ -165,6 +169,36 @@ TEST(TiedWeights, AcrossStagesTheCopiesStepAsOneParameter) {
   // PipeDream-2BW's code (Q45): the copies step apart.
   expect_weights(testing::train(kTied, {"optimizer.tied_gradients=separate"}), {0.35, -1.0}, {0.55, -0.9},
                  2 - 0.1 * 0.375);
+}
+
+/// `yaml` trained by two ranks of the distributed executor (one stage each), as `pipelab
+/// launch` starts them, on threads of this process; the writing rank's final weights.
+TensorDict train_on_two_ranks(const std::string& yaml, const std::vector<std::string>& overrides) {
+  testing::TempDir dir;
+  const int port = dist::free_port();
+  std::vector<std::future<void>> ranks;
+  for (int p = 0; p < 2; ++p) {
+    ranks.push_back(std::async(std::launch::async, [&, p] {
+      std::vector<std::string> o = overrides;
+      o.push_back(fmt::format("run.executor={{type: distributed, rank: {}, world_size: 2, master: '127.0.0.1:{}', "
+                              "timeout_s: 60, intra_op_threads: 1}}",
+                              p, port));
+      Experiment e = testing::experiment(yaml, dir.file("run"), o);
+      RunnerOptions options;
+      options.quiet = true;
+      Runner(e, options).run();
+    }));
+  }
+  for (auto& r : ranks) r.get();
+  return load_tensor_dict(dir.file("run/checkpoints/final.pt"));
+}
+
+TEST(TiedWeights, AcrossTwoProcessesTheCopiesStepAsOneParameter) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  // O23 as above, the two copies on two ranks: their gradients meet in a c10d subgroup.
+  expect_weights(train_on_two_ranks(kTied, {}), {0.4, -0.9}, {0.4, -0.9}, 2 - 0.1 * 0.375);
+  expect_weights(train_on_two_ranks(kTied, {"optimizer.clip_grad_norm=1"}), {0.431651434098, -0.931651434098},
+                 {0.431651434098, -0.931651434098}, 1.974369287787);
 }
 
 TEST(TiedWeights, TheClipCountsTheTieOnce) {
