@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/util/error.h"
+
 namespace pipelab::dist {
 
 namespace {
@@ -26,42 +28,94 @@ std::vector<std::vector<int64_t>> gather_counts(ProcessGroup& group, const std::
 
 }  // namespace
 
-void GroupAllReduce::sum_gradients(int rank, const std::vector<at::Tensor>& params) {
-  at::NoGradGuard no_grad;
-  // Members may be different stages (a model-wide clip or tie), so their parameters differ:
-  // the sizes are gathered once, and every buffer is padded to the longest.
-  if (numels_.empty()) {
-    std::vector<int64_t> mine;
-    for (const at::Tensor& p : params) mine.push_back(p.numel());
-    numels_ = gather_counts(group_, mine);
-    for (const auto& member : numels_) {
-      longest_ = std::max<int64_t>(longest_, std::accumulate(member.begin(), member.end(), int64_t{0}));
-    }
+GroupAllReduce::GroupAllReduce(ProcessGroup& group, GradientPlan plan, std::vector<int> member_ranks)
+    : group_(group), plan_(std::move(plan)), member_ranks_(std::move(member_ranks)) {
+  PIPELAB_ASSERT(member_ranks_.size() == plan_.members.size(), "{} ranks for {} members", member_ranks_.size(),
+                 plan_.members.size());
+  for (size_t m = 0; m < member_ranks_.size(); ++m) {
+    if (member_ranks_[m] == group_.rank()) local_.push_back(static_cast<int>(m));
   }
-  // One flat buffer per rank; a parameter without a gradient contributes zeros (x + 0 == x).
+}
+
+void GroupAllReduce::sum_gradients(int member, const std::vector<at::Tensor>& params) {
+  at::NoGradGuard no_grad;
+  // A parameter without a gradient contributes zeros (x + 0 == x).
   std::vector<at::Tensor> flat;
-  int64_t used = 0;
   for (const at::Tensor& p : params) {
     const at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
     flat.push_back(g.detach().to(at::kCPU).reshape({-1}));
-    used += p.numel();
   }
-  if (used < longest_) flat.push_back(at::zeros({longest_ - used}, flat.empty() ? at::kFloat : flat.front().scalar_type()));
-  const std::vector<at::Tensor> all = group_.all_gather(at::cat(flat));
-  // Every rank's gradients, flat per parameter (finish_gradients needs no shapes); this
-  // rank's take its parameters' shapes at the end.
-  std::vector<std::vector<at::Tensor>> grads(all.size());
-  for (size_t r = 0; r < all.size(); ++r) {
-    int64_t offset = 0;
-    for (const int64_t n : numels_.at(r)) {
-      grads[r].push_back(all[r].narrow(0, offset, n));
-      offset += n;
+  std::unique_lock<std::mutex> lock(mutex_);
+  const int64_t index = next_round_[member]++;
+  Round& round = rounds_[index];
+  round.flat[member] = std::move(flat);
+  if (++round.arrived == static_cast<int>(local_.size())) {
+    // The last of this rank's members to arrive speaks for all of them; the others wait.
+    std::map<int, std::vector<at::Tensor>> mine = round.flat;
+    lock.unlock();
+    std::vector<std::vector<at::Tensor>> finished = exchange(mine);
+    lock.lock();
+    round.finished = std::move(finished);
+    round.done = true;
+    done_.notify_all();
+  } else {
+    done_.wait(lock, [&] { return round.done; });
+  }
+  const std::vector<at::Tensor> result = round.finished.at(static_cast<size_t>(member));
+  if (++round.taken == static_cast<int>(local_.size())) rounds_.erase(index);
+  lock.unlock();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (result[i].defined()) params[i].mutable_grad() = result[i].view(params[i].sizes()).to(params[i].device()).clone();
+  }
+}
+
+std::vector<std::vector<at::Tensor>> GroupAllReduce::exchange(const std::map<int, std::vector<at::Tensor>>& flat) {
+  // Members may be different stages (a model-wide clip or tie), so their parameters differ:
+  // the sizes are gathered once (per rank: each of its members' parameter count, then their
+  // sizes), and every rank's buffer is padded to the longest.
+  if (numels_.empty()) {
+    std::vector<int64_t> sizes;
+    for (const auto& [m, grads] : flat) {
+      sizes.push_back(static_cast<int64_t>(grads.size()));
+      for (const at::Tensor& g : grads) sizes.push_back(g.numel());
+    }
+    const std::vector<std::vector<int64_t>> per_rank = gather_counts(group_, sizes);
+    numels_.resize(plan_.members.size());
+    for (size_t r = 0; r < per_rank.size(); ++r) {
+      size_t k = 0;
+      int64_t total = 0;
+      for (size_t m = 0; m < member_ranks_.size(); ++m) {
+        if (member_ranks_[m] != static_cast<int>(r)) continue;
+        const int64_t count = per_rank[r].at(k++);
+        for (int64_t i = 0; i < count; ++i) numels_[m].push_back(per_rank[r].at(k++));
+        total += std::accumulate(numels_[m].begin(), numels_[m].end(), int64_t{0});
+      }
+      longest_ = std::max(longest_, total);
     }
   }
-  const std::vector<at::Tensor> mine = finish_gradients(grads, plan_).at(static_cast<size_t>(rank));
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (mine[i].defined()) params[i].mutable_grad() = mine[i].view(params[i].sizes()).to(params[i].device()).clone();
+  std::vector<at::Tensor> buffer;
+  int64_t used = 0;
+  for (const auto& [m, grads] : flat) {
+    for (const at::Tensor& g : grads) {
+      buffer.push_back(g);
+      used += g.numel();
+    }
   }
+  const at::ScalarType dtype = buffer.empty() ? at::kFloat : buffer.front().scalar_type();
+  if (used < longest_ || buffer.empty()) buffer.push_back(at::zeros({longest_ - used}, dtype));
+  const std::vector<at::Tensor> all = group_.all_gather(at::cat(buffer));
+  // Every member's gradients, flat per parameter (finish_gradients needs no shapes), read
+  // from its rank's buffer in plan order; each member takes its parameters' shapes later.
+  std::vector<std::vector<at::Tensor>> grads(plan_.members.size());
+  std::vector<int64_t> offset(all.size(), 0);
+  for (size_t m = 0; m < member_ranks_.size(); ++m) {
+    const size_t r = static_cast<size_t>(member_ranks_[m]);
+    for (const int64_t n : numels_[m]) {
+      grads[m].push_back(all.at(r).narrow(0, offset[r], n));
+      offset[r] += n;
+    }
+  }
+  return finish_gradients(grads, plan_);
 }
 
 }  // namespace pipelab::dist

@@ -1,9 +1,15 @@
 #pragma once
-/// The ALLREDUCE over a process group (one member per rank: a stage's replicas, or every
-/// stage of the model for a global clip or a tie). It gathers every rank's gradients and
-/// finishes them with the same function as LocalAllReduce in one process (gradient_finish.h:
-/// sums in rank order, ties, clip), so a multi-process run has the simulated run's numbers
-/// bit for bit (a ring all-reduce would add in another order).
+/// The ALLREDUCE over a process group (a stage's replicas, or every stage of the model for a
+/// global clip or a tie). It gathers every rank's gradients and finishes them with the same
+/// function as LocalAllReduce in one process (gradient_finish.h: sums in member order, ties,
+/// clip), so a multi-process run has the simulated run's numbers bit for bit (a ring
+/// all-reduce would add in another order). A rank may hold several members (a process with
+/// several devices): they meet here first, on their device threads, and the last to arrive
+/// brings them all to the gather.
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
 #include "core/dist/process_group.h"
 #include "core/exec/collective.h"
 
@@ -11,15 +17,31 @@ namespace pipelab::dist {
 
 class GroupAllReduce : public AllReduce {
  public:
-  /// `plan` has one member per rank of `group`, in rank order (members may be different
-  /// stages, with different parameters).
-  GroupAllReduce(ProcessGroup& group, GradientPlan plan) : group_(group), plan_(std::move(plan)) {}
-  void sum_gradients(int rank, const std::vector<at::Tensor>& params) override;
+  /// `plan`'s member m lives on rank `member_ranks[m]` of `group` (members may be different
+  /// stages, with different parameters; a rank may hold several).
+  GroupAllReduce(ProcessGroup& group, GradientPlan plan, std::vector<int> member_ranks);
+  /// Blocks until every member of this rank has arrived for the round and the gather is done.
+  void sum_gradients(int member, const std::vector<at::Tensor>& params) override;
 
  private:
+  struct Round {
+    std::map<int, std::vector<at::Tensor>> flat;  ///< this rank's members' gradients, flat
+    std::vector<std::vector<at::Tensor>> finished;  ///< every member's, once done
+    int arrived = 0, taken = 0;
+    bool done = false;
+  };
+  /// The gather and the finish of a round whose local members all arrived.
+  std::vector<std::vector<at::Tensor>> exchange(const std::map<int, std::vector<at::Tensor>>& flat);
+
   ProcessGroup& group_;
   GradientPlan plan_;
-  std::vector<std::vector<int64_t>> numels_;  ///< per rank, its parameters' sizes (after the first round)
+  std::vector<int> member_ranks_;
+  std::vector<int> local_;  ///< this rank's members, in plan order
+  std::mutex mutex_;
+  std::condition_variable done_;
+  std::map<int64_t, Round> rounds_;
+  std::map<int, int64_t> next_round_;  ///< per local member
+  std::vector<std::vector<int64_t>> numels_;  ///< per member, its parameters' sizes (after the first round)
   int64_t longest_ = 0;                        ///< the most elements any rank brings
 };
 

@@ -14,7 +14,6 @@
 #include "core/exec/mailboxes.h"
 #include "core/exec/remote_receives.h"
 #include "core/exec/stage_threads.h"
-#include "core/schedule/dataflow.h"
 #include "core/schedule/lower.h"
 
 namespace pipelab {
@@ -31,8 +30,8 @@ class GroupTransport : public Transport {
     dist::send_message(group_, p.message, owner_(to), kind, mb, to);
   }
   Parcel receive(int to, int from, char kind, int mb) override { return local_.receive(to, from, kind, mb); }
-  // One device per process (run() checks that a schedule with collectives has it so): the
-  // members of a collective meet in its subgroup's all-gather (all_reduce()), so there is
+  // The members of a collective meet in its GroupAllReduce (ProcessWorld::all_reduce), those
+  // of one process first and then every process's in the subgroup's all-gather, so there is
   // nothing to wait for here.
   void collective_barrier(int, int) override {}
 
@@ -94,10 +93,6 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   const int devices = world_.devices();
   PIPELAB_ASSERT(s.devices() <= devices, "the schedule has {} devices, the processes were set up for {}", s.devices(),
                  devices);
-  if (!all_reduce_positions(s).front().empty() && world_.size() != devices) {
-    throw UserError("a schedule with ALLREDUCE (data parallelism) needs one process per device. Fix: set "
-                    "executor.world_size (pipelab launch --nproc) to the number of replicas.");
-  }
   if (!threads_) {
     int local = 0;
     for (int d = 0; d < devices; ++d) local += world_.owns_device(d);

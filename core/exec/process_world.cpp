@@ -170,22 +170,18 @@ std::shared_ptr<AllReduce> ProcessWorld::all_reduce(GradientPlan plan) {
   for (const GradientPlan::Member& m : plan.members) replicas = std::max(replicas, m.replica + 1);
   PIPELAB_ASSERT(stages() % replicas == 0, "{} stages are not {} replicas of one pipeline", stages(), replicas);
   const int per_replica = stages() / replicas;
-  std::vector<int> ranks;
+  // The subgroup's ranks in the order their first member appears in the plan; a rank with
+  // several members (several devices) brings them together (dist/group_all_reduce.h).
+  std::vector<int> ranks, member_ranks;
   for (const GradientPlan::Member& m : plan.members) {
     const int rank = stage_owner(m.replica * per_replica + m.stage);
-    if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) {
-      throw UserError(fmt::format("rank {} holds two stages that meet in one all-reduce (a model-wide clip or tie "
-                                  "with several stages per process). Fix: run one stage per process, set "
-                                  "optimizer.clip_scope: per_stage (and no tie across stages), or use a "
-                                  "single-process executor",
-                                  rank));
-    }
-    ranks.push_back(rank);
+    auto it = std::find(ranks.begin(), ranks.end(), rank);
+    if (it == ranks.end()) it = ranks.insert(ranks.end(), rank);
+    member_ranks.push_back(static_cast<int>(it - ranks.begin()));
   }
   if (std::find(ranks.begin(), ranks.end(), options_.rank) == ranks.end()) return std::make_shared<ElsewhereAllReduce>();
-  // Members in plan order, so subgroup rank m is member m (finish_gradients' order).
   subgroups_.push_back(group().subgroup(ranks, fmt::format("allreduce{}", plan_index)));
-  return std::make_shared<dist::GroupAllReduce>(*subgroups_.back(), std::move(plan));
+  return std::make_shared<dist::GroupAllReduce>(*subgroups_.back(), std::move(plan), std::move(member_ranks));
 }
 
 }  // namespace pipelab

@@ -197,5 +197,16 @@ TEST(Launch, AGlobalClipOverStagesInTwoProcessesEqualsOneProcess) {
       << "the clip must act, or the equality says nothing about the model-wide collective";
 }
 
+// Processes with several devices each: the members of a collective on one rank meet there
+// first (core/dist/group_all_reduce.h), then every rank's in the subgroup.
+TEST(Launch, CollectivesWithSeveralDevicesPerProcessEqualOneProcess) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir clip, replicas;
+  // 4 stages on 2 processes, every stage in one model-wide clip: two members per rank.
+  expect_launch_equals_run(clip, "--set partition.stages=4 --set optimizer.clip_grad_norm=0.05", 2);
+  // 2 replicas x 2 stages on 2 processes: rank r holds replica r's whole pipeline.
+  expect_launch_equals_run(replicas, "--set partition.replicas=2 --set run.batch_size=32", 2);
+}
+
 }  // namespace
 }  // namespace pipelab
