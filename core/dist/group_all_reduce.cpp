@@ -11,17 +11,13 @@ namespace pipelab::dist {
 
 namespace {
 
-/// `counts` (one per rank, perhaps of different lengths) gathered: every rank's list.
+/// `counts` (one list per rank, perhaps of different lengths) gathered: every rank's list.
 std::vector<std::vector<int64_t>> gather_counts(ProcessGroup& group, const std::vector<int64_t>& counts) {
-  const std::vector<at::Tensor> lengths = group.all_gather(at::full({1}, static_cast<int64_t>(counts.size()), at::kLong));
-  int64_t longest = 0;
-  for (const at::Tensor& t : lengths) longest = std::max(longest, t.item<int64_t>());
-  at::Tensor mine = at::zeros({longest}, at::kLong);
-  for (size_t i = 0; i < counts.size(); ++i) mine[static_cast<int64_t>(i)] = counts[i];
-  const std::vector<at::Tensor> all = group.all_gather(mine);
-  std::vector<std::vector<int64_t>> out(all.size());
-  for (size_t r = 0; r < all.size(); ++r) {
-    for (int64_t i = 0; i < lengths[r].item<int64_t>(); ++i) out[r].push_back(all[r][i].item<int64_t>());
+  const at::Tensor rows = at::tensor(counts, at::kLong).view({static_cast<int64_t>(counts.size()), 1});
+  std::vector<std::vector<int64_t>> out;
+  for (const at::Tensor& t : group.all_gather_rows(rows)) {
+    const at::Tensor c = t.contiguous();
+    out.emplace_back(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
   }
   return out;
 }
@@ -51,7 +47,7 @@ void GroupAllReduce::sum_gradients(int member, const std::vector<at::Tensor>& pa
   round.flat[member] = std::move(flat);
   if (++round.arrived == static_cast<int>(local_.size())) {
     // The last of this rank's members to arrive speaks for all of them; the others wait.
-    std::map<int, std::vector<at::Tensor>> mine = round.flat;
+    std::map<int, std::vector<at::Tensor>> mine = std::move(round.flat);
     lock.unlock();
     std::vector<std::vector<at::Tensor>> finished = exchange(mine);
     lock.lock();

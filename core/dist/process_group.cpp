@@ -282,4 +282,22 @@ std::vector<std::string> ProcessGroup::exchange(const std::string&, const std::s
 
 #endif
 
+std::vector<at::Tensor> ProcessGroup::all_gather_rows(const at::Tensor& rows) {
+  PIPELAB_ASSERT(rows.dim() == 2, "all_gather_rows() takes rows, not a tensor of {} dimensions", rows.dim());
+  const at::Tensor mine = rows.to(at::kCPU).contiguous();
+  const std::vector<at::Tensor> shapes = all_gather(at::tensor({mine.size(0), mine.size(1)}, at::kLong));
+  int64_t longest = 0;
+  for (const at::Tensor& shape : shapes) {
+    PIPELAB_ASSERT(shape[1].item<int64_t>() == mine.size(1), "ranks gather rows of {} and {} columns",
+                   shape[1].item<int64_t>(), mine.size(1));
+    longest = std::max(longest, shape[0].item<int64_t>());
+  }
+  at::Tensor padded = at::zeros({longest, mine.size(1)}, mine.options());
+  padded.narrow(0, 0, mine.size(0)).copy_(mine);
+  std::vector<at::Tensor> all = all_gather(padded);
+  for (size_t r = 0; r < all.size(); ++r) all[r] = all[r].narrow(0, 0, shapes[r][0].item<int64_t>());
+  return all;
+}
+
+
 }  // namespace pipelab::dist

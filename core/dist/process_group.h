@@ -67,6 +67,9 @@ class ProcessGroup {
   void complete_sends();
   /// Every rank's `t` (same shape on every rank), in rank order.
   std::vector<at::Tensor> all_gather(const at::Tensor& t);
+  /// Every rank's `rows` (a 2-D CPU tensor: any number of rows, the same columns and dtype
+  /// on every rank), in rank order: the row counts first, then the rows padded to the most.
+  std::vector<at::Tensor> all_gather_rows(const at::Tensor& rows);
   void barrier();
   /// Every rank's `text` under `key`, in rank order (through the rendezvous store).
   std::vector<std::string> exchange(const std::string& key, const std::string& text);

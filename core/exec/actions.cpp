@@ -270,7 +270,9 @@ Message forward(ActionContext& c) {
     ForwardOptions options;
     options.checkpoint = c.slot.policy->checkpoint(mb);
     options.target = target;
-    options.loss_scale = c.feed.loss_scale(c.a.mb);
+    // Only the loss is scaled: other stages need not ask (a feed may have to load the
+    // mini-batch to answer, as a replica's share in a multi-process run does).
+    options.loss_scale = stage.is_last() ? c.feed.loss_scale(c.a.mb) : 1.0;
     result = stage.forward(mb, std::move(in.values), options);
   }
   Message out{std::move(result.activations), {}, in.tag};

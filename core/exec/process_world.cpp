@@ -92,23 +92,7 @@ std::vector<std::string> ProcessWorld::gather_text(const std::string& key, const
   return group().exchange(key, text);
 }
 
-std::vector<at::Tensor> ProcessWorld::gather_rows(const at::Tensor& rows) {
-  PIPELAB_ASSERT(rows.dim() == 2, "gather_rows() takes rows, not a tensor of {} dimensions", rows.dim());
-  const at::Tensor mine = rows.to(at::kCPU).contiguous();
-  // The row counts first, so that every rank sends a tensor of the same shape.
-  const std::vector<at::Tensor> shapes = group().all_gather(at::tensor({mine.size(0), mine.size(1)}, at::kLong));
-  int64_t longest = 0;
-  for (const at::Tensor& s : shapes) {
-    PIPELAB_ASSERT(s[1].item<int64_t>() == mine.size(1), "ranks gather rows of {} and {} columns",
-                   s[1].item<int64_t>(), mine.size(1));
-    longest = std::max(longest, s[0].item<int64_t>());
-  }
-  at::Tensor padded = at::zeros({longest, mine.size(1)}, mine.options());
-  padded.narrow(0, 0, mine.size(0)).copy_(mine);
-  std::vector<at::Tensor> all = group().all_gather(padded);
-  for (size_t p = 0; p < all.size(); ++p) all[p] = all[p].narrow(0, 0, shapes[p][0].item<int64_t>());
-  return all;
-}
+std::vector<at::Tensor> ProcessWorld::gather_rows(const at::Tensor& rows) { return group().all_gather_rows(rows); }
 
 void ProcessWorld::merge_stats(ExecStats& stats) {
   // Each process measured only its own stages and the messages it sent: the sums over
