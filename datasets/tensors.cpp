@@ -1,7 +1,8 @@
 /// `tensors`: examples from a .pt file written by Python's
 /// torch.save({'x': x, 'y': y}, path) (keys configurable). x is [N, ...] (float
-/// features, or integer token ids), y is [N] integer class ids. The test split is a
-/// second file, or a seeded random share of the first.
+/// features, or integer token ids), y is [N] integer class ids, or [N, T] with a class per
+/// position (a language model's next tokens). The test split is a second file, or a seeded
+/// random share of the first.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -58,6 +59,11 @@ class TensorFile : public Configured<DatasetFactory, TensorsOptions> {
       x = x.index_select(0, perm.narrow(0, 0, n - n_test));
       y = y.index_select(0, perm.narrow(0, 0, n - n_test));
     }
+    if (ty.sizes().slice(1) != y.sizes().slice(1)) {
+      fail("test_path", fmt::format("test targets have shape {}, training targets {}", shape_text(ty.sizes().slice(1)),
+                                    shape_text(y.sizes().slice(1))),
+           "save both splits with the same target shape");
+    }
     if (tx.sizes().slice(1) != x.sizes().slice(1)) {
       fail("test_path", fmt::format("test examples have shape {}, training examples {}", shape_text(tx.sizes().slice(1)),
                                     shape_text(x.sizes().slice(1))),
@@ -75,8 +81,10 @@ class TensorFile : public Configured<DatasetFactory, TensorsOptions> {
     out.spec.input_shape = x.sizes().slice(1).vec();
     out.spec.classes = classes;
     out.spec.integer_input = !at::isFloatingType(x.scalar_type());
-    out.description = fmt::format("tensors from {}: {} train / {} test, shape {}, {} classes", options_.path, x.size(0),
-                                  tx.size(0), shape_text(out.spec.input_shape), classes);
+    out.spec.target_shape = y.sizes().slice(1).vec();
+    out.description = fmt::format("tensors from {}: {} train / {} test, shape {}, {} classes{}", options_.path,
+                                  x.size(0), tx.size(0), shape_text(out.spec.input_shape), classes,
+                                  y.dim() > 1 ? " per position " + shape_text(out.spec.target_shape) : "");
     return out;
   }
 
@@ -101,10 +109,11 @@ class TensorFile : public Configured<DatasetFactory, TensorsOptions> {
            fmt::format("set {} to one of them", std::string(what) == "inputs" ? "x_key" : "y_key"));
     };
     at::Tensor x = get(options_.x_key, "inputs"), y = get(options_.y_key, "targets");
-    if (x.dim() < 1 || y.dim() != 1 || x.size(0) != y.size(0)) {
-      fail(key, fmt::format("{}: x has shape {} and y {}; expected x [N, ...] and y [N]", path, shape_text(x.sizes()),
-                            shape_text(y.sizes())),
-           "save one target per example");
+    if (x.dim() < 1 || y.dim() < 1 || x.size(0) != y.size(0)) {
+      fail(key, fmt::format("{}: x has shape {} and y {}; expected x [N, ...] and y [N] (or [N, T], a target per "
+                            "position)",
+                            path, shape_text(x.sizes()), shape_text(y.sizes())),
+           "save one target (or one row of targets) per example");
     }
     const at::ScalarType xt = x.scalar_type();
     if (!at::isFloatingType(xt) && xt != at::kLong) {

@@ -202,8 +202,17 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
     return o;
   }
   bool prepares_stages() const override { return options_.uses_heads(); }
-  void prepare_stage(Stage& stage, const std::vector<int64_t>& output_shape, int64_t classes) const override {
+  void prepare_stage(Stage& stage, const std::vector<int64_t>& output_shape, const DataSpec& data) const override {
     if (!options_.uses_heads() || stage.is_last()) return;
+    if (!data.target_shape.empty()) {
+      // The heads of the interlocking paper (Gomez et al. 2022) classify a whole example;
+      // a target per position (a language model) has no head defined here.
+      fail("mode", fmt::format("the auxiliary heads predict one class per example, but the dataset has a target per "
+                               "position (targets of shape {})",
+                               shape_text(data.target_shape)),
+           "use mode: global, or a dataset with one label per example");
+    }
+    const int64_t classes = data.classes;
     const std::string spec = options_.heads == "auto" ? interlocking::default_head(output_shape) : options_.heads;
     try {
       stage.set_head(fmt::format("head{}", stage.index()), interlocking::build_head(spec, output_shape, classes),

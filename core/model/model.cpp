@@ -9,11 +9,18 @@ namespace pipelab {
 
 torch::Tensor Loss::correct(const torch::Tensor& output, const torch::Tensor& target) const {
   torch::NoGradGuard no_grad;
-  return output.argmax(1).eq(target).sum();
+  return output.argmax(-1).eq(target).sum();
 }
 
 torch::Tensor CrossEntropyLoss::compute(const torch::Tensor& output, const torch::Tensor& target) const {
-  return torch::nn::functional::cross_entropy(output, target);
+  if (output.dim() == 2) return torch::nn::functional::cross_entropy(output, target);
+  return torch::nn::functional::cross_entropy(output.flatten(0, -2), target.flatten());
+}
+
+int64_t DataSpec::targets_per_example() const {
+  int64_t n = 1;
+  for (const int64_t d : target_shape) n *= d;
+  return n;
 }
 
 uint64_t block_seed(uint64_t seed, size_t index) { return mix_seed(seed, 0xB10C, index); }

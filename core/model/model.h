@@ -18,21 +18,28 @@ namespace pipelab {
 /// What a model needs to know about its data.
 struct DataSpec {
   std::vector<int64_t> input_shape;  ///< one example, e.g. {1, 28, 28} or {784}
-  int64_t classes = 0;
+  int64_t classes = 0;               ///< values a target takes (the vocabulary, for a language model)
   bool integer_input = false;        ///< token ids (int64) rather than features
+  /// The targets of one example: {} for one class label, {T} for one per position (a
+  /// language model's next tokens).
+  std::vector<int64_t> target_shape;
+  /// Predictions per example: the unit of accuracy (top-1 hits / (examples x this)).
+  int64_t targets_per_example() const;
 };
 
-/// A classification loss: mean over the batch, plus a top-1 hit count.
+/// A classification loss: mean over the batch's targets, plus a top-1 hit count.
 class Loss {
  public:
   virtual ~Loss() = default;
   /// Mean loss over the batch (a 0-d tensor with grad).
   virtual torch::Tensor compute(const torch::Tensor& output, const torch::Tensor& target) const = 0;
-  /// Number of top-1 hits (0-d int64, no grad).
+  /// Number of top-1 hits over all targets (0-d int64, no grad); classes on the last axis.
   virtual torch::Tensor correct(const torch::Tensor& output, const torch::Tensor& target) const;
 };
 
-/// Cross-entropy on logits [N, classes] with integer targets [N].
+/// Cross-entropy on logits [N, classes] with integer targets [N], or on logits
+/// [N, T, classes] with targets [N, T] (the mean over all N x T positions, as
+/// nn.CrossEntropyLoss on the flattened positions: how a language model's loss is taken).
 class CrossEntropyLoss : public Loss {
  public:
   torch::Tensor compute(const torch::Tensor& output, const torch::Tensor& target) const override;

@@ -93,8 +93,10 @@ class Scheme : public Component {
   static constexpr const char* kKind = "scheme";
   /// Adds what the scheme needs to a freshly built stage, before its optimizer is made
   /// (e.g. an auxiliary head: its parameters then belong to the stage's optimizer).
-  /// `output_shape` is the shape of one example of the stage's output.
-  virtual void prepare_stage(Stage& /*stage*/, const std::vector<int64_t>& /*output_shape*/, int64_t /*classes*/) const {}
+  /// `output_shape` is the shape of one example of the stage's output; `data` what the
+  /// targets are.
+  virtual void prepare_stage(Stage& /*stage*/, const std::vector<int64_t>& /*output_shape*/,
+                             const DataSpec& /*data*/) const {}
   /// True when the policies compute gradients with autograd themselves (a gradient route
   /// other than Stage::backward), so fp16's per-stage loss scaling cannot reach them.
   virtual bool routes_own_gradients() const { return false; }

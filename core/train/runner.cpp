@@ -101,7 +101,7 @@ EpochMetrics Runner::epoch_figures(int epoch, const LossTotals& totals, int64_t 
   m.epoch = epoch + 1;
   m.train_seconds = seconds;
   m.train_loss = steps ? totals.loss / static_cast<double>(steps) : 0;
-  m.train_acc = percent(totals.correct, totals.count);
+  m.train_acc = percent(totals.correct, totals.count * data_.spec.targets_per_example());
   m.samples_per_second = static_cast<double>(totals.count) / std::max(seconds, 1e-9);
   const ExecStats& st = last_train_stats_;
   // Traffic per step over the whole run the stats cover (one epoch, or all of a flushless run).
@@ -146,7 +146,7 @@ void Runner::evaluate(EpochMetrics& m) {
   std::vector<StageSlot> slots(slots_.begin(), slots_.begin() + evaluating);
   if (test_->batches() > 0) e_.executor->run(eval_schedule_, slots, feed, RunMode::Eval);
   m.test_loss = count ? loss_sum / static_cast<double>(count) : 0;
-  m.test_acc = percent(correct, count);
+  m.test_acc = percent(correct, count * data_.spec.targets_per_example());
   m.eval_seconds = seconds_since(start);
 }
 

@@ -250,12 +250,14 @@ void Runner::prepare_stages() {
   at::Tensor x = at::zeros(shape, at::TensorOptions().dtype(data_.spec.integer_input ? at::kLong : dtype_));
   for (const auto& stage : stages_) {
     if (stage->is_last()) {
-      e_.scheme->prepare_stage(*stage, {data_.spec.classes}, data_.spec.classes);
+      std::vector<int64_t> logits = data_.spec.target_shape;  // a prediction per target
+      logits.push_back(data_.spec.classes);
+      e_.scheme->prepare_stage(*stage, logits, data_.spec);
       continue;
     }
     stage->set_training(false);
     x = stage->evaluate(x.to(stage->device())).activation();
-    e_.scheme->prepare_stage(*stage, x.sizes().slice(1).vec(), data_.spec.classes);
+    e_.scheme->prepare_stage(*stage, x.sizes().slice(1).vec(), data_.spec);
   }
 }
 

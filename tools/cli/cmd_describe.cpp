@@ -1,4 +1,4 @@
-/// pipelab describe FILE [--set key.path=value ...] [--input-shape S --classes N [--token-ids]]:
+/// pipelab describe FILE [--set key.path=value ...] [--input-shape S --classes N [--token-ids] [--target-shape T]]:
 /// the experiment's model block by block (output shape, parameters, forward FLOPs for one
 /// example) and its stages under the file's `partition`, without training anything.
 #include <fmt/format.h>
@@ -68,7 +68,7 @@ int describe(const Args& args) {
   positional.add("file", 1);
   po::variables_map vm;
   if (!parse(args,
-             "pipelab describe FILE [--set key.path=value ...] [--input-shape S --classes N [--token-ids]]\n\n"
+             "pipelab describe FILE [--set key.path=value ...] [--input-shape S --classes N [--token-ids] [--target-shape T]]\n\n"
              "Prints the model of FILE block by block: output shape, parameters and forward FLOPs for one\n"
              "example (2 x the multiply-adds of matmul, convolution and RNN calls, counted from the shapes\n"
              "ATen records; elementwise work not counted), then each stage of the file's partition with its\n"
@@ -83,8 +83,9 @@ int describe(const Args& args) {
   dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
   const std::vector<BlockProfile> blocks = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
   const auto [balance, partition] = stages_of(e, def, blocks);
-  fmt::print("{}: model {} on examples {}{}, {} classes\n\n", file, e.model->type(), shape_text(spec.input_shape),
-             spec.integer_input ? " (int64 word ids)" : "", spec.classes);
+  fmt::print("{}: model {} on examples {}{}, {} classes{}\n\n", file, e.model->type(), shape_text(spec.input_shape),
+             spec.integer_input ? " (int64 word ids)" : "", spec.classes,
+             spec.target_shape.empty() ? "" : " at each of " + shape_text(spec.target_shape) + " positions");
   fmt::print("{}", render_profile(blocks, stage_totals(blocks, balance), partition));
   fmt::print("\nFLOPs: forward, one example, 2 x multiply-adds of aten mm/addmm/bmm/convolution/lstm calls\n");
   return 0;
