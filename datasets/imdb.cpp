@@ -6,6 +6,11 @@
 /// vocabulary is counted over the 25,000 training reviews. Labels: neg 0, pos 1. Within a
 /// split, negative reviews come first, each folder in file-name order (the loader shuffles).
 ///
+/// `task: lm` turns the reviews into a language-modelling corpus instead: each split's reviews
+/// (whole, not truncated, each opened by start_char) become consecutive windows of maxlen
+/// words whose targets are the next words (datasets/text/lm_windows.h); the labels are not
+/// used, and the classes are the num_words ids.
+///
 /// Reading and tokenising 50,000 files takes seconds, so the encoded result is cached in a
 /// .pt file in the dataset folder, keyed by the encoding options and the folders' file
 /// counts and sizes (a changed dataset or option makes a new cache). A read-only folder
@@ -17,6 +22,7 @@
 #include "core/io/pt_file.h"
 #include "core/util/error.h"
 #include "datasets/io/files.h"
+#include "datasets/text/lm_windows.h"
 #include "datasets/text/vocabulary.h"
 
 namespace fs = std::filesystem;
@@ -27,14 +33,20 @@ namespace {
 const char* const kSplits[] = {"train", "test"};
 const char* const kLabels[] = {"neg", "pos"};
 
+enum class Task { Classify, Lm };
+
 struct ImdbOptions {
   std::optional<std::string> path;
   SequenceOptions sequence;
+  Task task = Task::Classify;
   bool cache = true;
   template <class V>
   void fields(V& v) {
     v("path", path, "the aclImdb folder (default: <data_dir>/imdb/aclImdb)");
     sequence.fields(v);
+    v.choice("task", task, Choices<Task>{{"classify", Task::Classify}, {"lm", Task::Lm}},
+             "classify = one review, one sentiment label; lm = language modelling: windows of maxlen words of the "
+             "concatenated reviews, each word's target the next one");
     v("cache", cache, "keep the encoded reviews in a .pt file in the dataset folder for the next run");
   }
 };
@@ -72,6 +84,7 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
     std::string fingerprint =
         fmt::format("pipelab-imdb-v1 {} {} {} {} {}", options_.sequence.num_words, options_.sequence.maxlen,
                     options_.sequence.index_from, options_.sequence.start_char, options_.sequence.oov_char);
+    if (options_.task == Task::Lm) fingerprint += " lm";
     for (int s = 0; s < 2; ++s) {
       for (int l = 0; l < 2; ++l) {
         const fs::path folder = fs::path(dir) / kSplits[s] / kLabels[l];
@@ -117,7 +130,16 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
     out.spec.input_shape = {options_.sequence.maxlen};
     out.spec.classes = 2;
     out.spec.integer_input = true;
-    out.description = fmt::format("IMDB reviews from {}: {} train / {} test, {} ids of {} tokens{}", dir,
+    if (options_.task == Task::Lm) {
+      if (train.y.size(0) == 0 || test.y.size(0) == 0) {
+        fail("maxlen", fmt::format("the reviews in {} fill no window of {} words", dir, options_.sequence.maxlen),
+             "use a smaller maxlen");
+      }
+      out.spec.classes = options_.sequence.num_words;
+      out.spec.target_shape = {options_.sequence.maxlen};
+    }
+    out.description = fmt::format("IMDB reviews from {}{}: {} train / {} test, {} ids of {} tokens{}", dir,
+                                  options_.task == Task::Lm ? " as a language model (next word)" : "",
                                   train.y.size(0), test.y.size(0), options_.sequence.num_words,
                                   options_.sequence.maxlen, cache_note.empty() ? "" : "; " + cache_note);
     return out;
@@ -126,6 +148,14 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
  private:
   Encoded encode(const Vocabulary& vocabulary, const std::vector<std::string> (&texts)[2]) const {
     const int64_t maxlen = options_.sequence.maxlen;
+    if (options_.task == Task::Lm) {
+      std::vector<std::vector<int64_t>> documents;
+      for (int l = 0; l < 2; ++l) {
+        for (const std::string& t : texts[l]) documents.push_back(vocabulary.ids(tokenize(t), options_.sequence));
+      }
+      const LanguageModelWindows w = language_model_windows(documents, maxlen);
+      return {w.x, w.y};
+    }
     const int64_t n = static_cast<int64_t>(texts[0].size() + texts[1].size());
     std::vector<int64_t> ids(static_cast<size_t>(n * maxlen), 0), labels;
     for (int l = 0; l < 2; ++l) {
@@ -158,9 +188,9 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
   static std::string write_cache(const std::string& path, const Encoded& train, const Encoded& test) {
     try {
       save_tensor_dict(path, {{"x_train", train.x.to(at::kInt)},
-                              {"y_train", train.y},
+                              {"y_train", train.y.dim() > 1 ? train.y.to(at::kInt) : train.y},
                               {"x_test", test.x.to(at::kInt)},
-                              {"y_test", test.y}});
+                              {"y_test", test.y.dim() > 1 ? test.y.to(at::kInt) : test.y}});
       return "cached in " + path;
     } catch (const std::exception& e) {
       return fmt::format("not cached ({})", e.what());

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "datasets/io/gzip.h"
+#include "datasets/text/lm_windows.h"
 #include "datasets/text/vocabulary.h"
 #include "tests/datasets/dataset_test_util.h"
 
@@ -92,6 +93,48 @@ TEST(Text, ImdbFolderWithCache) {
     if (e.path().extension() == ".pt") testing::write_file(e.path().string(), "garbage");
   }
   EXPECT_TRUE(at::equal(testing::whole(*testing::load_dataset(yaml, dir.path()).train).x, train.x));
+}
+
+TEST(Text, LanguageModelWindowsShareOneWordWithTheirNeighbour) {
+  // Stream 1 5 6 1 7 8 1 9: (8 - 1) / 2 = 3 windows of 2 + 1 ids, starting at 0, 2 and 4;
+  // the tail "9" fills no window and is dropped.
+  const LanguageModelWindows w = language_model_windows({{1, 5, 6}, {1, 7, 8}, {1, 9}}, 2);
+  EXPECT_TRUE(at::equal(w.x, at::tensor({1, 5, 6, 1, 7, 8}, at::kLong).view({3, 2})));
+  EXPECT_TRUE(at::equal(w.y, at::tensor({5, 6, 1, 7, 8, 1}, at::kLong).view({3, 2})));
+  EXPECT_EQ(language_model_windows({{1, 5}}, 2).x.size(0), 0);  // no window of 3 ids
+  EXPECT_EQ(language_model_windows({}, 2).y.sizes(), (std::vector<int64_t>{0, 2}));
+}
+
+TEST(Text, ImdbAsALanguageModel) {
+  // The reviews of ImdbFolderWithCache, whole, one stream per split, windows of 3 words.
+  testing::TempDir dir;
+  const std::string root = dir.file("imdb/aclImdb");
+  review(root, "train", "neg", "0_1.txt", "Bad bad movie.<br /><br />Awful!");
+  review(root, "train", "neg", "1_2.txt", "A bad plot");
+  review(root, "train", "pos", "0_9.txt", "A good, good movie");
+  review(root, "test", "neg", "0_3.txt", "bad unseen words here");
+  review(root, "test", "pos", "0_10.txt", "GOOD");
+  const std::string yaml = "{type: imdb, num_words: 8, maxlen: 3, task: lm}";
+  const auto splits = testing::load_dataset(yaml, dir.path());
+  EXPECT_EQ(splits.spec.classes, 8);
+  EXPECT_EQ(splits.spec.target_shape, (std::vector<int64_t>{3}));
+  // Train stream 1 4 4 7 2 | 1 5 4 2 | 1 5 6 6 7: (14 - 1) / 3 = 4 windows.
+  const Batch train = testing::whole(*splits.train), test = testing::whole(*splits.test);
+  EXPECT_TRUE(at::equal(train.x, at::tensor({1, 4, 4, 7, 2, 1, 5, 4, 2, 1, 5, 6}, at::kLong).view({4, 3})));
+  EXPECT_TRUE(at::equal(train.y, at::tensor({4, 4, 7, 2, 1, 5, 4, 2, 1, 5, 6, 6}, at::kLong).view({4, 3})));
+  // Test stream 1 4 2 2 2 | 1 6: two windows.
+  EXPECT_TRUE(at::equal(test.x, at::tensor({1, 4, 2, 2, 2, 1}, at::kLong).view({2, 3})));
+  EXPECT_TRUE(at::equal(test.y, at::tensor({4, 2, 2, 2, 1, 6}, at::kLong).view({2, 3})));
+  EXPECT_TRUE(contains(splits.description, "as a language model"));
+  // Its own cache, read back the same; the classification cache is another file.
+  const auto again = testing::load_dataset(yaml, dir.path());
+  EXPECT_TRUE(contains(again.description, "read from the cache"));
+  EXPECT_TRUE(at::equal(testing::whole(*again.train).y, train.y));
+  EXPECT_TRUE(at::equal(testing::whole(*testing::load_dataset("{type: imdb, num_words: 8, maxlen: 3}", dir.path()).train).y,
+                        at::tensor({0, 0, 1}, at::kLong)));
+  // A window longer than a split's stream.
+  EXPECT_TRUE(contains(testing::load_error("{type: imdb, num_words: 8, maxlen: 9, task: lm}", dir.path()),
+                       "fill no window of 9 words"));
 }
 
 TEST(Text, ImdbErrors) {
