@@ -27,10 +27,21 @@
 /// standard post-LN layer of Vaswani et al. 2017, ff_norm(ff(a) + a). Both have the same
 /// parameters.
 ///
+/// `head: lm` (not in the reference) makes it a causal language model, the setting of
+/// Megatron-LM's GPT: attention sees only positions <= t, and "head" is a linear d_model ->
+/// classes ("output") at every position, so the logits are [N, maxlen, classes] against a
+/// dataset with a target per position (`imdb` with `task: lm`, or `tensors` with y
+/// [N, maxlen]). `tie_embeddings: true` ties "head.output.weight" to the word embedding
+/// "embed.embeddings.weight" (Press & Wolf 2017; Megatron's embedding group): the head's
+/// copy starts equal to the embedding and the two gradients are summed before each update,
+/// on one stage or across stages (core/model/model.h, TiedParameter).
+///
 /// Initialisation as the reference's `_initialize_weights`: every linear N(0, 0.01) with zero
 /// bias (attention and position linears included), embedding N(0, 1) and LayerNorm (1, 0) as
-/// PyTorch's defaults. The reference's feed-forward width is its hidden size (its `ff_size`
-/// argument is unused), hence ff = d_model = 128 by default.
+/// PyTorch's defaults; `embedding_std` rescales the embedding (tied to the output
+/// projection, N(0, 1) rows make logits of standard deviation ~sqrt(d_model)). The
+/// reference's feed-forward width is its hidden size (its `ff_size` argument is unused),
+/// hence ff = d_model = 128 by default.
 ///
 /// Named splits. SpecTrain's four modules are stage0 = "embed", stage1 = "layer1", stage2 =
 /// "layer2", stage3 = "layer3" + "head"; §6.3's maps [0,0,1,1,1] and [0,1,2,3,3] become
@@ -51,6 +62,7 @@ namespace pipelab::models {
 namespace {
 
 enum class FfResidual { Input, Attention };
+enum class Head { Classifier, Lm };
 
 struct TransformerOptions {
   int64_t num_words = 10000;
@@ -61,6 +73,9 @@ struct TransformerOptions {
   double dropout = 0.5;
   FfResidual ff_residual = FfResidual::Input;
   bool padding_mask = false;
+  Head head = Head::Classifier;
+  bool tie_embeddings = false;
+  double embedding_std = 1;
   template <class V>
   void fields(V& v) {
     v("num_words", num_words, "vocabulary size of the embedding (at least the dataset's num_words)", positive);
@@ -76,11 +91,28 @@ struct TransformerOptions {
     v("padding_mask", padding_mask,
       "mask padding (word id 0) in attention and pooling; the mask travels with the hidden state between stages "
       "(the reference has none)");
+    v.choice("head", head, Choices<Head>{{"classifier", Head::Classifier}, {"lm", Head::Lm}},
+             "classifier = mean over positions, then classes (SpecTrain's); lm = causal attention and a "
+             "prediction at every position (a language model; needs a target per position)");
+    v("tie_embeddings", tie_embeddings,
+      "head: lm only: the output projection is the word embedding (one tied weight, gradients summed)");
+    v("embedding_std", embedding_std,
+      "the word embedding starts N(0, embedding_std^2): 1 as PyTorch's default and SpecTrain's; GPT-2 and "
+      "Megatron-LM use 0.02, which a tied output projection needs to start near uniform predictions",
+      positive);
   }
   void check(const ConfigNode& node) const {
     if (d_model % heads != 0) {
       node.child("heads").fail(fmt::format("{} heads do not divide d_model = {}", heads, d_model),
                                "use a number of heads that divides d_model (e.g. 4 for 128)");
+    }
+    if (tie_embeddings && head != Head::Lm) {
+      node.child("tie_embeddings").fail("ties the output projection to the embedding, but the classifier head has none",
+                                        "set head: lm, or leave tie_embeddings out");
+    }
+    if (padding_mask && head == Head::Lm) {
+      node.child("padding_mask").fail("a language model's windows are all words: there is no padding to mask",
+                                      "leave padding_mask out with head: lm");
     }
   }
 };
@@ -88,8 +120,12 @@ struct TransformerOptions {
 /// Word embedding -> linear -> + learned position term (SpecTrain's stage0).
 class TextEmbedImpl : public torch::nn::Module {
  public:
-  TextEmbedImpl(int64_t num_words, int64_t d_model, int64_t maxlen) {
+  TextEmbedImpl(int64_t num_words, int64_t d_model, int64_t maxlen, double std) {
     embed_ = register_module("embeddings", TokenEmbedding(num_words, d_model));
+    if (std != 1) {
+      torch::NoGradGuard no_grad;
+      for (torch::Tensor& w : embed_->parameters()) w.mul_(std);
+    }
     emb_ff_ = register_module("emb_ff", torch::nn::Linear(d_model, d_model));
     pos_ = register_module("pos", torch::nn::Linear(maxlen, d_model));
   }
@@ -126,7 +162,7 @@ double lowest(at::ScalarType dtype) {
 /// Multi-head scaled dot-product self-attention with q/k/v/joint projections.
 class SelfAttentionImpl : public torch::nn::Module {
  public:
-  SelfAttentionImpl(int64_t d_model, int64_t heads) : heads_(heads) {
+  SelfAttentionImpl(int64_t d_model, int64_t heads, bool causal) : heads_(heads), causal_(causal) {
     q_ = register_module("q_linear", torch::nn::Linear(d_model, d_model));
     k_ = register_module("k_linear", torch::nn::Linear(d_model, d_model));
     v_ = register_module("v_linear", torch::nn::Linear(d_model, d_model));
@@ -139,12 +175,18 @@ class SelfAttentionImpl : public torch::nn::Module {
     const torch::Tensor q = split(q_(x)), k = split(k_(x)), v = split(v_(x));
     torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(double(head));
     if (mask.defined()) scores = scores.masked_fill(mask.logical_not().view({n, 1, 1, t}), lowest(scores.scalar_type()));
+    if (causal_) {
+      // Position i sees keys j <= i only (a language model must not read the word it predicts).
+      const torch::Tensor future = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu(1);
+      scores = scores.masked_fill(future, lowest(scores.scalar_type()));
+    }
     const torch::Tensor weights = torch::softmax(scores, -1);
     return joint_(torch::matmul(weights, v).transpose(1, 2).contiguous().view({n, t, d}));
   }
 
  private:
   int64_t heads_;
+  bool causal_;
   torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, joint_{nullptr};
 };
 TORCH_MODULE(SelfAttention);
@@ -153,7 +195,7 @@ TORCH_MODULE(SelfAttention);
 class EncoderLayerImpl : public torch::nn::Module {
  public:
   explicit EncoderLayerImpl(const TransformerOptions& o) : residual_input_(o.ff_residual == FfResidual::Input) {
-    attention_ = register_module("attention", SelfAttention(o.d_model, o.heads));
+    attention_ = register_module("attention", SelfAttention(o.d_model, o.heads, o.head == Head::Lm));
     attention_norm_ = register_module("attention_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
     ff_ = register_module("ff", Sequence());
     ff_->add("0", torch::nn::Linear(o.d_model, o.ff)).add("1", torch::nn::ReLU()).add("2", torch::nn::Linear(o.ff, o.d_model));
@@ -195,12 +237,16 @@ class Transformer : public Configured<ModelFactory, TransformerOptions> {
   using Configured::Configured;
   ModelDef define(const DataSpec& data) const override {
     const int64_t maxlen = text_input(*this, data), classes = data.classes;
+    check_targets(data, maxlen);
     const TransformerOptions o = options_;
     ModelDef def;
     if (o.padding_mask) {
       const BlockIO with_mask = reads({"x", "mask"});
       def.blocks.push_back({"embed",
-                            [=] { return initialised(MaskedTextEmbed(o.num_words, o.d_model, maxlen), init_spectrain); },
+                            [=] {
+                              return initialised(MaskedTextEmbed(o.num_words, o.d_model, maxlen, o.embedding_std),
+                                                 init_spectrain);
+                            },
                             reads({"x"}, {"x", "mask"})});
       for (int64_t i = 1; i <= o.layers; ++i) {
         def.blocks.push_back(
@@ -210,16 +256,50 @@ class Transformer : public Configured<ModelFactory, TransformerOptions> {
           {"head", [=] { return initialised(MaskedMeanPoolClassifier(o.d_model, classes), init_spectrain); }, with_mask});
     } else {
       def.blocks.push_back(
-          {"embed", [=] { return initialised(TextEmbed(o.num_words, o.d_model, maxlen), init_spectrain); }});
+          {"embed", [=] {
+             return initialised(TextEmbed(o.num_words, o.d_model, maxlen, o.embedding_std), init_spectrain);
+           }});
       for (int64_t i = 1; i <= o.layers; ++i) {
         def.blocks.push_back({fmt::format("layer{}", i), [=] { return initialised(EncoderLayer(o), init_spectrain); }});
       }
-      def.blocks.push_back(
-          {"head", [=] { return initialised(MeanPoolClassifier(o.d_model, classes), init_spectrain); }});
+      if (o.head == Head::Lm) {
+        def.blocks.push_back(
+            {"head", [=] { return initialised(PositionClassifier(o.d_model, classes), init_spectrain); }});
+      } else {
+        def.blocks.push_back(
+            {"head", [=] { return initialised(MeanPoolClassifier(o.d_model, classes), init_spectrain); }});
+      }
     }
+    if (o.tie_embeddings) def.ties.push_back({"embed.embeddings.weight", "head.output.weight"});
     def.loss = std::make_shared<CrossEntropyLoss>();
     if (o.layers == 3) def.named_balances = {{"spectrain_2", {2, 3}}, {"spectrain_4", {1, 1, 1, 2}}};
     return def;
+  }
+
+ private:
+  /// The head must match the targets: one class per example, or (head: lm) one per
+  /// position; a tied projection must span the embedding's vocabulary.
+  void check_targets(const DataSpec& data, int64_t maxlen) const {
+    const bool per_position = !data.target_shape.empty();
+    if (options_.head == Head::Lm && data.target_shape != std::vector<int64_t>{maxlen}) {
+      fail("head", fmt::format("head: lm predicts a word at each of the {} positions, but the dataset has {}", maxlen,
+                               per_position ? "targets of shape " + shape_text(data.target_shape)
+                                            : std::string("one label per example")),
+           "use a language-modelling dataset (imdb with task: lm, or tensors with y of shape [N, maxlen])");
+    }
+    if (options_.head == Head::Classifier && per_position) {
+      fail("head", fmt::format("the classifier head predicts one label per example, but the dataset has a target "
+                               "per position (shape {})",
+                               shape_text(data.target_shape)),
+           "set head: lm");
+    }
+    if (options_.tie_embeddings && data.classes != options_.num_words) {
+      fail("tie_embeddings",
+           fmt::format("the output projection predicts {} words and the embedding has {}: a tied weight needs one "
+                       "vocabulary",
+                       data.classes, options_.num_words),
+           fmt::format("set model.num_words to {} (the dataset's vocabulary)", data.classes));
+    }
   }
 };
 

@@ -1,7 +1,8 @@
 #pragma once
-/// The two ends of a text classifier, shared by the IMDB models of SpecTrain (`transformer`,
+/// The two ends of a text model, shared by the IMDB models of SpecTrain (`transformer`,
 /// `residual_lstm`): the input check, a word embedding that rejects ids outside its
-/// vocabulary, and the head that averages over time before a linear layer.
+/// vocabulary, the classifier head that averages over time before a linear layer, and a
+/// language model's head, a linear layer at every position.
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -43,6 +44,18 @@ class MeanPoolClassifierImpl : public torch::nn::Module {
   torch::nn::Linear output_{nullptr};
 };
 TORCH_MODULE(MeanPoolClassifier);
+
+/// nn.Linear(dim, classes) named "output" at every position: [N, T, dim] -> [N, T, classes]
+/// (a language model's head).
+class PositionClassifierImpl : public torch::nn::Module {
+ public:
+  PositionClassifierImpl(int64_t dim, int64_t classes);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Linear output_{nullptr};
+};
+TORCH_MODULE(PositionClassifier);
 
 /// The same head averaging over the positions a padding mask keeps ([N, T] bool, true for a
 /// word); the same parameters. An all-padding example averages nothing and gets the bias.

@@ -135,6 +135,17 @@ run:       {epochs: 1, batch_size: 16}
   EXPECT_NE(out.find("    1  " + cut + "  (the loss)\n"), std::string::npos) << out;
   EXPECT_NE(out.find("enc1 (x) -> (x, skip1)"), std::string::npos) << out;
   EXPECT_NE(out.find("dec2 (x, skip2) -> (x)"), std::string::npos) << out;
+  // A language model: a target per position, and the tie named.
+  std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") +
+                                " --set 'model={type: transformer, head: lm, tie_embeddings: true, num_words: 50}' --set partition.balance=auto"
+                                " --input-shape 16 --classes 50 --token-ids --target-shape 16");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("50 classes at each of [16] positions"), std::string::npos) << out;
+  EXPECT_NE(out.find("head    [16, 50]"), std::string::npos) << out;
+  EXPECT_NE(out.find("tied: head.output.weight is embed.embeddings.weight"), std::string::npos) << out;
+  std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") + " --target-shape 16");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("--target-shape go with --input-shape"), std::string::npos) << out;
   std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") + " --input-shape 3,x");
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("--input-shape: expected sizes"), std::string::npos) << out;

@@ -87,6 +87,11 @@ int describe(const Args& args) {
              spec.integer_input ? " (int64 word ids)" : "", spec.classes,
              spec.target_shape.empty() ? "" : " at each of " + shape_text(spec.target_shape) + " positions");
   fmt::print("{}", render_profile(blocks, stage_totals(blocks, balance), partition));
+  for (const TiedParameter& tie : def.ties) {
+    // Each copy is counted where it lives: a tie across stages is one weight held twice.
+    fmt::print("\ntied: {} is {} (a copy that starts equal; their gradients are summed before each update)\n",
+               tie.second, tie.first);
+  }
   fmt::print("\nFLOPs: forward, one example, 2 x multiply-adds of aten mm/addmm/bmm/convolution/lstm calls\n");
   return 0;
 }
