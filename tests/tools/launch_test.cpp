@@ -49,10 +49,11 @@ void expect_same_run(const std::string& a, const std::string& b) {
   EXPECT_EQ(testing::read_text(a + "/metrics/steps.csv"), testing::read_text(b + "/metrics/steps.csv"));
 }
 
-/// Runs kExperiment with `sets` in one process ("one") and launched on `nproc` processes
-/// ("two"), expects the same run, and returns the launch's output.
-std::string expect_launch_equals_run(const testing::TempDir& dir, const std::string& sets, int nproc) {
-  testing::write_text(dir.file("e.yaml"), kExperiment);
+/// Runs `yaml` (kExperiment by default) with `sets` in one process ("one") and launched on
+/// `nproc` processes ("two"), expects the same run, and returns the launch's output.
+std::string expect_launch_equals_run(const testing::TempDir& dir, const std::string& sets, int nproc,
+                                     const std::string& yaml = kExperiment) {
+  testing::write_text(dir.file("e.yaml"), yaml);
   const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
   EXPECT_EQ(c1, 0) << out1;
   const auto [c2, out2] =
@@ -206,6 +207,34 @@ TEST(Launch, CollectivesWithSeveralDevicesPerProcessEqualOneProcess) {
   expect_launch_equals_run(clip, "--set partition.stages=4 --set optimizer.clip_grad_norm=0.05", 2);
   // 2 replicas x 2 stages on 2 processes: rank r holds replica r's whole pipeline.
   expect_launch_equals_run(replicas, "--set partition.replicas=2 --set run.batch_size=32", 2);
+}
+
+// A transformer language model whose output projection is tied to its embedding: the copy
+// on rank 1 starts as rank 0's embedding, and their gradients meet in a c10d subgroup.
+TEST(Launch, ATiedLanguageModelInTwoProcessesEqualsOneProcess) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  torch::manual_seed(1);
+  const torch::Tensor x = (torch::randint(20, {48, 1}, torch::kLong) + torch::arange(6, torch::kLong)).remainder(20);
+  save_tensor_dict(dir.file("words.pt"), {{"x", x}, {"y", (x + 1).remainder(20)}});
+  expect_launch_equals_run(dir, "", 2, fmt::format(R"(
+model:     {{type: transformer, head: lm, tie_embeddings: true, embedding_std: 0.02, num_words: 20, d_model: 8,
+             heads: 2, ff: 8, layers: 2, dropout: 0.1}}
+dataset:   {{type: tensors, path: {}, test_fraction: 0.25, classes: 20}}
+partition: {{stages: 2}}
+scheme:    {{type: pipedream_flush, chunks: 2}}
+optimizer: {{type: adam, lr: 0.01}}
+run:       {{epochs: 2, batch_size: 8, seed: 1, threads: 1, progress: false}}
+)",
+                                                   dir.file("words.pt")));
+  const TensorDict w = load_tensor_dict(dir.file("two/checkpoints/final.pt"));
+  at::Tensor embedding, projection;
+  for (const auto& [name, t] : w) {
+    if (name == "embed.embeddings.weight") embedding = t;
+    if (name == "head.output.weight") projection = t;
+  }
+  ASSERT_TRUE(embedding.defined() && projection.defined());
+  EXPECT_TRUE(embedding.equal(projection));
 }
 
 }  // namespace
