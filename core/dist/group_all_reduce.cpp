@@ -11,6 +11,17 @@ namespace pipelab::dist {
 
 namespace {
 
+/// A member's gradients, flat per parameter, on the CPU; a parameter without a gradient
+/// contributes zeros (x + 0 == x).
+std::vector<at::Tensor> flat_gradients(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& p : params) {
+    const at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
+    flat.push_back(g.detach().to(at::kCPU).reshape({-1}));
+  }
+  return flat;
+}
+
 /// `counts` (one list per rank, perhaps of different lengths) gathered: every rank's list.
 std::vector<std::vector<int64_t>> gather_counts(ProcessGroup& group, const std::vector<int64_t>& counts) {
   const at::Tensor rows = at::tensor(counts, at::kLong).view({static_cast<int64_t>(counts.size()), 1});
@@ -24,29 +35,45 @@ std::vector<std::vector<int64_t>> gather_counts(ProcessGroup& group, const std::
 
 }  // namespace
 
-GroupAllReduce::GroupAllReduce(ProcessGroup& group, GradientPlan plan, std::vector<int> member_ranks)
-    : group_(group), plan_(std::move(plan)), member_ranks_(std::move(member_ranks)) {
-  PIPELAB_ASSERT(member_ranks_.size() == plan_.members.size(), "{} ranks for {} members", member_ranks_.size(),
+GroupAllReduce::GroupAllReduce(ProcessGroup& group, GradientPlan plan, std::vector<int> member_ranks,
+                               std::vector<int> member_devices)
+    : group_(group), plan_(std::move(plan)), member_ranks_(std::move(member_ranks)),
+      member_devices_(std::move(member_devices)) {
+  PIPELAB_ASSERT(member_ranks_.size() == plan_.members.size() && member_devices_.size() == plan_.members.size(),
+                 "{} ranks and {} devices for {} members", member_ranks_.size(), member_devices_.size(),
                  plan_.members.size());
+  std::set<int> devices;
   for (size_t m = 0; m < member_ranks_.size(); ++m) {
-    if (member_ranks_[m] == group_.rank()) local_.push_back(static_cast<int>(m));
+    if (member_ranks_[m] != group_.rank()) continue;
+    local_.push_back(static_cast<int>(m));
+    devices.insert(member_devices_[m]);
   }
+  local_devices_ = static_cast<int>(devices.size());
+}
+
+void GroupAllReduce::add_rank(int member, std::vector<at::Tensor> params) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  params_[member] = std::move(params);
 }
 
 void GroupAllReduce::sum_gradients(int member, const std::vector<at::Tensor>& params) {
   at::NoGradGuard no_grad;
-  // A parameter without a gradient contributes zeros (x + 0 == x).
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor& p : params) {
-    const at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
-    flat.push_back(g.detach().to(at::kCPU).reshape({-1}));
-  }
+  const int device = member_devices_.at(static_cast<size_t>(member));
   std::unique_lock<std::mutex> lock(mutex_);
   const int64_t index = next_round_[member]++;
   Round& round = rounds_[index];
-  round.flat[member] = std::move(flat);
-  if (++round.arrived == static_cast<int>(local_.size())) {
-    // The last of this rank's members to arrive speaks for all of them; the others wait.
+  if (!round.devices.insert(device).second) {
+    // This device arrived at an earlier member of the round, which waited for the result.
+    PIPELAB_ASSERT(round.done, "member {} finds round {} of its device unfinished", member, index);
+  } else {
+    // The device arrives: its members' gradients, this one's and those it runs later.
+    for (const int m : local_) {
+      if (member_devices_[static_cast<size_t>(m)] != device) continue;
+      round.flat[m] = flat_gradients(m == member ? params : params_.at(m));
+    }
+  }
+  if (!round.done && static_cast<int>(round.devices.size()) == local_devices_) {
+    // The last of this rank's devices to arrive speaks for all of them; the others wait.
     std::map<int, std::vector<at::Tensor>> mine = std::move(round.flat);
     lock.unlock();
     std::vector<std::vector<at::Tensor>> finished = exchange(mine);
@@ -54,7 +81,7 @@ void GroupAllReduce::sum_gradients(int member, const std::vector<at::Tensor>& pa
     round.finished = std::move(finished);
     round.done = true;
     done_.notify_all();
-  } else {
+  } else if (!round.done) {
     done_.wait(lock, [&] { return round.done; });
   }
   const std::vector<at::Tensor> result = round.finished.at(static_cast<size_t>(member));

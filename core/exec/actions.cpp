@@ -1,9 +1,11 @@
 #include "core/exec/actions.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <map>
 
+#include "core/schedule/dataflow.h"
 #include "core/util/error.h"
 
 namespace pipelab {
@@ -180,7 +182,12 @@ DeviceWork::DeviceWork(const Schedule& s, int device)
     : s_(s), device_(device), own_(micro_batch_ranges(s, {device})) {
   for (const Action& a : s.device(device)) {
     if (is_send(a.kind)) sends_.insert({a.stage, payload(a.kind), a.mb});
+    if (kind_info(a.kind).role != KindRole::Collective) continue;
+    std::vector<int>& here = here_[s.collective_group(a.stage)];
+    if (std::find(here.begin(), here.end(), a.stage) == here.end()) here.push_back(a.stage);
   }
+  joins_ = collective_arrivals(s).at(static_cast<size_t>(device));
+  for (const auto& [group, stages] : here_) devices_[group] = pipelab::collective_devices(s, group);
 }
 
 int64_t DeviceWork::produced(int stage, char kind, int mb, Message m) {
@@ -348,15 +355,19 @@ const PerKind<Handler>& handlers() {
 
 /// The compute of `a` (or ALLREDUCE's local part), timed and traced; its result is kept
 /// for the SEND that sends it.
-void compute(const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, RunMode mode, Transport& transport,
-             ExecStats& stats) {
+void compute(size_t index, const Action& a, DeviceWork& work, StageSlot& slot, Feed& feed, RunMode mode,
+             Transport& transport, ExecStats& stats) {
   const Handler handler = handlers()[a.kind];
   PIPELAB_ASSERT(handler, "{} is not a compute action", a.str());
-  if (kind_info(a.kind).role == KindRole::Collective && slot.all_reduce) {
-    // This replica's gradients are queued (on CUDA, on its stream); the sum waits for every
-    // replica's, after all of them have arrived.
-    slot.all_reduce->produced(slot.replica);
-    transport.collective_barrier(work.schedule().collective_group(a.stage), work.schedule().collective_members());
+  if (kind_info(a.kind).role == KindRole::Collective && slot.all_reduce && work.joins_collective(index)) {
+    // The device joins the round for all its stages of the group: their gradients are
+    // queued (on CUDA, on this device's stream; the validator checked that none comes
+    // later), and the sum waits for every device's.
+    const int group = work.schedule().collective_group(a.stage);
+    for (const int stage : work.collective_stages_here(group)) {
+      slot.all_reduce->produced(collective_member(work.schedule(), stage));
+    }
+    transport.collective_barrier(group, work.collective_devices(group));
   }
   Traced traced(stats, a.stage, a, slot.stage->device());
   Timed timed(stats.time[a.kind][static_cast<size_t>(a.stage)]);
@@ -406,7 +417,7 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       for (at::Tensor& t : m.extra) t = device::transfer(t, parcel.ready, here);
       work.received(a.stage, p, a.mb, std::move(m));
     } else {
-      compute(a, work, slot, feed, mode, transport, stats);
+      compute(index, a, work, slot, feed, mode, transport, stats);
     }
   } catch (const InternalError&) {
     rethrow_with_window(work, index);

@@ -52,6 +52,12 @@ class DeviceWork {
   int first_micro_batch(int stage) const { return own_.at(static_cast<size_t>(stage)).first; }
   /// Results and messages never used (0 after a complete run).
   size_t pending() const { return results_.size() + inputs_.size() + gradients_.size(); }
+  /// Whether action `index` (an ALLREDUCE) is where this device joins its round, bringing
+  /// all its stages of the group (core/schedule/dataflow.h, collective_arrivals).
+  bool joins_collective(size_t index) const { return joins_.at(index); }
+  /// This device's stages in collective group `group`, and the devices the group spans.
+  const std::vector<int>& collective_stages_here(int group) const { return here_.at(group); }
+  int collective_devices(int group) const { return devices_.at(group); }
 
  private:
   const Schedule& s_;
@@ -61,6 +67,9 @@ class DeviceWork {
   std::map<std::tuple<int, char, int>, Message> results_;
   std::map<std::pair<int, int>, Message> inputs_;
   std::map<std::pair<int, int>, std::vector<Message>> gradients_;
+  std::vector<bool> joins_;
+  std::map<int, std::vector<int>> here_;
+  std::map<int, int> devices_;
 };
 
 /// Action `index` of `work`'s device, on `slot` (the slot of the action's stage): receives

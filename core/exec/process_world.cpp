@@ -156,16 +156,19 @@ std::shared_ptr<AllReduce> ProcessWorld::all_reduce(GradientPlan plan) {
   const int per_replica = stages() / replicas;
   // The subgroup's ranks in the order their first member appears in the plan; a rank with
   // several members (several devices) brings them together (dist/group_all_reduce.h).
-  std::vector<int> ranks, member_ranks;
+  std::vector<int> ranks, member_ranks, member_devices;
   for (const GradientPlan::Member& m : plan.members) {
-    const int rank = stage_owner(m.replica * per_replica + m.stage);
+    const int stage = m.replica * per_replica + m.stage;
+    const int rank = stage_owner(stage);
+    member_devices.push_back(placement_.at(static_cast<size_t>(stage)));
     auto it = std::find(ranks.begin(), ranks.end(), rank);
     if (it == ranks.end()) it = ranks.insert(ranks.end(), rank);
     member_ranks.push_back(static_cast<int>(it - ranks.begin()));
   }
   if (std::find(ranks.begin(), ranks.end(), options_.rank) == ranks.end()) return std::make_shared<ElsewhereAllReduce>();
   subgroups_.push_back(group().subgroup(ranks, fmt::format("allreduce{}", plan_index)));
-  return std::make_shared<dist::GroupAllReduce>(*subgroups_.back(), std::move(plan), std::move(member_ranks));
+  return std::make_shared<dist::GroupAllReduce>(*subgroups_.back(), std::move(plan), std::move(member_ranks),
+                                                std::move(member_devices));
 }
 
 }  // namespace pipelab

@@ -27,9 +27,9 @@ class Transport {
   /// The message stage `from` sent to stage `to` with (`kind`, `mb`) (a RECV action); waits
   /// for it.
   virtual Parcel receive(int to, int from, char kind, int mb) = 0;
-  /// An ALLREDUCE action of a stage of collective group `group` (Schedule::collective_group):
-  /// returns once all `members` stages of the group (the stage's replicas) have reached
-  /// their k-th ALLREDUCE.
+  /// A device joining round k of collective group `group` (Schedule::collective_group) at
+  /// its first ALLREDUCE of the round (core/schedule/dataflow.h, collective_arrivals):
+  /// returns once all `members` devices of the group have joined it.
   virtual void collective_barrier(int group, int members) = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "core/schedule/dataflow.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -19,6 +20,38 @@ std::vector<std::vector<size_t>> all_reduce_positions(const Schedule& s) {
   return out;
 }
 
+std::vector<std::vector<bool>> collective_arrivals(const Schedule& s) {
+  std::vector<std::vector<bool>> out(static_cast<size_t>(s.devices()));
+  std::vector<size_t> done(static_cast<size_t>(std::max(s.stages(), 0)), 0);  // ALLREDUCE per stage
+  for (int d = 0; d < s.devices(); ++d) {
+    std::set<std::pair<int, size_t>> joined;  // (group, round) this device has arrived at
+    out[static_cast<size_t>(d)].assign(s.device(d).size(), false);
+    for (size_t i = 0; i < s.device(d).size(); ++i) {
+      const Action& a = s.device(d)[i];
+      if (kind_info(a.kind).role != KindRole::Collective) continue;
+      const auto round = std::make_pair(s.collective_group(a.stage), done.at(static_cast<size_t>(a.stage))++);
+      out[static_cast<size_t>(d)][i] = joined.insert(round).second;
+    }
+  }
+  return out;
+}
+
+int collective_devices(const Schedule& s, int group) {
+  const std::vector<int> placed = s.placement();
+  std::set<int> devices;
+  for (const int stage : s.collective_stages(group)) {
+    if (static_cast<size_t>(stage) < placed.size() && placed[static_cast<size_t>(stage)] >= 0) {
+      devices.insert(placed[static_cast<size_t>(stage)]);
+    }
+  }
+  return static_cast<int>(devices.size());
+}
+
+int collective_member(const Schedule& s, int stage) {
+  const std::vector<int> members = s.collective_stages(s.collective_group(stage));
+  return static_cast<int>(std::find(members.begin(), members.end(), stage) - members.begin());
+}
+
 // The walk is defined as rounds over the devices in order, each device running at most one
 // ready action per round. Scanning every device every round costs devices x rounds, which
 // is quadratic for long pipelines (100,000 stages took minutes), so the same order is
@@ -31,9 +64,11 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
   const int devices = s.devices();
   std::set<std::tuple<int, char, int>> sent;
   std::map<std::tuple<int, char, int>, std::vector<int>> waiting;  // message -> devices blocked on it
-  // A collective round is (group, k): the k-th ALLREDUCE of every stage of the group.
-  const size_t members = static_cast<size_t>(s.collective_members());
-  std::map<std::pair<int, size_t>, size_t> arrived;                   // round -> stages at it
+  // A collective round is (group, k): the k-th ALLREDUCE of every stage of the group, which
+  // every device of the group joins once (collective_arrivals).
+  const std::vector<std::vector<bool>> joins = collective_arrivals(s);
+  std::map<int, size_t> members;  // group -> devices
+  std::map<std::pair<int, size_t>, size_t> arrived;                   // round -> devices at it
   std::map<std::pair<int, size_t>, std::vector<int>> at_collective;  // round -> devices blocked at it
   std::vector<size_t> collectives_done(static_cast<size_t>(std::max(s.stages(), 0)), 0);  // per stage
   const auto round_of = [&](const Action& a) {
@@ -52,8 +87,10 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
   const auto arrive = [&](int d) {
     const size_t i = result.next[static_cast<size_t>(d)];
     if (i >= s.device(d).size() || kind_info(s.device(d)[i].kind).role != KindRole::Collective) return;
+    if (!joins[static_cast<size_t>(d)][i]) return;
     const auto k = round_of(s.device(d)[i]);
-    if (++arrived[k] < members) return;
+    if (!members.count(k.first)) members[k.first] = static_cast<size_t>(collective_devices(s, k.first));
+    if (++arrived[k] < members[k.first]) return;
     for (const int q : at_collective[k]) wake(q, d);
     at_collective.erase(k);
   };
@@ -70,7 +107,7 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
       if (kind_info(a.kind).role == KindRole::Collective) {
         const auto k = round_of(a);
         const auto it_arrived = arrived.find(k);
-        if (it_arrived == arrived.end() || it_arrived->second < members) {
+        if (it_arrived == arrived.end() || it_arrived->second < members[k.first]) {
           at_collective[k].push_back(d);
           continue;
         }

@@ -22,11 +22,26 @@ std::tuple<int, char, int> message_key(const Action& a);
 
 /// Runs `visit(device, index)` for every action in a dependency-respecting order: rounds
 /// over the devices, each running at most one ready action per round. A RECV is ready once
-/// its SEND ran; the k-th ALLREDUCE of a stage once every stage of its collective group (its
-/// replicas, Schedule::collective_group) has reached its k-th ALLREDUCE; every other action
-/// at once (its inputs were received by earlier actions of its device). Stops early (complete = false) when no device can
-/// proceed: the schedule deadlocks.
+/// its SEND ran; the k-th ALLREDUCE of a stage once every device holding a stage of its
+/// collective group (its replicas, Schedule::collective_group) has arrived at round k (see
+/// collective_arrivals); every other action at once (its inputs were received by earlier
+/// actions of its device). Stops early (complete = false) when no device can proceed: the
+/// schedule deadlocks.
 WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t)>& visit);
+
+/// Where devices join collective rounds (round k of a group: the k-th ALLREDUCE of each of
+/// its stages). A device joins once per round, at the first of its stages' k-th ALLREDUCE,
+/// and brings all of its stages of the group: a device running two stages of one collective
+/// (an interleaved pipeline under a global clip or tied weights) reaches them one at a time
+/// and could not wait at the first for the second. Its later ALLREDUCE of the round only take
+/// their results. Per device, per action: true where the device arrives.
+std::vector<std::vector<bool>> collective_arrivals(const Schedule& s);
+
+/// The devices that hold a stage of collective group `group` (the arrivals a round needs).
+int collective_devices(const Schedule& s, int group);
+
+/// The member index of `stage` in its collective (its place among collective_stages()).
+int collective_member(const Schedule& s, int stage);
 
 /// Per device, the positions of its ALLREDUCE actions.
 std::vector<std::vector<size_t>> all_reduce_positions(const Schedule& s);

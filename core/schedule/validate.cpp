@@ -215,6 +215,7 @@ void validate_schedule(const Schedule& in, const ValidateOptions& options) {
   check_coverage(s, report, training ? options.coverage : Coverage::Any, where);
   validation::check_messages(s, report, where);
   validation::check_collectives(s, report);
+  validation::check_gradients_before_arrival(s, report);
   validation::check_in_flight(s, report, options.max_in_flight);
   validation::check_deadlock(s, report);
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "core/schedule/dataflow.h"
@@ -155,6 +156,37 @@ void check_collectives(const Schedule& s, const Report& report) {
                           stage, mine, first, theirs,
                           s.collective_scope() == CollectiveScope::Model ? "every stage" : "the stage's replicas"),
               "give every stage of the group the same number of ALLREDUCE");
+  }
+}
+
+void check_gradients_before_arrival(const Schedule& s, const Report& report) {
+  // A device joins a collective round once, at its first ALLREDUCE of the round, bringing
+  // every stage of the group it runs (dataflow.h, collective_arrivals): a gradient one of
+  // those stages makes after that point would be missing from the sum.
+  const std::vector<std::vector<bool>> joins = collective_arrivals(s);
+  for (int d = 0; d < s.devices(); ++d) {
+    std::map<int, size_t> joined;  // group -> rounds this device has arrived at
+    std::map<int, size_t> done;    // stage -> its ALLREDUCE so far
+    std::map<int, size_t> where;   // group -> the position of its latest arrival
+    const auto& actions = s.device(d);
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      const int group = s.collective_group(a.stage);
+      if (kind_info(a.kind).role == KindRole::Collective) {
+        if (joins[static_cast<size_t>(d)][i]) {
+          ++joined[group];
+          where[group] = i;
+        }
+        ++done[a.stage];
+        continue;
+      }
+      if (!kind_info(a.kind).leaves_gradient || joined[group] <= done[a.stage]) continue;
+      report.at(d, i,
+                fmt::format("{} makes a gradient of stage {} after its device joined all-reduce round {} (at "
+                            "action {}), whose sum it would miss",
+                            a.str(), a.stage, done[a.stage] + 1, where[group] + 1),
+                fmt::format("move it before that ALLREDUCE, or stage {}'s ALLREDUCE before it", a.stage));
+    }
   }
 }
 

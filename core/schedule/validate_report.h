@@ -39,6 +39,8 @@ class Report {
 void check_messages(const Schedule& s, const Report& report, const Where& where);
 /// Every device runs as many ALLREDUCE as every other.
 void check_collectives(const Schedule& s, const Report& report);
+/// A device's stages have made their gradients by the time the device joins a round.
+void check_gradients_before_arrival(const Schedule& s, const Report& report);
 /// No stage holds more micro-batches between F and B (or W) than `limits` allows.
 void check_in_flight(const Schedule& s, const Report& report, const std::vector<int>& limits);
 /// The devices can run to the end (the dataflow walk completes).

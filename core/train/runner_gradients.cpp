@@ -1,10 +1,7 @@
 /// What the stages' gradients go through before each update (core/exec/gradient_finish.h):
 /// the replicas' sum, tied weights and the gradient-norm clip of the optimizer section,
 /// wired as one collective per group of stages that the ALLREDUCE before each U joins.
-#include <fmt/format.h>
-
 #include <optional>
-#include <set>
 
 #include "core/scheme/replicas.h"
 #include "core/train/runner.h"
@@ -22,22 +19,6 @@ std::optional<std::pair<int, size_t>> find_parameter(const std::vector<Stage*>& 
     }
   }
   return std::nullopt;
-}
-
-/// A model-wide ALLREDUCE is one collective of every stage; a device that runs two stages
-/// reaches them one at a time, and would wait at the first for the second: refused.
-void check_model_wide_sync(const Experiment& e, const GradientSync& sync, const std::vector<int>& placement,
-                           int stages) {
-  if (sync.scope != CollectiveScope::Model) return;
-  const std::set<int> devices(placement.begin(), placement.begin() + stages);
-  if (static_cast<int>(devices.size()) == stages) return;
-  const bool clip = e.gradients.clip_grad_norm.has_value();
-  e.source->fail(clip ? "optimizer.clip_grad_norm" : "model.type",
-                  fmt::format("{} needs every stage's gradients at once, and scheme {} runs several stages on one "
-                              "device, which cannot join that collective yet",
-                              clip ? "a global gradient-norm clip" : "weights tied across stages", e.scheme->type()),
-                  clip ? "set optimizer.clip_scope: per_stage, or use a scheme with one stage per device"
-                       : "use a scheme with one stage per device");
 }
 
 }  // namespace
@@ -72,7 +53,6 @@ void Runner::connect_gradients() {
   for (const GradientPlan::Tie& t : ties_) cross = cross || t.first_stage != t.second_stage;
   sync_ = gradient_sync(o, *e_.scheme, pipeline_stages_, replicas_, !ties_.empty(), cross);
   if (!sync_.always) return;
-  check_model_wide_sync(e_, sync_, placement_, pipeline_stages_);
   GradientPlan rules;
   rules.sum_ties = o.tied_gradients == GradientOptions::Tied::Sum;
   rules.clip_max_norm = o.clip_grad_norm.value_or(0.0);

@@ -3,10 +3,13 @@
 // text round trip of every registered scheme's schedule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/config/registry.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/timeline.h"
+#include "core/schedule/dataflow.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/scheme.h"
 #include "tests/support/helpers.h"
@@ -71,6 +74,36 @@ TEST(ScheduleIr, ValidatorChecksMessages) {
   EXPECT_NE(validation_error("0F0 0B0 0ALLREDUCE 0U\n1F1 1B1 1U", 2).find("stage 1 runs 0 ALLREDUCE and stage 0, of its collective group, 1"),
             std::string::npos);
   EXPECT_EQ(validation_error("0F0 0B0 0ALLREDUCE 0U\n1F1 1B1 1ALLREDUCE 1U", 2), "");
+}
+
+/// `text` (with its messages), its ALLREDUCE one collective of every stage (a global clip,
+/// a tie).
+std::string model_wide_error(const std::string& text) {
+  return testing::user_error([&] {
+    Schedule s = Schedule::parse(text);
+    s.set_collective_scope(CollectiveScope::Model);
+    validate_schedule(s);
+  });
+}
+
+TEST(ScheduleIr, ADeviceJoinsAModelWideRoundOnceForAllItsStages) {
+  // Device 0 runs stages 0 and 2: it joins at 0ALLREDUCE, and 2ALLREDUCE takes its result.
+  // (Counting stages, device 0 would wait at 0ALLREDUCE for its own 2ALLREDUCE: deadlock.)
+  const std::string v =
+      "d0: 0F0 0SEND_F0 2RECV_F0 2F0 2B0 2SEND_B0 0RECV_B0 0B0 0ALLREDUCE 2ALLREDUCE 0U 2U\n"
+      "d1: 1RECV_F0 1F0 1SEND_F0 1RECV_B0 1B0 1SEND_B0 1ALLREDUCE 1U";
+  EXPECT_EQ(model_wide_error(v), "");
+  Schedule s = Schedule::parse(v);
+  s.set_collective_scope(CollectiveScope::Model);
+  const std::vector<std::vector<bool>> joins = collective_arrivals(s);
+  EXPECT_EQ(std::count(joins[0].begin(), joins[0].end(), true), 1);
+  EXPECT_TRUE(joins[0][8]);
+  EXPECT_TRUE(joins[1][6]);
+  EXPECT_EQ(collective_devices(s, 0), 2);
+  // A gradient made after the device joined would be missing from the sum.
+  EXPECT_NE(model_wide_error("d0: 0F0 0SEND_F0 1RECV_F0 1F0 1I0 1SEND_B0 0RECV_B0 0B0 0ALLREDUCE 1W0 1ALLREDUCE 0U 1U")
+                .find("1W0 makes a gradient of stage 1 after its device joined all-reduce round 1"),
+            std::string::npos);
 }
 
 TEST(ScheduleIr, CsvAsTorchPipeliningWritesIt) {

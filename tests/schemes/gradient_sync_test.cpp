@@ -234,14 +234,16 @@ TEST(GlobalClip, SynchronousSchemesEqualSingleWithTheSameClip) {
   for (const std::vector<std::string>& o : cases) {
     EXPECT_LT(testing::max_difference(single, testing::train(kMlp, o)), 1e-10) << o.front();
   }
-  // Several stages on one device cannot join a model-wide collective yet: refused clearly.
-  const std::string interleaved = testing::user_error([] {
-    testing::train(kMlp, {"scheme={type: interleaved_1f1b, chunks: 4, virtual_stages: 2}", "partition.stages=4"});
-  });
-  EXPECT_NE(interleaved.find("optimizer.clip_grad_norm"), std::string::npos) << interleaved;
-  EXPECT_NE(interleaved.find("clip_scope: per_stage"), std::string::npos) << interleaved;
-  testing::train(kMlp, {"scheme={type: interleaved_1f1b, chunks: 4, virtual_stages: 2}", "partition.stages=4",
-                        "optimizer.clip_scope=per_stage"});
+  // Two stages on one device join the model-wide collective once, at the first of them
+  // (core/schedule/dataflow.h): sequential, threaded, and a V-shaped placement.
+  for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{
+           {"scheme={type: interleaved_1f1b, chunks: 4, virtual_stages: 2}", "partition.stages=4"},
+           {"scheme={type: interleaved_1f1b, chunks: 4, virtual_stages: 2}", "partition.stages=4",
+            "run.executor={type: threaded, intra_op_threads: 1}"},
+           {"scheme={type: zbv, chunks: 4}", "partition.stages=4", "run.executor={type: threaded, intra_op_threads: 1}"},
+       }) {
+    EXPECT_LT(testing::max_difference(single, testing::train(kMlp, o)), 1e-10) << o.front() << " " << o.back();
+  }
   // Per-stage clipping (AsyncPP) is another run.
   EXPECT_GT(testing::max_difference(single, testing::train(kMlp, {"scheme={type: gpipe, chunks: 4}",
                                                                   "optimizer.clip_scope=per_stage"})),
@@ -276,16 +278,6 @@ TEST_P(ClipEveryScheme, ALooseClipChangesNothingAndATightOneActs) {
   const testing::SchemeCase& c = GetParam();
   if (c.stages != 2) GTEST_SKIP() << "2 stages only";
   std::vector<std::string> common{"scheme=" + c.scheme, "partition.stages=2"};
-  if (c.devices < c.stages) {
-    // Two stages on one device cannot join a model-wide collective: refused, per-stage runs.
-    const std::string e = testing::user_error([&] {
-      std::vector<std::string> o = common;
-      o.push_back("optimizer.clip_grad_norm=1");
-      testing::train(kSmall, o);
-    });
-    EXPECT_NE(e.find("clip_scope: per_stage"), std::string::npos) << e;
-    common.push_back("optimizer.clip_scope=per_stage");
-  }
   const auto with = [&](const std::string& clip) {
     std::vector<std::string> o = common;
     if (!clip.empty()) o.push_back("optimizer.clip_grad_norm=" + clip);

@@ -207,17 +207,23 @@ TEST(Launch, CollectivesWithSeveralDevicesPerProcessEqualOneProcess) {
   expect_launch_equals_run(clip, "--set partition.stages=4 --set optimizer.clip_grad_norm=0.05", 2);
   // 2 replicas x 2 stages on 2 processes: rank r holds replica r's whole pipeline.
   expect_launch_equals_run(replicas, "--set partition.replicas=2 --set run.batch_size=32", 2);
+  // Interleaved: each process's one device runs two stages of the model-wide clip.
+  testing::TempDir interleaved;
+  expect_launch_equals_run(interleaved,
+                           "--set 'scheme={type: interleaved_1f1b, chunks: 4, virtual_stages: 2}' "
+                           "--set partition.stages=4 --set optimizer.clip_grad_norm=0.05",
+                           2);
 }
 
 // A transformer language model whose output projection is tied to its embedding: the copy
 // on rank 1 starts as rank 0's embedding, and their gradients meet in a c10d subgroup.
 TEST(Launch, ATiedLanguageModelInTwoProcessesEqualsOneProcess) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
-  testing::TempDir dir;
+  testing::TempDir dir, interleaved;
   torch::manual_seed(1);
   const torch::Tensor x = (torch::randint(20, {48, 1}, torch::kLong) + torch::arange(6, torch::kLong)).remainder(20);
   save_tensor_dict(dir.file("words.pt"), {{"x", x}, {"y", (x + 1).remainder(20)}});
-  expect_launch_equals_run(dir, "", 2, fmt::format(R"(
+  const std::string yaml = fmt::format(R"(
 model:     {{type: transformer, head: lm, tie_embeddings: true, embedding_std: 0.02, num_words: 20, d_model: 8,
              heads: 2, ff: 8, layers: 2, dropout: 0.1}}
 dataset:   {{type: tensors, path: {}, test_fraction: 0.25, classes: 20}}
@@ -226,7 +232,14 @@ scheme:    {{type: pipedream_flush, chunks: 2}}
 optimizer: {{type: adam, lr: 0.01}}
 run:       {{epochs: 2, batch_size: 8, seed: 1, threads: 1, progress: false}}
 )",
-                                                   dir.file("words.pt")));
+                                       dir.file("words.pt"));
+  expect_launch_equals_run(dir, "", 2, yaml);
+  // Interleaved over 4 stages: each process's device runs two stages (rank 0 the embedding
+  // and the head), and joins the tie's collective once for both.
+  expect_launch_equals_run(interleaved,
+                           "--set 'scheme={type: interleaved_1f1b, chunks: 2, virtual_stages: 2}' "
+                           "--set partition.stages=4",
+                           2, yaml);
   const TensorDict w = load_tensor_dict(dir.file("two/checkpoints/final.pt"));
   at::Tensor embedding, projection;
   for (const auto& [name, t] : w) {
