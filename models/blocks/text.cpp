@@ -32,17 +32,13 @@ torch::Tensor TokenEmbeddingImpl::forward(const torch::Tensor& ids) {
   return torch::embedding(weight_, ids);
 }
 
-MeanPoolClassifierImpl::MeanPoolClassifierImpl(int64_t dim, int64_t classes) {
-  output_ = register_module("output", torch::nn::Linear(dim, classes));
-}
-
-torch::Tensor MeanPoolClassifierImpl::forward(const torch::Tensor& x) { return output_(x.mean(1)); }
-
 PositionClassifierImpl::PositionClassifierImpl(int64_t dim, int64_t classes) {
   output_ = register_module("output", torch::nn::Linear(dim, classes));
 }
 
 torch::Tensor PositionClassifierImpl::forward(const torch::Tensor& x) { return output_(x); }
+
+torch::Tensor MeanPoolClassifierImpl::forward(const torch::Tensor& x) { return PositionClassifierImpl::forward(x.mean(1)); }
 
 torch::Tensor MaskedMeanPoolClassifierImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
   const torch::Tensor keep = mask.unsqueeze(-1).to(x.scalar_type());

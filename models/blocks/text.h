@@ -32,19 +32,6 @@ class TokenEmbeddingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TokenEmbedding);
 
-/// Mean over the time axis (all positions, padding included: the reference has no mask,
-/// docs/schemes.md Q24), then nn.Linear(dim, classes) named "output" (SpecTrain's stage3).
-class MeanPoolClassifierImpl : public torch::nn::Module {
- public:
-  MeanPoolClassifierImpl(int64_t dim, int64_t classes);
-  /// [N, T, dim] -> logits [N, classes].
-  torch::Tensor forward(const torch::Tensor& x);
-
- private:
-  torch::nn::Linear output_{nullptr};
-};
-TORCH_MODULE(MeanPoolClassifier);
-
 /// nn.Linear(dim, classes) named "output" at every position: [N, T, dim] -> [N, T, classes]
 /// (a language model's head).
 class PositionClassifierImpl : public torch::nn::Module {
@@ -56,6 +43,16 @@ class PositionClassifierImpl : public torch::nn::Module {
   torch::nn::Linear output_{nullptr};
 };
 TORCH_MODULE(PositionClassifier);
+
+/// Mean over the time axis (all positions, padding included: the reference has no mask,
+/// docs/schemes.md Q24), then the same linear layer "output" (SpecTrain's stage3).
+class MeanPoolClassifierImpl : public PositionClassifierImpl {
+ public:
+  using PositionClassifierImpl::PositionClassifierImpl;
+  /// [N, T, dim] -> logits [N, classes].
+  torch::Tensor forward(const torch::Tensor& x);
+};
+TORCH_MODULE(MeanPoolClassifier);
 
 /// The same head averaging over the positions a padding mask keeps ([N, T] bool, true for a
 /// word); the same parameters. An all-padding example averages nothing and gets the bias.

@@ -60,14 +60,19 @@ void review(const std::string& root, const std::string& split, const std::string
   testing::write_file(root + "/" + split + "/" + label + "/" + name, text);
 }
 
-TEST(Text, ImdbFolderWithCache) {
-  testing::TempDir dir;
-  const std::string root = dir.file("imdb/aclImdb");
+/// Three training reviews and two test reviews in the aclImdb layout under `root`.
+void five_reviews(const std::string& root) {
   review(root, "train", "neg", "0_1.txt", "Bad bad movie.<br /><br />Awful!");
   review(root, "train", "neg", "1_2.txt", "A bad plot");
   review(root, "train", "pos", "0_9.txt", "A good, good movie");
   review(root, "test", "neg", "0_3.txt", "bad unseen words here");
   review(root, "test", "pos", "0_10.txt", "GOOD");
+}
+
+TEST(Text, ImdbFolderWithCache) {
+  testing::TempDir dir;
+  const std::string root = dir.file("imdb/aclImdb");
+  five_reviews(root);
   // Counts: bad 3, good 2, a 2, movie 2, awful 1, plot 1 -> ranks bad, a, good, movie, awful, plot.
   const std::string yaml = "{type: imdb, num_words: 8, maxlen: 4}";
   const auto splits = testing::load_dataset(yaml, dir.path());
@@ -109,11 +114,7 @@ TEST(Text, ImdbAsALanguageModel) {
   // The reviews of ImdbFolderWithCache, whole, one stream per split, windows of 3 words.
   testing::TempDir dir;
   const std::string root = dir.file("imdb/aclImdb");
-  review(root, "train", "neg", "0_1.txt", "Bad bad movie.<br /><br />Awful!");
-  review(root, "train", "neg", "1_2.txt", "A bad plot");
-  review(root, "train", "pos", "0_9.txt", "A good, good movie");
-  review(root, "test", "neg", "0_3.txt", "bad unseen words here");
-  review(root, "test", "pos", "0_10.txt", "GOOD");
+  five_reviews(root);
   const std::string yaml = "{type: imdb, num_words: 8, maxlen: 3, task: lm}";
   const auto splits = testing::load_dataset(yaml, dir.path());
   EXPECT_EQ(splits.spec.classes, 8);
