@@ -186,8 +186,9 @@ DeviceWork::DeviceWork(const Schedule& s, int device)
     std::vector<int>& here = here_[s.collective_group(a.stage)];
     if (std::find(here.begin(), here.end(), a.stage) == here.end()) here.push_back(a.stage);
   }
-  joins_ = collective_arrivals(s).at(static_cast<size_t>(device));
-  for (const auto& [group, stages] : here_) devices_[group] = pipelab::collective_devices(s, group);
+  if (here_.empty()) return;  // no collective on this device
+  joins_ = collective_arrivals(s, device);
+  devices_ = pipelab::collective_devices(s);
 }
 
 int64_t DeviceWork::produced(int stage, char kind, int mb, Message m) {

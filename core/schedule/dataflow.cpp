@@ -20,31 +20,26 @@ std::vector<std::vector<size_t>> all_reduce_positions(const Schedule& s) {
   return out;
 }
 
-std::vector<std::vector<bool>> collective_arrivals(const Schedule& s) {
-  std::vector<std::vector<bool>> out(static_cast<size_t>(s.devices()));
-  std::vector<size_t> done(static_cast<size_t>(std::max(s.stages(), 0)), 0);  // ALLREDUCE per stage
-  for (int d = 0; d < s.devices(); ++d) {
-    std::set<std::pair<int, size_t>> joined;  // (group, round) this device has arrived at
-    out[static_cast<size_t>(d)].assign(s.device(d).size(), false);
-    for (size_t i = 0; i < s.device(d).size(); ++i) {
-      const Action& a = s.device(d)[i];
-      if (kind_info(a.kind).role != KindRole::Collective) continue;
-      const auto round = std::make_pair(s.collective_group(a.stage), done.at(static_cast<size_t>(a.stage))++);
-      out[static_cast<size_t>(d)][i] = joined.insert(round).second;
-    }
+std::vector<bool> collective_arrivals(const Schedule& s, int device) {
+  const std::vector<Action>& actions = s.device(device);
+  std::vector<bool> out(actions.size(), false);
+  std::map<int, size_t> done;               // stage -> its ALLREDUCE so far
+  std::set<std::pair<int, size_t>> joined;  // (group, round) the device has arrived at
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (kind_info(actions[i].kind).role != KindRole::Collective) continue;
+    out[i] = joined.insert({s.collective_group(actions[i].stage), done[actions[i].stage]++}).second;
   }
   return out;
 }
 
-int collective_devices(const Schedule& s, int group) {
-  const std::vector<int> placed = s.placement();
-  std::set<int> devices;
-  for (const int stage : s.collective_stages(group)) {
-    if (static_cast<size_t>(stage) < placed.size() && placed[static_cast<size_t>(stage)] >= 0) {
-      devices.insert(placed[static_cast<size_t>(stage)]);
-    }
+std::map<int, int> collective_devices(const Schedule& s) {
+  std::map<int, std::set<int>> devices;
+  for (int d = 0; d < s.devices(); ++d) {
+    for (const Action& a : s.device(d)) devices[s.collective_group(a.stage)].insert(d);
   }
-  return static_cast<int>(devices.size());
+  std::map<int, int> out;
+  for (const auto& [group, set] : devices) out[group] = static_cast<int>(set.size());
+  return out;
 }
 
 int collective_member(const Schedule& s, int stage) {
@@ -66,8 +61,9 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
   std::map<std::tuple<int, char, int>, std::vector<int>> waiting;  // message -> devices blocked on it
   // A collective round is (group, k): the k-th ALLREDUCE of every stage of the group, which
   // every device of the group joins once (collective_arrivals).
-  const std::vector<std::vector<bool>> joins = collective_arrivals(s);
-  std::map<int, size_t> members;  // group -> devices
+  std::vector<std::vector<bool>> joins;
+  for (int d = 0; d < s.devices(); ++d) joins.push_back(collective_arrivals(s, d));
+  const std::map<int, int> members = collective_devices(s);  // group -> devices
   std::map<std::pair<int, size_t>, size_t> arrived;                   // round -> devices at it
   std::map<std::pair<int, size_t>, std::vector<int>> at_collective;  // round -> devices blocked at it
   std::vector<size_t> collectives_done(static_cast<size_t>(std::max(s.stages(), 0)), 0);  // per stage
@@ -89,8 +85,7 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
     if (i >= s.device(d).size() || kind_info(s.device(d)[i].kind).role != KindRole::Collective) return;
     if (!joins[static_cast<size_t>(d)][i]) return;
     const auto k = round_of(s.device(d)[i]);
-    if (!members.count(k.first)) members[k.first] = static_cast<size_t>(collective_devices(s, k.first));
-    if (++arrived[k] < members[k.first]) return;
+    if (++arrived[k] < static_cast<size_t>(members.at(k.first))) return;
     for (const int q : at_collective[k]) wake(q, d);
     at_collective.erase(k);
   };
@@ -107,7 +102,7 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
       if (kind_info(a.kind).role == KindRole::Collective) {
         const auto k = round_of(a);
         const auto it_arrived = arrived.find(k);
-        if (it_arrived == arrived.end() || it_arrived->second < members[k.first]) {
+        if (it_arrived == arrived.end() || it_arrived->second < static_cast<size_t>(members.at(k.first))) {
           at_collective[k].push_back(d);
           continue;
         }

@@ -3,6 +3,7 @@
 /// lower.h), shared by the validator (deadlock check), the timeline simulation and the
 /// sequential executor, so that all three agree on what "ready" means.
 #include <functional>
+#include <map>
 #include <tuple>
 #include <vector>
 
@@ -34,11 +35,12 @@ WalkResult walk_schedule(const Schedule& s, const std::function<void(int, size_t
 /// and brings all of its stages of the group: a device running two stages of one collective
 /// (an interleaved pipeline under a global clip or tied weights) reaches them one at a time
 /// and could not wait at the first for the second. Its later ALLREDUCE of the round only take
-/// their results. Per device, per action: true where the device arrives.
-std::vector<std::vector<bool>> collective_arrivals(const Schedule& s);
+/// their results. Per action of `device`: true where it arrives (a stage runs on one device,
+/// so this reads that device's actions only).
+std::vector<bool> collective_arrivals(const Schedule& s, int device);
 
-/// The devices that hold a stage of collective group `group` (the arrivals a round needs).
-int collective_devices(const Schedule& s, int group);
+/// Per collective group, the devices that hold a stage of it (the arrivals a round needs).
+std::map<int, int> collective_devices(const Schedule& s);
 
 /// The member index of `stage` in its collective (its place among collective_stages()).
 int collective_member(const Schedule& s, int stage);

@@ -163,8 +163,8 @@ void check_gradients_before_arrival(const Schedule& s, const Report& report) {
   // A device joins a collective round once, at its first ALLREDUCE of the round, bringing
   // every stage of the group it runs (dataflow.h, collective_arrivals): a gradient one of
   // those stages makes after that point would be missing from the sum.
-  const std::vector<std::vector<bool>> joins = collective_arrivals(s);
   for (int d = 0; d < s.devices(); ++d) {
+    const std::vector<bool> joins = collective_arrivals(s, d);
     std::map<int, size_t> joined;  // group -> rounds this device has arrived at
     std::map<int, size_t> done;    // stage -> its ALLREDUCE so far
     std::map<int, size_t> where;   // group -> the position of its latest arrival
@@ -173,7 +173,7 @@ void check_gradients_before_arrival(const Schedule& s, const Report& report) {
       const Action& a = actions[i];
       const int group = s.collective_group(a.stage);
       if (kind_info(a.kind).role == KindRole::Collective) {
-        if (joins[static_cast<size_t>(d)][i]) {
+        if (joins[i]) {
           ++joined[group];
           where[group] = i;
         }

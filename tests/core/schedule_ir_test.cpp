@@ -95,11 +95,11 @@ TEST(ScheduleIr, ADeviceJoinsAModelWideRoundOnceForAllItsStages) {
   EXPECT_EQ(model_wide_error(v), "");
   Schedule s = Schedule::parse(v);
   s.set_collective_scope(CollectiveScope::Model);
-  const std::vector<std::vector<bool>> joins = collective_arrivals(s);
-  EXPECT_EQ(std::count(joins[0].begin(), joins[0].end(), true), 1);
-  EXPECT_TRUE(joins[0][8]);
-  EXPECT_TRUE(joins[1][6]);
-  EXPECT_EQ(collective_devices(s, 0), 2);
+  const std::vector<bool> joins = collective_arrivals(s, 0);
+  EXPECT_EQ(std::count(joins.begin(), joins.end(), true), 1);
+  EXPECT_TRUE(joins[8]);
+  EXPECT_TRUE(collective_arrivals(s, 1)[6]);
+  EXPECT_EQ(collective_devices(s), (std::map<int, int>{{0, 2}}));
   // A gradient made after the device joined would be missing from the sum.
   EXPECT_NE(model_wide_error("d0: 0F0 0SEND_F0 1RECV_F0 1F0 1I0 1SEND_B0 0RECV_B0 0B0 0ALLREDUCE 1W0 1ALLREDUCE 0U 1U")
                 .find("1W0 makes a gradient of stage 1 after its device joined all-reduce round 1"),
