@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/dist/value_rows.h"
 #include "core/util/error.h"
 
 namespace pipelab::dist {
@@ -20,17 +21,6 @@ std::vector<at::Tensor> flat_gradients(const std::vector<at::Tensor>& params) {
     flat.push_back(g.detach().to(at::kCPU).reshape({-1}));
   }
   return flat;
-}
-
-/// `counts` (one list per rank, perhaps of different lengths) gathered: every rank's list.
-std::vector<std::vector<int64_t>> gather_counts(ProcessGroup& group, const std::vector<int64_t>& counts) {
-  const at::Tensor rows = at::tensor(counts, at::kLong).view({static_cast<int64_t>(counts.size()), 1});
-  std::vector<std::vector<int64_t>> out;
-  for (const at::Tensor& t : group.all_gather_rows(rows)) {
-    const at::Tensor c = t.contiguous();
-    out.emplace_back(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-  }
-  return out;
 }
 
 }  // namespace
@@ -102,7 +92,7 @@ std::vector<std::vector<at::Tensor>> GroupAllReduce::exchange(const std::map<int
       sizes.push_back(static_cast<int64_t>(grads.size()));
       for (const at::Tensor& g : grads) sizes.push_back(g.numel());
     }
-    const std::vector<std::vector<int64_t>> per_rank = gather_counts(group_, sizes);
+    const std::vector<std::vector<int64_t>> per_rank = row_values(group_.all_gather_rows(value_rows(sizes)));
     numels_.resize(plan_.members.size());
     for (size_t r = 0; r < per_rank.size(); ++r) {
       size_t k = 0;
