@@ -178,7 +178,7 @@ void count_message(ExecStats& stats, int from, int to, const Message& m) {
 
 // A stage runs on one device, so that device's actions give its micro-batches (a run builds
 // one DeviceWork per device: reading only its own actions keeps that linear).
-DeviceWork::DeviceWork(const Schedule& s, int device)
+DeviceWork::DeviceWork(const Schedule& s, int device, const std::map<int, int>& group_devices)
     : s_(s), device_(device), own_(micro_batch_ranges(s, {device})) {
   for (const Action& a : s.device(device)) {
     if (is_send(a.kind)) sends_.insert({a.stage, payload(a.kind), a.mb});
@@ -188,7 +188,14 @@ DeviceWork::DeviceWork(const Schedule& s, int device)
   }
   if (here_.empty()) return;  // no collective on this device
   joins_ = collective_arrivals(s, device);
-  devices_ = pipelab::collective_devices(s);
+  for (const auto& [group, stages] : here_) devices_[group] = group_devices.at(group);
+}
+
+std::vector<DeviceWork> device_work(const Schedule& s) {
+  const std::map<int, int> group_devices = collective_devices(s);
+  std::vector<DeviceWork> work;
+  for (int d = 0; d < s.devices(); ++d) work.emplace_back(s, d, group_devices);
+  return work;
 }
 
 int64_t DeviceWork::produced(int stage, char kind, int mb, Message m) {

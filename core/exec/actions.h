@@ -33,8 +33,9 @@ void count_message(ExecStats& stats, int from, int to, const Message& m);
 /// their SEND, and messages received and not yet used. Used by that device's thread only.
 class DeviceWork {
  public:
-  /// For device `device` of the complete schedule `s`.
-  DeviceWork(const Schedule& s, int device);
+  /// For device `device` of the complete schedule `s`, whose collective groups span
+  /// `group_devices` devices each (core/schedule/dataflow.h, collective_devices).
+  DeviceWork(const Schedule& s, int device, const std::map<int, int>& group_devices);
   const Schedule& schedule() const { return s_; }
   int device() const { return device_; }
 
@@ -71,6 +72,10 @@ class DeviceWork {
   std::map<int, std::vector<int>> here_;
   std::map<int, int> devices_;
 };
+
+/// The work of every device of `s`, for one run (what depends on the whole schedule is
+/// computed once here, not per device).
+std::vector<DeviceWork> device_work(const Schedule& s);
 
 /// Action `index` of `work`'s device, on `slot` (the slot of the action's stage): receives
 /// or sends through `transport`, or runs the compute with the policy's hooks. Every executor

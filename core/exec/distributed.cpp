@@ -108,8 +108,7 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   dist::ProcessGroup& group = world_.group();
   const auto stage_owner = [this](int stage) { return world_.stage_owner(stage); };
   GroupTransport transport(group, local, stage_owner);
-  std::vector<DeviceWork> work;
-  for (int d = 0; d < s.devices(); ++d) work.emplace_back(s, d);
+  std::vector<DeviceWork> work = device_work(s);
   const auto local_device = [this](int d) { return world_.owns_device(d); };
   RemoteReceives remote(s, group, local, local_device, stage_owner);
   try {

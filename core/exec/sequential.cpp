@@ -46,8 +46,7 @@ class SequentialExecutor : public Configured<Executor, SequentialOptions> {
     begin_run(slots, s, mode);
     MemoryMeter::Install metered(stats_.memory);  // every action runs on this thread
     MapTransport transport;
-    std::vector<DeviceWork> work;
-    for (int d = 0; d < s.devices(); ++d) work.emplace_back(s, d);
+    std::vector<DeviceWork> work = device_work(s);
     const WalkResult walk = walk_schedule(s, [&](int d, size_t i) {
       const Action& a = s.device(d)[i];
       run_action(i, work[static_cast<size_t>(d)], slots.at(static_cast<size_t>(a.stage)), feed, mode, transport, stats_);

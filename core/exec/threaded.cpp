@@ -45,8 +45,7 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
     if (!threads_ || threads_->size() != devices) threads_ = std::make_unique<StageThreads>(devices, per_device(devices));
     begin_run(slots, s, mode);
     Mailboxes mail(n, options_.spin_us * 1e-6);
-    std::vector<DeviceWork> work;
-    for (int d = 0; d < devices; ++d) work.emplace_back(s, d);
+    std::vector<DeviceWork> work = device_work(s);
     threads_->run(
         [&](int d) {
           const auto& actions = s.device(d);
