@@ -90,11 +90,12 @@ void ExecStats::reset(int stages) {
   const size_t n = static_cast<size_t>(stages);
   for (std::vector<ActionTime>& per_stage : time) per_stage.assign(n, {});
   for (std::vector<int64_t>& per_stage : bytes) per_stage.assign(n, 0);
-  const size_t edges = n > 0 ? n - 1 : 0;
-  bytes_forward.assign(edges, 0);
-  bytes_backward.assign(edges, 0);
-  messages_forward.assign(edges, 0);
-  messages_backward.assign(edges, 0);
+  // One edge per stage, named by the stage on its near side (a plain pipeline's last is
+  // never used; a replicated stage's copy sends on its own edge).
+  bytes_forward.assign(n, 0);
+  bytes_backward.assign(n, 0);
+  messages_forward.assign(n, 0);
+  messages_backward.assign(n, 0);
   wall_seconds = 0;
   actions.assign(n, {});
   peak_activation_bytes.assign(n, 0);
@@ -137,7 +138,10 @@ std::vector<ReplicaMicroBatches> micro_batch_ranges(const Schedule& s, const std
   for (const int d : devices) widen(s.device(d), low, high);
   std::vector<ReplicaMicroBatches> out(low.size());
   for (size_t g = 0; g < out.size(); ++g) {
-    if (high[g] >= 0) out[g] = {low[g], high[g] - low[g] + 1};
+    // A replicated stage (unequal replica counts) takes every R-th micro-batch.
+    const int position = s.position_of(static_cast<int>(g));
+    const int stride = s.layout().uniform() ? 1 : s.layout().counts().at(static_cast<size_t>(position));
+    if (high[g] >= 0) out[g] = {low[g], (high[g] - low[g]) / stride + 1, stride};
   }
   return out;
 }
@@ -167,11 +171,12 @@ void end_run(std::vector<StageSlot>& slots, RunMode mode) {
   }
 }
 
-void count_message(ExecStats& stats, int from, int to, const Message& m) {
+void count_message(ExecStats& stats, int from, int to, bool forward, const Message& m) {
   if (m.empty()) return;
-  const size_t edge = static_cast<size_t>(std::min(from, to));
-  auto& bytes = to > from ? stats.bytes_forward : stats.bytes_backward;
-  auto& count = to > from ? stats.messages_forward : stats.messages_backward;
+  // With replicated stages the stage numbers of two neighbours need not be in order.
+  const size_t edge = static_cast<size_t>(forward ? from : to);
+  auto& bytes = forward ? stats.bytes_forward : stats.bytes_backward;
+  auto& count = forward ? stats.messages_forward : stats.messages_backward;
   bytes[edge] += m.bytes();
   ++count[edge];
 }
@@ -379,7 +384,7 @@ void compute(size_t index, const Action& a, DeviceWork& work, StageSlot& slot, F
   }
   Traced traced(stats, a.stage, a, slot.stage->device());
   Timed timed(stats.time[a.kind][static_cast<size_t>(a.stage)]);
-  ActionContext context{a, work, slot, feed, mode, a.mb - work.first_micro_batch(a.stage)};
+  ActionContext context{a, work, slot, feed, mode, work.own_micro_batch(a.stage, a.mb)};
   Message out = handler(context);
   const char message = kind_info(a.kind).message;
   if (message) traced.sent(work.produced(a.stage, message, a.mb, std::move(out)));
@@ -411,7 +416,7 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
     if (is_send(a.kind)) {
       const int to = peer(a);
       Message m = work.take_result(a.stage, p, a.mb);
-      count_message(stats, a.stage, to, m);
+      count_message(stats, a.stage, to, kind_info(a.kind).direction > 0, m);
       stats.bytes[a.kind][static_cast<size_t>(a.stage)] += m.bytes();
       device::Ready ready = m.empty() ? nullptr : device::record_ready(slot.stage->device());
       transport.send(a.stage, to, p, a.mb, {std::move(m), std::move(ready)});

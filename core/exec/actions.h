@@ -11,11 +11,16 @@
 
 namespace pipelab {
 
-/// The micro-batches a stage of a schedule runs: `count` numbers from `first` (with replicas,
-/// core/schedule/replicate.h, replica r's stages start after replica r-1's micro-batches).
+/// The micro-batches a stage of a schedule runs: `count` numbers from `first`, `stride`
+/// apart (with replicas of whole pipelines, core/schedule/replicate.h, replica r's stages
+/// start after replica r-1's micro-batches; a replicated stage, PipeDream's, takes every
+/// R-th micro-batch).
 struct ReplicaMicroBatches {
   int first = 0;
   int count = 0;
+  int stride = 1;
+  /// The stage's own number of schedule micro-batch `mb` (0, 1, 2, ...).
+  int own(int mb) const { return (mb - first) / stride; }
 };
 /// Per stage of `s`.
 std::vector<ReplicaMicroBatches> replica_micro_batches(const Schedule& s);
@@ -26,8 +31,10 @@ void begin_run(std::vector<StageSlot>& slots, const Schedule& s, RunMode mode);
 /// After a schedule run: the policies' end() in training (the flush).
 void end_run(std::vector<StageSlot>& slots, RunMode mode);
 
-/// Adds a message sent from stage `from` to stage `to` (neighbours) to the traffic figures.
-void count_message(ExecStats& stats, int from, int to, const Message& m);
+/// Adds a message sent from stage `from` to stage `to` to the traffic figures: forward (an
+/// activation) or back (a gradient), on the edge of the stage on the boundary's near side
+/// (the sender of an activation, the receiver of a gradient).
+void count_message(ExecStats& stats, int from, int to, bool forward, const Message& m);
 
 /// What one device keeps between its actions during one schedule run: results waiting for
 /// their SEND, and messages received and not yet used. Used by that device's thread only.
@@ -49,8 +56,8 @@ class DeviceWork {
   bool has_input(int stage, int mb) const { return inputs_.count({stage, mb}) > 0; }
   Message take_input(int stage, int mb);
   std::vector<Message> take_gradients(int stage, int mb);
-  /// The schedule's number of `stage`'s first micro-batch (its replica's micro-batch 0).
-  int first_micro_batch(int stage) const { return own_.at(static_cast<size_t>(stage)).first; }
+  /// `stage`'s own number of the schedule's micro-batch `mb` (its replica counts from 0).
+  int own_micro_batch(int stage, int mb) const { return own_.at(static_cast<size_t>(stage)).own(mb); }
   /// Results and messages never used (0 after a complete run).
   size_t pending() const { return results_.size() + inputs_.size() + gradients_.size(); }
   /// Whether action `index` (an ALLREDUCE) is where this device joins its round, bringing

@@ -1,6 +1,7 @@
 #include "core/schedule/lower.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -21,14 +22,24 @@ char back_payload(ActionKind k) {
 Schedule lower(const Schedule& compute, const Lowering& how) {
   PIPELAB_ASSERT(!compute.has_communication(), "lower() takes a compute-only schedule");
   std::set<std::tuple<int, char, int>> present;  // (stage, kind, mb)
+  std::map<std::pair<int, int>, int> runs;       // (position, mb) -> the stage that runs it there
   for (int d = 0; d < compute.devices(); ++d) {
-    for (const Action& a : compute.device(d)) present.insert({a.stage, static_cast<char>(a.kind), a.mb});
+    for (const Action& a : compute.device(d)) {
+      present.insert({a.stage, static_cast<char>(a.kind), a.mb});
+      if (a.mb >= 0) runs.insert({{compute.position_of(a.stage), a.mb}, a.stage});
+    }
   }
   const auto has = [&](int stage, ActionKind k, int mb) { return present.count({stage, static_cast<char>(k), mb}) > 0; };
+  // The stage one pipeline stage before or after `stage` that runs `mb` (-1: none): the
+  // neighbour, or with replicated stages the replica that takes the micro-batch.
+  const auto beside = [&](int stage, int step, int mb) {
+    const auto it = runs.find({compute.position_of(stage) + step, mb});
+    return it == runs.end() ? -1 : it->second;
+  };
   const auto sends_back = [&](ActionKind k) {
     return std::find(how.sends_back.begin(), how.sends_back.end(), k) != how.sends_back.end();
   };
-  // Stage s-1 takes a gradient back when it runs a kind that consumes one (B, or I).
+  // The stage before takes a gradient back when it runs a kind that consumes one (B, or I).
   const auto takes_back = [&](int stage, int mb) {
     if (stage < 0) return false;
     for (const ActionKindInfo& k : action_kinds()) {
@@ -36,9 +47,12 @@ Schedule lower(const Schedule& compute, const Lowering& how) {
     }
     return false;
   };
+  // A message action to or from `other`, which names it only when it is not the neighbour.
+  const auto message = [](int stage, ActionKind kind, int mb, int other, int neighbour) {
+    return Action{stage, kind, mb, other == neighbour ? -1 : other};
+  };
   Schedule out(compute.stages(), compute.devices());
-  out.set_replicas(compute.replicas());
-  out.set_collective_scope(compute.collective_scope());
+  out.copy_layout(compute);
   // Every added action is placed where the compute action it serves was written.
   const ScheduleSource* in_source = compute.source();
   auto where = in_source ? std::make_shared<ScheduleSource>(*in_source) : nullptr;
@@ -49,21 +63,26 @@ Schedule lower(const Schedule& compute, const Lowering& how) {
       const int s = a.stage;
       const ActionKindInfo& kind = kind_info(a.kind);
       const bool goes_forward = kind.role == KindRole::Compute && kind.direction > 0;
-      if (goes_forward && how.forward && has(s - 1, a.kind, a.mb)) out.add(d, {s, receive_kind(kind.message), a.mb});
+      const int before = a.mb >= 0 ? beside(s, -1, a.mb) : -1, after = a.mb >= 0 ? beside(s, 1, a.mb) : -1;
+      if (goes_forward && how.forward && has(before, a.kind, a.mb)) {
+        out.add(d, message(s, receive_kind(kind.message), a.mb, before, s - 1));
+      }
       if (kind.takes_gradients) {
         std::vector<char> received;
         for (const ActionKind k : how.sends_back) {
           const char p = back_payload(k);
           if (std::find(received.begin(), received.end(), p) != received.end()) continue;
-          if (!has(s + 1, k, a.mb)) continue;
+          if (!has(after, k, a.mb)) continue;
           received.push_back(p);
-          out.add(d, {s, receive_kind(p), a.mb});
+          out.add(d, message(s, receive_kind(p), a.mb, after, s + 1));
         }
       }
       out.add(d, a);
-      if (goes_forward && how.forward && has(s + 1, a.kind, a.mb)) out.add(d, {s, send_kind(kind.message), a.mb});
-      if (s > 0 && sends_back(a.kind) && !goes_forward && takes_back(s - 1, a.mb)) {
-        out.add(d, {s, send_kind(back_payload(a.kind)), a.mb});
+      if (goes_forward && how.forward && has(after, a.kind, a.mb)) {
+        out.add(d, message(s, send_kind(kind.message), a.mb, after, s + 1));
+      }
+      if (before >= 0 && sends_back(a.kind) && !goes_forward && takes_back(before, a.mb)) {
+        out.add(d, message(s, send_kind(back_payload(a.kind)), a.mb, before, s - 1));
       }
       if (where) {
         auto& at = where->at[static_cast<size_t>(d)];

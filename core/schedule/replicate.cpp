@@ -33,7 +33,7 @@ Schedule replicate(const std::vector<Schedule>& per_replica) {
 
 Schedule synchronize_updates(const Schedule& s, CollectiveScope scope) {
   Schedule out(s.stages(), s.devices());
-  out.set_replicas(s.replicas());
+  out.copy_layout(s);
   out.set_collective_scope(scope);
   for (int d = 0; d < s.devices(); ++d) {
     const std::vector<Action>& actions = s.device(d);

@@ -21,6 +21,7 @@ bool all_digits(const std::string& s) {
 int peer(const Action& a) {
   // A send names its own stage, a receive the receiving one.
   const ActionKindInfo& k = kind_info(a.kind);
+  if (a.peer >= 0 && (k.role == KindRole::Send || k.role == KindRole::Receive)) return a.peer;
   if (k.role == KindRole::Send) return a.stage + k.direction;
   if (k.role == KindRole::Receive) return a.stage - k.direction;
   return a.stage;
@@ -29,7 +30,10 @@ int peer(const Action& a) {
 std::string Action::kind_name(ActionKind k) { return kind_info(k).name; }
 
 std::string Action::text() const {
-  return takes_micro_batch(kind) ? fmt::format("{}{}", kind_name(kind), mb) : kind_name(kind);
+  std::string out = takes_micro_batch(kind) ? fmt::format("{}{}", kind_name(kind), mb) : kind_name(kind);
+  if (peer >= 0 && is_send(kind)) out += fmt::format(">{}", peer);
+  if (peer >= 0 && is_receive(kind)) out += fmt::format("<{}", peer);
+  return out;
 }
 
 std::string Action::str() const { return std::to_string(stage) + text(); }
@@ -58,7 +62,23 @@ Action Action::parse(const std::string& token, std::string& why) {
   if (found) {
     const std::string name = found->name;
     a.kind = found->kind;
-    const std::string mb = rest.substr(name.size());
+    std::string mb = rest.substr(name.size());
+    // A message's peer when it is not the neighbour: "0SEND_F3>2", "2RECV_F3<0".
+    const size_t arrow = mb.find_first_of("<>");
+    if (arrow != std::string::npos) {
+      const char want = is_send(a.kind) ? '>' : is_receive(a.kind) ? '<' : 0;
+      const std::string to = mb.substr(arrow + 1);
+      if (mb[arrow] != want) {
+        why = want ? fmt::format("{} names its peer after '{}'", name, want) : fmt::format("{} has no peer", name);
+        return a;
+      }
+      if (!all_digits(to) || std::stol(to) >= kMaxScheduleStages) {
+        why = fmt::format("peer '{}' is not a stage number below {}", to.substr(0, 12), kMaxScheduleStages);
+        return a;
+      }
+      a.peer = std::stoi(to);
+      mb.resize(arrow);
+    }
     if (!found->micro_batch) {
       if (!mb.empty()) why = fmt::format("{} takes no micro-batch", name);
       return a;
@@ -81,7 +101,13 @@ Schedule::Schedule(int stages, int devices) : stages_(stages), devices_(static_c
 
 void Schedule::set_replicas(int r) {
   PIPELAB_ASSERT(r > 0 && stages_ % r == 0, "{} stages cannot be {} replicas of one pipeline", stages_, r);
-  replicas_ = r;
+  layout_ = r == 1 ? StageLayout() : StageLayout::uniform(stages_ / r, r);
+}
+
+void Schedule::set_layout(StageLayout layout) {
+  PIPELAB_ASSERT(!layout.replicated() || layout.stages() == stages_, "a layout of {} stages for a schedule of {}",
+                 layout.stages(), stages_);
+  layout_ = std::move(layout);
 }
 
 std::vector<int> Schedule::collective_stages(int group) const {
@@ -130,8 +156,7 @@ bool Schedule::has_communication() const {
 
 Schedule Schedule::compute_only() const {
   Schedule out(stages_, devices());
-  out.replicas_ = replicas_;
-  out.scope_ = scope_;
+  out.copy_layout(*this);
   auto where = source_ ? std::make_shared<ScheduleSource>(*source_) : nullptr;
   for (int d = 0; d < devices(); ++d) {
     if (where) where->at[static_cast<size_t>(d)].clear();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/schedule/action_kinds.h"
+#include "core/schedule/stage_layout.h"
 
 namespace pipelab {
 
@@ -49,17 +50,22 @@ inline constexpr int kMaxScheduleDevices = 1 << 16;
 inline constexpr int kMaxScheduleStages = 1 << 16;
 
 struct Action;
-/// The one neighbour rule: the stage on the other end of a SEND or RECV action (its
-/// message's direction in the kind table: an activation goes to stage + 1, a gradient back
-/// to stage - 1; the replicas of a pipeline never exchange messages, since each numbers its
-/// micro-batches apart); the action's own stage for any other action.
+/// The stage on the other end of a SEND or RECV action: the one its `peer` names, else the
+/// one neighbour rule (its message's direction in the kind table: an activation goes to
+/// stage + 1, a gradient back to stage - 1; the replicas of a whole pipeline never exchange
+/// messages, since each numbers its micro-batches apart); the action's own stage for any
+/// other action.
 int peer(const Action& a);
 
-/// One action of one model stage. `mb` is -1 for U and ALLREDUCE.
+/// One action of one model stage. `mb` is -1 for U and ALLREDUCE. `peer` (-1: the neighbour
+/// rule) names the other end of a SEND or RECV whose peer is not the neighbour: with
+/// PipeDream's replicated stages a micro-batch goes to the replica of the next stage that
+/// takes it (lower() sets it; the text form writes it `0SEND_F3>2`, `2RECV_F3<0`).
 struct Action {
   int stage = 0;
   ActionKind kind = ActionKind::Forward;
   int mb = -1;
+  int peer = -1;
 
   static Action F(int stage, int mb) { return {stage, ActionKind::Forward, mb}; }
   static Action B(int stage, int mb) { return {stage, ActionKind::Backward, mb}; }
@@ -68,11 +74,13 @@ struct Action {
   static Action H(int stage, int mb) { return {stage, ActionKind::Head, mb}; }
   static Action U(int stage) { return {stage, ActionKind::Update, -1}; }
   static Action all_reduce(int stage) { return {stage, ActionKind::AllReduce, -1}; }
-  bool operator==(const Action& o) const { return stage == o.stage && kind == o.kind && mb == o.mb; }
+  bool operator==(const Action& o) const {
+    return stage == o.stage && kind == o.kind && mb == o.mb && peer == o.peer;
+  }
   bool operator!=(const Action& o) const { return !(*this == o); }
   /// The kind's name: "F", "SEND_B", "ALLREDUCE".
   static std::string kind_name(ActionKind k);
-  /// "F3", "SEND_B0", "U" (without the stage).
+  /// "F3", "SEND_B0", "U", "SEND_F3>2" (without the stage).
   std::string text() const;
   /// "2F3", "1SEND_B0", "0U".
   std::string str() const;
@@ -94,26 +102,33 @@ class Schedule {
   explicit Schedule(int stages) : Schedule(stages, stages) {}
 
   /// Model stages (1 + the largest stage any action names, or the count given). With
-  /// replicas, every replica's stages: replica r's copy of pipeline stage p is stage
-  /// r * pipeline_stages() + p (core/schedule/replicate.h).
+  /// replicas, every replica's stages, numbered as layout() says (core/schedule/stage_layout.h).
   int stages() const { return stages_; }
-  /// Copies of the pipeline the schedule runs side by side (data parallelism over whole
-  /// pipelines); 1 for a plain pipeline.
-  int replicas() const { return replicas_; }
-  int pipeline_stages() const { return replicas_ > 0 ? stages_ / replicas_ : stages_; }
-  int replica_of(int stage) const { return stage / std::max(pipeline_stages(), 1); }
-  /// Declares the schedule `r` replicas of a pipeline (stages() must be a multiple of r).
+  /// Which copy of which pipeline stage each model stage is; the default layout (no
+  /// replicas) makes every stage its own position.
+  const StageLayout& layout() const { return layout_; }
+  /// Declares the schedule `r` replicas of a pipeline (stages() must be a multiple of r):
+  /// replica r's copy of pipeline stage p is stage r * pipeline_stages() + p.
   void set_replicas(int r);
-  /// A stage's ALLREDUCE is a collective of the stages with the same collective_group(),
-  /// collective_members() of them: under CollectiveScope::Replicas its copies in the other
-  /// replicas, under CollectiveScope::Model every stage (the k-th ALLREDUCE of every stage
-  /// meets: a global gradient-norm clip, tied weights).
+  /// Declares the stages' layout (its stages() must equal stages()).
+  void set_layout(StageLayout layout);
+  /// The most copies of any pipeline stage (1 for a plain pipeline).
+  int replicas() const { return layout_.max_replicas(); }
+  int pipeline_stages() const { return layout_.replicated() ? static_cast<int>(layout_.counts().size()) : stages_; }
+  int replica_of(int stage) const { return layout_.replica(stage); }
+  int position_of(int stage) const { return layout_.position(stage); }
+  /// A stage's ALLREDUCE is a collective of the stages with the same collective_group():
+  /// under CollectiveScope::Replicas the copies of its pipeline stage, under
+  /// CollectiveScope::Model every stage (the k-th ALLREDUCE of every stage meets: a global
+  /// gradient-norm clip, tied weights).
   CollectiveScope collective_scope() const { return scope_; }
   void set_collective_scope(CollectiveScope scope) { scope_ = scope; }
-  int collective_group(int stage) const {
-    return scope_ == CollectiveScope::Model ? 0 : stage % std::max(pipeline_stages(), 1);
+  int collective_group(int stage) const { return scope_ == CollectiveScope::Model ? 0 : position_of(stage); }
+  /// The layout and collective scope of `o` (a transform of `o` keeps them).
+  void copy_layout(const Schedule& o) {
+    layout_ = o.layout_;
+    scope_ = o.scope_;
   }
-  int collective_members() const { return scope_ == CollectiveScope::Model ? stages_ : replicas_; }
   /// The stages of `group`, in increasing order.
   std::vector<int> collective_stages(int group) const;
   int devices() const { return static_cast<int>(devices_.size()); }
@@ -152,12 +167,12 @@ class Schedule {
   std::string window(int d, size_t index, const std::string& mark = "<-- HERE") const;
 
   bool operator==(const Schedule& o) const {
-    return stages_ == o.stages_ && replicas_ == o.replicas_ && devices_ == o.devices_;
+    return stages_ == o.stages_ && layout_ == o.layout_ && devices_ == o.devices_;
   }
 
  private:
   int stages_ = 0;
-  int replicas_ = 1;
+  StageLayout layout_;
   CollectiveScope scope_ = CollectiveScope::Replicas;
   std::vector<std::vector<Action>> devices_;
   std::shared_ptr<const ScheduleSource> source_;

@@ -107,7 +107,7 @@ class Reader {
       open_device(d, line, column);
       lists_[static_cast<size_t>(d)].push_back(a);
       source_->at[static_cast<size_t>(d)].push_back({line, column, static_cast<int>(token.size())});
-      stages_ = std::max(stages_, a.stage + 1);
+      stages_ = std::max({stages_, a.stage + 1, a.peer + 1});
     }
   }
   Schedule finish() {

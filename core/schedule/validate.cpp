@@ -176,7 +176,9 @@ void check_coverage(const Schedule& s, const Report& report, Coverage coverage, 
     ++expected;
     const int replica = s.replica_of(stages.front());
     const auto other = std::find_if(stages.begin(), stages.end(), [&](int g) { return s.replica_of(g) != replica; });
-    if (other != stages.end()) {
+    // Replicas of whole pipelines keep a micro-batch in one replica; replicated stages
+    // (PipeDream's) pass it to whichever replica of the next stage takes it.
+    if (s.layout().uniform() && other != stages.end()) {
       const auto at = first_f.at(*other);
       report.at(at.first, at.second,
                 fmt::format("micro-batch {} runs on stage {} of replica {} and stage {} of replica {}; each replica "
@@ -185,9 +187,23 @@ void check_coverage(const Schedule& s, const Report& report, Coverage coverage, 
                 "give each micro-batch to one replica");
     }
     if (static_cast<int>(stages.size()) != s.pipeline_stages()) {
-      std::set<int> have(stages.begin(), stages.end());
-      int missing = replica * s.pipeline_stages();
-      while (have.count(missing)) ++missing;
+      std::set<int> positions;
+      for (const int g : stages) positions.insert(s.position_of(g));
+      int position = 0;
+      while (positions.count(position)) ++position;
+      if (position == s.pipeline_stages()) {  // every position runs it, one of them twice
+        std::map<int, int> seen;
+        for (const int g : stages) {
+          const auto [it, fresh] = seen.insert({s.position_of(g), g});
+          if (fresh) continue;
+          const auto at = first_f.at(g);
+          report.at(at.first, at.second,
+                    fmt::format("micro-batch {} runs on stages {} and {}, two replicas of pipeline stage {}", mb,
+                                it->second, g, it->first),
+                    "give each micro-batch to one replica of each stage");
+        }
+      }
+      const int missing = s.layout().stage(position, s.layout().uniform() ? replica : 0);
       const std::string what = fmt::format("stage {} never runs micro-batch {}, which other stages run", missing, mb);
       const std::string fix = fmt::format("give stage {0} its {0}F{1} (and its backward)", missing, mb);
       const auto it = first_f.find(missing);  // a stage may run no F at all (only updates)

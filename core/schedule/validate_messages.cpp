@@ -53,6 +53,52 @@ std::pair<int, ActionKind> sender_of(const Action& receive) {
   return {peer(receive), send_kind(payload(receive.kind))};
 }
 
+/// What check_messages found: every message's place, and the stages that send or receive
+/// activations.
+struct Messages {
+  const std::map<std::tuple<int, char, int>, std::pair<int, size_t>>& sends;
+  const std::map<std::tuple<int, char, int>, std::pair<int, size_t>>& receives;
+  const std::set<int>& sending_stages;
+  const std::set<int>& receiving_stages;
+};
+
+/// A stage that sends (or receives) the activations of some micro-batches does so for all
+/// it runs.
+void check_every_forward_messaged(const Schedule& s, const Report& report, const Where& where, const Messages& m) {
+  const auto& sends = m.sends;
+  const auto& receives = m.receives;
+  const std::set<int>& sending_stages = m.sending_stages;
+  const std::set<int>& receiving_stages = m.receiving_stages;
+  // The stage that runs micro-batch mb at the pipeline stage after `stage`'s: stage + 1,
+  // or with replicated stages the replica that takes it (-1: none does; the coverage check
+  // reports that).
+  const auto next_stage = [&](int stage, int mb) {
+    if (s.layout().uniform()) return stage + 1;
+    const int position = s.position_of(stage) + 1;
+    for (int r = 0; r < s.replicas(); ++r) {
+      const int t = s.layout().stage(position, r);
+      if (t >= 0 && where.count(key(t, ActionKind::Forward, mb))) return t;
+    }
+    return -1;
+  };
+  for (const auto& [k, at] : where) {
+    const auto [stage, kind, mb] = k;
+    const int next = kind == ActionKind::Forward && sending_stages.count(stage) ? next_stage(stage, mb) : -1;
+    if (next >= 0 && !sends.count({next, 'F', mb})) {
+      report.at(at.first, at.second,
+                fmt::format("stage {} sends the output of other micro-batches to stage {} but not of this one (stage "
+                            "{} never runs micro-batch {})",
+                            stage, next, next, mb),
+                fmt::format("give stage {} its {}F{}, or send this one", next, next, mb));
+    }
+    if (kind == ActionKind::Forward && receiving_stages.count(stage) && !receives.count({stage, 'F', mb})) {
+      report.at(at.first, at.second,
+                fmt::format("stage {} receives the input of other micro-batches but not of this one", stage),
+                fmt::format("add {}RECV_F{} before it", stage, mb));
+    }
+  }
+}
+
 }  // namespace
 
 void check_messages(const Schedule& s, const Report& report, const Where& where) {
@@ -117,21 +163,7 @@ void check_messages(const Schedule& s, const Report& report, const Where& where)
                             from, Action::kind_name(send), a.mb, from));
     }
   }
-  for (const auto& [k, at] : where) {
-    const auto [stage, kind, mb] = k;
-    if (kind == ActionKind::Forward && sending_stages.count(stage) && !sends.count({stage + 1, 'F', mb})) {
-      report.at(at.first, at.second,
-                fmt::format("stage {} sends the output of other micro-batches to stage {} but not of this one (stage "
-                            "{} never runs micro-batch {})",
-                            stage, stage + 1, stage + 1, mb),
-                fmt::format("give stage {} its {}F{}, or send this one", stage + 1, stage + 1, mb));
-    }
-    if (kind == ActionKind::Forward && receiving_stages.count(stage) && !receives.count({stage, 'F', mb})) {
-      report.at(at.first, at.second,
-                fmt::format("stage {} receives the input of other micro-batches but not of this one", stage),
-                fmt::format("add {}RECV_F{} before it", stage, mb));
-    }
-  }
+  check_every_forward_messaged(s, report, where, {sends, receives, sending_stages, receiving_stages});
 }
 
 void check_collectives(const Schedule& s, const Report& report) {

@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     finding("the timeline refuses a validated schedule");
   }
   pipelab::Schedule back = pipelab::Schedule::parse(s.to_text(), "round-trip");
-  if (s.replicas() > 1) back.set_replicas(s.replicas());
+  back.copy_layout(s);
   if (!(back == s)) finding("the text form does not read back");
   return 0;
 }
