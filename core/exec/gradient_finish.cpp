@@ -29,6 +29,11 @@ StageGrads sum_replicas(const std::vector<std::vector<at::Tensor>>& grads, const
         sums[k] = sums[k].defined() ? sums[k] + g[k] : g[k].clone();
       }
     }
+    // Over every replica, also one that brought no gradient this round.
+    if (!plan.average || by_replica.size() < 2) continue;
+    for (at::Tensor& t : sums) {
+      if (t.defined()) t.div_(static_cast<double>(by_replica.size()));
+    }
   }
   return out;
 }

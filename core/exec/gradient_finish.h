@@ -37,6 +37,9 @@ struct GradientPlan {
     size_t second = 0;
   };
   std::vector<Member> members;
+  /// Each stage's sum divided by its replicas (DDP's mean, which PipeDream's replicated
+  /// stages run; replicas of whole pipelines sum shares whose losses are already scaled).
+  bool average = false;
   std::vector<Tie> ties;
   /// False: the copies keep their own gradients (PipeDream-2BW's reference code, Q45).
   bool sum_ties = true;

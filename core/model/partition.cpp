@@ -6,6 +6,33 @@
 
 namespace pipelab {
 
+Replicas ConfigValue<Replicas>::read(const ConfigNode& n) {
+  Replicas r;
+  const auto positive_count = [&](const ConfigNode& c) {
+    const int v = ConfigValue<int>::read(c);
+    if (v < 1) c.fail(fmt::format("must be at least 1, got {}", v), "give a positive number of replicas");
+    return v;
+  };
+  if (!n.yaml().IsSequence()) {
+    r.count = positive_count(n);
+    return r;
+  }
+  if (n.yaml().size() == 0) n.fail("an empty list", "give one count per pipeline stage, like [2, 1, 1]");
+  for (size_t i = 0; i < n.yaml().size(); ++i) {
+    r.per_stage.push_back(positive_count(ConfigNode(n.yaml()[i], n.source(), fmt::format("{}[{}]", n.path(), i))));
+  }
+  // Equal counts are copies of the whole pipeline.
+  if (std::all_of(r.per_stage.begin(), r.per_stage.end(), [&](int c) { return c == r.per_stage.front(); })) {
+    r.count = r.per_stage.front();
+    r.per_stage.clear();
+  }
+  return r;
+}
+
+YAML::Node ConfigValue<Replicas>::write(const Replicas& r) {
+  return r.per_stage.empty() ? YAML::Node(r.count) : ConfigValue<std::vector<int>>::write(r.per_stage);
+}
+
 Balance ConfigValue<Balance>::read(const ConfigNode& n) {
   Balance b;
   if (n.yaml().IsSequence()) {

@@ -34,18 +34,34 @@ struct ConfigValue<Balance> {
   static YAML::Node write(const Balance& b);
 };
 
+/// `partition.replicas`: R copies of the whole pipeline (data parallelism x pipeline
+/// parallelism), or per pipeline stage its own count ([2, 1, 1]: PipeDream's replicated
+/// stages, core/schedule/stage_layout.h).
+struct Replicas {
+  int count = 1;               ///< copies of the whole pipeline (1 with per_stage)
+  std::vector<int> per_stage;  ///< empty, or one count per pipeline stage (not all equal)
+  bool operator==(const Replicas& o) const { return count == o.count && per_stage == o.per_stage; }
+};
+
+template <>
+struct ConfigValue<Replicas> {
+  static std::string type() { return "a positive integer, or a list of one per stage like [2, 1, 1]"; }
+  static Replicas read(const ConfigNode& n);
+  static YAML::Node write(const Replicas& r);
+};
+
 /// The `partition:` section.
 struct PartitionOptions {
   int stages = 1;
-  int replicas = 1;
+  Replicas replicas;
   Balance balance;
   template <class V>
   void fields(V& v) {
     v("stages", stages, "number of pipeline stages D", positive);
     v("replicas", replicas,
       "copies of the whole pipeline (data parallelism x pipeline parallelism): each takes its share of every "
-      "mini-batch, and the copies of a stage all-reduce their gradients before its update",
-      positive);
+      "mini-batch, and the copies of a stage all-reduce their gradients before its update; or a count per stage "
+      "([2, 1, 1], pipedream): PipeDream's replicated stages, mini-batches dealt round robin (1F1B-RR)");
     v("balance", balance,
       "blocks per stage: auto (= flops), params, flops, time, memory (optimal splits of a measured cost), "
       "[n1, n2, ...], or a named split");

@@ -20,6 +20,18 @@ Schedule gpipe(int stages, int micro_batches);
 /// drains the remaining backwards, each followed by an update.
 Schedule one_f_one_b(int stages, int micro_batches);
 
+/// PipeDream's 1F1B-RR (SOSP'19 §3.2; its runtime's warm-up rule) for replicated stages:
+/// pipeline stage p has counts[p] replicas, each on its own device, and its replica
+/// k % counts[p] takes micro-batch k (round robin). Each replica runs 1F1B over its own
+/// micro-batches with w_p = (N - 1 - sum_{i<p} counts[i]) / counts[p] warm-up forwards, N the
+/// replicas of all stages (D - 1 - p for one replica each). A replica with fewer micro-batches
+/// than its stage's others ends with an extra U, so that all of them update equally often
+/// (the all-reduce before each U then gathers the gradients that exist). The result carries
+/// its layout (stage (p, r) numbered as core/schedule/stage_layout.h says); device = stage.
+Schedule one_f_one_b_round_robin(const std::vector<int>& counts, int micro_batches);
+/// w_p of one_f_one_b_round_robin for every pipeline stage.
+std::vector<int> round_robin_warmups(const std::vector<int>& counts);
+
 /// Forward passes only (evaluation): F0..F(n-1) on every stage; with a placement (the
 /// device of each stage), each device runs its stages one after the other.
 Schedule forward_only(int stages, int micro_batches, const std::vector<int>& placement = {});

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/schedule/generators.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/replicate.h"
 
@@ -67,6 +68,26 @@ ValidateOptions replicated_rules(const Scheme& scheme, int stages, int replicas,
   if (replicas <= 1) return o;
   const std::vector<int> one = o.max_in_flight;
   for (int r = 1; r < replicas && !one.empty(); ++r) o.max_in_flight.insert(o.max_in_flight.end(), one.begin(), one.end());
+  return o;
+}
+
+Schedule replicated_stages_schedule(const std::vector<int>& counts, int units) {
+  return synchronize_updates(lower(schedules::one_f_one_b_round_robin(counts, units)), CollectiveScope::Replicas);
+}
+
+std::vector<int> replicated_stages_placement(const std::vector<int>& counts) {
+  std::vector<int> out(static_cast<size_t>(StageLayout(counts).stages()));
+  for (size_t g = 0; g < out.size(); ++g) out[g] = static_cast<int>(g);
+  return out;
+}
+
+ValidateOptions replicated_stages_rules(const Scheme& scheme, const std::vector<int>& counts) {
+  ValidateOptions o = scheme.schedule_rules(static_cast<int>(counts.size()));
+  if (!o.kinds.empty()) o.kinds.push_back(ActionKind::AllReduce);
+  const StageLayout layout(counts);
+  const std::vector<int> warmups = schedules::round_robin_warmups(counts);
+  o.max_in_flight.clear();
+  for (int g = 0; g < layout.stages(); ++g) o.max_in_flight.push_back(warmups[static_cast<size_t>(layout.position(g))] + 1);
   return o;
 }
 

@@ -47,6 +47,17 @@ std::vector<int> replicated_placement(const Scheme& scheme, int stages, int repl
 /// or `sync`), the bounds repeated for every replica.
 ValidateOptions replicated_rules(const Scheme& scheme, int stages, int replicas, const GradientSync& sync = {});
 
+/// PipeDream's replicated stages (`partition.replicas: [2, 1, 1]`): the 1F1B-RR schedule of
+/// `units` mini-batches over stages with counts[p] replicas each
+/// (core/schedule/generators.h), with its messages and an ALLREDUCE of each stage's replicas
+/// before every U.
+Schedule replicated_stages_schedule(const std::vector<int>& counts, int units);
+/// One device per stage of the replicated stages (numbered as core/schedule/stage_layout.h).
+std::vector<int> replicated_stages_placement(const std::vector<int>& counts);
+/// The scheme's rules for its replicated-stages schedule: ALLREDUCE allowed, and each
+/// replica of stage p holds at most its warm-up w_p + 1 mini-batches in flight.
+ValidateOptions replicated_stages_rules(const Scheme& scheme, const std::vector<int>& counts);
+
 /// Why `scheme` cannot run `replicas` replicas ("" when it can). Every scheme can, synchronous
 /// or asynchronous (each replica's share of a mini-batch sees the same weight version, so the
 /// all-reduced gradient is the one of the whole mini-batch), except one whose stages train

@@ -1,5 +1,6 @@
 #include "core/scheme/scheme.h"
 
+#include <fmt/format.h>
 
 namespace pipelab {
 
@@ -13,6 +14,12 @@ std::vector<int> Scheme::placement(int stages) const {
   std::vector<int> out;
   for (int r = 0; r < stages; ++r) out.push_back(r);
   return out;
+}
+
+std::string Scheme::replicated_stages_refused() const {
+  return fmt::format("replicated stages are PipeDream's: its 1F1B-RR deals whole mini-batches round robin to the "
+                     "replicas of a stage under weight stashing, and scheme {} defines no such schedule",
+                     type());
 }
 
 ValidateOptions Scheme::schedule_rules(int stages) const {

@@ -108,6 +108,11 @@ class Scheme : public Component {
   /// The number of replicas of the pipeline this scheme runs when the partition asks for
   /// `requested` (`partition.replicas`; core/scheme/replicas.h). `dp` fixes its own.
   virtual int replicas(int requested) const { return requested; }
+  /// Why this scheme cannot run PipeDream's replicated stages (`partition.replicas:
+  /// [2, 1, 1]`: stage p on counts[p] devices, mini-batches dealt round robin, its 1F1B-RR;
+  /// core/schedule/generators.h); "" when it can. PipeDream defines them for its own 1F1B
+  /// with weight stashing, so the default refuses.
+  virtual std::string replicated_stages_refused() const;
   /// The device (stage thread, process, `run.devices` entry) of each of `stages` stages; the
   /// default puts stage r on device r. Must agree with the schedule's placement.
   virtual std::vector<int> placement(int stages) const;

@@ -34,16 +34,6 @@ std::unique_ptr<Base> required_section(const ConfigNode& root, const std::string
   return Registry<Base>::get().create(root.child(key));
 }
 
-/// PipeDream's per-stage replica counts (`replicas: [2, 1, 1]`, its 1F1B-RR) are not
-/// modelled: a list there is said to be that, not merely "not an integer".
-void refuse_per_stage_replicas(const ConfigNode& partition) {
-  if (!partition.is_map() || !partition.has("replicas") || !partition.child("replicas").yaml().IsSequence()) return;
-  partition.child("replicas").fail(
-      "per-stage replica counts (PipeDream's replicated stages, 1F1B-RR) are not supported yet; "
-      "partition.replicas is the number of copies of the whole pipeline",
-      "give one count (e.g. replicas: 2: two copies of every stage, each taking half of every mini-batch)");
-}
-
 }  // namespace
 
 Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> source, const std::string& name) {
@@ -68,7 +58,6 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   e.lr_schedule = top.has("lr_schedule") ? Registry<LrSchedule>::get().create(top.child("lr_schedule"))
                                          : Registry<LrSchedule>::get().create_default("constant");
   if (top.has("partition")) {
-    refuse_per_stage_replicas(top.child("partition"));
     e.partition = read_options<PartitionOptions>(top.child("partition"));
   }
   if (!top.has("run")) {

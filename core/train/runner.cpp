@@ -80,7 +80,9 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
       if (!finish_step(totals.add(r))) diverged = true;
     });
     ReplicaFeed shares(feed, replicas_, static_cast<int>(steps), e_.executor->world().process_name().empty());
-    ShadowFeed shadowed(replicas_ > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
+    // Replicated stages ask for their mini-batches from several threads: the shares feed
+    // (one share each) fetches them and reports their results in order.
+    ShadowFeed shadowed(replicas_ > 1 || layout_.replicated() ? static_cast<Feed&>(shares) : feed, shadow_.get());
     const auto run_start = std::chrono::steady_clock::now();
     executor.run(train_schedule(equal_units(static_cast<int>(steps), replicas_)), slots_, shadowed, RunMode::Train);
     traced_steps_.add(seconds_since(run_start), steps);
@@ -326,7 +328,7 @@ void Runner::write_trace(RunRecord& record, bool writer) const {
   if (!writer || !any) return;
   TraceArrows arrows;
   // The trace draws a message from stage s to s + 1; replicas are not told apart there.
-  arrows.activations = replicas_ == 1;
+  arrows.activations = replicas_ == 1 && !layout_.replicated();
   arrows.gradients = arrows.activations && !e_.scheme->routes_own_gradients();
   record.file("trace.json", chrome_trace(st, placement_, arrows));
   record.file("metrics/actions.csv", actions_csv(st, placement_));

@@ -74,12 +74,14 @@ class Runner {
   /// Trains and evaluates; writes the run folder; returns the summary.
   RunSummary run();
 
-  /// Every stage: replica r's copy of pipeline stage p is stages()[r * pipeline_stages() + p].
+  /// Every stage: replica r's copy of pipeline stage p is stages()[r * pipeline_stages() + p]
+  /// (with replicated stages, as stage_layout() numbers them).
   std::vector<Stage*> stages() const;
   int stage_count() const { return static_cast<int>(stages_.size()); }
   /// The scheme's stages (one replica's) and the replicas of the pipeline (partition.replicas).
   int pipeline_stages() const { return pipeline_stages_; }
   int replicas() const { return replicas_; }
+  const StageLayout& stage_layout() const { return layout_; }
   /// The devices the scheme places the stages on (threads, processes, run.devices entries).
   int device_count() const {
     return placement_.empty() ? 0 : *std::max_element(placement_.begin(), placement_.end()) + 1;
@@ -91,9 +93,12 @@ class Runner {
 
  private:
   void build_stages();
-  /// The replicas the scheme runs (partition.replicas, or dp's own); a ConfigError at
-  /// partition.replicas when the scheme cannot take them.
-  int checked_replicas(int stages) const;
+  /// The copies of the whole pipeline the scheme runs (partition.replicas, or dp's own; 1
+  /// with replicated stages), and layout_; a ConfigError at partition.replicas when the
+  /// scheme cannot take them.
+  int checked_replicas(int stages);
+  /// A ConfigError unless PipeDream's replicated stages (per-stage counts) can run here.
+  void check_replicated_stages(int stages) const;
   /// Replica r's stages from the model's blocks (split by balance_), appended to stages_.
   void build_replica(int r, std::vector<Block> blocks, const std::vector<c10::Device>& devices);
   /// Resolves the model's tied parameters (ModelDef::ties) into ties_ and starts every
@@ -127,8 +132,10 @@ class Runner {
   /// process lists the differing key paths.
   void check_processes_agree() const;
   std::string init_report_;  ///< what a non-strict init.from left out (logged when the run starts)
-  /// The training schedule with units[r] micro-batches (or mini-batches) on replica r.
+  /// The training schedule with units[r] micro-batches (or mini-batches) on replica r
+  /// (with replicated stages: their sum, dealt round robin), kept for the next steps.
   const Schedule& train_schedule(const std::vector<int>& units);
+  Schedule training_schedule(const std::vector<int>& units) const;
   double lr_at(int64_t step) const;
   EpochMetrics train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged);
   /// flush: never — every epoch in one pipeline; returns the epochs' training figures.
@@ -170,6 +177,9 @@ class Runner {
   std::unique_ptr<DataLoader> train_, test_;
   std::map<std::vector<int>, Schedule> schedules_;
   int pipeline_stages_ = 0, replicas_ = 1;
+  /// Every stage's (pipeline stage, replica): replicas_ copies of the pipeline, or
+  /// PipeDream's replicated stages (core/schedule/stage_layout.h).
+  StageLayout layout_;
   GradientSync sync_;                      ///< the ALLREDUCE before each update (connect_gradients)
   std::vector<GradientPlan::Tie> ties_;    ///< the model's tied parameters, by pipeline stage
   ExecStats last_train_stats_;  ///< what the executor measured in the last training epoch

@@ -156,7 +156,7 @@ void Runner::load_initial_weights() {
                     "give the path of a .pt file written by torch.save(model.state_dict(), path)");
   }
   const TensorDict state = load_tensor_dict(path);
-  for (int r = 0; r < replicas_; ++r) {
+  for (int r = 0; r < std::max(replicas_, layout_.max_replicas()); ++r) {
     const std::string report = load_model_state(replica_stages(r), state, e_.init.strict, path).describe(path);
     if (r == 0) init_report_ = report;
   }
@@ -198,7 +198,8 @@ void Runner::build_stages() {
   // The scheme's placement puts stage r on device placement[r]: one thread or process each,
   // and run.devices[placement[r]] when several devices are listed. Replica k's copy of the
   // pipeline takes the next devices (core/scheme/replicas.h).
-  const std::vector<int> placement = replicated_placement(*e_.scheme, stages, replicas);
+  const std::vector<int> placement = layout_.uniform() ? replicated_placement(*e_.scheme, stages, replicas)
+                                                       : replicated_stages_placement(layout_.counts());
   placement_ = placement;
   const std::vector<c10::Device> devices = run_devices(e_, stages, replicas, placement);
   // Measured balances run the blocks over one micro-batch of real training examples.
@@ -225,7 +226,7 @@ void Runner::build_stages() {
     // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
     balance_ = balance_by_weight(std::vector<double>(blocks.size(), 1.0), stages);
   }
-  for (int r = 0; r < replicas; ++r) {
+  for (int r = 0; r < std::max(replicas, layout_.max_replicas()); ++r) {
     // Every replica starts from the same weights: the same blocks under the same seeds.
     build_replica(r, r == 0 ? std::move(blocks) : build_all(), devices);
   }
@@ -235,7 +236,11 @@ void Runner::build_stages() {
   for (const auto& stage : stages_) {
     Stage& s = *stage;
     s.set_optimizer(e_.optimizer->make(s.parameters()));
-    s.set_lr_schedule([this](int64_t step) { return lr_at(step); });
+    // PipeDream's replicated stages: stage p's rate is lr R_p / R_0 (its runtime's
+    // get_adjusted_learning_rate), on the mean of its replicas' gradients.
+    const std::vector<int>& counts = layout_.uniform() ? std::vector<int>{} : layout_.counts();
+    const double factor = counts.empty() ? 1.0 : static_cast<double>(counts[static_cast<size_t>(s.index())]) / counts[0];
+    s.set_lr_schedule([this, factor](int64_t step) { return lr_at(step) * factor; });
     policies_.push_back(e_.scheme->make_policy(s));
     slots_.push_back({&s, policies_.back().get()});
   }
@@ -340,7 +345,8 @@ void Runner::check_schedule(const Schedule& s, const ValidateOptions& rules) con
 
 void Runner::check_schedules() const {
   const int stages = pipeline_stages_;
-  const ValidateOptions bound = replicated_rules(*e_.scheme, stages, replicas_, sync_);
+  const ValidateOptions bound = layout_.uniform() ? replicated_rules(*e_.scheme, stages, replicas_, sync_)
+                                                  : replicated_stages_rules(*e_.scheme, layout_.counts());
   if (e_.scheme->span() == Span::MiniBatch) {
     const int m = e_.scheme->micro_batches() * replicas_;
     if (m > e_.run.batch_size) {
@@ -360,9 +366,7 @@ void Runner::check_schedules() const {
                                   replicas_, e_.run.batch_size),
                       fmt::format("use run.batch_size >= {} or fewer replicas", replicas_));
     }
-    check_schedule(
-        replicated_schedule(*e_.scheme, stages, equal_units(static_cast<int>(train_->batches()), replicas_), sync_),
-        bound);
+    check_schedule(training_schedule(equal_units(static_cast<int>(train_->batches()), replicas_)), bound);
   }
   validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)),
                                             {placement_.begin(), placement_.begin() + stages}));
@@ -389,7 +393,7 @@ YAML::Node Runner::resolved_config() const {
   root["dataset"] = e_.dataset->resolved();
   PartitionOptions partition;
   partition.stages = pipeline_stages_;
-  partition.replicas = e_.partition.replicas;
+  partition.replicas = e_.partition.replicas;  // as asked (dp's own count is its scheme's)
   partition.balance.kind = Balance::Kind::Counts;
   partition.balance.counts = balance_;
   root["partition"] = write_options(partition);

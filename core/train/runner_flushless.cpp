@@ -88,7 +88,9 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   }, per_epoch);
   const int units = static_cast<int>(per_epoch * epochs);
   ReplicaFeed shares(feed, replicas_, units, e_.executor->world().process_name().empty());
-  ShadowFeed shadowed(replicas_ > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
+  // Replicated stages ask for their mini-batches from several threads: the shares feed
+  // (one share each) fetches them and reports their results in order.
+  ShadowFeed shadowed(replicas_ > 1 || layout_.replicated() ? static_cast<Feed&>(shares) : feed, shadow_.get());
   traced_steps_ = {};
   const auto run_start = std::chrono::steady_clock::now();
   executor.run(train_schedule(equal_units(units, replicas_)), slots_, shadowed, RunMode::Train);

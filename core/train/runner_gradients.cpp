@@ -1,6 +1,7 @@
 /// What the stages' gradients go through before each update (core/exec/gradient_finish.h):
 /// the replicas' sum, tied weights and the gradient-norm clip of the optimizer section,
 /// wired as one collective per group of stages that the ALLREDUCE before each U joins.
+#include <algorithm>
 #include <optional>
 
 #include "core/scheme/replicas.h"
@@ -51,7 +52,8 @@ void Runner::connect_gradients() {
   }
   bool cross = false;
   for (const GradientPlan::Tie& t : ties_) cross = cross || t.first_stage != t.second_stage;
-  sync_ = gradient_sync(o, *e_.scheme, pipeline_stages_, replicas_, !ties_.empty(), cross);
+  const int copies = std::max(replicas_, layout_.max_replicas());
+  sync_ = gradient_sync(o, *e_.scheme, pipeline_stages_, copies, !ties_.empty(), cross);
   if (!sync_.always) return;
   GradientPlan rules;
   rules.sum_ties = o.tied_gradients == GradientOptions::Tied::Sum;
@@ -61,15 +63,16 @@ void Runner::connect_gradients() {
   const int stages = pipeline_stages_;
   // One collective per group of stages: all of them, or each stage's replicas.
   const bool model = sync_.scope == CollectiveScope::Model;
+  const StageLayout layout = layout_.replicated() ? layout_ : StageLayout::uniform(stages, 1);
   for (int group = 0; group < (model ? 1 : stages); ++group) {
     GradientPlan plan = rules;
+    // PipeDream's replicated stages average (DDP); whole pipelines sum their shares.
+    plan.average = !layout.uniform();
     std::vector<size_t> slots;
-    for (int r = 0; r < replicas_; ++r) {
-      for (int p = 0; p < stages; ++p) {
-        if (!model && p != group) continue;
-        plan.members.push_back({p, r});
-        slots.push_back(static_cast<size_t>(r * stages + p));
-      }
+    for (int g = 0; g < layout.stages(); ++g) {
+      if (!model && layout.position(g) != group) continue;
+      plan.members.push_back({layout.position(g), layout.replica(g)});
+      slots.push_back(static_cast<size_t>(g));
     }
     for (const GradientPlan::Tie& t : ties_) {
       if (model || (t.first_stage == group && t.second_stage == group)) plan.ties.push_back(t);

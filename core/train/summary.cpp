@@ -52,7 +52,8 @@ void Runner::finish_summary(RunSummary& s) const {
   const std::vector<int> units = e_.scheme->span() == Span::MiniBatch
                                      ? replica_units(e_.run.batch_size)
                                      : equal_units(static_cast<int>(train_->batches()), replicas_);
-  const Schedule schedule = replicated_schedule(*e_.scheme, pipeline_stages_, units, sync_);
+  const Schedule schedule =
+      layout_.uniform() ? replicated_schedule(*e_.scheme, pipeline_stages_, units, sync_) : training_schedule(units);
   s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
   const ExecStats& st = last_train_stats_;
   if (st.stages() != static_cast<size_t>(stages)) return;  // no training ran in this session

@@ -208,14 +208,6 @@ TEST(Replicas, AMiniBatchSmallerThanTheReplicasIsRefusedClearly) {
   EXPECT_NE(e.find("3 replicas each take a share"), std::string::npos) << e;
 }
 
-TEST(Replicas, PerStageCountsAreRefusedAsNotSupportedYet) {
-  const std::string e = testing::user_error(
-      [] { testing::train(kMlp, {"scheme={type: pipedream}", "partition.replicas=[2, 1]"}); });
-  EXPECT_NE(e.find("partition.replicas"), std::string::npos) << e;
-  EXPECT_NE(e.find("per-stage replica counts"), std::string::npos) << e;
-  EXPECT_NE(e.find("Fix: give one count"), std::string::npos) << e;
-}
-
 // The asynchronous schemes (their schedule spans an epoch or the run) x 2 replicas: each
 // replica's share of a mini-batch meets the same weight version, so the all-reduced gradient
 // is the whole mini-batch's and the run equals the scheme on one pipeline (float64). That is

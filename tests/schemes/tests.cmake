@@ -26,6 +26,7 @@ list(APPEND PIPELAB_TEST_SOURCES
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dp_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/replicas_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/replicated_stages_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradient_sync_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/interlocking_test.cpp
 )

@@ -45,9 +45,14 @@ std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const Mo
     how = fmt::format("scheme {} runs the whole model on one stage", e.scheme->type());
   }
   const std::vector<int64_t> shown(counts.begin(), counts.end());
-  const int replicas = e.scheme->replicas(e.partition.replicas);
+  const int replicas = e.scheme->replicas(e.partition.replicas.count);
+  const std::vector<int>& per_stage = e.partition.replicas.per_stage;
   const std::string copies =
-      replicas > 1 ? fmt::format("; {} replicas of the pipeline, each on its own {} device{} and 1/{} of every "
+      !per_stage.empty()
+          ? fmt::format("; replicated stages {} (PipeDream's 1F1B-RR): stage p on its own R_p devices, the mini-batches "
+                        "dealt round robin to them, each stage's replicas averaging their gradients",
+                        shape_text(std::vector<int64_t>(per_stage.begin(), per_stage.end())))
+      : replicas > 1 ? fmt::format("; {} replicas of the pipeline, each on its own {} device{} and 1/{} of every "
                                  "mini-batch, all-reducing each stage's gradients",
                                  replicas, counts.size(), counts.size() == 1 ? "" : "s", replicas)
                    : "";

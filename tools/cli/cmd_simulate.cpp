@@ -267,7 +267,12 @@ int simulate(const Args& args) {
       const int units = flushed ? m : ((std::max(4 * d, m) + per_step - 1) / per_step) * per_step;
       // Replicas of the pipeline (partition.replicas, or dp's own) each take their share.
       sim::SimOptions row_options = sim_options;
-      row_options.replicas = scheme->replicas(e.partition.replicas);
+      if (!e.partition.replicas.per_stage.empty()) {
+        throw UserError(fmt::format("{}: partition.replicas: the simulator models copies of the whole pipeline, not "
+                                    "replicated stages (a count per stage). Fix: give one count to simulate",
+                                    e.source->file()));
+      }
+      row_options.replicas = scheme->replicas(e.partition.replicas.count);
       row_options.sync = gradient_sync(e.gradients, *scheme, d, row_options.replicas, false, false);
       const double examples = batch / m / row_options.replicas;
       sim::SimCosts costs = source.costs(d, examples);
