@@ -11,6 +11,8 @@
 #include "core/config/config_node.h"
 #include "core/config/value.h"
 #include "core/config/yaml_file.h"
+#include "core/model/model.h"
+#include "core/model/partition.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/timeline.h"
 #include "core/schedule/validate.h"
@@ -58,6 +60,91 @@ int file_partition(const YAML::Node& root, const std::shared_ptr<ConfigSource>& 
   return v;
 }
 
+/// The file's per-stage replica counts (`partition.replicas: [2, 1, 1]`, PipeDream's
+/// replicated stages; empty when it has one count or none, or equal ones).
+std::vector<int> file_stage_replicas(const YAML::Node& root, const std::shared_ptr<ConfigSource>& source) {
+  if (!root.IsMap() || !root["partition"] || !root["partition"].IsMap() || !root["partition"]["replicas"]) return {};
+  const YAML::Node n = root["partition"]["replicas"];
+  if (!n.IsSequence()) return {};
+  return ConfigValue<Replicas>::read(ConfigNode(n, source, "partition.replicas")).per_stage;
+}
+
+/// A schedule to draw: the scheme's (with replicas), its rules and the heading's layout.
+struct Drawn {
+  Schedule schedule;
+  ValidateOptions rules;
+  std::string layout;  ///< " x 2 replicas", " with replicated stages [2, 1, 1]"
+  std::string note;    ///< how the stages are numbered ("" for one pipeline)
+  bool synced_over_model = false;
+};
+
+Drawn whole_pipelines(const Scheme& scheme, int d, int micro, int replicas, const GradientOptions& gradients) {
+  const GradientSync sync = gradient_sync(gradients, scheme, d, replicas, false, false);
+  Drawn out{with_communication(replicated_schedule(scheme, d, equal_units(micro, replicas), sync)),
+            replicated_rules(scheme, d, replicas, sync)};
+  if (replicas > 1) {
+    out.layout = fmt::format(" x {} replicas", replicas);
+    out.note = " per replica (replica r's stage p is stage r*D+p; ALLREDUCE sums a stage's replicas)";
+  }
+  out.synced_over_model = sync.scope == CollectiveScope::Model;
+  return out;
+}
+
+Drawn replicated_stages(const Scheme& scheme, int d, int micro, const std::vector<int>& counts) {
+  const std::string refused = scheme.replicated_stages_refused();
+  if (!refused.empty()) {
+    throw UsageError{fmt::format("partition.replicas {}: scheme {} cannot run replicated stages: {}",
+                                 shape_text(std::vector<int64_t>(counts.begin(), counts.end())), scheme.type(), refused)};
+  }
+  if (static_cast<int>(counts.size()) != d) {
+    throw UsageError{fmt::format("partition.replicas: {} counts for {} stages; give one per stage", counts.size(), d)};
+  }
+  const StageLayout layout(counts);
+  if (static_cast<int64_t>(layout.stages()) * micro > kMaxCells) {
+    throw UsageError{fmt::format("partition.replicas: {} stages x {} mini-batches is more than {}", layout.stages(),
+                                 micro, kMaxCells)};
+  }
+  return {replicated_stages_schedule(counts, micro), replicated_stages_rules(scheme, counts),
+          fmt::format(" with replicated stages {}", shape_text(std::vector<int64_t>(counts.begin(), counts.end()))),
+          " dealt round robin to each stage's replicas (PipeDream's 1F1B-RR; stages numbered replica by replica; "
+          "ALLREDUCE averages a stage's replicas)"};
+}
+
+/// The experiment to draw: FILE (a sweep's base) or an empty one, with --scheme,
+/// --virtual-stages (0: not given) and the --set overrides applied.
+YAML::Node drawn_experiment(const std::string& file, const std::string& scheme_name, int virtual_stages,
+                            const std::vector<std::string>& sets, const ConfigSource& source) {
+  YAML::Node root = file.empty() ? YAML::Node(YAML::NodeType::Map) : load_yaml_file(file);
+  if (root.IsMap()) root.remove("sweep");  // a sweep file's base experiment
+  const auto scheme = [&] {
+    if (!root["scheme"] || !root["scheme"].IsMap()) root["scheme"] = YAML::Node(YAML::NodeType::Map);
+    return root["scheme"];
+  };
+  if (!scheme_name.empty()) scheme()["type"] = scheme_name;
+  if (virtual_stages != 0) scheme()["virtual_stages"] = virtual_stages;
+  apply_overrides(root, sets, source);
+  return root;
+}
+
+/// The clock-cycle grid (whole-number costs, short schedules), the costs, the bubble and each
+/// device's idle time and peak in-flight micro-batches.
+void print_timeline(const Schedule& s, const Timeline& t, const std::vector<double>& costs) {
+  bool whole = true;
+  for (const double c : costs) whole = whole && c == static_cast<int>(c);
+  if (whole && t.makespan <= 200) {
+    fmt::print("time ->  (one column per unit; '=' continues an action, '*' = optimizer step after it, '.' = idle)\n{}\n",
+               render_grid(t));
+  }
+  fmt::print("costs F = {:g}, B = {:g}, W = {:g} (a whole backward B+W = {:g}); makespan {:g} units\n", costs[0], costs[1],
+             costs[2], costs[1] + costs[2], t.makespan);
+  fmt::print("bubble fraction {:.4f} ({:.1f}% of device time idle)\n", t.bubble_fraction, 100 * t.bubble_fraction);
+  fmt::print("device  idle units  peak in-flight micro-batches\n");
+  for (int k = 0; k < s.devices(); ++k) {
+    fmt::print("{:>6}  {:>10g}  {:>28}\n", fmt::format("d{}", k), t.makespan - t.busy[static_cast<size_t>(k)],
+               t.peak_in_flight[static_cast<size_t>(k)]);
+  }
+}
+
 }  // namespace
 
 int schedule(const Args& args) {
@@ -99,23 +186,15 @@ int schedule(const Args& args) {
   if (file.empty() && scheme_name.empty()) throw UsageError{"give an experiment FILE or --scheme NAME"};
   const std::vector<double> costs = parse_costs(costs_text);
   auto source = std::make_shared<ConfigSource>(file.empty() ? "--scheme" : file);
-  YAML::Node root = file.empty() ? YAML::Node(YAML::NodeType::Map) : load_yaml_file(file);
-  if (root.IsMap()) root.remove("sweep");  // a sweep file's base experiment
-  if (!scheme_name.empty()) {
-    if (!root["scheme"] || !root["scheme"].IsMap()) root["scheme"] = YAML::Node(YAML::NodeType::Map);
-    root["scheme"]["type"] = scheme_name;
-  }
-  if (vm.count("virtual-stages")) {
-    if (!root["scheme"] || !root["scheme"].IsMap()) root["scheme"] = YAML::Node(YAML::NodeType::Map);
-    root["scheme"]["virtual_stages"] = virtual_stages;
-  }
-  apply_overrides(root, sets, *source);
+  YAML::Node root = drawn_experiment(file, scheme_name, vm.count("virtual-stages") ? virtual_stages : 0, sets, *source);
   const ConfigNode top(root, source, "");
   top.expect_map("an experiment");
   if (!top.has("scheme")) top.fail("no scheme section", "add `scheme: {type: NAME}` or pass --scheme NAME");
   const std::unique_ptr<Scheme> scheme = Registry<Scheme>::get().create(top.child("scheme"));
   const int in_file = file_partition(root, source, "stages");
-  if (!vm.count("replicas") && file_partition(root, source, "replicas") > 0) {
+  // Per-stage counts in the file draw PipeDream's replicated stages (unless --replicas).
+  const std::vector<int> per_stage = vm.count("replicas") ? std::vector<int>{} : file_stage_replicas(root, source);
+  if (per_stage.empty() && !vm.count("replicas") && file_partition(root, source, "replicas") > 0) {
     replicas = file_partition(root, source, "replicas");
   }
   if (replicas < 1 || replicas >= kMaxScheduleStages) {
@@ -151,42 +230,29 @@ int schedule(const Args& args) {
   if (!refused.empty()) throw UsageError{refused};
   // The file's gradient clip: a global one makes every stage's update wait for all stages.
   const GradientOptions gradients = top.has("optimizer") ? read_gradient_options(top.child("optimizer")) : GradientOptions{};
-  const GradientSync sync = gradient_sync(gradients, *scheme, d, replicas, false, false);
-  const Schedule s = with_communication(replicated_schedule(*scheme, d, equal_units(micro, replicas), sync));
-  validate_schedule(s, replicated_rules(*scheme, d, replicas, sync));
-  CostModel model = CostModel::split(d * replicas, costs[0], costs[1], costs[2]);
+  const Drawn drawn = per_stage.empty() ? whole_pipelines(*scheme, d, micro, replicas, gradients)
+                                        : replicated_stages(*scheme, d, micro, per_stage);
+  const Schedule& s = drawn.schedule;
+  validate_schedule(s, drawn.rules);
+  CostModel model = CostModel::split(s.stages(), costs[0], costs[1], costs[2]);
   const Timeline t = simulate_timeline(s, model);
   YAML::Emitter resolved;
   resolved << YAML::Flow << scheme->resolved();
   fmt::print("{} schedule, {} stage{}{} on {} device{}, {} {}{}\n\n", resolved.c_str(), d, d == 1 ? "" : "s",
-             replicas > 1 ? fmt::format(" x {} replicas", replicas) : "", s.devices(), s.devices() == 1 ? "" : "s",
-             micro, scheme->span() == Span::MiniBatch ? "micro-batches of one mini-batch" : "mini-batches of one epoch",
-             replicas > 1 ? " per replica (replica r's stage p is stage r*D+p; ALLREDUCE sums a stage's replicas)"
-                          : "");
+             drawn.layout, s.devices(), s.devices() == 1 ? "" : "s", micro,
+             scheme->span() == Span::MiniBatch ? "micro-batches of one mini-batch" : "mini-batches of one epoch",
+             drawn.note);
   fmt::print("per-device actions, written <stage><action><micro-batch> (docs/schedules.md):\n"
              "  F forward                 B backward (input and weights)   I, W: B split into input, weights\n"
              "  H auxiliary head's backward (interlocking)                 U optimizer step\n{}\n",
              s.compute_only().to_text());
-  if (sync.scope == CollectiveScope::Model) {
+  if (drawn.synced_over_model) {
     fmt::print("optimizer.clip_grad_norm clips over every stage: each U waits for an ALLREDUCE of all {} stages (shown "
                "with --lowered)\n\n",
                s.stages());
   }
   if (lowered) fmt::print("with its messages (lowered):\n{}\n", s.to_text());
-  bool whole = true;
-  for (const double c : costs) whole = whole && c == static_cast<int>(c);
-  if (whole && t.makespan <= 200) {
-    fmt::print("time ->  (one column per unit; '=' continues an action, '*' = optimizer step after it, '.' = idle)\n{}\n",
-               render_grid(t));
-  }
-  fmt::print("costs F = {:g}, B = {:g}, W = {:g} (a whole backward B+W = {:g}); makespan {:g} units\n", costs[0], costs[1],
-             costs[2], costs[1] + costs[2], t.makespan);
-  fmt::print("bubble fraction {:.4f} ({:.1f}% of device time idle)\n", t.bubble_fraction, 100 * t.bubble_fraction);
-  fmt::print("device  idle units  peak in-flight micro-batches\n");
-  for (int k = 0; k < s.devices(); ++k) {
-    fmt::print("{:>6}  {:>10g}  {:>28}\n", fmt::format("d{}", k), t.makespan - t.busy[static_cast<size_t>(k)],
-               t.peak_in_flight[static_cast<size_t>(k)]);
-  }
+  print_timeline(s, t, costs);
   return 0;
 }
 
