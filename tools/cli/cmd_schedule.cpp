@@ -113,7 +113,7 @@ Drawn replicated_stages(const Scheme& scheme, int d, int micro, const std::vecto
 /// The experiment to draw: FILE (a sweep's base) or an empty one, with --scheme,
 /// --virtual-stages (0: not given) and the --set overrides applied.
 YAML::Node drawn_experiment(const std::string& file, const std::string& scheme_name, int virtual_stages,
-                            const std::vector<std::string>& sets, const ConfigSource& source) {
+                            const std::vector<std::string>& sets, ConfigSource& source) {
   YAML::Node root = file.empty() ? YAML::Node(YAML::NodeType::Map) : load_yaml_file(file);
   if (root.IsMap()) root.remove("sweep");  // a sweep file's base experiment
   const auto scheme = [&] {
