@@ -92,7 +92,7 @@ void Runner::build_replica(int r, std::vector<Block> blocks, const std::vector<c
     next += static_cast<size_t>(balance_[static_cast<size_t>(p)]);
     // Stages are numbered replica by replica (core/schedule/stage_layout.h); a replicated
     // stage's row r holds only the stages with more than r replicas.
-    const int id = layout_.replicated() ? layout_.stage(p, r) : p;
+    const int id = layout_.stage(p, r);  // the default layout: stage p (replica 0 only)
     if (id < 0) continue;
     PIPELAB_ASSERT(static_cast<size_t>(id) == stages_.size(), "stage ({}, {}) built as {} of {}", p, r, stages_.size(),
                    id);
@@ -120,7 +120,7 @@ std::vector<Stage*> Runner::replica_stages(int r) const {
   for (int p = 0; p < pipeline_stages_; ++p) {
     // A replicated stage with fewer copies than `r` + 1 gives its last one.
     const int copies = layout_.replicated() ? layout_.counts()[static_cast<size_t>(p)] : 1;
-    const int id = layout_.replicated() ? layout_.stage(p, std::min(r, copies - 1)) : p;
+    const int id = layout_.stage(p, std::min(r, copies - 1));
     out.push_back(stages_[static_cast<size_t>(id)].get());
   }
   return out;
