@@ -75,9 +75,10 @@ std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::
   return a;
 }
 
-class InterlockingPolicy : public StagePolicy {
+/// The gradient route of the modes with heads; the weights are always the latest.
+class InterlockingRoute : public GradientRoute {
  public:
-  explicit InterlockingPolicy(const InterlockingOptions& o) : o_(o) {}
+  explicit InterlockingRoute(const InterlockingOptions& o) : o_(o) {}
 
   /// H: the component's own objective, sent back before the next component is awaited.
   Message head(Stage& stage, int mb) override {
@@ -168,7 +169,7 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
   /// One step per mini-batch and component: F, H (modes with heads), B, U, over an epoch,
   /// so components overlap across steps where the routes allow it.
   Span span() const override { return Span::Epoch; }
-  /// Heads and routes call autograd themselves (InterlockingPolicy::backward/head).
+  /// Heads and routes call autograd themselves (InterlockingRoute::backward/head).
   bool routes_own_gradients() const override { return true; }
   /// What goes back is the mode's gradient route, written into the schedule as its SEND and
   /// RECV actions: stage r's B of t takes stage r+1's messages in the order listed.
@@ -221,9 +222,9 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
       fail("heads", fmt::format("for stage {}'s output {}: {}", stage.index(), shape_text(output_shape), e.problem), e.fix);
     }
   }
-  std::unique_ptr<StagePolicy> make_policy(Stage&) const override {
-    if (options_.mode == Mode::Global) return std::make_unique<StagePolicy>();  // end-to-end backprop
-    return std::make_unique<InterlockingPolicy>(options_);
+  std::unique_ptr<GradientRoute> make_route(Stage&) const override {
+    if (options_.mode == Mode::Global) return nullptr;  // end-to-end backprop
+    return std::make_unique<InterlockingRoute>(options_);
   }
 };
 

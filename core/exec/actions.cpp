@@ -256,6 +256,7 @@ struct ActionContext {
   RunMode mode;
   int mb;
   Stage& stage() { return *slot.stage; }
+  GradientRoute& route() { return slot.route ? *slot.route : GradientRoute::end_to_end(); }
   /// Tells the stage's observers (training only: evaluation has none to tell).
   template <class Call>
   void notify(Call call) {
@@ -310,7 +311,7 @@ Message backward(ActionContext& c) {
   const std::vector<Message> in = c.work.take_gradients(c.a.stage, c.a.mb);
   c.slot.policy->before_backward(stage, mb);
   c.notify([&](ActionObserver& o) { o.backward(stage, mb); });
-  Message out = c.slot.policy->backward(stage, mb, in);
+  Message out = c.route().backward(stage, mb, in);
   c.slot.policy->after_backward(stage, mb);
   c.notify([&](ActionObserver& o) { o.backward_done(stage, mb); });
   return out;
@@ -321,18 +322,19 @@ Message backward_input(ActionContext& c) {
   const std::vector<Message> in = c.work.take_gradients(c.a.stage, c.a.mb);
   c.slot.policy->before_backward(stage, c.mb);
   c.notify([&](ActionObserver& o) { o.backward(stage, c.mb); });
-  return c.slot.policy->backward_input(stage, c.mb, in);
+  // The split backward is end-to-end backprop (zero-bubble schedules); no route splits.
+  return {stage.backward_input(c.mb, in.empty() ? Tensors() : in.front().values), {}, in.empty() ? -1 : in.front().tag};
 }
 
 Message backward_weight(ActionContext& c) {
   Stage& stage = c.stage();
-  c.slot.policy->backward_weight(stage, c.mb);
+  stage.backward_weight(c.mb);
   c.slot.policy->after_backward(stage, c.mb);
   c.notify([&](ActionObserver& o) { o.backward_done(stage, c.mb); });
   return {};
 }
 
-Message head(ActionContext& c) { return c.slot.policy->head(c.stage(), c.mb); }
+Message head(ActionContext& c) { return c.route().head(c.stage(), c.mb); }
 
 Message update(ActionContext& c) {
   Stage& stage = c.stage();

@@ -20,11 +20,13 @@
 
 namespace pipelab {
 
-/// A stage the executor drives, with its scheme policy. `stage` is null for stages that
-/// live in another process (distributed executor).
+/// A stage the executor drives, with its scheme's weight policy and gradient route. `stage`
+/// is null for stages that live in another process (distributed executor).
 struct StageSlot {
   Stage* stage = nullptr;
   StagePolicy* policy = nullptr;
+  /// What B and H compute; null: end-to-end backprop (GradientRoute::end_to_end()).
+  GradientRoute* route = nullptr;
   /// The collective its ALLREDUCE actions join (its replicas, or every stage under
   /// CollectiveScope::Model), as member `replica` of its GradientPlan. Null without one.
   std::shared_ptr<AllReduce> all_reduce;

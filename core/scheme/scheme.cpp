@@ -4,12 +4,6 @@
 
 namespace pipelab {
 
-Message StagePolicy::head(Stage& stage, int mb) {
-  PIPELAB_ASSERT(false, "stage {}: the schedule has an H action for micro-batch {}, but the scheme's policy has no head",
-                 stage.index(), mb);
-  return {};
-}
-
 std::vector<int> Scheme::placement(int stages) const {
   std::vector<int> out;
   for (int r = 0; r < stages; ++r) out.push_back(r);

@@ -10,24 +10,18 @@
 
 #include "core/config/registry.h"
 #include "core/exec/message.h"
+#include "core/scheme/gradient_route.h"
 #include "core/schedule/schedule.h"
 #include "core/schedule/validate.h"
 #include "core/stage/stage.h"
 
 namespace pipelab {
 
-/// One measurement a policy makes about its stage (a version gap, a prediction error), at
-/// the stage's update `step`. The runner writes them to metrics/stages.csv and prints a
-/// per-stage summary at the end of the run.
-struct StageMetric {
-  int64_t step = 0;
-  std::string name;
-  double value = 0;
-};
-
-/// Per-stage hooks around the actions of one stage: which weights F and B see, what U does,
-/// and per-action choices such as checkpointing. One instance per stage, used by that
-/// stage's thread only.
+/// The weight policy of one stage: which weights F and B read (before/after hooks), what U
+/// does, what carries across epochs (state), and whether F keeps its activations
+/// (checkpoint). What B and H compute is the scheme's GradientRoute
+/// (core/scheme/gradient_route.h); what the replicas' ALLREDUCE does is the framework's
+/// (core/scheme/replicas.h). One instance per stage, used by that stage's thread only.
 class StagePolicy {
  public:
   virtual ~StagePolicy() = default;
@@ -38,23 +32,8 @@ class StagePolicy {
   virtual void before_forward(Stage& /*stage*/, int /*mb*/, Message& /*in*/) {}
   virtual void after_forward(Stage& /*stage*/, int /*mb*/, Message& /*out*/) {}
   virtual void before_backward(Stage& /*stage*/, int /*mb*/) {}
-  /// The gradient route (docs/design.md): what the backward of `mb` does, given the gradients
-  /// its device received for it from the next stage, in the order of the schedule's RECV
-  /// actions (none on the last stage). Returns the message for the previous stage (sent only
-  /// if the schedule sends it). The default is end-to-end backprop.
-  virtual Message backward(Stage& stage, int mb, const std::vector<Message>& in) {
-    return {stage.backward(mb, in.empty() ? Tensors() : in.front().values), {}, in.empty() ? -1 : in.front().tag};
-  }
-  /// The backward split in two (I, then W; zero-bubble schedules): the input gradient, then
-  /// the weights' gradients. before_backward runs before I, after_backward after W.
-  virtual Message backward_input(Stage& stage, int mb, const std::vector<Message>& in) {
-    return {stage.backward_input(mb, in.empty() ? Tensors() : in.front().values), {}, in.empty() ? -1 : in.front().tag};
-  }
-  virtual void backward_weight(Stage& stage, int mb) { stage.backward_weight(mb); }
+  /// After B, or after W when the backward is split (I, then W).
   virtual void after_backward(Stage& /*stage*/, int /*mb*/) {}
-  /// The H action: a stage's own auxiliary objective (interlocking backprop). Returns the
-  /// message for the previous stage (sent only if the schedule has a SEND_H for it).
-  virtual Message head(Stage& stage, int mb);
   /// The U action. The default applies one optimizer step with the scheduled LR.
   virtual void update(Stage& stage) { stage.step(); }
   /// End of a training schedule run: every micro-batch has completed (a flush).
@@ -97,8 +76,8 @@ class Scheme : public Component {
   /// targets are.
   virtual void prepare_stage(Stage& /*stage*/, const std::vector<int64_t>& /*output_shape*/,
                              const DataSpec& /*data*/) const {}
-  /// True when the policies compute gradients with autograd themselves (a gradient route
-  /// other than Stage::backward), so fp16's per-stage loss scaling cannot reach them.
+  /// True when make_route returns a route of its own (one that calls autograd itself), so
+  /// fp16's per-stage loss scaling cannot reach it.
   virtual bool routes_own_gradients() const { return false; }
   /// Whether prepare_stage needs the output shapes (they cost a dry forward).
   virtual bool prepares_stages() const { return false; }
@@ -135,6 +114,8 @@ class Scheme : public Component {
   /// The policy of `stage` (which knows its index and the stage count); the default uses
   /// the latest weights.
   virtual std::unique_ptr<StagePolicy> make_policy(Stage& /*stage*/) const { return std::make_unique<StagePolicy>(); }
+  /// The gradient route of `stage`; null (the default) for end-to-end backprop.
+  virtual std::unique_ptr<GradientRoute> make_route(Stage& /*stage*/) const { return nullptr; }
 };
 
 }  // namespace pipelab

@@ -123,6 +123,7 @@ void Runner::collect_stage_metrics(RunRecord& record, int epoch) {
   for (size_t r = 0; r < policies_.size(); ++r) {
     rows.clear();
     policies_[r]->collect(rows);
+    if (routes_[r]) routes_[r]->collect(rows);
     if (shadow_) shadow_->collect(static_cast<int>(r), rows);
     if (!rows.empty()) record.stage_metrics(epoch, static_cast<int>(r), rows);
   }

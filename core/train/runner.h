@@ -173,6 +173,7 @@ class Runner {
   std::vector<int> balance_;
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<std::unique_ptr<StagePolicy>> policies_;
+  std::vector<std::unique_ptr<GradientRoute>> routes_;  ///< per stage; null: end-to-end
   std::vector<StageSlot> slots_;
   std::unique_ptr<DataLoader> train_, test_;
   std::map<std::vector<int>, Schedule> schedules_;

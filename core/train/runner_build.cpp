@@ -242,7 +242,8 @@ void Runner::build_stages() {
     const double factor = counts.empty() ? 1.0 : static_cast<double>(counts[static_cast<size_t>(s.index())]) / counts[0];
     s.set_lr_schedule([this, factor](int64_t step) { return lr_at(step) * factor; });
     policies_.push_back(e_.scheme->make_policy(s));
-    slots_.push_back({&s, policies_.back().get()});
+    routes_.push_back(e_.scheme->make_route(s));
+    slots_.push_back({&s, policies_.back().get(), routes_.back().get()});
   }
   connect_gradients();
 }

@@ -37,6 +37,7 @@ std::vector<std::vector<double>> one_step(const std::string& scheme_yaml, const 
   const int k = static_cast<int>(mains.size());
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<std::unique_ptr<StagePolicy>> policies;
+  std::vector<std::unique_ptr<GradientRoute>> routes;
   std::vector<StageSlot> slots;
   for (int r = 0; r < k; ++r) {
     StageSpec spec;
@@ -51,7 +52,8 @@ std::vector<std::vector<double>> one_step(const std::string& scheme_yaml, const 
     }
     stages.back()->set_optimizer(sgd->make(stages.back()->parameters()));
     policies.push_back(scheme->make_policy(*stages.back()));
-    slots.push_back({stages.back().get(), policies.back().get()});
+    routes.push_back(scheme->make_route(*stages.back()));
+    slots.push_back({stages.back().get(), policies.back().get(), routes.back().get()});
   }
   struct OneExample : Feed {
     at::Tensor x;

@@ -94,26 +94,29 @@ TEST(Observers, TheEpochSnapshotSavesAfterTheUpdateThatEndsAnEpoch) {
 /// Per stage, how often the scheme's own routes ran.
 using Counts = std::vector<std::map<std::string, int>>;
 
-/// A policy with its own B, I, W and H (end-to-end gradients, counted).
-class CountingPolicy : public StagePolicy {
+/// A gradient route with its own B and H (end-to-end gradients, counted).
+class CountingRoute : public GradientRoute {
  public:
-  explicit CountingPolicy(std::map<std::string, int>& counts) : counts_(counts) {}
+  explicit CountingRoute(std::map<std::string, int>& counts) : counts_(counts) {}
   Message backward(Stage& s, int mb, const std::vector<Message>& in) override {
     ++counts_["backward"];
-    return StagePolicy::backward(s, mb, in);
-  }
-  Message backward_input(Stage& s, int mb, const std::vector<Message>& in) override {
-    ++counts_["backward_input"];
-    return StagePolicy::backward_input(s, mb, in);
-  }
-  void backward_weight(Stage& s, int mb) override {
-    ++counts_["backward_weight"];
-    StagePolicy::backward_weight(s, mb);
+    return GradientRoute::backward(s, mb, in);
   }
   Message head(Stage&, int) override {
     ++counts_["head"];
     return {};
   }
+
+ private:
+  std::map<std::string, int>& counts_;
+};
+
+/// A weight policy that counts the backward hooks (B, or I then W).
+class CountingPolicy : public StagePolicy {
+ public:
+  explicit CountingPolicy(std::map<std::string, int>& counts) : counts_(counts) {}
+  void before_backward(Stage&, int) override { ++counts_["before_backward"]; }
+  void after_backward(Stage&, int) override { ++counts_["after_backward"]; }
 
  private:
   std::map<std::string, int>& counts_;
@@ -150,6 +153,9 @@ class CountingScheme : public Scheme {
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<CountingPolicy>(counts_.at(static_cast<size_t>(stage.index())));
   }
+  std::unique_ptr<GradientRoute> make_route(Stage& stage) const override {
+    return std::make_unique<CountingRoute>(counts_.at(static_cast<size_t>(stage.index())));
+  }
 
  private:
   Counts& counts_;
@@ -175,11 +181,12 @@ run:       {epochs: 2, batch_size: 16, threads: 1}
   ASSERT_NO_THROW(summary = runner.run());
   EXPECT_EQ(summary.history.size(), 2u);
   // 2 epochs of 4 micro-batches: B for the even ones, I and W for the odd ones, H for each.
+  // The route computes B and H; the policy's hooks run around B and around I..W alike.
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(counts[r]["backward"], 4) << "stage " << r;
-    EXPECT_EQ(counts[r]["backward_input"], 4) << "stage " << r;
-    EXPECT_EQ(counts[r]["backward_weight"], 4) << "stage " << r;
     EXPECT_EQ(counts[r]["head"], 8) << "stage " << r;
+    EXPECT_EQ(counts[r]["before_backward"], 8) << "stage " << r;
+    EXPECT_EQ(counts[r]["after_backward"], 8) << "stage " << r;
   }
 }
 

@@ -237,7 +237,6 @@ class Tracer : public StagePolicy {
     inner_.before_backward(s, mb);
     note(s, 'B', mb);
   }
-  Message backward(Stage& s, int mb, const std::vector<Message>& in) override { return inner_.backward(s, mb, in); }
   void after_backward(Stage& s, int mb) override { inner_.after_backward(s, mb); }
   void update(Stage& s) override {
     inner_.update(s);

@@ -70,6 +70,7 @@ ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config) {
                                                      : ScalarForm::Product;
   std::vector<std::unique_ptr<Stage>> owned;
   std::vector<std::unique_ptr<StagePolicy>> policies;
+  std::vector<std::unique_ptr<GradientRoute>> routes;
   std::vector<StageSlot> slots;
   for (int r = 0; r < stages; ++r) {
     StageSpec spec;
@@ -87,7 +88,8 @@ ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config) {
     owned.push_back(std::make_unique<Stage>(std::move(spec)));
     owned.back()->set_optimizer(optimizer->make(owned.back()->parameters()));
     policies.push_back(scheme->make_policy(*owned.back()));
-    slots.push_back({owned.back().get(), policies.back().get()});
+    routes.push_back(scheme->make_route(*owned.back()));
+    slots.push_back({owned.back().get(), policies.back().get(), routes.back().get()});
   }
   auto executor = Registry<Executor>::get().create_default("sequential");
   ToyResult result;
@@ -112,7 +114,10 @@ ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config) {
       validate_schedule(s, {scheme->max_in_flight(stages)});
       executor->run(s, slots, feed, RunMode::Train);
     }
-    for (int r = 0; r < stages; ++r) policies[static_cast<size_t>(r)]->collect(result.metrics[static_cast<size_t>(r)]);
+    for (size_t r = 0; r < static_cast<size_t>(stages); ++r) {
+      policies[r]->collect(result.metrics[r]);
+      if (routes[r]) routes[r]->collect(result.metrics[r]);
+    }
   }
   for (const auto& s : owned) {
     for (const at::Tensor& p : s->parameters()) result.weights.push_back(p.item<double>());

@@ -302,7 +302,6 @@ class Probe : public StagePolicy {
     inner_.before_backward(st, mb);
     passes.push_back({'B', mb, live, value(st), f31});
   }
-  Message backward(Stage& st, int mb, const std::vector<Message>& in) override { return inner_.backward(st, mb, in); }
   void after_backward(Stage& st, int mb) override { inner_.after_backward(st, mb); }
   void update(Stage& st) override { inner_.update(st); }
   void end(Stage& st) override { inner_.end(st); }

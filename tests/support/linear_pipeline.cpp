@@ -35,7 +35,8 @@ LinearPipeline::LinearPipeline(const std::string& scheme_yaml, const std::string
     stages.push_back(std::make_unique<Stage>(std::move(spec)));
     stages.back()->set_optimizer(optimizer->make(stages.back()->parameters()));
     policies.push_back(scheme->make_policy(*stages.back()));
-    slots.push_back({stages.back().get(), policies.back().get()});
+    routes.push_back(scheme->make_route(*stages.back()));
+    slots.push_back({stages.back().get(), policies.back().get(), routes.back().get()});
   }
 }
 

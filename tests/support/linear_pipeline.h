@@ -17,6 +17,7 @@ struct LinearPipeline {
   std::unique_ptr<Scheme> scheme;
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<std::unique_ptr<StagePolicy>> policies;
+  std::vector<std::unique_ptr<GradientRoute>> routes;
   std::vector<StageSlot> slots;
 };
 

@@ -38,6 +38,7 @@ struct Options {
 struct Pipeline {
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<std::unique_ptr<StagePolicy>> policies;
+  std::vector<std::unique_ptr<GradientRoute>> routes;
   std::vector<StageSlot> slots;
   std::unique_ptr<Scheme> scheme;
   Pipeline(const Options& o) {
@@ -58,7 +59,8 @@ struct Pipeline {
       stages.push_back(std::make_unique<Stage>(std::move(spec)));
       stages.back()->set_optimizer(sgd->make(stages.back()->parameters()));
       policies.push_back(scheme->make_policy(*stages.back()));
-      slots.push_back({stages.back().get(), policies.back().get()});
+      routes.push_back(scheme->make_route(*stages.back()));
+      slots.push_back({stages.back().get(), policies.back().get(), routes.back().get()});
     }
   }
 };

@@ -61,6 +61,7 @@ int stages_on(const Scheme& scheme, int devices) {
 struct Pipeline {
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<std::unique_ptr<StagePolicy>> policies;
+  std::vector<std::unique_ptr<GradientRoute>> routes;
   std::vector<StageSlot> slots;
   Pipeline(const Options& o, const Scheme& scheme, int count) {
     auto source = std::make_shared<ConfigSource>("bench");
@@ -80,7 +81,8 @@ struct Pipeline {
       stages.push_back(std::make_unique<Stage>(std::move(spec)));
       stages.back()->set_optimizer(sgd->make(stages.back()->parameters()));
       policies.push_back(scheme.make_policy(*stages.back()));
-      slots.push_back({stages.back().get(), policies.back().get()});
+      routes.push_back(scheme.make_route(*stages.back()));
+      slots.push_back({stages.back().get(), policies.back().get(), routes.back().get()});
     }
   }
 };
