@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -94,6 +95,39 @@ std::string first_line(const std::exception& e) {
 
 bool available() { return true; }
 
+namespace {
+
+/// Whether torchrun's agent serves the store at `master` (TORCHELASTIC_USE_AGENT_STORE, at
+/// the agent's own MASTER_ADDR:MASTER_PORT): then every rank joins as a client, rank 0
+/// too, as torch.distributed's env:// rendezvous does (a second server there would fail).
+bool agent_serves(const Endpoint& master) {
+  const char* use = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  return use && std::string(use) == "True" && addr && master.host == addr && port && std::to_string(master.port) == port;
+}
+
+/// This rank's Gloo devices, as torch.distributed picks them: the interfaces named in
+/// GLOO_SOCKET_IFNAME (comma-separated), else this machine's own address. A rendezvous on
+/// the loopback means every rank is on this machine: they meet there.
+std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Endpoint& master) {
+  std::vector<std::shared_ptr<::gloo::transport::Device>> out;
+  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names && *names) {
+    std::string list = names;
+    for (size_t p = 0, q; p <= list.size(); p = q + 1) {
+      q = std::min(list.find(',', p), list.size());
+      if (q > p) out.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(list.substr(p, q - p)));
+    }
+    if (!out.empty()) return out;
+  }
+  const bool loopback = master.host == "localhost" || master.host.rfind("127.", 0) == 0 || master.host == "::1";
+  out.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname(master.host)
+                         : c10d::ProcessGroupGloo::createDefaultDevice());
+  return out;
+}
+
+}  // namespace
+
 struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
@@ -108,15 +142,20 @@ ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options), imp
   impl_->timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(options.master.port);
-  so.isServer = options.rank == 0;
+  so.isServer = options.rank == 0 && !agent_serves(options.master);
   so.numWorkers = static_cast<size_t>(options.world_size);
   so.waitWorkers = true;
   so.timeout = impl_->timeout;
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(options.master.host, so);
+    // A group torchrun restarted may meet in the store of the attempt before it, whose keys
+    // (the dead ranks' addresses) must not be read as this attempt's.
+    if (const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT"); attempt && *attempt) {
+      impl_->store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("attempt{}", attempt), impl_->store);
+    }
     auto go = c10d::ProcessGroupGloo::Options::create();
     go->timeout = impl_->timeout;
-    go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.master.host));
+    go->devices = gloo_devices(options.master);
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, options.rank, options.world_size, go);
   } catch (const std::exception& e) {
     const std::string why = first_line(e);
@@ -147,7 +186,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ran
     impl->store = c10::make_intrusive<c10d::PrefixStore>("pipelab/" + name, impl_->store);
     auto go = c10d::ProcessGroupGloo::Options::create();
     go->timeout = impl->timeout;
-    go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options_.master.host));
+    go->devices = gloo_devices(options_.master);
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, o.rank, o.world_size, go);
   } catch (const std::exception& e) {
     throw PeerError(fmt::format("rank {} could not join the group of ranks {} ({}): {}", options_.rank,

@@ -1,7 +1,11 @@
 /// pipelab run FILE [--set key.path=value ...] [--overwrite] [--quiet]
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <optional>
+
 #include "core/config/yaml_file.h"
+#include "core/dist/launch_env.h"
 #include "core/train/runner.h"
 #include "tools/cli/options.h"
 
@@ -20,6 +24,56 @@ bool distributed_in(const std::string& file, const std::vector<std::string>& set
   return type.IsDefined() && type.IsScalar() && type.Scalar() == "distributed";
 }
 
+/// This process's place in a multi-process run.
+struct Place {
+  int rank = 0;
+  int world_size = 1;
+  std::string master;
+  /// The launcher restarted the group after a failure (torchrun --max-restarts): this
+  /// attempt continues the run.
+  bool restarted = false;
+};
+
+/// The flags, else the launcher's environment (torchrun's or SLURM's; core/dist/launch_env.h),
+/// each flag overriding its variable; nothing for a one-process run. Processes on this
+/// machine share its cores as under `pipelab launch` (PIPELAB_LOCAL_PROCESSES).
+std::optional<Place> place_in_run(const po::variables_map& vm) {
+  const std::optional<dist::LaunchEnv> env = dist::launch_env();
+  const bool flags = vm.count("rank") || vm.count("world-size");
+  if (!flags && !env) return std::nullopt;
+  if (vm.count("rank") != vm.count("world-size") && !env) throw UsageError{"--rank and --world-size go together"};
+  Place p;
+  p.rank = vm.count("rank") ? vm["rank"].as<int>() : env->rank;
+  p.world_size = vm.count("world-size") ? vm["world-size"].as<int>() : env->world_size;
+  p.master = vm.count("master") ? vm["master"].as<std::string>() : env ? env->master.str() : "127.0.0.1:29500";
+  p.restarted = env && env->restart_count > 0;
+  if (p.world_size < 1 || p.rank < 0 || p.rank >= p.world_size) {
+    throw UsageError{fmt::format("rank {} of {} processes: ranks are 0 .. {}{}", p.rank, p.world_size,
+                                 p.world_size - 1, env ? fmt::format(" (from {}'s environment and the flags)", env->launcher) : "")};
+  }
+  // One process: a plain run, whatever launched it (torchrun --nproc-per-node 1, srun -n 1).
+  if (!flags && p.world_size == 1) return std::nullopt;
+  if (env && env->local_world_size > 0) ::setenv("PIPELAB_LOCAL_PROCESSES", std::to_string(env->local_world_size).c_str(), 0);
+  return p;
+}
+
+/// The --set values that make the experiment's executor this rank of `place`.
+void join_run(const Place& place, const std::string& file, std::vector<std::string>& sets) {
+  const std::string where =
+      fmt::format("rank: {}, world_size: {}, master: '{}'", place.rank, place.world_size, place.master);
+  if (distributed_in(file, sets)) {
+    // The file's distributed section keeps its other options (timeout_s).
+    for (const auto& kv : {std::pair<const char*, std::string>{"rank", std::to_string(place.rank)},
+                           {"world_size", std::to_string(place.world_size)},
+                           {"master", "'" + place.master + "'"}}) {
+      sets.push_back(fmt::format("run.executor.{}={}", kv.first, kv.second));
+    }
+  } else {
+    // First, so that a user's --set run.executor.timeout_s=... still applies on top.
+    sets.insert(sets.begin(), fmt::format("run.executor={{type: distributed, {}}}", where));
+  }
+}
+
 }  // namespace
 
 int run(const Args& args) {
@@ -35,8 +89,9 @@ int run(const Args& args) {
       "name", po::value<std::string>(), "the run's title in its summary (default: the file's name)")(
       "rank", po::value<int>(), "join a multi-process run as this rank (with --world-size and --master)")(
       "world-size", po::value<int>(), "number of processes of the multi-process run")(
-      "master", po::value<std::string>()->default_value("127.0.0.1:29500"),
-      "host:port of the rendezvous store, served by rank 0");
+      "master", po::value<std::string>(),
+      "host:port of the rendezvous store, served by rank 0 (default: the launcher's MASTER_ADDR:MASTER_PORT, else "
+      "127.0.0.1:29500)");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
@@ -45,33 +100,21 @@ int run(const Args& args) {
                    "Trains the experiment in FILE and writes its results to run.output\n"
                    "(config.yaml, metrics/, summary.json, checkpoints/). With --rank, this process is one\n"
                    "rank of a multi-process run over c10d (run.executor becomes `distributed`); start\n"
-                   "every rank the same way, or let `pipelab launch --nproc N FILE` do it.",
+                   "every rank the same way, or let `pipelab launch --nproc N FILE` do it. Without --rank,\n"
+                   "the environment of torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or of SLURM's\n"
+                   "srun (SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NODELIST) places it the same way; flags\n"
+                   "override the environment. After torchrun restarts a failed group, the run resumes.",
              options, positional, vm)) {
     return 0;
   }
-  if (vm.count("rank") != vm.count("world-size")) throw UsageError{"--rank and --world-size go together"};
-  if (vm.count("rank")) {
-    const std::string where =
-        fmt::format("rank: {}, world_size: {}, master: '{}'", vm["rank"].as<int>(), vm["world-size"].as<int>(),
-                    vm["master"].as<std::string>());
-    if (distributed_in(file, sets)) {
-      // The file's distributed section keeps its other options (timeout_s).
-      for (const auto& kv : {std::pair<const char*, std::string>{"rank", std::to_string(vm["rank"].as<int>())},
-                             {"world_size", std::to_string(vm["world-size"].as<int>())},
-                             {"master", "'" + vm["master"].as<std::string>() + "'"}}) {
-        sets.push_back(fmt::format("run.executor.{}={}", kv.first, kv.second));
-      }
-    } else {
-      // First, so that a user's --set run.executor.timeout_s=... still applies on top.
-      sets.insert(sets.begin(), fmt::format("run.executor={{type: distributed, {}}}", where));
-    }
-  }
+  const std::optional<Place> place = place_in_run(vm);
+  if (place) join_run(*place, file, sets);
   Experiment experiment = Experiment::load(file, sets);
   if (vm.count("name")) experiment.name = vm["name"].as<std::string>();
   RunnerOptions ro;
   ro.overwrite = vm.count("overwrite") > 0;
   ro.quiet = vm.count("quiet") > 0;
-  ro.resume = vm.count("resume") > 0;
+  ro.resume = vm.count("resume") > 0 || (place && place->restarted);
   ro.stop_after = vm["stop-after"].as<int>();
   if (ro.stop_after < 0) throw UsageError{"--stop-after must be >= 0"};
   Runner runner(experiment, ro);
