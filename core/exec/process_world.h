@@ -28,6 +28,7 @@ class ProcessWorld : public World {
   std::vector<std::string> gather_text(const std::string& key, const std::string& text) override;
   std::vector<at::Tensor> gather_rows(const at::Tensor& rows) override;
   void merge_stats(ExecStats& stats) override;
+  bool runs_stage(int stage) const override { return attached() && stage_owner(stage) == options_.rank; }
   /// Over a c10d subgroup of the members' ranks, one member per rank (a stage's replicas, or
   /// every stage for a model-wide clip or tie; dist/group_all_reduce.h); a plan of one member
   /// stays in this process. Every rank calls it for every plan, in the same order.

@@ -32,6 +32,9 @@ class World {
   virtual bool writes_records() const { return true; }
   /// "" in one process; else this process's name for its own log folder ("rank1").
   virtual std::string process_name() const { return ""; }
+  /// Whether this process runs stage `stage` (its weights, optimizer and policy state are
+  /// this process's to save and restore); every stage in one process.
+  virtual bool runs_stage(int /*stage*/) const { return true; }
   /// Brings every stage's weights into this process's copies (before a checkpoint). A
   /// collective: every process calls it at the same point.
   virtual void gather_weights(std::vector<StageSlot>& /*slots*/) {}

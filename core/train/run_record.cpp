@@ -109,12 +109,7 @@ std::string first_difference(const YAML::Node& a, const YAML::Node& b, const std
 
 void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
   if (log_only_) {
-    std::error_code ec;
-    fs::create_directories(dir_, ec);
-    if (ec) throw UserError(fmt::format("{}: cannot create the folder ({}).", dir_, ec.message()));
-    claim();
-    write_file_atomic((fs::path(dir_) / "config.yaml").string(), emit(resolved_config));
-    log_.open(fs::path(dir_) / "log.txt", std::ios::trunc | std::ios::binary);
+    begin_log_only(resolved_config, false);
     return;
   }
   if (finished(dir_) && !overwrite) {
@@ -128,7 +123,7 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
   if (ec) throw UserError(fmt::format("{}: cannot create the run folder ({}).", dir_, ec.message()));
   claim();
   for (const char* stale : {"summary.json", "metrics/steps.jsonl", "metrics/epochs.jsonl", "log.txt",
-                            "checkpoints/state.pt"}) {
+                            "checkpoints/state.pt", "checkpoints/state.prev.pt"}) {
     fs::remove(fs::path(dir_) / stale, ec);
   }
   write_file_atomic((fs::path(dir_) / "config.yaml").string(), emit(resolved_config));
@@ -136,15 +131,37 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
   open_streams();
 }
 
+void RunRecord::begin_log_only(const YAML::Node& resolved_config, bool resuming) {
+  std::error_code ec;
+  fs::create_directories(fs::path(dir_) / "checkpoints", ec);
+  if (ec) throw UserError(fmt::format("{}: cannot create the folder ({}).", dir_, ec.message()));
+  claim();
+  if (!resuming) {
+    // A process's own training states: stale ones from an earlier run would mislead --resume.
+    for (const char* stale : {"checkpoints/state.pt", "checkpoints/state.prev.pt"}) fs::remove(fs::path(dir_) / stale, ec);
+  }
+  write_file_atomic((fs::path(dir_) / "config.yaml").string(), emit(resolved_config));
+  log_.open(fs::path(dir_) / "log.txt", (resuming ? std::ios::app : std::ios::trunc) | std::ios::binary);
+}
+
 void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
+  if (log_only_) {
+    // It keeps no metrics: the writer cuts those back.
+    begin_log_only(resolved_config, true);
+    return;
+  }
   claim();
   // Provenance (version, git revision) may differ, and so may run.output (a run folder
-  // copied or moved elsewhere resumes there); the experiment itself may not.
+  // copied or moved elsewhere resumes there) and where the processes meet (a new port, or
+  // the host torchrun or SLURM picked this time); the experiment itself may not.
   const auto comparable = [](const YAML::Node& n) {
     YAML::Node copy = YAML::Clone(n);
     if (copy.IsMap()) {
       copy.remove("pipelab");
-      if (copy["run"].IsMap()) copy["run"].remove("output");
+      if (copy["run"].IsMap()) {
+        copy["run"].remove("output");
+        if (copy["run"]["executor"].IsMap()) copy["run"]["executor"].remove("master");
+      }
     }
     return copy;
   };

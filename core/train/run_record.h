@@ -87,6 +87,8 @@ class RunRecord {
 
  private:
   void open_streams();
+  /// begin() and resume() of a log-only record: its folder, config.yaml and log.txt.
+  void begin_log_only(const YAML::Node& resolved_config, bool resuming);
   /// Appends a line and hands it to the OS (the stream stays open between steps).
   void write_line(std::ofstream& out, const char* name, const std::string& line);
   /// Flushes `out` and throws WriteError if anything written to it failed.

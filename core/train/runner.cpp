@@ -10,6 +10,7 @@
 #include "core/schedule/timeline.h"
 #include "core/scheme/replicas.h"
 #include "core/train/feeds.h"
+#include "core/train/resume_point.h"
 #include "core/train/runner.h"
 #include "core/train/shadow_sync.h"
 #include "core/train/stage_costs.h"
@@ -171,6 +172,26 @@ std::vector<StagePolicy*> Runner::policies() const {
   return out;
 }
 
+namespace {
+
+/// The stages this process runs, and their policies: what its training state holds.
+struct OwnStages {
+  std::vector<Stage*> stages;
+  std::vector<StagePolicy*> policies;
+};
+
+OwnStages own_stages(const World& world, const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies) {
+  OwnStages out;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (!world.runs_stage(static_cast<int>(i))) continue;
+    out.stages.push_back(stages[i]);
+    out.policies.push_back(policies[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
 void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgress& progress, const EpochMetrics& m,
                           bool save_state) {
   record.epoch(m);
@@ -189,8 +210,12 @@ void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgre
   if (e_.run.checkpoint_every > 0 && m.epoch % e_.run.checkpoint_every == 0) {
     save_checkpoint(record, fmt::format("epoch_{}.pt", m.epoch));
   }
-  if (save_state && e_.executor->world().process_name().empty()) {
-    save_training_state(record.state_path(), progress, stages(), policies());
+  if (save_state) {
+    // Every process its own stages (core/train/resume_point.h).
+    const OwnStages own = own_stages(e_.executor->world(), stages(), policies());
+    save_state_keeping_previous(record.state_path(), [&](const std::string& path) {
+      save_training_state(path, progress, own.stages, own.policies);
+    });
   }
 }
 
@@ -267,15 +292,14 @@ RunSummary Runner::run() {
   const bool writer = e_.executor->world().writes_records();
   if (!writer) options_.quiet = true;
   RunRecord record = writer ? RunRecord(e_.run.output) : RunRecord::log_only(e_.run.output + "/ranks/" + process);
-  if (!process.empty() && (options_.resume || e_.scheme->span() == Span::Run)) {
-    throw UserError(options_.resume ? "--resume is not supported for multi-process runs yet. Fix: run again with "
-                                      "--overwrite, or resume with a single-process executor."
-                                    : "flush: never is not supported for multi-process runs yet. Fix: use flush: "
-                                      "epoch, or a single-process executor (threaded).");
+  if (!process.empty() && e_.scheme->span() == Span::Run) {
+    throw UserError("flush: never is not supported for multi-process runs yet. Fix: use flush: epoch, or a "
+                    "single-process executor (threaded).");
   }
   RunSummary summary;
   summary.dir = e_.run.output;
-  if (options_.resume && RunRecord::finished(record.dir())) {
+  // The writer knows; every process must stop with it.
+  if (options_.resume && e_.executor->world().any(writer && RunRecord::finished(record.dir()))) {
     summary.status = "already finished";
     if (!options_.quiet) std::cout << record.dir() << " already holds a finished run; nothing to resume.\n";
     return summary;
@@ -283,8 +307,10 @@ RunSummary Runner::run() {
   TrainingProgress progress;
   // A flushless run has no epoch boundary to resume from: it restarts.
   const bool flushless = e_.scheme->span() == Span::Run;
-  if (options_.resume && !flushless && std::filesystem::exists(record.state_path())) {
-    progress = load_training_state(record.state_path(), stages(), policies());
+  // Each process restores its own stages, from the newest epoch all of them hold.
+  if (options_.resume && !flushless && agree_resume_epoch(e_.executor->world(), record.state_path()) > 0) {
+    const OwnStages own = own_stages(e_.executor->world(), stages(), policies());
+    progress = load_training_state(record.state_path(), own.stages, own.policies);
     record.resume(resolved_config(), progress.epochs_done);
     if (!options_.quiet) std::cout << fmt::format("resuming {} after epoch {}\n", record.dir(), progress.epochs_done);
   } else {

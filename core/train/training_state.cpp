@@ -1,5 +1,7 @@
 #include "core/train/training_state.h"
 
+#include <filesystem>
+
 #include "core/io/pt_file.h"
 #include "core/train/state_dict.h"
 
@@ -62,6 +64,13 @@ void save_training_state(const std::string& path, const TrainingProgress& progre
   }
   root.insert("history", history);
   save_pt(path, root);
+}
+
+int saved_epochs(const std::string& path) {
+  if (!std::filesystem::exists(path)) return -1;
+  const c10::IValue value = load_pt(path);
+  if (!value.isGenericDict()) throw UserError(fmt::format("{}: not a pipelab training state.", path));
+  return static_cast<int>(at_key(value.toGenericDict(), "epochs_done", path).toInt());
 }
 
 TrainingProgress load_training_state(const std::string& path, const std::vector<Stage*>& stages,

@@ -24,6 +24,9 @@ struct TrainingProgress {
 void save_training_state(const std::string& path, const TrainingProgress& progress,
                          const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies);
 
+/// The epochs finished when `path` was saved; -1 when there is no such file.
+int saved_epochs(const std::string& path);
+
 /// Restores what save_training_state wrote into `stages` and `policies`; returns the progress.
 TrainingProgress load_training_state(const std::string& path, const std::vector<Stage*>& stages,
                                      const std::vector<StagePolicy*>& policies);

@@ -70,11 +70,13 @@ int launch(const Args& args) {
       "set", po::value(&sets)->composing(), "override a value, as in pipelab run (repeatable)")(
       "overwrite", "replace a finished run in the output folder")(
       "resume", "continue an interrupted run from its last finished epoch, as in pipelab run")(
+      "stop-after", po::value<int>()->default_value(0), "end this session after N epochs, as in pipelab run")(
       "quiet,q", "no progress bar and no per-epoch lines");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
-  if (!parse(args, "pipelab launch --nproc N FILE [--set key.path=value ...] [--overwrite] [--resume] [--quiet]\n\n"
+  if (!parse(args, "pipelab launch --nproc N FILE [--set key.path=value ...] [--overwrite] [--resume] [--stop-after N]\n"
+                   "                              [--quiet]\n\n"
                    "Runs FILE as one distributed run of N local processes over c10d (Gloo): rank r runs\n"
                    "devices [r*D/N, (r+1)*D/N) of the scheme's D devices (one stage each, or several:\n"
                    "docs/schedules.md). The process with the last stage writes the results to\n"
@@ -83,6 +85,7 @@ int launch(const Args& args) {
     return 0;
   }
   if (nproc < 1) throw UsageError{"--nproc must be >= 1"};
+  if (vm["stop-after"].as<int>() < 0) throw UsageError{"--stop-after must be >= 0"};
   if (port == 0) port = dist::free_port();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   remove_stale_launch_folders();
@@ -108,6 +111,7 @@ int launch(const Args& args) {
     for (const char* flag : {"overwrite", "resume", "quiet"}) {
       if (vm.count(flag)) argv.push_back(std::string("--") + flag);
     }
+    if (const int n = vm["stop-after"].as<int>(); n > 0) argv.insert(argv.end(), {"--stop-after", std::to_string(n)});
     const std::string out = (tmp / fmt::format("rank{}.out", r)).string();
     // The ranks share this machine's cores: each takes its share of the run's thread budget.
     children.emplace_back(argv, std::vector<std::string>{fmt::format("PIPELAB_LOCAL_PROCESSES={}", nproc)}, out);

@@ -1,0 +1,128 @@
+// Multi-process runs the ecosystem's way: torchrun (the installed torch's, as
+// `python3 -m torch.distributed.run`) starts the ranks, which read its environment; --resume
+// continues a multi-process run bit for bit, even when its processes saved different
+// epochs last; and a worker killed mid-epoch under --max-restarts makes the group restart
+// and resume to the uninterrupted run's bytes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/dist/process_group.h"
+#include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
+
+namespace pipelab {
+namespace {
+
+using testing::expect_same_run;
+using testing::pipelab;
+
+const char* kLonger = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 4], dropout: 0.1}
+dataset:   {type: synthetic, samples: 256, test_samples: 32, shape: [12], classes: 4}
+partition: {stages: 2}
+scheme:    {type: pipedream_flush, chunks: 2}
+optimizer: {type: adam, lr: 0.01}
+run:       {epochs: 3, batch_size: 16, seed: 2, threads: 1, progress: false}
+)";
+
+/// `torchrun --no-python --nproc-per-node 2 ... pipelab run FILE ARGS` from the installed torch.
+std::string torchrun(const std::string& torchrun_args, const std::string& file, const std::string& args) {
+  return fmt::format("OMP_NUM_THREADS=1 python3 -m torch.distributed.run --no-python --nproc-per-node 2 "
+                     "--master-addr 127.0.0.1 --master-port {} {} {} run {} {}",
+                     dist::free_port(), torchrun_args, PIPELAB_BINARY, file, args);
+}
+
+TEST(MultiProcessResume, AStoppedLaunchResumesBitForBit) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kLonger);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
+  ASSERT_EQ(c1, 0) << out1;
+  const std::string launch = fmt::format("launch --nproc 2 {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("two"));
+  const auto [c2, out2] = pipelab(launch + " --stop-after 1");
+  ASSERT_EQ(c2, 0) << out2;
+  // Each process keeps its own stages' state: the writer (rank 1) in the run folder, rank 0 in its own.
+  EXPECT_TRUE(std::filesystem::exists(dir.file("two/checkpoints/state.pt")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("two/ranks/rank0/checkpoints/state.pt")));
+  const auto [c3, out3] = pipelab(launch + " --resume");
+  ASSERT_EQ(c3, 0) << out3;
+  expect_same_run(dir.file("one"), dir.file("two"));
+}
+
+TEST(MultiProcessResume, ProcessesThatSavedDifferentEpochsResumeFromTheOlder) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kLonger);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
+  ASSERT_EQ(c1, 0) << out1;
+  const std::string launch = fmt::format("launch --nproc 2 {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("two"));
+  const auto [c2, out2] = pipelab(launch + " --stop-after 2");
+  ASSERT_EQ(c2, 0) << out2;
+  // As if killed between the two processes' saves of epoch 2: rank 0 holds epoch 1 only.
+  const std::string rank0 = dir.file("two/ranks/rank0/checkpoints/");
+  std::filesystem::rename(rank0 + "state.prev.pt", rank0 + "state.pt");
+  const auto [c3, out3] = pipelab(launch + " --resume");
+  ASSERT_EQ(c3, 0) << out3;
+  expect_same_run(dir.file("one"), dir.file("two"));
+}
+
+TEST(Torchrun, TwoWorkersEqualOneProcess) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  if (!testing::python_torch_available()) GTEST_SKIP() << "python3 cannot import torch: no torchrun to test with";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
+  ASSERT_EQ(c1, 0) << out1;
+  const auto [c2, out2] =
+      testing::shell(torchrun("", dir.file("e.yaml"), fmt::format("--quiet --set run.output={}", dir.file("two"))));
+  ASSERT_EQ(c2, 0) << out2;
+  expect_same_run(dir.file("one"), dir.file("two"));
+  // Rank 0 joined as rank 0 (not as a second whole run): its own log, no results.
+  EXPECT_TRUE(std::filesystem::exists(dir.file("two/ranks/rank0/log.txt"))) << out2;
+  EXPECT_NE(testing::read_text(dir.file("two/config.yaml")).find("world_size: 2"), std::string::npos);
+}
+
+TEST(Torchrun, AKilledWorkerRestartsTheGroupWhichResumes) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  if (!testing::python_torch_available()) GTEST_SKIP() << "python3 cannot import torch: no torchrun to test with";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kLonger);
+  const std::string sets = "--set dataset.samples=2048";
+  const auto [c1, out1] =
+      pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
+  ASSERT_EQ(c1, 0) << out1;
+  // 128 steps an epoch: once epoch 2 is under way, SIGKILL the newest worker.
+  const std::string run = dir.file("two");
+  const auto [c2, out2] = testing::shell(fmt::format(
+      "{} & T=$!; while [ $(cat {}/metrics/steps.csv 2>/dev/null | wc -l) -lt 170 ]; do sleep 0.01; done; "
+      "pkill -9 -n -f 'run.output={}'; wait $T",
+      torchrun("--max-restarts 2", dir.file("e.yaml"), fmt::format("{} --set run.output={}", sets, run)), run, run));
+  ASSERT_EQ(c2, 0) << out2;
+  EXPECT_NE(out2.find("resuming"), std::string::npos) << "the group was not restarted:\n" << out2;
+  expect_same_run(dir.file("one"), run);
+}
+
+TEST(Torchrun, AHalfSetEnvironmentIsAClearError) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const auto [code, out] = testing::shell(fmt::format("RANK=1 {} run {} --set run.output={}", PIPELAB_BINARY,
+                                                      dir.file("e.yaml"), dir.file("run")));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("torchrun launch (RANK is set) but WORLD_SIZE is not"), std::string::npos) << out;
+  const auto [c2, out2] = testing::shell(fmt::format("SLURM_PROCID=0 SLURM_NTASKS=2 {} run {} --set run.output={}",
+                                                     PIPELAB_BINARY, dir.file("e.yaml"), dir.file("run")));
+  EXPECT_EQ(c2, 2) << out2;
+  EXPECT_NE(out2.find("SLURM_JOB_NODELIST"), std::string::npos) << out2;
+  // One process, whatever launched it, is a plain run.
+  const auto [c3, out3] = testing::shell(fmt::format("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 {} run {} "
+                                                     "--quiet --set run.epochs=1 --set run.output={}",
+                                                     PIPELAB_BINARY, dir.file("e.yaml"), dir.file("run")));
+  EXPECT_EQ(c3, 0) << out3;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run/ranks")));
+}
+
+}  // namespace
+}  // namespace pipelab
