@@ -56,6 +56,44 @@ class Tail {
   size_t offset_ = 0;
 };
 
+/// What `pipelab run` takes from this command line, for every rank the same.
+void add_run_flags(const po::variables_map& vm, const std::vector<std::string>& sets, std::vector<std::string>& argv) {
+  for (const std::string& s : sets) argv.insert(argv.end(), {"--set", s});
+  for (const char* flag : {"overwrite", "resume", "quiet"}) {
+    if (vm.count(flag)) argv.push_back(std::string("--") + flag);
+  }
+  if (const int n = vm["stop-after"].as<int>(); n > 0) argv.insert(argv.end(), {"--stop-after", std::to_string(n)});
+}
+
+/// Waits for every rank, printing their output; stops the others once one fails (they would
+/// lose their peer and stop within their timeout: no need to wait that long). Returns the
+/// rank that failed first, -1 when none did. Of ranks that failed in the same round, one
+/// with its own reason goes before one that exited 1 because it lost its peer.
+int wait_for_ranks(std::vector<tools::ChildProcess>& children, std::vector<Tail>& tails) {
+  int first_failure = -1;
+  for (bool running = true; running;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    running = false;
+    const bool had_failure = first_failure >= 0;
+    for (size_t r = 0; r < children.size(); ++r) {
+      tails[r].drain(false);
+      tools::ChildProcess& c = children[r];
+      if (!c.poll()) {
+        running = true;
+      } else if (c.exit_code() != 0 && !had_failure &&
+                 (first_failure < 0 || (children[static_cast<size_t>(first_failure)].exit_code() == 1 && c.exit_code() != 1))) {
+        first_failure = static_cast<int>(r);
+      }
+    }
+    if (first_failure >= 0 || stop_requested()) {
+      for (tools::ChildProcess& c : children) {
+        if (!c.poll()) c.terminate();
+      }
+    }
+  }
+  return first_failure;
+}
+
 }  // namespace
 
 int launch(const Args& args) {
@@ -107,36 +145,13 @@ int launch(const Args& args) {
   for (int r = 0; r < nproc; ++r) {
     std::vector<std::string> argv{self, "run", file, "--rank", std::to_string(r), "--world-size", std::to_string(nproc),
                                   "--master", fmt::format("127.0.0.1:{}", port)};
-    for (const std::string& s : sets) argv.insert(argv.end(), {"--set", s});
-    for (const char* flag : {"overwrite", "resume", "quiet"}) {
-      if (vm.count(flag)) argv.push_back(std::string("--") + flag);
-    }
-    if (const int n = vm["stop-after"].as<int>(); n > 0) argv.insert(argv.end(), {"--stop-after", std::to_string(n)});
+    add_run_flags(vm, sets, argv);
     const std::string out = (tmp / fmt::format("rank{}.out", r)).string();
     // The ranks share this machine's cores: each takes its share of the run's thread budget.
     children.emplace_back(argv, std::vector<std::string>{fmt::format("PIPELAB_LOCAL_PROCESSES={}", nproc)}, out);
     tails.emplace_back(out, nproc > 1 ? fmt::format("[rank {}] ", r) : "");
   }
-  int first_failure = -1;
-  for (bool running = true; running;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    running = false;
-    for (int r = 0; r < nproc; ++r) {
-      tails[static_cast<size_t>(r)].drain(false);
-      tools::ChildProcess& c = children[static_cast<size_t>(r)];
-      if (!c.poll()) {
-        running = true;
-      } else if (c.exit_code() != 0 && first_failure < 0) {
-        first_failure = r;
-      }
-    }
-    // The others lose their peer and stop within their timeout; do not wait that long.
-    if (first_failure >= 0 || stop_requested()) {
-      for (tools::ChildProcess& c : children) {
-        if (!c.poll()) c.terminate();
-      }
-    }
-  }
+  const int first_failure = wait_for_ranks(children, tails);
   for (Tail& t : tails) t.drain(true);
   if (stop_requested()) {
     std::cerr << "pipelab launch: stopped; every rank was terminated.\n";
