@@ -17,18 +17,23 @@ std::optional<std::string> value(const Getenv& get, const char* name) {
   return std::string(v);
 }
 
-int number(const Getenv& get, const char* name, int minimum) {
+/// `name`'s value as a whole number in [minimum, maximum]; a UserError naming it otherwise.
+int number(const Getenv& get, const char* name, int minimum, int maximum = 1 << 24) {
   const std::string text = *value(get, name);
   try {
     size_t used = 0;
     const long n = std::stol(text, &used);
-    if (used == text.size() && n >= minimum && n <= 1 << 24) return static_cast<int>(n);
+    if (used == text.size() && n >= minimum && n <= maximum) return static_cast<int>(n);
   } catch (const std::exception&) {
   }
-  throw UserError(fmt::format("the environment variable {}='{}' is not a whole number >= {}. Fix: set it as the "
+  const std::string range = maximum == 1 << 24 ? fmt::format(">= {}", minimum) : fmt::format("in {} .. {}", minimum, maximum);
+  throw UserError(fmt::format("the environment variable {}='{}' is not a whole number {}. Fix: set it as the "
                               "launcher does, or unset it.",
-                              name, text, minimum));
+                              name, text, range));
 }
+
+/// MASTER_PORT, a TCP port.
+int master_port(const Getenv& get) { return number(get, "MASTER_PORT", 1, 65535); }
 
 std::string missing_error(const std::string& launcher, const std::string& set, const std::string& missing) {
   return fmt::format("the environment looks like a {} launch ({} is set) but {} is not. Fix: start pipelab with the "
@@ -53,8 +58,7 @@ std::optional<LaunchEnv> torchrun(const Getenv& get) {
   if (value(get, "LOCAL_RANK")) env.local_rank = number(get, "LOCAL_RANK", 0);
   if (value(get, "LOCAL_WORLD_SIZE")) env.local_world_size = number(get, "LOCAL_WORLD_SIZE", 1);
   env.master.host = *value(get, "MASTER_ADDR");
-  env.master.port = number(get, "MASTER_PORT", 1);
-  if (env.master.port > 65535) throw UserError(fmt::format("MASTER_PORT={} is not a port. Fix: 1 .. 65535.", env.master.port));
+  env.master.port = master_port(get);
   env.agent_store = value(get, "TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
   if (value(get, "TORCHELASTIC_RESTART_COUNT")) env.restart_count = number(get, "TORCHELASTIC_RESTART_COUNT", 0);
   return env;
@@ -89,7 +93,7 @@ std::optional<LaunchEnv> slurm(const Getenv& get) {
     throw UserError(missing_error(env.launcher, "SLURM_PROCID", "MASTER_ADDR (or SLURM_JOB_NODELIST)"));
   }
   if (value(get, "MASTER_PORT")) {
-    env.master.port = number(get, "MASTER_PORT", 1);
+    env.master.port = master_port(get);
   } else {
     // Two jobs sharing a node must not meet at one port: each job gets its own, the same
     // on all of its ranks.
@@ -97,7 +101,6 @@ std::optional<LaunchEnv> slurm(const Getenv& get) {
     const bool digits = job.find_first_not_of("0123456789") == std::string::npos;
     env.master.port = 29500 + (digits ? std::stoi(job.substr(job.size() > 3 ? job.size() - 3 : 0)) : 0);
   }
-  if (env.master.port > 65535) throw UserError(fmt::format("MASTER_PORT={} is not a port. Fix: 1 .. 65535.", env.master.port));
   return env;
 }
 

@@ -19,6 +19,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "core/dist/launch_env.h"
 #include "core/util/error.h"
 
 #ifdef PIPELAB_HAVE_GLOO
@@ -97,14 +98,11 @@ bool available() { return true; }
 
 namespace {
 
-/// Whether torchrun's agent serves the store at `master` (TORCHELASTIC_USE_AGENT_STORE, at
-/// the agent's own MASTER_ADDR:MASTER_PORT): then every rank joins as a client, rank 0
-/// too, as torch.distributed's env:// rendezvous does (a second server there would fail).
-bool agent_serves(const Endpoint& master) {
-  const char* use = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-  const char* addr = std::getenv("MASTER_ADDR");
-  const char* port = std::getenv("MASTER_PORT");
-  return use && std::string(use) == "True" && addr && master.host == addr && port && std::to_string(master.port) == port;
+/// Whether torchrun's agent serves the store at `master` (its own MASTER_ADDR:MASTER_PORT,
+/// TORCHELASTIC_USE_AGENT_STORE): then every rank joins as a client, rank 0 too, as
+/// torch.distributed's env:// rendezvous does (a second server there would fail).
+bool agent_serves(const std::optional<LaunchEnv>& env, const Endpoint& master) {
+  return env && env->agent_store && env->master.str() == master.str();
 }
 
 /// This rank's Gloo devices, as torch.distributed picks them: the interfaces named in
@@ -142,7 +140,8 @@ ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options), imp
   impl_->timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(options.master.port);
-  so.isServer = options.rank == 0 && !agent_serves(options.master);
+  const std::optional<LaunchEnv> env = launch_env();
+  so.isServer = options.rank == 0 && !agent_serves(env, options.master);
   so.numWorkers = static_cast<size_t>(options.world_size);
   so.waitWorkers = true;
   so.timeout = impl_->timeout;
@@ -150,8 +149,8 @@ ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options), imp
     impl_->store = c10::make_intrusive<c10d::TCPStore>(options.master.host, so);
     // A group torchrun restarted may meet in the store of the attempt before it, whose keys
     // (the dead ranks' addresses) must not be read as this attempt's.
-    if (const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT"); attempt && *attempt) {
-      impl_->store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("attempt{}", attempt), impl_->store);
+    if (env && env->restart_count > 0) {
+      impl_->store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("attempt{}", env->restart_count), impl_->store);
     }
     auto go = c10d::ProcessGroupGloo::Options::create();
     go->timeout = impl_->timeout;

@@ -35,13 +35,19 @@ std::string torchrun(const std::string& torchrun_args, const std::string& file, 
                      dist::free_port(), torchrun_args, PIPELAB_BINARY, file, args);
 }
 
+/// Runs kLonger in one process into dir/one; returns the command that launches it on 2
+/// processes into dir/two.
+std::string run_once_and_launch(const testing::TempDir& dir) {
+  testing::write_text(dir.file("e.yaml"), kLonger);
+  const auto [code, out] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
+  EXPECT_EQ(code, 0) << out;
+  return fmt::format("launch --nproc 2 {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("two"));
+}
+
 TEST(MultiProcessResume, AStoppedLaunchResumesBitForBit) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kLonger);
-  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
-  ASSERT_EQ(c1, 0) << out1;
-  const std::string launch = fmt::format("launch --nproc 2 {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("two"));
+  const std::string launch = run_once_and_launch(dir);
   const auto [c2, out2] = pipelab(launch + " --stop-after 1");
   ASSERT_EQ(c2, 0) << out2;
   // Each process keeps its own stages' state: the writer (rank 1) in the run folder, rank 0 in its own.
@@ -55,10 +61,7 @@ TEST(MultiProcessResume, AStoppedLaunchResumesBitForBit) {
 TEST(MultiProcessResume, ProcessesThatSavedDifferentEpochsResumeFromTheOlder) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kLonger);
-  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
-  ASSERT_EQ(c1, 0) << out1;
-  const std::string launch = fmt::format("launch --nproc 2 {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("two"));
+  const std::string launch = run_once_and_launch(dir);
   const auto [c2, out2] = pipelab(launch + " --stop-after 2");
   ASSERT_EQ(c2, 0) << out2;
   // As if killed between the two processes' saves of epoch 2: rank 0 holds epoch 1 only.

@@ -45,7 +45,8 @@ std::optional<Place> place_in_run(const po::variables_map& vm) {
   Place p;
   p.rank = vm.count("rank") ? vm["rank"].as<int>() : env->rank;
   p.world_size = vm.count("world-size") ? vm["world-size"].as<int>() : env->world_size;
-  p.master = vm.count("master") ? vm["master"].as<std::string>() : env ? env->master.str() : "127.0.0.1:29500";
+  // Neither: the distributed executor's own default.
+  p.master = vm.count("master") ? vm["master"].as<std::string>() : env ? env->master.str() : "";
   p.restarted = env && env->restart_count > 0;
   if (p.world_size < 1 || p.rank < 0 || p.rank >= p.world_size) {
     throw UsageError{fmt::format("rank {} of {} processes: ranks are 0 .. {}{}", p.rank, p.world_size,
@@ -59,18 +60,17 @@ std::optional<Place> place_in_run(const po::variables_map& vm) {
 
 /// The --set values that make the experiment's executor this rank of `place`.
 void join_run(const Place& place, const std::string& file, std::vector<std::string>& sets) {
-  const std::string where =
-      fmt::format("rank: {}, world_size: {}, master: '{}'", place.rank, place.world_size, place.master);
+  std::vector<std::pair<const char*, std::string>> values{{"rank", std::to_string(place.rank)},
+                                                          {"world_size", std::to_string(place.world_size)}};
+  if (!place.master.empty()) values.emplace_back("master", "'" + place.master + "'");
   if (distributed_in(file, sets)) {
     // The file's distributed section keeps its other options (timeout_s).
-    for (const auto& kv : {std::pair<const char*, std::string>{"rank", std::to_string(place.rank)},
-                           {"world_size", std::to_string(place.world_size)},
-                           {"master", "'" + place.master + "'"}}) {
-      sets.push_back(fmt::format("run.executor.{}={}", kv.first, kv.second));
-    }
+    for (const auto& [key, value] : values) sets.push_back(fmt::format("run.executor.{}={}", key, value));
   } else {
     // First, so that a user's --set run.executor.timeout_s=... still applies on top.
-    sets.insert(sets.begin(), fmt::format("run.executor={{type: distributed, {}}}", where));
+    std::string where = "type: distributed";
+    for (const auto& [key, value] : values) where += fmt::format(", {}: {}", key, value);
+    sets.insert(sets.begin(), fmt::format("run.executor={{{}}}", where));
   }
 }
 
@@ -91,7 +91,7 @@ int run(const Args& args) {
       "world-size", po::value<int>(), "number of processes of the multi-process run")(
       "master", po::value<std::string>(),
       "host:port of the rendezvous store, served by rank 0 (default: the launcher's MASTER_ADDR:MASTER_PORT, else "
-      "127.0.0.1:29500)");
+      "run.executor.master, 127.0.0.1:29500 unless set)");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
