@@ -19,6 +19,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "core/dist/device_channel.h"
 #include "core/dist/launch_env.h"
 #include "core/util/error.h"
 
@@ -194,6 +195,13 @@ std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ran
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(o, std::move(impl)));
 }
 
+std::unique_ptr<DeviceChannel> ProcessGroup::device_channel(int sender, int receiver, const std::string& name) {
+  PIPELAB_ASSERT(options_.rank == sender || options_.rank == receiver, "rank {} asked for channel {} of ranks {} and {}",
+                 options_.rank, name, sender, receiver);
+  auto store = c10::make_intrusive<c10d::PrefixStore>("pipelab/" + name, impl_->store);
+  return nccl_channel(store, options_.rank == sender ? 0 : 1, options_.timeout_seconds);
+}
+
 ProcessGroup::~ProcessGroup() {
   try {
     complete_sends();
@@ -213,28 +221,48 @@ void ProcessGroup::send(const at::Tensor& t, int dst, int tag) {
   }
 }
 
-void ProcessGroup::recv(at::Tensor& t, int src, int tag) {
-  std::vector<at::Tensor> ts{t};
+struct ProcessGroup::Pending {
+  Impl* impl = nullptr;
+  at::Tensor tensor;  // kept alive until the receive completes
+  int src = 0;
   c10::intrusive_ptr<c10d::Work> work;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    if (impl_->aborted) throw ReceiveAborted();
-    work = impl_->group->recv(ts, src, tag);
-    impl_->receives.insert(work.get());
+  ~Pending() {
+    // One never waited for (a run stopped) leaves abort_receives()'s list with it.
+    if (!impl || !work) return;
+    std::lock_guard<std::mutex> lock(impl->mutex);
+    impl->receives.erase(work.get());
   }
+};
+
+std::shared_ptr<ProcessGroup::Pending> ProcessGroup::post_recv(const at::Tensor& t, int src, int tag) {
+  auto pending = std::make_shared<Pending>();
+  pending->impl = impl_.get();
+  pending->tensor = t;
+  pending->src = src;
+  std::vector<at::Tensor> ts{t};
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->aborted) throw ReceiveAborted();
+  pending->work = impl_->group->recv(ts, src, tag);
+  impl_->receives.insert(pending->work.get());
+  return pending;
+}
+
+void ProcessGroup::wait_recv(Pending& pending) {
   try {
-    work->wait(impl_->timeout);
+    pending.work->wait(impl_->timeout);
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lock(impl_->mutex);
-    impl_->receives.erase(work.get());
+    impl_->receives.erase(pending.work.get());
     if (impl_->aborted) throw ReceiveAborted();
     throw PeerError(fmt::format("rank {} lost rank {} (waiting {} s at most): {}. Fix: see rank {}'s own log for why "
                                 "it stopped (a kill, a failure, the network).",
-                                options_.rank, src, options_.timeout_seconds, first_line(e), src));
+                                options_.rank, pending.src, options_.timeout_seconds, first_line(e), pending.src));
   }
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->receives.erase(work.get());
+  impl_->receives.erase(pending.work.get());
 }
+
+void ProcessGroup::recv(at::Tensor& t, int src, int tag) { wait_recv(*post_recv(t, src, tag)); }
 
 void ProcessGroup::abort_receives() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -309,8 +337,12 @@ ProcessGroup::ProcessGroup(const GroupOptions& options, std::unique_ptr<Impl> im
     : options_(options), impl_(std::move(impl)) {}
 ProcessGroup::~ProcessGroup() = default;
 std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>&, const std::string&) { return nullptr; }
+std::unique_ptr<DeviceChannel> ProcessGroup::device_channel(int, int, const std::string&) { return nullptr; }
 void ProcessGroup::send(const at::Tensor&, int, int) {}
 void ProcessGroup::recv(at::Tensor&, int, int) {}
+struct ProcessGroup::Pending {};
+std::shared_ptr<ProcessGroup::Pending> ProcessGroup::post_recv(const at::Tensor&, int, int) { return nullptr; }
+void ProcessGroup::wait_recv(Pending&) {}
 void ProcessGroup::abort_receives() {}
 void ProcessGroup::reset_receives() {}
 void ProcessGroup::complete_sends() {}

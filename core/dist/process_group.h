@@ -10,6 +10,8 @@
 
 namespace pipelab::dist {
 
+class DeviceChannel;
+
 /// `host:port` of the rendezvous (rank 0 serves the store there).
 struct Endpoint {
   std::string host = "127.0.0.1";
@@ -59,6 +61,13 @@ class ProcessGroup {
   /// Receives into `t` (its shape and dtype must match what was sent) from `src`. Throws
   /// ReceiveAborted when abort_receives() stops it.
   void recv(at::Tensor& t, int src, int tag);
+  /// A receive posted ahead of its wait.
+  struct Pending;
+  /// Starts receiving into contiguous CPU tensor `t` from `src` under `tag` and returns at
+  /// once. Gloo fills the front of `t` with what was sent, which may be shorter than `t`.
+  std::shared_ptr<Pending> post_recv(const at::Tensor& t, int src, int tag);
+  /// Waits for a posted receive (ReceiveAborted as recv()).
+  void wait_recv(Pending& pending);
   /// Stops every recv() waiting now and every later one (a run that failed elsewhere must
   /// not wait for messages that will never come); reset_receives() allows them again.
   void abort_receives();
@@ -78,6 +87,9 @@ class ProcessGroup {
   /// prefix `name`, whose rank r is ranks[r]. Every member calls it with the same arguments
   /// (and the others do not), so the members meet in the store.
   std::unique_ptr<ProcessGroup> subgroup(const std::vector<int>& ranks, const std::string& name);
+  /// An NCCL channel from rank `sender` to rank `receiver` (this rank is one of them) under
+  /// the name `name` (dist/device_channel.h); both call it with the same arguments.
+  std::unique_ptr<DeviceChannel> device_channel(int sender, int receiver, const std::string& name);
 
  private:
   struct Impl;

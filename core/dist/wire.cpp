@@ -4,16 +4,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/util/error.h"
 
 namespace pipelab::dist {
 namespace {
 
 constexpr int64_t kMaxDims = 8;
-constexpr int64_t kPerTensor = 2 + kMaxDims;  // dtype (-1: undefined), ndim, sizes
+constexpr int64_t kPerTensor = 3 + kMaxDims;  // dtype (-1: undefined), ndim, on the channel, sizes
 constexpr int kParts = 16;
-constexpr int64_t kMaxTensors = kParts - 1;  // part 0 is the header
-constexpr int64_t kHeader = 3 + kMaxTensors * kPerTensor;  // values, extras, tag; the tensors
+constexpr int64_t kMaxTensors = kParts - 1;  // part 0 is the message itself
+/// values, extras, tag, the whole message's bytes, whether the tensors follow in it; the tensors
+constexpr int64_t kFixed = 5;
+constexpr int64_t kHeaderWords = kFixed + kMaxTensors * kPerTensor;
+constexpr int64_t kHeaderBytes = kHeaderWords * 8;
+constexpr int64_t kAlign = 64;  // each tensor's bytes start on a cache line (and any dtype's alignment)
 constexpr int kStageSlots = 16;  // stages told apart per process pair (interleaved placements)
 
 int kind_index(char kind) {
@@ -25,6 +32,8 @@ int kind_index(char kind) {
   }
 }
 
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
 }  // namespace
 
 int message_tag(char kind, int mb, int to, int part) {
@@ -32,22 +41,43 @@ int message_tag(char kind, int mb, int to, int part) {
   return ((mb * 4 + kind_index(kind)) * kStageSlots + to % kStageSlots) * kParts + part;
 }
 
-void send_message(ProcessGroup& group, const Message& m, int dst, char kind, int mb, int to) {
+int64_t WireSizes::capacity(int from, int to, char kind) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = capacity_.find({from, to, kind});
+  return std::max(kHeaderBytes, it == capacity_.end() ? 0 : it->second);
+}
+
+void WireSizes::saw(int from, int to, char kind, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t& most = seen_[{from, to, kind}];
+  most = std::max(most, bytes);
+}
+
+void WireSizes::end_run() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [edge, bytes] : seen_) capacity_[edge] = std::max(capacity_[edge], bytes);
+  seen_.clear();
+}
+
+void send_message(ProcessGroup& group, const Message& m, const Route& route, WireSizes& sizes) {
   std::vector<at::Tensor> tensors = m.values;
   tensors.insert(tensors.end(), m.extra.begin(), m.extra.end());
   if (static_cast<int64_t>(tensors.size()) > kMaxTensors) {
     throw UserError(fmt::format("a message of {} tensors between stages {} and {}: at most {} travel between processes. "
                                 "Fix: cut the model where fewer skip connections are in transit.",
-                                tensors.size(), kind == 'F' ? to - 1 : to + 1, to, kMaxTensors));
+                                tensors.size(), route.from, route.to, kMaxTensors));
   }
-  at::Tensor header = at::zeros({kHeader}, at::kLong);
-  auto h = header.accessor<int64_t, 1>();
+  std::vector<int64_t> h(kHeaderWords, 0);
   h[0] = static_cast<int64_t>(m.values.size());
   h[1] = static_cast<int64_t>(m.extra.size());
   h[2] = m.tag;
+  // What goes through Gloo, on the host, and where it would lie in the message.
+  std::vector<at::Tensor> host(tensors.size());
+  std::vector<int64_t> offset(tensors.size(), 0);
+  int64_t end = kHeaderBytes;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];
-    const int64_t at0 = 3 + static_cast<int64_t>(i) * kPerTensor;
+    const int64_t at0 = kFixed + static_cast<int64_t>(i) * kPerTensor;
     if (!t.defined()) {
       h[at0] = -1;
       continue;
@@ -55,33 +85,89 @@ void send_message(ProcessGroup& group, const Message& m, int dst, char kind, int
     PIPELAB_ASSERT(t.dim() <= kMaxDims, "a {}-dimensional message tensor", t.dim());
     h[at0] = static_cast<int64_t>(t.scalar_type());
     h[at0 + 1] = t.dim();
-    for (int64_t d = 0; d < t.dim(); ++d) h[at0 + 2 + d] = t.size(d);
+    h[at0 + 2] = route.channel && t.is_cuda() ? 1 : 0;
+    for (int64_t d = 0; d < t.dim(); ++d) h[at0 + 3 + d] = t.size(d);
+    if (h[at0 + 2] != 0) continue;
+    host[i] = t.detach().to(at::kCPU).contiguous();
+    offset[i] = aligned(end);
+    end = offset[i] + static_cast<int64_t>(host[i].nbytes());
   }
-  group.send(header, dst, message_tag(kind, mb, to, 0));
+  const bool fits = end <= sizes.capacity(route.from, route.to, route.kind);
+  h[3] = end;
+  h[4] = fits ? 1 : 0;
+  at::Tensor buffer = at::empty({fits ? end : kHeaderBytes}, at::kByte);
+  auto* bytes = static_cast<uint8_t*>(buffer.data_ptr());
+  std::memcpy(bytes, h.data(), kHeaderBytes);
+  for (size_t i = 0; fits && i < tensors.size(); ++i) {
+    if (host[i].defined()) std::memcpy(bytes + offset[i], host[i].data_ptr(), host[i].nbytes());
+  }
+  group.send(buffer, route.peer, message_tag(route.kind, route.mb, route.to, 0));
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined()) continue;
-    group.send(tensors[i].detach().to(at::kCPU).contiguous(), dst, message_tag(kind, mb, to, static_cast<int>(i) + 1));
+    if (!host[i].defined()) {
+      route.channel->send(tensors[i].detach());
+    } else if (!fits) {
+      group.send(host[i], route.peer, message_tag(route.kind, route.mb, route.to, static_cast<int>(i) + 1));
+    }
   }
+  sizes.saw(route.from, route.to, route.kind, end);
 }
 
-Message receive_message(ProcessGroup& group, int src, char kind, int mb, int to) {
-  at::Tensor header = at::empty({kHeader}, at::kLong);
-  group.recv(header, src, message_tag(kind, mb, to, 0));
-  auto h = header.accessor<int64_t, 1>();
+struct PostedMessage {
+  Route route;
+  at::Tensor buffer;
+  std::shared_ptr<ProcessGroup::Pending> pending;
+};
+
+std::shared_ptr<PostedMessage> post_message(ProcessGroup& group, const Route& route, const WireSizes& sizes) {
+  auto posted = std::make_shared<PostedMessage>();
+  posted->route = route;
+  posted->buffer = at::empty({sizes.capacity(route.from, route.to, route.kind)}, at::kByte);
+  posted->pending = group.post_recv(posted->buffer, route.peer, message_tag(route.kind, route.mb, route.to, 0));
+  return posted;
+}
+
+int64_t posted_bytes(const PostedMessage& posted) { return posted.buffer.numel(); }
+
+Message finish_message(ProcessGroup& group, PostedMessage& posted, WireSizes& sizes, const c10::Device& device) {
+  group.wait_recv(*posted.pending);
+  const Route& route = posted.route;
+  const at::Tensor& buffer = posted.buffer;
+  const auto* h = static_cast<const int64_t*>(buffer.data_ptr());
   const int64_t values = h[0], n = h[0] + h[1];
-  PIPELAB_ASSERT(values >= 0 && h[1] >= 0 && n <= kMaxTensors, "a message header of {} + {} tensors", values, h[1]);
+  const bool inline_tensors = h[4] != 0;
+  PIPELAB_ASSERT(values >= 0 && h[1] >= 0 && n <= kMaxTensors && (!inline_tensors || h[3] <= buffer.numel()),
+                 "a message header of {} + {} tensors and {} bytes", values, h[1], h[3]);
   Message m;
   m.tag = h[2];
+  int64_t end = kHeaderBytes;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t at0 = 3 + i * kPerTensor;
+    const int64_t* t0 = h + kFixed + i * kPerTensor;
     at::Tensor t;
-    if (h[at0] >= 0) {
-      std::vector<int64_t> sizes(h.data() + at0 + 2, h.data() + at0 + 2 + h[at0 + 1]);
-      t = at::empty(sizes, at::TensorOptions().dtype(static_cast<at::ScalarType>(h[at0])));
-      group.recv(t, src, message_tag(kind, mb, to, static_cast<int>(i) + 1));
+    if (t0[0] >= 0) {
+      PIPELAB_ASSERT(t0[1] >= 0 && t0[1] <= kMaxDims, "a message tensor of {} dimensions", t0[1]);
+      const std::vector<int64_t> shape(t0 + 3, t0 + 3 + t0[1]);
+      const auto dtype = static_cast<at::ScalarType>(t0[0]);
+      if (t0[2] != 0) {
+        PIPELAB_ASSERT(route.channel && device.is_cuda(), "a tensor for a device channel that stage {} does not have",
+                       route.to);
+        t = at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
+        route.channel->recv(t);
+      } else if (inline_tensors) {
+        // A view into the received buffer (which it keeps alive): no copy.
+        const int64_t start = aligned(end);
+        const int64_t count = c10::multiply_integers(shape);
+        end = start + count * static_cast<int64_t>(c10::elementSize(dtype));
+        PIPELAB_ASSERT(end <= h[3], "a message tensor past the message's {} bytes", h[3]);
+        t = buffer.narrow(0, start, end - start).view(dtype).view(shape);
+      } else {
+        t = at::empty(shape, at::TensorOptions().dtype(dtype));
+        group.recv(t, route.peer, message_tag(route.kind, route.mb, route.to, static_cast<int>(i) + 1));
+      }
     }
     (i < values ? m.values : m.extra).push_back(t);
   }
+  sizes.saw(route.from, route.to, route.kind, h[3]);
   return m;
 }
 

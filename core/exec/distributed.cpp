@@ -23,11 +23,12 @@ namespace {
 /// another process was received ahead into the mailboxes (exec/remote_receives.h).
 class GroupTransport : public Transport {
  public:
-  GroupTransport(dist::ProcessGroup& group, Mailboxes& local, std::function<int(int)> owner)
-      : group_(group), local_(local), owner_(std::move(owner)) {}
+  GroupTransport(dist::ProcessGroup& group, Mailboxes& local, std::function<int(int)> owner,
+                 const DeviceChannels& channels, dist::WireSizes& sizes)
+      : group_(group), local_(local), owner_(std::move(owner)), channels_(channels), sizes_(sizes) {}
   void send(int from, int to, char kind, int mb, Parcel p) override {
     if (owner_(to) == group_.rank()) return local_.send(from, to, kind, mb, std::move(p));
-    dist::send_message(group_, p.message, owner_(to), kind, mb, to);
+    dist::send_message(group_, p.message, {from, to, kind, mb, owner_(to), channels_.find(from, to)}, sizes_);
   }
   Parcel receive(int to, int from, char kind, int mb) override { return local_.receive(to, from, kind, mb); }
   // The members of a collective meet in its GroupAllReduce (ProcessWorld::all_reduce), those
@@ -39,6 +40,8 @@ class GroupTransport : public Transport {
   dist::ProcessGroup& group_;
   Mailboxes& local_;
   std::function<int(int)> owner_;  ///< stage -> rank
+  const DeviceChannels& channels_;
+  dist::WireSizes& sizes_;
 };
 
 /// Passes everything through, except that results on a rank that does not report them
@@ -107,10 +110,16 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   Mailboxes local(n);
   dist::ProcessGroup& group = world_.group();
   const auto stage_owner = [this](int stage) { return world_.stage_owner(stage); };
-  GroupTransport transport(group, local, stage_owner);
+  std::vector<c10::Device> stage_devices;
+  for (const StageSlot& slot : slots) stage_devices.push_back(slot.stage->device());
+  channels_.connect(options_.backend, world_, stage_devices, s);
+  GroupTransport transport(group, local, stage_owner, channels_, wire_sizes_);
   std::vector<DeviceWork> work = device_work(s);
   const auto local_device = [this](int d) { return world_.owns_device(d); };
-  RemoteReceives remote(s, group, local, local_device, stage_owner);
+  RemoteLinks links{stage_owner, [this](int from, int to) { return channels_.find(from, to); },
+                    [&stage_devices](int stage) { return stage_devices.at(static_cast<size_t>(stage)); },
+                    &wire_sizes_};
+  RemoteReceives remote(s, group, local, local_device, std::move(links));
   try {
     threads_->run(
         [&](int d) {
@@ -134,16 +143,25 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
     throw;
   }
   remote.finish();
-  relay_results(relay.kept(), feed);
+  relay_results(slots, relay.kept(), feed);
   group.complete_sends();
+  wire_sizes_.end_run();
   end_run(slots, mode);
   stats_.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void DistributedExecutor::relay_results(std::vector<std::pair<int, MicroBatchResult>>& kept, Feed& feed) {
+void DistributedExecutor::relay_results(const std::vector<StageSlot>& slots,
+                                        std::vector<std::pair<int, MicroBatchResult>>& kept, Feed& feed) {
   dist::ProcessGroup& group = world_.group();
   const int writer = world_.stage_owner(world_.stages() - 1);
+  // Results come from the stages that compute a loss (a replica's last): every rank knows
+  // which ranks hold one, and only those send (nothing to wait for from the others).
+  std::vector<bool> reports(static_cast<size_t>(world_.size()), false);
+  for (size_t st = 0; st < slots.size(); ++st) {
+    if (slots[st].stage->is_last()) reports[static_cast<size_t>(world_.stage_owner(static_cast<int>(st)))] = true;
+  }
   if (world_.rank() != writer) {
+    if (!reports[static_cast<size_t>(world_.rank())]) return;
     // Rows of (micro-batch, loss, hits, count); the loss keeps its bits through double.
     at::Tensor rows = at::zeros({static_cast<int64_t>(kept.size()), 4}, at::kDouble);
     for (size_t i = 0; i < kept.size(); ++i) {
@@ -158,7 +176,7 @@ void DistributedExecutor::relay_results(std::vector<std::pair<int, MicroBatchRes
     return;
   }
   for (int p = 0; p < world_.size(); ++p) {
-    if (p == writer) continue;
+    if (p == writer || !reports[static_cast<size_t>(p)]) continue;
     at::Tensor count = at::empty({1}, at::kLong);
     group.recv(count, p, kResultsTag);
     if (count.item<int64_t>() == 0) continue;

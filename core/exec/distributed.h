@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "core/dist/wire.h"
+#include "core/exec/device_channels.h"
 #include "core/exec/executor.h"
 #include "core/exec/process_world.h"
 
@@ -20,6 +22,7 @@ struct DistributedOptions {
   std::string master = "127.0.0.1:29500";
   double timeout_s = 300;
   int intra_op_threads = 0;
+  std::string backend = "auto";
   template <class V>
   void fields(V& v) {
     v("rank", rank, "this process's rank (pipelab launch and `pipelab run --rank` set it)", non_negative);
@@ -28,6 +31,9 @@ struct DistributedOptions {
     v("timeout_s", timeout_s, "seconds a rank waits for a peer before it stops with an error naming it", positive);
     v("intra_op_threads", intra_op_threads, "LibTorch intra-op threads per device thread (0: threads / local devices)",
       non_negative);
+    v.choice("backend", backend, Choices<std::string>{{"auto", "auto"}, {"gloo", "gloo"}, {"nccl", "nccl"}},
+             "how CUDA tensors cross between processes: gloo (host memory), nccl (GPU to GPU; every rank needs GPUs "
+             "of its own), auto (nccl where it can, else gloo)");
   }
 };
 
@@ -41,9 +47,12 @@ class DistributedExecutor : public Configured<Executor, DistributedOptions> {
   World& world() override { return world_; }
 
  private:
-  void relay_results(std::vector<std::pair<int, struct MicroBatchResult>>& kept, Feed& feed);
+  void relay_results(const std::vector<StageSlot>& slots, std::vector<std::pair<int, struct MicroBatchResult>>& kept,
+                     Feed& feed);
 
   ProcessWorld world_;
+  DeviceChannels channels_;
+  dist::WireSizes wire_sizes_;  ///< the largest message of each edge so far (dist/wire.h)
   std::unique_ptr<StageThreads> threads_;  ///< one per local device, made at the first run
 };
 

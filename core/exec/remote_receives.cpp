@@ -1,12 +1,15 @@
 #include "core/exec/remote_receives.h"
 
+#include <deque>
+
+#include "core/device/streams.h"
 #include "core/dist/wire.h"
 
 namespace pipelab {
 
 RemoteReceives::RemoteReceives(const Schedule& s, dist::ProcessGroup& group, Mailboxes& mailboxes,
-                               const std::function<bool(int)>& local, const std::function<int(int)>& rank_of)
-    : group_(group), mailboxes_(mailboxes), rank_of_(rank_of) {
+                               const std::function<bool(int)>& local, RemoteLinks links)
+    : group_(group), mailboxes_(mailboxes), links_(std::move(links)) {
   group_.reset_receives();
   for (int d = 0; d < s.devices(); ++d) {
     if (!local(d)) continue;
@@ -14,9 +17,9 @@ RemoteReceives::RemoteReceives(const Schedule& s, dist::ProcessGroup& group, Mai
     for (const Action& a : s.device(d)) {
       if (!is_receive(a.kind)) continue;
       const int from = peer(a);
-      if (rank_of(from) != group.rank()) remote.push_back(a);
+      if (links_.rank_of(from) != group.rank()) remote.push_back(a);
     }
-    if (!remote.empty()) threads_.emplace_back([this, remote] { receive_all(remote); });
+    if (!remote.empty()) threads_.emplace_back([this, d, remote] { receive_all(d, remote); });
   }
 }
 
@@ -31,13 +34,33 @@ RemoteReceives::~RemoteReceives() {
   if (stopped_) group_.reset_receives();
 }
 
-void RemoteReceives::receive_all(const std::vector<Action>& receives) {
+void RemoteReceives::receive_all(int device, const std::vector<Action>& receives) {
+  constexpr size_t kWindow = 32;
+  constexpr int64_t kBudget = int64_t{64} << 20;
   try {
-    for (const Action& a : receives) {
-      const char kind = payload(a.kind);
+    // Device channels deliver on this thread's stream of the receiving GPU, a stream of its
+    // own (negative numbers are no stage's).
+    const c10::Device here = links_.device(receives.front().stage);
+    device::StreamScope stream(here, -1 - device);
+    const auto route = [this](const Action& a) {
       const int from = peer(a);
-      Message m = dist::receive_message(group_, rank_of_(from), kind, a.mb, a.stage);
-      mailboxes_.send(from, a.stage, kind, a.mb, {std::move(m), nullptr});
+      return dist::Route{from, a.stage, payload(a.kind), a.mb, links_.rank_of(from), links_.channel(from, a.stage)};
+    };
+    std::deque<std::shared_ptr<dist::PostedMessage>> ahead;
+    size_t posted = 0;
+    int64_t bytes = 0;
+    for (size_t k = 0; k < receives.size(); ++k) {
+      while (posted < receives.size() && (posted == k || (posted - k < kWindow && bytes < kBudget))) {
+        ahead.push_back(dist::post_message(group_, route(receives[posted++]), *links_.sizes));
+        bytes += dist::posted_bytes(*ahead.back());
+      }
+      const std::shared_ptr<dist::PostedMessage> next = std::move(ahead.front());
+      ahead.pop_front();
+      bytes -= dist::posted_bytes(*next);
+      const Action& a = receives[k];
+      Message m = dist::finish_message(group_, *next, *links_.sizes, here);
+      device::Ready ready = route(a).channel ? device::record_ready(here) : nullptr;
+      mailboxes_.send(peer(a), a.stage, payload(a.kind), a.mb, {std::move(m), std::move(ready)});
     }
   } catch (const dist::ReceiveAborted&) {
     // stop(): the run ends without these messages.

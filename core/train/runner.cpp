@@ -119,17 +119,6 @@ EpochMetrics Runner::epoch_figures(int epoch, const LossTotals& totals, int64_t 
   return m;
 }
 
-void Runner::collect_stage_metrics(RunRecord& record, int epoch) {
-  std::vector<StageMetric> rows;
-  for (size_t r = 0; r < policies_.size(); ++r) {
-    rows.clear();
-    policies_[r]->collect(rows);
-    if (routes_[r]) routes_[r]->collect(rows);
-    if (shadow_) shadow_->collect(static_cast<int>(r), rows);
-    if (!rows.empty()) record.stage_metrics(epoch, static_cast<int>(r), rows);
-  }
-}
-
 void Runner::evaluate(EpochMetrics& m) {
   const auto start = std::chrono::steady_clock::now();
   // The meter stays installed on the device threads: the test batches' frees of blocks it
@@ -194,6 +183,7 @@ OwnStages own_stages(const World& world, const std::vector<Stage*>& stages, cons
 
 void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgress& progress, const EpochMetrics& m,
                           bool save_state) {
+  gather_stage_metrics(record);
   record.epoch(m);
   const std::string line = fmt::format(
       "epoch {:>3}  train loss {:.4f}  acc {:6.2f}%  |  test loss {:.4f}  acc {:6.2f}%  |  lr {:.3g}  {}", m.epoch,
@@ -292,10 +282,6 @@ RunSummary Runner::run() {
   const bool writer = e_.executor->world().writes_records();
   if (!writer) options_.quiet = true;
   RunRecord record = writer ? RunRecord(e_.run.output) : RunRecord::log_only(e_.run.output + "/ranks/" + process);
-  if (!process.empty() && e_.scheme->span() == Span::Run) {
-    throw UserError("flush: never is not supported for multi-process runs yet. Fix: use flush: epoch, or a "
-                    "single-process executor (threaded).");
-  }
   RunSummary summary;
   summary.dir = e_.run.output;
   // The writer knows; every process must stop with it.

@@ -147,8 +147,12 @@ class Runner {
   void load_flushless_snapshot(const RunRecord& record, int epoch);
   /// Training figures of one epoch from its totals and the executor's measurements.
   EpochMetrics epoch_figures(int epoch, const struct LossTotals& totals, int64_t steps, double seconds);
-  /// Writes what the policies measured during a schedule run of epoch `epoch`.
+  /// Writes what the policies and routes of this process's stages measured during a
+  /// schedule run of epoch `epoch` (another process keeps them for gather_stage_metrics).
   void collect_stage_metrics(RunRecord& record, int epoch);
+  /// Brings the other processes' stage metrics to the writer's record (runner_stage_metrics.cpp;
+  /// a collective, once per epoch; nothing in one process).
+  void gather_stage_metrics(RunRecord& record);
   void evaluate(EpochMetrics& m);
   /// Records a finished epoch (files, log line, best accuracy, checkpoints).
   void finish_epoch(RunRecord& record, RunSummary& summary, struct TrainingProgress& progress, const EpochMetrics& m,
@@ -194,6 +198,13 @@ class Runner {
       mini_batches += batches;
     }
   } traced_steps_;
+  /// Stage metrics of this non-writing process, until gather_stage_metrics sends them.
+  struct KeptMetric {
+    int epoch = 0, stage = 0;
+    StageMetric metric;
+  };
+  std::vector<KeptMetric> kept_metrics_;
+  int metric_rounds_ = 0;  ///< gather_stage_metrics calls so far (the same on every process)
   Schedule eval_schedule_;
   std::vector<int> placement_;  ///< the device of each stage (Scheme::placement)
   std::unique_ptr<class ShadowSync> shadow_;  ///< null unless run.shadow: sync

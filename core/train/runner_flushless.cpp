@@ -3,8 +3,9 @@
 /// the drain of epoch e. "The model after epoch e" is, at each stage, the weights right after
 /// the update that applies the gradient of epoch e's last micro-batch there (stages reach it
 /// at different times). Each stage saves those weights then (from its own thread or process,
-/// so this works on every executor; the observer that does it is in runner_flushless.h); after
-/// the run every epoch is evaluated on them. Such a run cannot resume mid-way.
+/// so this works on every executor, into its own process's folder; the observer that does it
+/// is in runner_flushless.h); after the run every epoch is evaluated on them, each process
+/// loading its own stages'. Such a run cannot resume mid-way.
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -58,19 +59,29 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   std::filesystem::create_directories(snapshot_folder(record));
   // One observer per stage of replica 0 (the replicas hold the same weights, and replica 0
   // evaluates): each lives on its stage's thread (its list of finished epochs).
+  // One observer per pipeline stage, on the first of its replicas that this process runs
+  // (every replica of a stage holds the same weights after an update): each process keeps
+  // the snapshots of its own stages in its own folder, and loads them from there.
   std::vector<std::unique_ptr<EpochSnapshot>> snapshots;
+  std::vector<size_t> observed;
+  const World& world = e_.executor->world();
   for (int p = 0; p < pipeline_stages_; ++p) {
-    snapshots.push_back(std::make_unique<EpochSnapshot>(snapshot_folder(record), per_epoch));
-    slots_[static_cast<size_t>(p)].observers.push_back(snapshots.back().get());
+    for (size_t i = static_cast<size_t>(p); i < slots_.size(); i += static_cast<size_t>(pipeline_stages_)) {
+      if (!world.runs_stage(static_cast<int>(i))) continue;
+      snapshots.push_back(std::make_unique<EpochSnapshot>(snapshot_folder(record), per_epoch));
+      slots_[i].observers.push_back(snapshots.back().get());
+      observed.push_back(i);
+      break;
+    }
   }
   // Detached however the run ends (the observers die with this function).
   struct Detach {
     std::vector<StageSlot>& slots;
-    int stages;
+    const std::vector<size_t>& observed;
     ~Detach() {
-      for (int p = 0; p < stages; ++p) slots[static_cast<size_t>(p)].observers.pop_back();
+      for (const size_t i : observed) slots[i].observers.pop_back();
     }
-  } detach{slots_, pipeline_stages_};
+  } detach{slots_, observed};
   Progress progress(fmt::format("{} epochs, never flushed", epochs), per_epoch * epochs, e_.run.progress && !options_.quiet);
   std::vector<LossTotals> totals(static_cast<size_t>(epochs));
   std::vector<double> finished_at(static_cast<size_t>(epochs), 0);
@@ -114,8 +125,11 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
 }
 
 void Runner::load_flushless_snapshot(const RunRecord& record, int epoch) {
-  // Replica 0 saved them; every replica of a stage takes its stage's snapshot.
-  for (Stage* s : stages()) {
+  // One replica of each stage this process runs saved it; every replica here takes it.
+  const std::vector<Stage*> all = stages();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!e_.executor->world().runs_stage(static_cast<int>(i))) continue;
+    Stage* s = all[i];
     const std::string path = EpochSnapshot::path(snapshot_folder(record), epoch, s->index());
     load_model_state({s}, load_tensor_dict(path), true, path);
   }

@@ -1,4 +1,5 @@
 list(APPEND PIPELAB_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/device_channels_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/distributed_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/executor_equivalence_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/executor_failure_test.cpp

@@ -3,6 +3,7 @@
 // the others with an error instead of a hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -95,6 +96,55 @@ TEST(Launch, AKilledRankStopsTheOtherWithAClearError) {
   EXPECT_LT(seconds, 40) << out;
 }
 
+/// metrics/stages.csv's rows, sorted (processes append theirs once per epoch).
+std::vector<std::string> sorted_lines(const std::string& path) {
+  std::istringstream in(testing::read_text(path));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+TEST(Launch, NeverFlushedAcrossProcessesEqualsOneProcessWithEveryStagesStaleness) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  // Three stages on three processes: each snapshots and evaluates its own stage's epochs, and
+  // the staleness the policies measure in the other processes reaches the writer's record.
+  expect_launch_equals_run(dir, "--set 'scheme={type: pipedream, flush: never}' --set partition.stages=3", 3);
+  const std::vector<std::string> one = sorted_lines(dir.file("one/metrics/stages.csv"));
+  EXPECT_EQ(one, sorted_lines(dir.file("two/metrics/stages.csv")));
+  for (const char* stage : {",0,forward_gap,", ",1,forward_gap,", ",2,forward_gap,"}) {
+    EXPECT_NE(testing::read_text(dir.file("two/metrics/stages.csv")).find(stage), std::string::npos) << stage;
+  }
+  EXPECT_NE(testing::read_text(dir.file("two/summary.json")).find("forward_gap"), std::string::npos);
+}
+
+TEST(Launch, NcclForStagesOnTheCpuIsAClearError) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const auto [code, out] = pipelab(fmt::format("launch --nproc 2 {} --set run.output={} --set "
+                                               "'run.executor={{type: distributed, backend: nccl}}'",
+                                               dir.file("e.yaml"), dir.file("run")));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("run.executor.backend: nccl, but "), std::string::npos) << out;
+  EXPECT_TRUE(out.find("stage 0 (rank 0) is on the CPU") != std::string::npos ||
+              out.find("built without NCCL") != std::string::npos)
+      << out;
+  EXPECT_NE(out.find("backend: gloo"), std::string::npos) << out;
+}
+
+TEST(Launch, AnUnknownBackendNamesTheKeyAndTheChoices) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const auto [code, out] = pipelab(fmt::format("run {} --set run.output={} --set "
+                                               "'run.executor={{type: distributed, backend: mpi}}'",
+                                               dir.file("e.yaml"), dir.file("run")));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("run.executor.backend"), std::string::npos) << out;
+  EXPECT_NE(out.find("'mpi' is not one of auto, gloo, nccl"), std::string::npos) << out;
+}
+
 // Every registered scheme (the registry decides the cases), one process per stage: the same
 // weights and per-step losses as one process. Dropout and batch norm included.
 const char* kEveryScheme = R"(
@@ -107,8 +157,9 @@ run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
 )";
 
 /// Runs case `c` (with `sets` on top) in one process, then launched with one process per
-/// device of each of its `replicas` pipelines, and expects the same run; flush: never is
-/// refused across processes, and interlocking with replicas everywhere.
+/// device of each of its `replicas` pipelines, and expects the same run (flush: never too:
+/// each process snapshots and evaluates its own stages); interlocking with replicas is
+/// refused everywhere.
 void expect_launch_equals_one_process(const testing::SchemeCase& c, int replicas, const std::string& sets) {
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), kEveryScheme);
@@ -123,11 +174,6 @@ void expect_launch_equals_one_process(const testing::SchemeCase& c, int replicas
   const int devices = c.scheme.find("type: single") != std::string::npos ? 1 : c.devices;
   const auto [c2, out2] = pipelab(fmt::format("launch --nproc {} {} {} --set run.output={}", replicas * devices,
                                               dir.file("e.yaml"), all, dir.file("many")));
-  if (c.scheme.find("flush: never") != std::string::npos) {
-    EXPECT_EQ(c2, 2) << out2;
-    EXPECT_NE(out2.find("flush: never is not supported for multi-process runs yet"), std::string::npos) << out2;
-    return;
-  }
   ASSERT_EQ(c2, 0) << out2;
   expect_same_run(dir.file("one"), dir.file("many"));
 }
