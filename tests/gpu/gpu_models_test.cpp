@@ -100,28 +100,31 @@ double relative(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).norm().item<double>() / scale;
 }
 
-/// The largest of the relative differences between the CPU and the GPU pass of `name` in
-/// `dtype`: of the output, of the loss, and of all parameter gradients taken together
-/// (one vector: a gradient that is zero in exact arithmetic, such as a bias just before
-/// batch norm or an attention key's bias, is rounding noise on both devices and has no
-/// meaningful relative error of its own).
-double cpu_gpu_difference(const std::string& name, at::ScalarType dtype) {
+/// One forward/backward of model `name` in `dtype` on `device`, from the same weights and
+/// the same batch every time.
+Pass model_pass(const std::string& name, const c10::Device& device, at::ScalarType dtype) {
   const ModelCase& c = cases().at(name);
   const ModelDef def = testing::define_model(c.section, c.data);
-  std::vector<Block> cpu = testing::build_model(def), gpu = testing::build_model(def);
+  std::vector<Block> blocks = testing::build_model(def);
   std::vector<int64_t> shape{4};
   shape.insert(shape.end(), c.data.input_shape.begin(), c.data.input_shape.end());
   at::manual_seed(7);
   const at::Tensor x = c.data.integer_input ? at::randint(c.vocabulary, shape, at::kLong) : at::randn(shape, at::kDouble);
   const at::Tensor y = at::randint(c.data.classes, {4}, at::kLong);
-  const Pass a = run(def, cpu, x, y, c10::kCPU, dtype);
-  const Pass b = run(def, gpu, x, y, c10::Device(c10::kCUDA, 0), dtype);
+  return run(def, blocks, x, y, device, dtype);
+}
+
+/// The largest of the relative differences between two passes: of the output, of the loss,
+/// and of all parameter gradients taken together (one vector: a gradient that is zero in
+/// exact arithmetic, such as a bias just before batch norm or an attention key's bias, is
+/// rounding noise on both devices and has no meaningful relative error of its own).
+double difference(const std::string& name, const Pass& a, const Pass& b) {
   EXPECT_EQ(a.grads.size(), b.grads.size()) << name;
   double diff = 0, norm = 0;
   for (const auto& [param, g] : a.grads) {
     const auto it = b.grads.find(param);
     if (it == b.grads.end()) {
-      ADD_FAILURE() << name << ": no gradient for " << param << " on the GPU";
+      ADD_FAILURE() << name << ": no gradient for " << param << " in one of the passes";
       continue;
     }
     diff += std::pow((it->second - g).norm().item<double>(), 2);
@@ -142,17 +145,25 @@ class GpuModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuModel, ForwardBackwardMatchesCpuFloat64) {
   PIPELAB_REQUIRE_GPU();
-  const double d = cpu_gpu_difference(GetParam(), at::kDouble);
+  const c10::Device gpu(c10::kCUDA, 0);
+  const double d = difference(GetParam(), model_pass(GetParam(), c10::kCPU, at::kDouble),
+                              model_pass(GetParam(), gpu, at::kDouble));
   std::cout << "[ figure ] " << GetParam() << " float64 relative difference " << d << "\n";
   EXPECT_LT(d, 1e-9);
 }
 
+// In float32 both devices round; how much depends on the model (batch norm over 4 examples
+// divides by small deviations, and deep nets amplify that). The GPU's error against the
+// float64 result must be about the CPU's own float32 error, or below 1e-3.
 TEST_P(GpuModel, ForwardBackwardMatchesCpuFloat32WithoutTf32) {
   PIPELAB_REQUIRE_GPU();
   device::set_allow_tf32(false, false);
-  const double d = cpu_gpu_difference(GetParam(), at::kFloat);
-  std::cout << "[ figure ] " << GetParam() << " float32 relative difference " << d << "\n";
-  EXPECT_LT(d, 1e-3);
+  const Pass exact = model_pass(GetParam(), c10::kCPU, at::kDouble);
+  const double gpu = difference(GetParam(), exact, model_pass(GetParam(), c10::Device(c10::kCUDA, 0), at::kFloat));
+  const double cpu = difference(GetParam(), exact, model_pass(GetParam(), c10::kCPU, at::kFloat));
+  std::cout << "[ figure ] " << GetParam() << " float32 relative error against float64: GPU " << gpu << ", CPU " << cpu
+            << "\n";
+  EXPECT_LT(gpu, std::max(1e-3, 10 * cpu));
 }
 
 std::vector<std::string> model_names() {

@@ -11,5 +11,4 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/text_models_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/training_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/vgg_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/zoo.cpp
 )

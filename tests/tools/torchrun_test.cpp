@@ -93,11 +93,13 @@ TEST(Torchrun, AKilledWorkerRestartsTheGroupWhichResumes) {
   if (!testing::python_torch_available()) GTEST_SKIP() << "python3 cannot import torch: no torchrun to test with";
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), kLonger);
-  const std::string sets = "--set dataset.samples=2048";
+  // Five epochs of 128 steps: the kill (once steps.csv, flushed every second, passes 170
+  // lines) lands well before the end however fast the steps go.
+  const std::string sets = "--set dataset.samples=2048 --set run.epochs=5";
   const auto [c1, out1] =
       pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
   ASSERT_EQ(c1, 0) << out1;
-  // 128 steps an epoch: once epoch 2 is under way, SIGKILL the newest worker.
+  // Once epoch 2 is under way, SIGKILL the newest worker.
   const std::string run = dir.file("two");
   const auto [c2, out2] = testing::shell(fmt::format(
       "{} & T=$!; while [ $(cat {}/metrics/steps.csv 2>/dev/null | wc -l) -lt 170 ]; do sleep 0.01; done; "
