@@ -19,18 +19,23 @@
 namespace pipelab {
 namespace {
 
-/// Local receivers through mailboxes, remote ones through the process group; what comes from
-/// another process was received ahead into the mailboxes (exec/remote_receives.h).
+/// Local receivers through mailboxes, remote ones through the process group: a device's
+/// thread takes what comes from another process from the receives posted ahead for it
+/// (exec/remote_receives.h).
 class GroupTransport : public Transport {
  public:
-  GroupTransport(dist::ProcessGroup& group, Mailboxes& local, std::function<int(int)> owner,
-                 const DeviceChannels& channels, dist::WireSizes& sizes)
-      : group_(group), local_(local), owner_(std::move(owner)), channels_(channels), sizes_(sizes) {}
+  GroupTransport(dist::ProcessGroup& group, Mailboxes& local, RemoteReceives& remote, std::function<int(int)> owner,
+                 std::vector<int> placement, const DeviceChannels& channels, dist::WireSizes& sizes)
+      : group_(group), local_(local), remote_(remote), owner_(std::move(owner)), placement_(std::move(placement)),
+        channels_(channels), sizes_(sizes) {}
   void send(int from, int to, char kind, int mb, Parcel p) override {
     if (owner_(to) == group_.rank()) return local_.send(from, to, kind, mb, std::move(p));
     dist::send_message(group_, p.message, {from, to, kind, mb, owner_(to), channels_.find(from, to)}, sizes_);
   }
-  Parcel receive(int to, int from, char kind, int mb) override { return local_.receive(to, from, kind, mb); }
+  Parcel receive(int to, int from, char kind, int mb) override {
+    if (!remote_.remote(from)) return local_.receive(to, from, kind, mb);
+    return remote_.take(placement_.at(static_cast<size_t>(to)), to, from, kind, mb);
+  }
   // The members of a collective meet in its GroupAllReduce (ProcessWorld::all_reduce), those
   // of one process first and then every process's in the subgroup's all-gather, so there is
   // nothing to wait for here.
@@ -39,7 +44,9 @@ class GroupTransport : public Transport {
  private:
   dist::ProcessGroup& group_;
   Mailboxes& local_;
+  RemoteReceives& remote_;
   std::function<int(int)> owner_;  ///< stage -> rank
+  std::vector<int> placement_;     ///< stage -> device
   const DeviceChannels& channels_;
   dist::WireSizes& sizes_;
 };
@@ -113,36 +120,30 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   std::vector<c10::Device> stage_devices;
   for (const StageSlot& slot : slots) stage_devices.push_back(slot.stage->device());
   channels_.connect(options_.backend, world_, stage_devices, s);
-  GroupTransport transport(group, local, stage_owner, channels_, wire_sizes_);
   std::vector<DeviceWork> work = device_work(s);
   const auto local_device = [this](int d) { return world_.owns_device(d); };
   RemoteLinks links{stage_owner, [this](int from, int to) { return channels_.find(from, to); },
                     [&stage_devices](int stage) { return stage_devices.at(static_cast<size_t>(stage)); },
                     &wire_sizes_};
-  RemoteReceives remote(s, group, local, local_device, std::move(links));
-  try {
-    threads_->run(
-        [&](int d) {
-          if (d >= s.devices()) return;
-          const auto& actions = s.device(d);
-          if (actions.empty() || !local_device(d)) return;
-          device::StreamScope stream(slots.at(static_cast<size_t>(actions.front().stage)).stage->device(), d);
-          MemoryMeter::Install metered(stats_.memory);
-          for (size_t i = 0; i < actions.size(); ++i) {
-            if (local.cancelled()) throw Cancelled();
-            run_action(i, work[static_cast<size_t>(d)], slots.at(static_cast<size_t>(actions[i].stage)), relay, mode,
-                       transport, stats_);
-          }
-        },
-        [&] {
-          local.cancel();
-          remote.stop();
-        });
-  } catch (const Cancelled&) {
-    remote.finish();  // a lost peer is why, if a receiver met it
-    throw;
-  }
-  remote.finish();
+  RemoteReceives remote(s, group, local_device, std::move(links));
+  GroupTransport transport(group, local, remote, stage_owner, s.placement(), channels_, wire_sizes_);
+  threads_->run(
+      [&](int d) {
+        if (d >= s.devices()) return;
+        const auto& actions = s.device(d);
+        if (actions.empty() || !local_device(d)) return;
+        device::StreamScope stream(slots.at(static_cast<size_t>(actions.front().stage)).stage->device(), d);
+        MemoryMeter::Install metered(stats_.memory);
+        for (size_t i = 0; i < actions.size(); ++i) {
+          if (local.cancelled()) throw Cancelled();
+          run_action(i, work[static_cast<size_t>(d)], slots.at(static_cast<size_t>(actions[i].stage)), relay, mode,
+                     transport, stats_);
+        }
+      },
+      [&] {
+        local.cancel();
+        remote.stop();
+      });
   relay_results(slots, relay.kept(), feed);
   group.complete_sends();
   wire_sizes_.end_run();

@@ -1,93 +1,82 @@
 #include "core/exec/remote_receives.h"
 
-#include <deque>
+#include <fmt/format.h>
 
 #include "core/device/streams.h"
-#include "core/dist/wire.h"
+#include "core/util/error.h"
 
 namespace pipelab {
+namespace {
 
-RemoteReceives::RemoteReceives(const Schedule& s, dist::ProcessGroup& group, Mailboxes& mailboxes,
-                               const std::function<bool(int)>& local, RemoteLinks links)
-    : group_(group), mailboxes_(mailboxes), links_(std::move(links)) {
+constexpr size_t kWindow = 32;
+constexpr int64_t kBudget = int64_t{64} << 20;
+
+}  // namespace
+
+RemoteReceives::RemoteReceives(const Schedule& s, dist::ProcessGroup& group, const std::function<bool(int)>& local,
+                               RemoteLinks links)
+    : group_(group), links_(std::move(links)), inboxes_(static_cast<size_t>(s.devices())) {
   group_.reset_receives();
   for (int d = 0; d < s.devices(); ++d) {
     if (!local(d)) continue;
-    std::vector<Action> remote;
+    Inbox& inbox = inboxes_[static_cast<size_t>(d)];
     for (const Action& a : s.device(d)) {
-      if (!is_receive(a.kind)) continue;
-      const int from = peer(a);
-      if (links_.rank_of(from) != group.rank()) remote.push_back(a);
+      if (is_receive(a.kind) && remote(peer(a))) inbox.receives.push_back(a);
     }
-    if (!remote.empty()) threads_.emplace_back([this, d, remote] { receive_all(d, remote); });
+    post_ahead(inbox);
   }
 }
 
 RemoteReceives::~RemoteReceives() {
-  bool finished = true;
-  for (const std::thread& t : threads_) finished = finished && !t.joinable();
-  if (!finished) stop();
-  for (std::thread& t : threads_) {
-    if (t.joinable()) t.join();
+  // Receives posted but never taken (a run that failed): aborted, then dropped.
+  for (const Inbox& inbox : inboxes_) {
+    if (!inbox.ahead.empty()) {
+      stop();
+      break;
+    }
   }
-  // The group's other receives (results, weights) work again.
-  if (stopped_) group_.reset_receives();
+  inboxes_.clear();
+  if (stopped_) group_.reset_receives();  // the group's other receives (results, weights) work again
 }
 
-void RemoteReceives::receive_all(int device, const std::vector<Action>& receives) {
-  constexpr size_t kWindow = 32;
-  constexpr int64_t kBudget = int64_t{64} << 20;
+bool RemoteReceives::remote(int from) const { return links_.rank_of(from) != group_.rank(); }
+
+dist::Route RemoteReceives::route(const Action& a) const {
+  const int from = peer(a);
+  return dist::Route{from, a.stage, payload(a.kind), a.mb, links_.rank_of(from), links_.channel(from, a.stage)};
+}
+
+void RemoteReceives::post_ahead(Inbox& inbox) {
+  while (inbox.posted < inbox.receives.size() &&
+         (inbox.posted == inbox.next || (inbox.posted - inbox.next < kWindow && inbox.bytes < kBudget))) {
+    inbox.ahead.push_back(dist::post_message(group_, route(inbox.receives[inbox.posted++]), *links_.sizes));
+    inbox.bytes += dist::posted_bytes(*inbox.ahead.back());
+  }
+}
+
+Parcel RemoteReceives::take(int device, int to, int from, char kind, int mb) {
+  Inbox& inbox = inboxes_.at(static_cast<size_t>(device));
+  PIPELAB_ASSERT(inbox.next < inbox.receives.size(), "device {} takes a remote message it has no RECV action for",
+                 device);
+  const Action& a = inbox.receives[inbox.next];
+  PIPELAB_ASSERT(a.stage == to && peer(a) == from && payload(a.kind) == kind && a.mb == mb,
+                 "device {} takes {}{} from stage {} out of order", device, kind, mb, from);
   try {
-    // Device channels deliver on this thread's stream of the receiving GPU, a stream of its
-    // own (negative numbers are no stage's).
-    const c10::Device here = links_.device(receives.front().stage);
-    device::StreamScope stream(here, -1 - device);
-    const auto route = [this](const Action& a) {
-      const int from = peer(a);
-      return dist::Route{from, a.stage, payload(a.kind), a.mb, links_.rank_of(from), links_.channel(from, a.stage)};
-    };
-    std::deque<std::shared_ptr<dist::PostedMessage>> ahead;
-    size_t posted = 0;
-    int64_t bytes = 0;
-    for (size_t k = 0; k < receives.size(); ++k) {
-      while (posted < receives.size() && (posted == k || (posted - k < kWindow && bytes < kBudget))) {
-        ahead.push_back(dist::post_message(group_, route(receives[posted++]), *links_.sizes));
-        bytes += dist::posted_bytes(*ahead.back());
-      }
-      const std::shared_ptr<dist::PostedMessage> next = std::move(ahead.front());
-      ahead.pop_front();
-      bytes -= dist::posted_bytes(*next);
-      const Action& a = receives[k];
-      Message m = dist::finish_message(group_, *next, *links_.sizes, here);
-      device::Ready ready = route(a).channel ? device::record_ready(here) : nullptr;
-      mailboxes_.send(peer(a), a.stage, payload(a.kind), a.mb, {std::move(m), std::move(ready)});
-    }
+    post_ahead(inbox);
+    const std::shared_ptr<dist::PostedMessage> next = std::move(inbox.ahead.front());
+    inbox.ahead.pop_front();
+    inbox.bytes -= dist::posted_bytes(*next);
+    ++inbox.next;
+    // A device channel's tensors land on this device's current stream: nothing to wait for.
+    return {dist::finish_message(group_, *next, *links_.sizes, links_.device(to)), nullptr};
   } catch (const dist::ReceiveAborted&) {
-    // stop(): the run ends without these messages.
-  } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = std::current_exception();
-    }
-    mailboxes_.cancel();  // the devices waiting for this peer stop too
+    throw Cancelled();
   }
 }
 
 void RemoteReceives::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopped_) return;
-    stopped_ = true;
-  }
+  stopped_ = true;
   group_.abort_receives();
-}
-
-void RemoteReceives::finish() {
-  for (std::thread& t : threads_) {
-    if (t.joinable()) t.join();
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (error_) std::rethrow_exception(error_);
 }
 
 }  // namespace pipelab

@@ -1,23 +1,23 @@
 #pragma once
-/// Messages from other processes, received ahead of the actions that use them. Gloo moves a
+/// Messages from other processes, received ahead of the actions that take them. Gloo moves a
 /// message only once its receiver has posted the receive (a rendezvous), so a receive posted
-/// when the RECV action runs puts a round trip per message part on the device's critical path.
-/// As torch.distributed.pipelining posts its irecvs early, one thread per local device walks
-/// that device's RECV actions from other processes in order, keeps the receives of the next
-/// ones posted (up to 32 messages or 64 MiB ahead), takes each as it arrives and leaves it
-/// in the device's mailbox, where the RECV action takes it. A tensor that came
-/// over a device channel (NCCL) is ready on the receiver's stream; the parcel carries the
-/// event the consuming stage's stream waits for.
+/// when the RECV action runs puts a round trip per message on the device's critical path.
+/// As torch.distributed.pipelining posts its irecvs early, each local device keeps the
+/// receives of its next RECV actions from other processes posted (up to 32 messages or
+/// 64 MiB ahead, dist/wire.h), and its own thread waits for each when its RECV action runs:
+/// Gloo's thread wakes the device's thread directly, with no thread in between.
+/// A tensor that came over a device channel (NCCL) is ready on the device's stream.
 #include <c10/core/Device.h>
 
-#include <exception>
+#include <atomic>
+#include <deque>
 #include <functional>
-#include <mutex>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "core/dist/wire.h"
-#include "core/exec/mailboxes.h"
+#include "core/exec/transport.h"
+#include "core/schedule/schedule.h"
 
 namespace pipelab {
 
@@ -32,30 +32,37 @@ struct RemoteLinks {
 
 class RemoteReceives {
  public:
-  /// Starts receiving, for every device d with local(d), the messages its RECV actions in `s`
-  /// take from stages whose rank (`links.rank_of`) is not this one.
-  RemoteReceives(const Schedule& s, dist::ProcessGroup& group, Mailboxes& mailboxes,
-                 const std::function<bool(int)>& local, RemoteLinks links);
-  /// Stops (as stop()) unless finish() ran, and joins.
+  /// Posts, for every device d with local(d), the first receives of its RECV actions in `s`
+  /// from stages whose rank (`links.rank_of`) is not this one.
+  RemoteReceives(const Schedule& s, dist::ProcessGroup& group, const std::function<bool(int)>& local,
+                 RemoteLinks links);
   ~RemoteReceives();
   RemoteReceives(const RemoteReceives&) = delete;
   RemoteReceives& operator=(const RemoteReceives&) = delete;
 
-  /// Stops waiting for messages (a run that failed here will never get them).
+  /// Whether the message (from, to, kind, mb) comes from another process.
+  bool remote(int from) const;
+  /// On device `device`'s thread: its next remote message, which is (from, to, kind, mb) (the
+  /// device runs its RECV actions in order). Throws Cancelled once stop() ran, and a
+  /// PeerError naming the peer when it is lost.
+  Parcel take(int device, int to, int from, char kind, int mb);
+  /// Stops every wait (a run that failed elsewhere will never get its messages).
   void stop();
-  /// Joins the threads; rethrows the first error a receiver met (a lost peer), if any.
-  void finish();
 
  private:
-  void receive_all(int device, const std::vector<Action>& receives);
+  struct Inbox {
+    std::vector<Action> receives;  ///< the device's RECV actions from other processes, in order
+    size_t next = 0, posted = 0;
+    int64_t bytes = 0;
+    std::deque<std::shared_ptr<dist::PostedMessage>> ahead;
+  };
+  dist::Route route(const Action& a) const;
+  void post_ahead(Inbox& inbox);
 
   dist::ProcessGroup& group_;
-  Mailboxes& mailboxes_;
   RemoteLinks links_;
-  std::vector<std::thread> threads_;
-  std::mutex mutex_;
-  std::exception_ptr error_;
-  bool stopped_ = false;
+  std::vector<Inbox> inboxes_;  ///< per device
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace pipelab
