@@ -45,6 +45,11 @@ else
   # CMake and the interop tests find it, so it goes into that Python.
   "$python" -m pip install torch || "$python" -m pip install --break-system-packages torch
 fi
+# torch.distributed.pipelining (the peer in tools/bench/bench_processes.py) sends its shapes
+# as pickled objects, which needs NumPy; the torch wheel does not require it.
+if ! "$python" -c 'import numpy' 2>/dev/null; then
+  "$python" -m pip install numpy || "$python" -m pip install --break-system-packages numpy
+fi
 torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 
 # 3. Configure and build.

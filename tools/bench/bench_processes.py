@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Two processes against the peer: pipelab's `launch --nproc 2`, pipelab's threaded executor
+(one process, one thread per device) and torch.distributed.pipelining (PipelineStage and its
+schedules from the installed torch, 2 processes over Gloo), on the same MLP, batch and
+schedule, interleaved in one run.
+
+    tools/bench/bench_processes.py [--pipelab build/pipelab] [--widths 64,512,1024]
+                                   [--rounds 4] [--steps 16] [--schedules gpipe,1f1b,...]
+
+Every system trains an MLP of 8 Linear(W, W) layers (ReLU between them) with plain SGD on
+batches of 256 rows in 8 micro-batches, one intra-op thread per stage device. A figure is the
+median over rounds of the seconds per training step in the steady state: pipelab's epochs
+after the first (metrics/epochs.csv, train_seconds / steps), torch's steps after two
+warm-up steps (timed between barriers on every rank). Printed: those seconds and the ratios
+pipelab processes / torch and pipelab processes / pipelab threaded (speed: > 1 is faster).
+LibTorch's threads spin, so nothing else should run meanwhile.
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+LAYERS, BATCH, MICRO = 8, 256, 8
+
+# schedule -> (pipelab scheme, pipelab stages, torch schedule class, torch stages per rank)
+SCHEDULES = {
+    "gpipe": ("{type: gpipe, chunks: 8}", 2, "ScheduleGPipe", 1),
+    "1f1b": ("{type: pipedream_flush, chunks: 8}", 2, "Schedule1F1B", 1),
+    "interleaved": ("{type: interleaved_1f1b, chunks: 8, virtual_stages: 2}", 4, "ScheduleInterleaved1F1B", 2),
+    "zb": ("{type: zb_h1, chunks: 8}", 2, "ScheduleInterleavedZeroBubble", 1),
+    "zbv": ("{type: zbv, chunks: 8}", 4, "ScheduleZBVZeroBubble", 2),
+}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def experiment(width, steps, scheme, stages, executor):
+    return f"""
+model:     {{type: mlp, sizes: [{', '.join([str(width)] * (LAYERS + 1))}]}}
+dataset:   {{type: synthetic, samples: {steps * BATCH}, test_samples: {BATCH}, shape: [{width}], classes: {width}}}
+partition: {{stages: {stages}}}
+scheme:    {scheme}
+optimizer: {{type: sgd, lr: 0.01}}
+run:       {{epochs: 3, batch_size: {BATCH}, seed: 1, progress: false, executor: {{type: {executor}}}}}
+"""
+
+
+def pipelab_step_seconds(binary, width, steps, schedule, processes):
+    scheme, stages, _, _ = SCHEDULES[schedule]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "e.yaml")
+        with open(path, "w") as f:
+            f.write(experiment(width, steps, scheme, stages, "distributed" if processes else "threaded"))
+        out = os.path.join(tmp, "run")
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        if processes:
+            cmd = [binary, "launch", "--nproc", "2", path, "--set", "run.threads=1", "--set", f"run.output={out}"]
+        else:
+            cmd = [binary, "run", path, "--quiet", "--set", "run.threads=2", "--set", f"run.output={out}"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
+        with open(os.path.join(out, "metrics", "epochs.csv")) as f:
+            rows = f.read().splitlines()
+        column = rows[0].split(",").index("train_seconds")
+        return statistics.median(float(r.split(",")[column]) for r in rows[2:]) / steps
+
+
+def torch_worker(args):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed import pipelining
+
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo")
+    _, _, schedule_name, per_rank = SCHEDULES[args.schedule]
+    stages_total = world * per_rank
+    if schedule_name == "ScheduleZBVZeroBubble":
+        mine = [rank, stages_total - 1 - rank]  # the V: rank 0 holds the first and the last stage
+    else:
+        mine = [rank + world * k for k in range(per_rank)]  # looped placement
+    torch.manual_seed(1)
+    layers = []
+    for i in range(LAYERS):
+        layers.append(torch.nn.Linear(args.width, args.width))
+        if i < LAYERS - 1:
+            layers.append(torch.nn.ReLU())
+    per_stage = LAYERS // stages_total
+    stages, params = [], []
+    for s in mine:
+        # Linear i is layers[2i]; a stage takes its Linear layers and the ReLUs after them.
+        part = torch.nn.Sequential(*layers[2 * s * per_stage: min(2 * (s + 1) * per_stage, len(layers))])
+        params += list(part.parameters())
+        stages.append(pipelining.PipelineStage(part, s, stages_total, torch.device("cpu")))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    cls = getattr(pipelining, schedule_name)
+    multi = issubclass(cls, pipelining.schedules.PipelineScheduleMulti)
+    schedule = cls(stages if multi else stages[0], n_microbatches=MICRO, loss_fn=loss_fn)
+    opt = torch.optim.SGD(params, lr=0.01)
+    x = torch.randn(BATCH, args.width)
+    y = torch.randint(0, args.width, (BATCH,))
+    first, last = 0 in mine, stages_total - 1 in mine
+
+    def step():
+        kwargs = {"target": y} if last else {}
+        if first:
+            schedule.step(x, **kwargs)
+        else:
+            schedule.step(**kwargs)
+        opt.step()
+        opt.zero_grad()
+
+    for _ in range(2):
+        step()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    dist.barrier()
+    seconds = (time.perf_counter() - start) / args.steps
+    if rank == 0:
+        print(json.dumps({"seconds": seconds}))
+    dist.destroy_process_group()
+
+
+def torch_step_seconds(width, steps, schedule):
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+        cmd = [sys.executable, __file__, "--torch-worker", "--width", str(width), "--steps", str(steps),
+               "--schedule", schedule]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate() for p in procs]
+    if any(p.returncode != 0 for p in procs):
+        logs = "\n".join(f"rank {r}:\n{e[-2000:]}" for r, (_, e) in enumerate(outs))
+        raise SystemExit(f"torch workers failed ({schedule}, width {width}):\n{logs}")
+    return json.loads(outs[0][0].strip().splitlines()[-1])["seconds"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pipelab", default="build/pipelab")
+    ap.add_argument("--widths", default="512")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--schedules", default=",".join(SCHEDULES))
+    ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--width", type=int, default=512, help=argparse.SUPPRESS)
+    ap.add_argument("--schedule", default="gpipe", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.torch_worker:
+        return torch_worker(args)
+    import torch
+
+    print(f"pipelab {args.pipelab} against torch {torch.__version__}; {LAYERS} x Linear(W), batch {BATCH}, "
+          f"{MICRO} micro-batches, 2 processes x 1 thread, Gloo; medians of {args.rounds} interleaved rounds")
+    print(f"{'W':>5} {'schedule':<12} {'launch s/step':>13} {'threaded':>9} {'torch':>9} "
+          f"{'launch/torch':>12} {'launch/threaded':>15}")
+    for width in [int(w) for w in args.widths.split(",")]:
+        for schedule in args.schedules.split(","):
+            times = {"launch": [], "threaded": [], "torch": []}
+            for _ in range(args.rounds):
+                times["launch"].append(pipelab_step_seconds(args.pipelab, width, args.steps, schedule, True))
+                times["threaded"].append(pipelab_step_seconds(args.pipelab, width, args.steps, schedule, False))
+                times["torch"].append(torch_step_seconds(width, args.steps, schedule))
+            m = {k: statistics.median(v) for k, v in times.items()}
+            # Speed ratios: the other's seconds over launch's.
+            print(f"{width:>5} {schedule:<12} {m['launch']:>13.4f} {m['threaded']:>9.4f} {m['torch']:>9.4f} "
+                  f"{m['torch'] / m['launch']:>12.2f} {m['threaded'] / m['launch']:>15.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
