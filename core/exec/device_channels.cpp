@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -77,10 +78,13 @@ void DeviceChannels::connect(const std::string& backend, ProcessWorld& world, co
         while (in >> st >> id) identity.at(st) = id;
       }
       for (size_t st = 0; st < devices.size(); ++st) rank[st] = rank_of(static_cast<int>(st));
+      const bool any_gpu = std::any_of(identity.begin(), identity.end(), [](const std::string& id) { return id != "cpu"; });
       std::string problem = device_problem(identity, rank);
       if (problem.empty()) problem = untagged_order_problem(s, rank_of);
       if (problem.empty()) {
         chosen_ = "nccl";
+      } else if (backend == "auto" && !any_gpu) {
+        // Nothing on a GPU: Gloo is what anyone would expect, and says nothing.
       } else if (backend == "nccl") {
         throw UserError(fmt::format("run.executor.backend: nccl, but {}. Fix: give every rank its own GPUs "
                                     "(device: cuda:N, CUDA_VISIBLE_DEVICES), or backend: gloo (host memory).",

@@ -46,6 +46,8 @@ TEST(Launch, TwoProcessesEqualOneProcess) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("two/ranks/rank0/log.txt")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("two/ranks/rank0/summary.json")));
   EXPECT_NE(testing::read_text(dir.file("two/config.yaml")).find("distributed"), std::string::npos);
+  // Stages on the CPU: Gloo without a word (auto says why only when a GPU is involved).
+  EXPECT_EQ(out2.find("backend auto"), std::string::npos) << out2;
 }
 
 TEST(Launch, DataParallelReplicasOverAProcessGroupEqualOneProcess) {

@@ -5,6 +5,7 @@
 // and resume to the uninterrupted run's bytes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -108,6 +109,27 @@ TEST(Torchrun, AKilledWorkerRestartsTheGroupWhichResumes) {
   ASSERT_EQ(c2, 0) << out2;
   EXPECT_NE(out2.find("resuming"), std::string::npos) << "the group was not restarted:\n" << out2;
   expect_same_run(dir.file("one"), run);
+}
+
+TEST(Torchrun, AKilledWorkerWithoutRestartsStopsTheGroupNamingIt) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  if (!testing::python_torch_available()) GTEST_SKIP() << "python3 cannot import torch: no torchrun to test with";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kLonger);
+  const std::string run = dir.file("two");
+  const auto start = std::chrono::steady_clock::now();
+  // A run far longer than the test: once steps are written, SIGKILL the newest worker.
+  const auto [code, out] = testing::shell(fmt::format(
+      "{} 2>&1 & T=$!; while [ $(cat {}/metrics/steps.csv 2>/dev/null | wc -l) -lt 20 ]; do sleep 0.01; done; "
+      "pkill -9 -n -f 'run.output={}'; wait $T",
+      torchrun("--max-restarts 0", dir.file("e.yaml"),
+               fmt::format("--set run.epochs=1000 --set run.executor.timeout_s=10 --set run.output={}", run)),
+      run, run));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(code, 0) << out;
+  // torchrun's agent stops the other worker and names the killed one with its signal.
+  EXPECT_TRUE(out.find("exitcode") != std::string::npos && out.find("-9") != std::string::npos) << out;
+  EXPECT_LT(seconds, 60) << out;
 }
 
 TEST(Torchrun, AHalfSetEnvironmentIsAClearError) {
