@@ -1,9 +1,11 @@
 #include "core/exec/device_channels.h"
 
+#include <ATen/ATen.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "core/schedule/lower.h"
@@ -101,14 +103,29 @@ void DeviceChannels::connect(const std::string& backend, ProcessWorld& world, co
     }
   }
   if (chosen_ != "nccl") return;
+  // NCCL makes a communicator at its first operation, and both ranks must be there: each
+  // new channel carries one element at once, every rank taking the edges in the same
+  // (sorted) order, so that no rank waits in one edge's set-up for a peer held in another's.
+  std::set<std::pair<int, int>> edges;
   for (int d = 0; d < s.devices(); ++d) {
     for (const Action& a : s.device(d)) {
-      if (!is_send(a.kind)) continue;
-      const std::pair<int, int> edge{a.stage, peer(a)};
-      const int from = rank_of(edge.first), to = rank_of(edge.second);
-      if (from == to || channels_.count(edge) || (world.rank() != from && world.rank() != to)) continue;
-      channels_[edge] = world.group().device_channel(from, to, fmt::format("nccl/{}-{}", edge.first, edge.second));
+      if (is_send(a.kind)) edges.insert({a.stage, peer(a)});
     }
+  }
+  for (const std::pair<int, int>& edge : edges) {
+    const int from = rank_of(edge.first), to = rank_of(edge.second);
+    if (from == to || channels_.count(edge) || (world.rank() != from && world.rank() != to)) continue;
+    auto channel = world.group().device_channel(from, to, fmt::format("nccl/{}-{}", edge.first, edge.second));
+    const bool sender = world.rank() == from;
+    const c10::Device here = devices.at(static_cast<size_t>(sender ? edge.first : edge.second));
+    at::Tensor one = at::zeros({1}, at::TensorOptions().device(here));
+    if (sender) {
+      channel->send(one);
+      channel->complete_sends();
+    } else {
+      channel->recv(one);
+    }
+    channels_[edge] = std::move(channel);
   }
 }
 
