@@ -7,9 +7,9 @@
 #include "core/device/device.h"
 #include "core/dist/device_channel.h"
 #include "core/dist/process_group.h"
-#include "core/io/pt_file.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
 
 namespace pipelab {
 namespace {
@@ -27,7 +27,7 @@ std::pair<int, std::string> pipelab_gpu(const std::string& args) {
   return testing::shell("OMP_NUM_THREADS=1 CUBLAS_WORKSPACE_CONFIG=:4096:8 " + std::string(PIPELAB_BINARY) + " " + args);
 }
 
-/// One process, then two launched with `backend` on `devices`: the same weights and steps.
+/// One process, then two launched with `backend` on `devices`: the same run.
 std::string expect_two_processes_equal_one(const std::string& devices, const std::string& backend) {
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), kTwoStages);
@@ -39,11 +39,7 @@ std::string expect_two_processes_equal_one(const std::string& devices, const std
       "launch --nproc 2 {} {} --set run.output={} --set 'run.executor={{type: distributed, backend: {}}}'",
       dir.file("e.yaml"), sets, dir.file("two"), backend));
   EXPECT_EQ(c2, 0) << out2;
-  if (c1 == 0 && c2 == 0) {
-    EXPECT_TRUE(testing::identical(load_tensor_dict(dir.file("one/checkpoints/final.pt")),
-                                   load_tensor_dict(dir.file("two/checkpoints/final.pt"))));
-    EXPECT_EQ(testing::read_text(dir.file("one/metrics/steps.csv")), testing::read_text(dir.file("two/metrics/steps.csv")));
-  }
+  if (c1 == 0 && c2 == 0) testing::expect_same_run(dir.file("one"), dir.file("two"));
   return out2;
 }
 

@@ -6,7 +6,6 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/hardening_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hardening_surfaces_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/json_files_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/launch_support.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/readme_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulate_test.cpp
