@@ -18,6 +18,8 @@ namespace {
 /// Point-to-point tags of gather_weights (from here up: one per tensor). The distributed
 /// executor's results use the two tags below it (core/exec/distributed.cpp).
 constexpr int kWeightsTag = (1 << 30) + 16;
+/// The tag of from_writer()'s decisions.
+constexpr int kDecisionTag = (1 << 30) + 2;
 
 /// Stands for a collective this rank has no member of: its stages never run here.
 class ElsewhereAllReduce : public AllReduce {
@@ -79,6 +81,35 @@ void ProcessWorld::gather_weights(std::vector<StageSlot>& slots) {
     }
   }
   group().complete_sends();
+}
+
+ProcessWorld::~ProcessWorld() {
+  // The decision posted for a step that never came: stopped, then dropped with the group.
+  if (decision_posted_) {
+    group_->abort_receives();
+    decision_posted_.reset();
+  }
+}
+
+bool ProcessWorld::from_writer(bool flag) {
+  dist::ProcessGroup& g = group();
+  const int writer = stage_owner(stages() - 1);
+  if (options_.rank == writer) {
+    for (int r = 0; r < options_.world_size; ++r) {
+      if (r != writer) g.send(at::full({1}, flag ? 1 : 0, at::kLong), r, kDecisionTag);
+    }
+    return flag;
+  }
+  if (!decision_posted_) {
+    decision_ = at::empty({1}, at::kLong);
+    decision_posted_ = g.post_recv(decision_, writer, kDecisionTag);
+  }
+  g.wait_recv(*decision_posted_);
+  const bool decided = decision_.item<int64_t>() != 0;
+  // The next one, ahead (messages under one tag between two ranks arrive in order).
+  decision_ = at::empty({1}, at::kLong);
+  decision_posted_ = g.post_recv(decision_, writer, kDecisionTag);
+  return decided;
 }
 
 bool ProcessWorld::any(bool flag) {

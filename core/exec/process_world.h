@@ -16,6 +16,9 @@ class ProcessWorld : public World {
  public:
   /// Rank `options.rank` of `options.world_size`; nothing is joined before attach().
   explicit ProcessWorld(dist::GroupOptions options) : options_(std::move(options)) {}
+  ~ProcessWorld() override;
+  ProcessWorld(const ProcessWorld&) = delete;
+  ProcessWorld& operator=(const ProcessWorld&) = delete;
 
   /// Joins the process group (every rank must, within the timeout). `placement`: the
   /// device of each stage; rank p runs the devices owner() gives it.
@@ -25,6 +28,7 @@ class ProcessWorld : public World {
   /// Each stage's parameters and buffers travel from its rank to the writing rank.
   void gather_weights(std::vector<StageSlot>& slots) override;
   bool any(bool flag) override;
+  bool from_writer(bool flag) override;
   std::vector<std::string> gather_text(const std::string& key, const std::string& text) override;
   std::vector<at::Tensor> gather_rows(const at::Tensor& rows) override;
   void merge_stats(ExecStats& stats) override;
@@ -60,6 +64,11 @@ class ProcessWorld : public World {
   int plans_ = 0;
   std::vector<int> placement_;  ///< the device of each stage, fixed by attach()
   int devices_ = 0;
+  /// The writer's next decision (from_writer), received ahead: Gloo moves a message once
+  /// its receive is posted, so a receive posted only when the decision is needed would put
+  /// a round trip through both processes' Gloo threads at every step's start.
+  at::Tensor decision_;
+  std::shared_ptr<dist::ProcessGroup::Pending> decision_posted_;
 };
 
 }  // namespace pipelab

@@ -40,6 +40,11 @@ class World {
   virtual void gather_weights(std::vector<StageSlot>& /*slots*/) {}
   /// True on every process when `flag` is true on any (a stop decision all share).
   virtual bool any(bool flag) { return flag; }
+  /// The writing process's `flag`, on every process: a decision only the writer can make
+  /// (it alone sees the loss). Unlike any(), nobody waits for a round trip: the writer
+  /// sends and goes on, and the others find it waiting for them (called at the same points
+  /// on every process).
+  virtual bool from_writer(bool flag) { return flag; }
   /// Every process's `text` under `key`, in process order (a collective; {text} here).
   virtual std::vector<std::string> gather_text(const std::string& /*key*/, const std::string& text) {
     return {text};

@@ -72,8 +72,8 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
       executor.run(train_schedule(units), slots_, shadowed, RunMode::Train);
       traced_steps_.add(seconds_since(run_start), 1);
       totals.add(feed.totals());
-      // Only the process with the loss sees it; every process must stop at the same step.
-      diverged = executor.world().any(!finish_step(feed.totals().loss));
+      // Only the writer sees the loss; every process must stop at the same step.
+      diverged = executor.world().from_writer(!finish_step(feed.totals().loss));
       collect_stage_metrics(record, epoch + 1);
     }
   } else {
