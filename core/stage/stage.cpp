@@ -6,6 +6,7 @@
 #include "core/device/compat.h"
 #include "core/device/device.h"
 #include "core/nn/context.h"
+#include "core/stage/weight_pass.h"
 #include "core/util/error.h"
 
 namespace pipelab {
@@ -230,6 +231,11 @@ Tensors Stage::backward_input(int mb, const Tensors& dy) {
   }
   Tensors found;
   if (!wrt.empty() && !s.roots.empty()) {
+    std::vector<at::Tensor> weights;
+    for (const at::Tensor& p : parameters()) {
+      if (p.requires_grad()) weights.push_back(p);
+    }
+    s.weight_pass = std::make_shared<WeightPass>(s.roots, wrt, weights);
     found = torch::autograd::grad(s.roots, wrt, s.root_grads, /*retain_graph=*/true, /*create_graph=*/false,
                                   /*allow_unused=*/true);
   }
@@ -249,8 +255,10 @@ void Stage::backward_weight(int mb) {
     if (p.requires_grad()) weights.push_back(p);
   }
   if (weights.empty() || s.roots.empty()) return;
-  // The same graph walked again, accumulating into the parameters only: the parameter
-  // gradients are those a whole B computes, bit for bit (tests/exec).
+  // From where each weight's path left the inputs' (kept by I), or the same graph walked
+  // again, accumulating into the parameters only: either way the parameter gradients are
+  // those a whole B computes, bit for bit (tests/exec).
+  if (s.weight_pass) return s.weight_pass->run(s.roots, s.root_grads);
   torch::autograd::backward(s.roots, s.root_grads, /*retain_graph=*/false, /*create_graph=*/false, weights);
 }
 

@@ -18,6 +18,8 @@
 
 namespace pipelab {
 
+class WeightPass;
+
 /// How a forward runs.
 struct ForwardOptions {
   /// Keep only the input and RNG states; recompute the forward inside backward.
@@ -167,6 +169,8 @@ class Stage {
     /// Where I started: the outputs with a gradient and those gradients (none on the last
     /// stage, which starts from its loss).
     Tensors roots, root_grads;
+    /// What W needs from I (stage/weight_pass.h); null where W walks the whole graph.
+    std::shared_ptr<WeightPass> weight_pass;
   };
   /// Where a backward starts: the outputs (or scaled loss) that have gradients, and those.
   struct Root {
