@@ -59,24 +59,35 @@ void WireSizes::end_run() {
   seen_.clear();
 }
 
-void send_message(ProcessGroup& group, const Message& m, const Route& route, WireSizes& sizes) {
-  std::vector<at::Tensor> tensors = m.values;
-  tensors.insert(tensors.end(), m.extra.begin(), m.extra.end());
-  if (static_cast<int64_t>(tensors.size()) > kMaxTensors) {
+namespace {
+
+/// A message laid out as one buffer: the header, then each host tensor at its offset.
+struct Layout {
+  std::vector<int64_t> header;
+  std::vector<at::Tensor> tensors;  ///< values, then extras
+  std::vector<at::Tensor> host;     ///< what goes the host's way (undefined: nothing, or a device channel's)
+  std::vector<int64_t> offset;
+  int64_t end = kHeaderBytes;       ///< the whole buffer's bytes
+};
+
+Layout layout_of(const Message& m, const Route& route) {
+  Layout l;
+  l.tensors = m.values;
+  l.tensors.insert(l.tensors.end(), m.extra.begin(), m.extra.end());
+  if (static_cast<int64_t>(l.tensors.size()) > kMaxTensors) {
     throw UserError(fmt::format("a message of {} tensors between stages {} and {}: at most {} travel between processes. "
                                 "Fix: cut the model where fewer skip connections are in transit.",
-                                tensors.size(), route.from, route.to, kMaxTensors));
+                                l.tensors.size(), route.from, route.to, kMaxTensors));
   }
-  std::vector<int64_t> h(kHeaderWords, 0);
+  std::vector<int64_t>& h = l.header;
+  h.assign(kHeaderWords, 0);
   h[0] = static_cast<int64_t>(m.values.size());
   h[1] = static_cast<int64_t>(m.extra.size());
   h[2] = m.tag;
-  // What goes through Gloo, on the host, and where it would lie in the message.
-  std::vector<at::Tensor> host(tensors.size());
-  std::vector<int64_t> offset(tensors.size(), 0);
-  int64_t end = kHeaderBytes;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const at::Tensor& t = tensors[i];
+  l.host.resize(l.tensors.size());
+  l.offset.assign(l.tensors.size(), 0);
+  for (size_t i = 0; i < l.tensors.size(); ++i) {
+    const at::Tensor& t = l.tensors[i];
     const int64_t at0 = kFixed + static_cast<int64_t>(i) * kPerTensor;
     if (!t.defined()) {
       h[at0] = -1;
@@ -88,29 +99,59 @@ void send_message(ProcessGroup& group, const Message& m, const Route& route, Wir
     h[at0 + 2] = route.channel && t.is_cuda() ? 1 : 0;
     for (int64_t d = 0; d < t.dim(); ++d) h[at0 + 3 + d] = t.size(d);
     if (h[at0 + 2] != 0) continue;
-    host[i] = t.detach().to(at::kCPU).contiguous();
-    offset[i] = aligned(end);
-    end = offset[i] + static_cast<int64_t>(host[i].nbytes());
+    l.host[i] = t.detach().to(at::kCPU).contiguous();
+    l.offset[i] = aligned(l.end);
+    l.end = l.offset[i] + static_cast<int64_t>(l.host[i].nbytes());
   }
-  const bool fits = end <= sizes.capacity(route.from, route.to, route.kind);
-  h[3] = end;
-  h[4] = fits ? 1 : 0;
-  at::Tensor buffer = at::empty({fits ? end : kHeaderBytes}, at::kByte);
-  auto* bytes = static_cast<uint8_t*>(buffer.data_ptr());
-  std::memcpy(bytes, h.data(), kHeaderBytes);
-  for (size_t i = 0; fits && i < tensors.size(); ++i) {
-    if (host[i].defined()) std::memcpy(bytes + offset[i], host[i].data_ptr(), host[i].nbytes());
+  h[3] = l.end;
+  return l;
+}
+
+/// Writes the header (saying whether the tensors follow inline) and, if they do, the tensors.
+void write_buffer(Layout& l, bool inline_tensors, uint8_t* bytes) {
+  l.header[4] = inline_tensors ? 1 : 0;
+  std::memcpy(bytes, l.header.data(), kHeaderBytes);
+  for (size_t i = 0; inline_tensors && i < l.host.size(); ++i) {
+    if (l.host[i].defined()) std::memcpy(bytes + l.offset[i], l.host[i].data_ptr(), l.host[i].nbytes());
   }
-  group.send(buffer, route.peer, message_tag(route.kind, route.mb, route.to, 0));
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!tensors[i].defined()) continue;
-    if (!host[i].defined()) {
-      route.channel->send(tensors[i].detach());
-    } else if (!fits) {
-      group.send(host[i], route.peer, message_tag(route.kind, route.mb, route.to, static_cast<int>(i) + 1));
+}
+
+void send_device_tensors(const Layout& l, const Route& route) {
+  for (size_t i = 0; i < l.tensors.size(); ++i) {
+    if (l.tensors[i].defined() && !l.host[i].defined()) route.channel->send(l.tensors[i].detach());
+  }
+}
+
+at::Tensor whole_buffer(Layout& l) {
+  at::Tensor buffer = at::empty({l.end}, at::kByte);
+  write_buffer(l, true, static_cast<uint8_t*>(buffer.data_ptr()));
+  return buffer;
+}
+
+}  // namespace
+
+void send_message(ProcessGroup& group, const Message& m, const Route& route, WireSizes& sizes) {
+  Layout l = layout_of(m, route);
+  const int tag = message_tag(route.kind, route.mb, route.to, 0);
+  if (route.link) {
+    if (!route.link->send(tag, l.end, [&](uint8_t* at) { write_buffer(l, true, at); })) {
+      group.send(whole_buffer(l), route.peer, tag);
+      route.link->sent_elsewhere(tag, l.end);
+    }
+    send_device_tensors(l, route);
+    return;
+  }
+  const bool fits = l.end <= sizes.capacity(route.from, route.to, route.kind);
+  at::Tensor buffer = fits ? whole_buffer(l) : at::empty({kHeaderBytes}, at::kByte);
+  if (!fits) write_buffer(l, false, static_cast<uint8_t*>(buffer.data_ptr()));
+  group.send(buffer, route.peer, tag);
+  for (size_t i = 0; i < l.tensors.size(); ++i) {
+    if (l.host[i].defined() && !fits) {
+      group.send(l.host[i], route.peer, message_tag(route.kind, route.mb, route.to, static_cast<int>(i) + 1));
     }
   }
-  sizes.saw(route.from, route.to, route.kind, end);
+  send_device_tensors(l, route);
+  sizes.saw(route.from, route.to, route.kind, l.end);
 }
 
 struct PostedMessage {
@@ -122,16 +163,27 @@ struct PostedMessage {
 std::shared_ptr<PostedMessage> post_message(ProcessGroup& group, const Route& route, const WireSizes& sizes) {
   auto posted = std::make_shared<PostedMessage>();
   posted->route = route;
+  if (route.link) return posted;  // the link's ring needs nothing posted
   posted->buffer = at::empty({sizes.capacity(route.from, route.to, route.kind)}, at::kByte);
   posted->pending = group.post_recv(posted->buffer, route.peer, message_tag(route.kind, route.mb, route.to, 0));
   return posted;
 }
 
-int64_t posted_bytes(const PostedMessage& posted) { return posted.buffer.numel(); }
+int64_t posted_bytes(const PostedMessage& posted) { return posted.buffer.defined() ? posted.buffer.numel() : 0; }
 
 Message finish_message(ProcessGroup& group, PostedMessage& posted, WireSizes& sizes, const c10::Device& device) {
-  group.wait_recv(*posted.pending);
   const Route& route = posted.route;
+  if (route.link) {
+    const int tag = message_tag(route.kind, route.mb, route.to, 0);
+    ShmLink::Taken taken = route.link->take(tag);
+    if (!taken.bytes.defined()) {
+      taken.bytes = at::empty({taken.size}, at::kByte);
+      group.recv(taken.bytes, route.peer, tag);
+    }
+    posted.buffer = taken.bytes;
+  } else {
+    group.wait_recv(*posted.pending);
+  }
   const at::Tensor& buffer = posted.buffer;
   const auto* h = static_cast<const int64_t*>(buffer.data_ptr());
   const int64_t values = h[0], n = h[0] + h[1];
@@ -167,7 +219,7 @@ Message finish_message(ProcessGroup& group, PostedMessage& posted, WireSizes& si
     }
     (i < values ? m.values : m.extra).push_back(t);
   }
-  sizes.saw(route.from, route.to, route.kind, h[3]);
+  if (!route.link) sizes.saw(route.from, route.to, route.kind, h[3]);
   return m;
 }
 

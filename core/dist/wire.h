@@ -8,9 +8,14 @@
 /// than that (the first of each edge) sends its header alone and then one send per tensor,
 /// which the receiver posts once it has read the header.
 ///
-/// Tensors travel through host memory (Gloo) and the receiver moves them to its device,
-/// unless the edge has a device channel (NCCL, dist/device_channel.h): then its CUDA tensors
-/// go GPU to GPU, in the schedule's order, and only the header goes through Gloo.
+/// Between two ranks of one host with a shared-memory link (dist/shm_link.h) the same bytes
+/// go through the link's ring instead, with nothing posted ahead; a message the ring has no
+/// room for goes over Gloo whole, and the link tells the receiver so.
+///
+/// Tensors travel through host memory (Gloo or shared memory) and the receiver moves them
+/// to its device, unless the edge has a device channel (NCCL, dist/device_channel.h): then
+/// its CUDA tensors go GPU to GPU, in the schedule's order, and only the header goes the
+/// host's way.
 #include <c10/core/Device.h>
 
 #include <map>
@@ -20,6 +25,7 @@
 
 #include "core/dist/device_channel.h"
 #include "core/dist/process_group.h"
+#include "core/dist/shm_link.h"
 #include "core/exec/message.h"
 
 namespace pipelab::dist {
@@ -57,6 +63,7 @@ struct Route {
   int mb = 0;
   int peer = 0;  ///< the other process's rank
   DeviceChannel* channel = nullptr;  ///< the edge's device channel, or null
+  ShmLink* link = nullptr;           ///< the shared-memory link to or from `peer`, or null (Gloo)
 };
 
 void send_message(ProcessGroup& group, const Message& m, const Route& route, WireSizes& sizes);

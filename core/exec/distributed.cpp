@@ -25,12 +25,15 @@ namespace {
 class GroupTransport : public Transport {
  public:
   GroupTransport(dist::ProcessGroup& group, Mailboxes& local, RemoteReceives& remote, std::function<int(int)> owner,
-                 std::vector<int> placement, const DeviceChannels& channels, dist::WireSizes& sizes)
+                 std::vector<int> placement, const DeviceChannels& channels, const HostLinks& links,
+                 dist::WireSizes& sizes)
       : group_(group), local_(local), remote_(remote), owner_(std::move(owner)), placement_(std::move(placement)),
-        channels_(channels), sizes_(sizes) {}
+        channels_(channels), links_(links), sizes_(sizes) {}
   void send(int from, int to, char kind, int mb, Parcel p) override {
-    if (owner_(to) == group_.rank()) return local_.send(from, to, kind, mb, std::move(p));
-    dist::send_message(group_, p.message, {from, to, kind, mb, owner_(to), channels_.find(from, to)}, sizes_);
+    const int rank = owner_(to);
+    if (rank == group_.rank()) return local_.send(from, to, kind, mb, std::move(p));
+    dist::send_message(group_, p.message, {from, to, kind, mb, rank, channels_.find(from, to), links_.to(rank)},
+                       sizes_);
   }
   Parcel receive(int to, int from, char kind, int mb) override {
     if (!remote_.remote(from)) return local_.receive(to, from, kind, mb);
@@ -48,6 +51,7 @@ class GroupTransport : public Transport {
   std::function<int(int)> owner_;  ///< stage -> rank
   std::vector<int> placement_;     ///< stage -> device
   const DeviceChannels& channels_;
+  const HostLinks& links_;
   dist::WireSizes& sizes_;
 };
 
@@ -119,14 +123,16 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   const auto stage_owner = [this](int stage) { return world_.stage_owner(stage); };
   std::vector<c10::Device> stage_devices;
   for (const StageSlot& slot : slots) stage_devices.push_back(slot.stage->device());
-  channels_.connect(options_.backend, world_, stage_devices, s);
+  // `shm` keeps CUDA tensors on the host path; `nccl` takes shared memory where it can for the rest.
+  channels_.connect(options_.backend == "shm" ? "gloo" : options_.backend, world_, stage_devices, s);
+  links_.connect(options_.backend == "nccl" ? "auto" : options_.backend, world_, s, shm_options());
   std::vector<DeviceWork> work = device_work(s);
   const auto local_device = [this](int d) { return world_.owns_device(d); };
   RemoteLinks links{stage_owner, [this](int from, int to) { return channels_.find(from, to); },
                     [&stage_devices](int stage) { return stage_devices.at(static_cast<size_t>(stage)); },
-                    &wire_sizes_};
+                    &wire_sizes_, &links_};
   RemoteReceives remote(s, group, local_device, std::move(links));
-  GroupTransport transport(group, local, remote, stage_owner, s.placement(), channels_, wire_sizes_);
+  GroupTransport transport(group, local, remote, stage_owner, s.placement(), channels_, links_, wire_sizes_);
   threads_->run(
       [&](int d) {
         if (d >= s.devices()) return;
@@ -149,6 +155,14 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
   wire_sizes_.end_run();
   end_run(slots, mode);
   stats_.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+dist::ShmOptions DistributedExecutor::shm_options() const {
+  dist::ShmOptions o;
+  o.ring_bytes = static_cast<int64_t>(options_.shm_mib * (1 << 20));
+  o.spin_us = options_.spin_us;
+  o.timeout_seconds = options_.timeout_s;
+  return o;
 }
 
 void DistributedExecutor::relay_results(const std::vector<StageSlot>& slots,

@@ -17,6 +17,7 @@ RemoteReceives::RemoteReceives(const Schedule& s, dist::ProcessGroup& group, con
                                RemoteLinks links)
     : group_(group), links_(std::move(links)), inboxes_(static_cast<size_t>(s.devices())) {
   group_.reset_receives();
+  if (links_.host) links_.host->reset();
   for (int d = 0; d < s.devices(); ++d) {
     if (!local(d)) continue;
     Inbox& inbox = inboxes_[static_cast<size_t>(d)];
@@ -36,14 +37,24 @@ RemoteReceives::~RemoteReceives() {
     }
   }
   inboxes_.clear();
-  if (stopped_) group_.reset_receives();  // the group's other receives (results, weights) work again
+  if (stopped_) {
+    group_.reset_receives();  // the group's other receives (results, weights) work again
+    if (links_.host) links_.host->reset();
+  }
 }
 
 bool RemoteReceives::remote(int from) const { return links_.rank_of(from) != group_.rank(); }
 
 dist::Route RemoteReceives::route(const Action& a) const {
   const int from = peer(a);
-  return dist::Route{from, a.stage, payload(a.kind), a.mb, links_.rank_of(from), links_.channel(from, a.stage)};
+  const int rank = links_.rank_of(from);
+  return dist::Route{from,
+                     a.stage,
+                     payload(a.kind),
+                     a.mb,
+                     rank,
+                     links_.channel(from, a.stage),
+                     links_.host ? links_.host->from(rank) : nullptr};
 }
 
 void RemoteReceives::post_ahead(Inbox& inbox) {
@@ -77,6 +88,7 @@ Parcel RemoteReceives::take(int device, int to, int from, char kind, int mb) {
 void RemoteReceives::stop() {
   stopped_ = true;
   group_.abort_receives();
+  if (links_.host) links_.host->abort();
 }
 
 }  // namespace pipelab

@@ -1,5 +1,7 @@
 #pragma once
-/// Messages from other processes, received ahead of the actions that take them. Gloo moves a
+/// Messages from other processes, received ahead of the actions that take them. A rank on the
+/// same host with a shared-memory link (exec/host_links.h) needs nothing posted: its messages
+/// wait in the link's ring. Over Gloo, which moves a
 /// message only once its receiver has posted the receive (a rendezvous), so a receive posted
 /// when the RECV action runs puts a round trip per message on the device's critical path.
 /// As torch.distributed.pipelining posts its irecvs early, each local device keeps the
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "core/dist/wire.h"
+#include "core/exec/host_links.h"
 #include "core/exec/transport.h"
 #include "core/schedule/schedule.h"
 
@@ -28,6 +31,7 @@ struct RemoteLinks {
   std::function<dist::DeviceChannel*(int from, int to)> channel;
   std::function<c10::Device(int)> device;  ///< stage -> its device
   dist::WireSizes* sizes = nullptr;        ///< what the edges' buffers hold (dist/wire.h)
+  HostLinks* host = nullptr;               ///< the shared-memory links from other ranks, if any
 };
 
 class RemoteReceives {

@@ -144,7 +144,48 @@ TEST(Launch, AnUnknownBackendNamesTheKeyAndTheChoices) {
                                                dir.file("e.yaml"), dir.file("run")));
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("run.executor.backend"), std::string::npos) << out;
-  EXPECT_NE(out.find("'mpi' is not one of auto, gloo, nccl"), std::string::npos) << out;
+  EXPECT_NE(out.find("'mpi' is not one of auto, gloo, shm, nccl"), std::string::npos) << out;
+}
+
+TEST(Launch, EveryHostPathEqualsOneProcess) {
+  // Gloo, shared memory, and shared memory whose ring (one page) holds two messages at most,
+  // so that GPipe's run of forwards sends the rest over Gloo, told so through the ring.
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  for (const char* executor : {"{type: distributed, backend: gloo}", "{type: distributed, backend: shm}",
+                               "{type: distributed, backend: shm, shm_mib: 0.001}"}) {
+    testing::TempDir dir;
+    testing::write_text(dir.file("e.yaml"), kExperiment);
+    const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
+    ASSERT_EQ(c1, 0) << out1;
+    const auto [c2, out2] = pipelab(fmt::format("launch --nproc 2 {} --set 'run.executor={}' --set run.output={}",
+                                                dir.file("e.yaml"), executor, dir.file("two")));
+    ASSERT_EQ(c2, 0) << executor << "\n" << out2;
+    expect_same_run(dir.file("one"), dir.file("two"));
+    // The segments' names are gone once both ends hold them.
+    for (const auto& f : std::filesystem::directory_iterator("/dev/shm")) {
+      EXPECT_EQ(f.path().filename().string().rfind("pipelab-", 0), std::string::npos) << f.path();
+    }
+  }
+}
+
+TEST(Launch, SharedMemoryThatCannotBeHadIsAClearError) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  // Rings far larger than any /dev/shm: refused when the segment is made, not at a SIGBUS.
+  const auto [code, out] = pipelab(fmt::format("launch --nproc 2 {} --set run.output={} --set "
+                                               "'run.executor={{type: distributed, backend: shm, shm_mib: 1.0e+9}}'",
+                                               dir.file("e.yaml"), dir.file("run")));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("run.executor.backend: shm, but shared memory cannot join rank"), std::string::npos) << out;
+  EXPECT_NE(out.find("cannot commit"), std::string::npos) << out;
+  EXPECT_NE(out.find("backend: auto"), std::string::npos) << out;
+  // auto takes Gloo there, says so, and trains.
+  const auto [code2, out2] = pipelab(fmt::format("launch --nproc 2 {} --set run.output={} --set "
+                                                 "'run.executor={{type: distributed, shm_mib: 1.0e+9}}'",
+                                                 dir.file("e.yaml"), dir.file("auto")));
+  EXPECT_EQ(code2, 0) << out2;
+  EXPECT_NE(out2.find("backend auto uses gloo from rank"), std::string::npos) << out2;
 }
 
 // Every registered scheme (the registry decides the cases), one process per stage: the same

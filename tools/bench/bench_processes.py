@@ -5,7 +5,7 @@ schedules from the installed torch, 2 processes over Gloo), on the same MLP, bat
 schedule, interleaved in one run.
 
     tools/bench/bench_processes.py [--pipelab build/pipelab] [--widths 64,512,1024]
-                                   [--rounds 4] [--steps 16] [--schedules gpipe,1f1b,...]
+                                   [--rounds 4] [--steps 16] [--schedules gpipe,1f1b,...] [--with-gloo]
 
 Every system trains an MLP of 8 Linear(W, W) layers (ReLU between them) with plain SGD on
 batches of 256 rows in 8 micro-batches, one intra-op thread per stage device. A figure is the
@@ -13,6 +13,8 @@ median over rounds of the seconds per training step in the steady state: pipelab
 after the first (metrics/epochs.csv, train_seconds / steps), torch's steps after two
 warm-up steps (timed between barriers on every rank). Printed: those seconds and the ratios
 pipelab processes / torch and pipelab processes / pipelab threaded (speed: > 1 is faster).
+`--with-gloo` also times `launch` with `run.executor.backend: gloo` (every message over Gloo's
+TCP transport, as between machines) beside the default (shared memory on one machine).
 LibTorch's threads spin, so nothing else should run meanwhile.
 """
 import argparse
@@ -54,7 +56,7 @@ run:       {{epochs: 3, batch_size: {BATCH}, seed: 1, progress: false, executor:
 """
 
 
-def pipelab_step_seconds(binary, width, steps, schedule, processes):
+def pipelab_step_seconds(binary, width, steps, schedule, processes, backend="auto"):
     scheme, stages, _, _ = SCHEDULES[schedule]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "e.yaml")
@@ -63,7 +65,8 @@ def pipelab_step_seconds(binary, width, steps, schedule, processes):
         out = os.path.join(tmp, "run")
         env = dict(os.environ, OMP_NUM_THREADS="1")
         if processes:
-            cmd = [binary, "launch", "--nproc", "2", path, "--set", "run.threads=1", "--set", f"run.output={out}"]
+            cmd = [binary, "launch", "--nproc", "2", path, "--set", "run.threads=1", "--set", f"run.output={out}",
+                   "--set", f"run.executor.backend={backend}"]
         else:
             cmd = [binary, "run", path, "--quiet", "--set", "run.threads=2", "--set", f"run.output={out}"]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -156,6 +159,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
+    ap.add_argument("--with-gloo", action="store_true", help="also time launch with backend gloo")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--width", type=int, default=512, help=argparse.SUPPRESS)
     ap.add_argument("--schedule", default="gpipe", help=argparse.SUPPRESS)
@@ -167,18 +171,21 @@ def main():
     print(f"pipelab {args.pipelab} against torch {torch.__version__}; {LAYERS} x Linear(W), batch {BATCH}, "
           f"{MICRO} micro-batches, 2 processes x 1 thread, Gloo; medians of {args.rounds} interleaved rounds")
     print(f"{'W':>5} {'schedule':<12} {'launch s/step':>13} {'threaded':>9} {'torch':>9} "
-          f"{'launch/torch':>12} {'launch/threaded':>15}")
+          f"{'launch/torch':>12} {'launch/threaded':>15}" + (f" {'gloo s/step':>11} {'gloo/torch':>10}" if args.with_gloo else ""))
     for width in [int(w) for w in args.widths.split(",")]:
         for schedule in args.schedules.split(","):
-            times = {"launch": [], "threaded": [], "torch": []}
+            times = {"launch": [], "threaded": [], "torch": [], "gloo": []}
             for _ in range(args.rounds):
                 times["launch"].append(pipelab_step_seconds(args.pipelab, width, args.steps, schedule, True))
+                if args.with_gloo:
+                    times["gloo"].append(pipelab_step_seconds(args.pipelab, width, args.steps, schedule, True, "gloo"))
                 times["threaded"].append(pipelab_step_seconds(args.pipelab, width, args.steps, schedule, False))
                 times["torch"].append(torch_step_seconds(width, args.steps, schedule))
-            m = {k: statistics.median(v) for k, v in times.items()}
+            m = {k: statistics.median(v) for k, v in times.items() if v}
             # Speed ratios: the other's seconds over launch's.
+            gloo = f" {m['gloo']:>11.4f} {m['torch'] / m['gloo']:>10.2f}" if args.with_gloo else ""
             print(f"{width:>5} {schedule:<12} {m['launch']:>13.4f} {m['threaded']:>9.4f} {m['torch']:>9.4f} "
-                  f"{m['torch'] / m['launch']:>12.2f} {m['threaded'] / m['launch']:>15.2f}", flush=True)
+                  f"{m['torch'] / m['launch']:>12.2f} {m['threaded'] / m['launch']:>15.2f}{gloo}", flush=True)
 
 
 if __name__ == "__main__":
