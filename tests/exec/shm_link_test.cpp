@@ -107,7 +107,7 @@ TEST(ShmLink, TwoThreadsWrapTheRingManyTimesAndEveryByteArrives) {
       if (!send(*p.sender, t, size[static_cast<size_t>(t)])) p.sender->sent_elsewhere(t, size[static_cast<size_t>(t)]);
     }
   });
-  int ring = 0;
+  int64_t ring = 0;  // bytes that came through the ring
   for (int base = 0; base < kMessages; base += 8) {
     std::vector<int> window;
     for (int t = base; t < std::min(base + 8, kMessages); ++t) window.push_back(t);
@@ -115,7 +115,7 @@ TEST(ShmLink, TwoThreadsWrapTheRingManyTimesAndEveryByteArrives) {
     for (int t : window) {
       ShmLink::Taken got = p.receiver->take(t);
       if (got.bytes.defined()) {
-        ++ring;
+        ring += size[static_cast<size_t>(t)];
         expect_message(std::move(got), t, size[static_cast<size_t>(t)]);
       } else {
         EXPECT_EQ(got.size, size[static_cast<size_t>(t)]);
@@ -123,7 +123,9 @@ TEST(ShmLink, TwoThreadsWrapTheRingManyTimesAndEveryByteArrives) {
     }
   }
   sender.join();
-  EXPECT_GT(ring, kMessages / 2);  // most through the ring, which wrapped many times over
+  // How many go elsewhere depends on how far the receiver lags (a loaded machine: more), but
+  // the ring wrapped many times over either way.
+  EXPECT_GT(ring, 8 * o.ring_bytes);
 }
 
 TEST(ShmLink, AbortStopsAWaitingReceiver) {
