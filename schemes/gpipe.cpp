@@ -11,6 +11,11 @@
 ///   micro-batch goes backward first) or 0 (never). m is the actual count (Q28).
 /// - deferred_batch_norm: batch norm running statistics over the whole mini-batch,
 ///   committed once per mini-batch (torchgpipe's DeferredBatchNorm; off by default there).
+/// - backward_order: forward runs each stage's backwards in micro-batch order B0..B(m-1), as
+///   gpipe_test's fill-drain does (reference-schemes §2.5); the gradient is the same sum in
+///   another order (equal in exact arithmetic).
+#include <algorithm>
+
 #include "core/nn/batch_norm.h"
 #include "core/schedule/generators.h"
 #include "core/scheme/scheme.h"
@@ -19,12 +24,14 @@ namespace pipelab {
 namespace {
 
 enum class Checkpoint { Always, ExceptLast, Never };
+enum class BackwardOrder { Reverse, Forward };
 
 struct GpipeOptions {
   int chunks = 1;
   Checkpoint checkpoint = Checkpoint::ExceptLast;
   bool deferred_batch_norm = false;
   bool unbiased_running_var = true;
+  BackwardOrder backward_order = BackwardOrder::Reverse;
   template <class V>
   void fields(V& v) {
     v("chunks", chunks, "micro-batches per mini-batch (torchgpipe's chunks; default 1 as there)", positive);
@@ -36,6 +43,9 @@ struct GpipeOptions {
     v("deferred_batch_norm", deferred_batch_norm, "batch norm running statistics over the whole mini-batch");
     v("unbiased_running_var", unbiased_running_var,
       "deferred running variance with N/(N-1) like nn.BatchNorm (false: torchgpipe's biased variance, Q26)");
+    v.choice("backward_order", backward_order,
+             Choices<BackwardOrder>{{"reverse", BackwardOrder::Reverse}, {"forward", BackwardOrder::Forward}},
+             "backwards in reverse micro-batch order (torchgpipe) or in forward order (gpipe_test)");
   }
 };
 
@@ -75,7 +85,14 @@ class Gpipe : public Configured<Scheme, GpipeOptions> {
  public:
   using Configured::Configured;
   int micro_batches() const override { return options_.chunks; }
-  Schedule schedule(int stages, int units) const override { return schedules::gpipe(stages, units); }
+  Schedule schedule(int stages, int units) const override {
+    Schedule s = schedules::gpipe(stages, units);
+    if (options_.backward_order == BackwardOrder::Forward) {
+      // Each stage's list is F0..F(m-1), B(m-1)..B0, U: the B run turned around.
+      for (int r = 0; r < stages; ++r) std::reverse(s.device(r).begin() + units, s.device(r).begin() + 2 * units);
+    }
+    return s;
+  }
   /// Checkpointed micro-batches keep only their input (the last one, under except_last, all
   /// of it: the estimate errs by one micro-batch's activations there).
   StageMemory stage_memory(int, int) const override { return {1, options_.checkpoint != Checkpoint::Never}; }

@@ -51,6 +51,24 @@ TEST(Equivalence, GpipeEqualsSingleOnTheWholeMiniBatch) {
   EXPECT_LT(testing::max_difference(single10, testing::train(kMlp, uneven)), 1e-10);
 }
 
+TEST(Equivalence, GpipeTestsForwardOrderBackwardEqualsSingle) {
+  // gpipe_test's fill-drain (reference-schemes §2.5): B0..B(m-1) on every stage.
+  const auto s = Registry<Scheme>::get().create(
+      ConfigNode(YAML::Load("{type: gpipe, backward_order: forward}"), std::make_shared<ConfigSource>("t"), "scheme"));
+  const Schedule schedule = s->schedule(2, 3);
+  const std::vector<Action>& d0 = schedule.device(0);
+  ASSERT_EQ(d0.size(), 7u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(d0[static_cast<size_t>(3 + i)].kind, ActionKind::Backward);
+    EXPECT_EQ(d0[static_cast<size_t>(3 + i)].mb, i);
+  }
+  const std::vector<std::string> f64{"run.dtype=float64"};
+  const TensorDict single = testing::train(kMlp, f64);
+  std::vector<std::string> o = f64;
+  o.push_back("scheme={type: gpipe, chunks: 4, backward_order: forward}");
+  EXPECT_LT(testing::max_difference(single, testing::train(kMlp, o)), 1e-10);
+}
+
 TEST(Equivalence, CheckpointingChangesNothingButMemory) {
   // Recomputation runs the same kernels again, so weights agree bit for bit, dropout included.
   const std::vector<std::string> base{"model.dropout=0.25", "scheme={type: gpipe, chunks: 4, checkpoint: never}"};
