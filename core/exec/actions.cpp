@@ -1,5 +1,7 @@
 #include "core/exec/actions.h"
 
+#include "core/compress/compression.h"
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -418,6 +420,8 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
     if (is_send(a.kind)) {
       const int to = peer(a);
       Message m = work.take_result(a.stage, p, a.mb);
+      // What travels, and what the traffic figures count, is the codes (straight-through).
+      if (slot.codecs) m = slot.codecs->encode(a.stage, to, p, a.mb, mode == RunMode::Train, std::move(m));
       count_message(stats, a.stage, to, kind_info(a.kind).direction > 0, m);
       stats.bytes[a.kind][static_cast<size_t>(a.stage)] += m.bytes();
       device::Ready ready = m.empty() ? nullptr : device::record_ready(slot.stage->device());
@@ -427,6 +431,7 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       Parcel parcel = transport.receive(a.stage, from, p, a.mb);
       // The message arrives on this stage's device and stream.
       Message& m = parcel.message;
+      if (slot.codecs) m = slot.codecs->decode(from, a.stage, p, a.mb, mode == RunMode::Train, std::move(m));
       const c10::Device here = slot.stage->device();
       for (at::Tensor& t : m.values) t = device::transfer(t, parcel.ready, here);
       for (at::Tensor& t : m.extra) t = device::transfer(t, parcel.ready, here);

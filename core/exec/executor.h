@@ -20,6 +20,8 @@
 
 namespace pipelab {
 
+class BoundaryCodecs;
+
 /// A stage the executor drives, with its scheme's weight policy and gradient route. `stage`
 /// is null for stages that live in another process (distributed executor).
 struct StageSlot {
@@ -34,6 +36,9 @@ struct StageSlot {
   /// Notified of the stage's actions in training (flush-never snapshots, the shadow run);
   /// not owned.
   std::vector<ActionObserver*> observers;
+  /// Encodes what the stage sends and decodes what it receives (core/compress/compression.h);
+  /// null: messages travel as they are. Shared by every slot; not owned.
+  BoundaryCodecs* codecs = nullptr;
 };
 
 enum class RunMode { Train, Eval };

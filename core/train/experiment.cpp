@@ -43,7 +43,7 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   e.name = name;
   e.source = source;
   static const std::vector<std::string> kSections{"model", "dataset", "partition", "scheme", "optimizer",
-                                                  "lr_schedule", "run", "init", "pipelab"};
+                                                  "lr_schedule", "run", "init", "compression", "pipelab"};
   for (const std::string& key : top.keys()) {
     if (key == "sweep") top.child(key).fail("a grid of runs", "run it with `pipelab sweep " + source->file() + "`");
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end()) {
@@ -67,6 +67,7 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   e.run = read_options<RunOptions>(run, {"executor"});
   e.executor = Registry<Executor>::get().create(executor_section(run));
   if (top.has("init")) e.init = read_options<InitOptions>(top.child("init"));
+  if (top.has("compression")) e.compression = read_compression(top.child("compression"));
   if (e.run.output.empty()) e.run.output = "runs/" + name;
   return e;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compress/compression.h"
 #include "core/data/dataset.h"
 #include "core/data/loader.h"
 #include "core/exec/executor.h"
@@ -119,6 +120,7 @@ struct Experiment {
   PartitionOptions partition;
   RunOptions run;
   InitOptions init;
+  CompressionSection compression;  ///< compresses nothing unless the file has the section
 
   /// Reads an experiment file with `--set` overrides. Throws ConfigError.
   static Experiment load(const std::string& path, const std::vector<std::string>& overrides = {});

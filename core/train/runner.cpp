@@ -295,6 +295,11 @@ RunSummary Runner::run() {
   const bool flushless = e_.scheme->span() == Span::Run;
   // Each process restores its own stages, from the newest epoch all of them hold.
   if (options_.resume && !flushless && agree_resume_epoch(e_.executor->world(), record.state_path()) > 0) {
+    // Resumed bit for bit, or not at all: a codec's stream state is not in the checkpoints.
+    if (e_.compression.stateful()) {
+      e_.compression.node->fail("a codec with state (error feedback) cannot resume: its state is not in the checkpoints",
+                               "run it uninterrupted, or set error_feedback: none");
+    }
     const OwnStages own = own_stages(e_.executor->world(), stages(), policies());
     progress = load_training_state(record.state_path(), own.stages, own.policies);
     record.resume(resolved_config(), progress.epochs_done);

@@ -109,6 +109,8 @@ class Runner {
   /// Decides sync_ (replicas, clip, ties) and gives every stage the collective its
   /// ALLREDUCE joins (StageSlot::all_reduce; core/train/runner_gradients.cpp).
   void connect_gradients();
+  /// Gives every slot the boundaries' codecs when the experiment compresses.
+  void connect_codecs();
   std::vector<Stage*> replica_stages(int r) const;
   /// Micro-batches per replica for a mini-batch of `n` examples (replica_chunk_sizes).
   std::vector<int> replica_units(int64_t n) const;
@@ -179,6 +181,8 @@ class Runner {
   std::vector<std::unique_ptr<StagePolicy>> policies_;
   std::vector<std::unique_ptr<GradientRoute>> routes_;  ///< per stage; null: end-to-end
   std::vector<StageSlot> slots_;
+  /// The boundaries' codecs (core/compress/compression.h); null without compression.
+  std::unique_ptr<BoundaryCodecs> codecs_;
   std::unique_ptr<DataLoader> train_, test_;
   std::map<std::vector<int>, Schedule> schedules_;
   int pipeline_stages_ = 0, replicas_ = 1;

@@ -246,6 +246,16 @@ void Runner::build_stages() {
     slots_.push_back({&s, policies_.back().get(), routes_.back().get()});
   }
   connect_gradients();
+  connect_codecs();
+}
+
+void Runner::connect_codecs() {
+  if (!e_.compression.any()) return;
+  const StageLayout layout = layout_;
+  const int positions = layout.replicated() ? static_cast<int>(layout.counts().size()) : static_cast<int>(stages_.size());
+  codecs_ = std::make_unique<BoundaryCodecs>(e_.compression, positions, [layout](int stage) { return layout.position(stage); });
+  codecs_->check();
+  for (StageSlot& slot : slots_) slot.codecs = codecs_.get();
 }
 
 void Runner::prepare_stages() {
@@ -410,6 +420,7 @@ YAML::Node Runner::resolved_config() const {
   }
   root["optimizer"] = optimizer;
   root["lr_schedule"] = e_.lr_schedule->resolved();
+  if (e_.compression.any()) root["compression"] = e_.compression.resolved();
   YAML::Node run = write_options(e_.run);
   run["executor"] = e_.executor->resolved();
   root["run"] = run;

@@ -1,5 +1,6 @@
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compression_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/describe_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/docs_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/experiments_test.cpp

@@ -1,6 +1,7 @@
 /// pipelab list [KIND [NAME]]: registered components, or the options of one.
 #include <fmt/format.h>
 
+#include "core/compress/codec.h"
 #include "core/data/dataset.h"
 #include "core/exec/executor.h"
 #include "core/model/model.h"
@@ -32,7 +33,8 @@ Kind kind(const char* name) {
 const std::vector<Kind>& kinds() {
   static const std::vector<Kind> k{kind<Scheme>("scheme"),         kind<ModelFactory>("model"),
                                    kind<DatasetFactory>("dataset"), kind<OptimizerFactory>("optimizer"),
-                                   kind<LrSchedule>("lr_schedule"), kind<Executor>("executor")};
+                                   kind<LrSchedule>("lr_schedule"), kind<Executor>("executor"),
+                                   kind<Codec>("codec")};
   return k;
 }
 
@@ -41,7 +43,7 @@ const std::vector<Kind>& kinds() {
 int list(const Args& args) {
   po::options_description options("options");
   std::string kind_name, name;
-  options.add_options()("kind", po::value(&kind_name), "scheme, model, dataset, optimizer, lr_schedule or executor")(
+  options.add_options()("kind", po::value(&kind_name), "scheme, model, dataset, optimizer, lr_schedule, executor or codec")(
       "name", po::value(&name), "a registered name: print its options");
   po::positional_options_description positional;
   positional.add("kind", 1).add("name", 1);
@@ -80,4 +82,4 @@ int list(const Args& args) {
 
 }  // namespace pipelab::cli
 
-PIPELAB_COMMAND(list, "registered schemes, models, datasets, optimizers, LR schedules, executors");
+PIPELAB_COMMAND(list, "registered schemes, models, datasets, optimizers, LR schedules, executors, codecs");

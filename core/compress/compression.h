@@ -1,0 +1,78 @@
+#pragma once
+/// Compressed stage boundaries (docs/compression.md): the experiment's `compression:`
+/// section, and the codecs of every stream it names, applied where messages cross (the SEND
+/// and RECV actions of exec/actions.cpp, through StageSlot::codecs).
+///
+///   compression: {activations: {type: sort_quant, q: 6, s: 2}, gradients: {type: cast},
+///                 boundaries: all | client_server | [0, 2]}
+///
+/// Straight-through: the sender keeps its exact output, the receiver computes with x̂, and the
+/// gradient the receiver sends back (of x̂) is compressed on its way with its own codec and
+/// used as the gradient of the exact output. A message's floating tensors are encoded, each
+/// as [meta, parts...], meta an empty tensor of shape [0, x's shape] and x's dtype (zero bytes:
+/// it tells the receiver what to rebuild); integer tensors (masks) travel as [meta, x], and
+/// undefined ones as [undefined]. Only the parts have bytes, so the traffic figures and the
+/// wire count the codes and side information.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/compress/codec.h"
+#include "core/config/config_node.h"
+#include "core/exec/message.h"
+
+namespace pipelab {
+
+/// The `compression:` section.
+struct CompressionSection {
+  std::shared_ptr<Codec> activations, gradients;  ///< null: that direction travels as it is
+  enum class Where { All, ClientServer, Listed };
+  Where where = Where::All;
+  std::vector<int> listed;  ///< boundaries (0: between stages 0 and 1) for Where::Listed
+  std::optional<ConfigNode> node;  ///< where the section was read (for later errors)
+  bool any() const { return activations || gradients; }
+  /// Whether a codec keeps state between micro-batches (top-k's error feedback).
+  bool stateful() const { return (activations && activations->stateful()) || (gradients && gradients->stateful()); }
+  /// `{activations: ..., gradients: ..., boundaries: ...}` as resolved (for config.yaml).
+  YAML::Node resolved() const;
+};
+
+/// Reads the section; every mistake names its key and the fix.
+CompressionSection read_compression(const ConfigNode& node);
+
+class BoundaryCodecs {
+ public:
+  /// For a pipeline of `stages` positions; `position(stage)` gives a stage's position.
+  BoundaryCodecs(const CompressionSection& section, int stages, std::function<int(int)> position);
+  /// Checks the listed boundaries against the pipeline (a UserError naming the key).
+  void check() const;
+  /// The message stage `from` sends to stage `to` with payload `kind` ('F', 'B', 'H'),
+  /// encoded by the sender's end of each of its streams; `m` itself when the boundary is not
+  /// compressed.
+  Message encode(int from, int to, char kind, int mb, bool training, Message m);
+  /// What encode() gave, decoded by the receiver's ends.
+  Message decode(int from, int to, char kind, int mb, bool training, Message m);
+  /// Whether the boundary between positions p and p+1 is compressed.
+  bool compressed(int boundary) const;
+
+ private:
+  using Stream = std::tuple<int, int, char, int, bool>;  // from, to, kind, tensor, receiver end
+  Codec* codec(const Stream& s);
+  std::vector<at::Tensor> encode_list(int from, int to, char kind, bool extra, const CodecCall& call,
+                                      const std::vector<at::Tensor>& in);
+  std::vector<at::Tensor> decode_list(int from, int to, char kind, bool extra, const CodecCall& call,
+                                      const std::vector<at::Tensor>& in);
+
+  CompressionSection section_;
+  int stages_;
+  std::function<int(int)> position_;
+  std::mutex mutex_;  ///< the streams' map (each stream's codec is used by one thread)
+  std::map<Stream, std::unique_ptr<Codec>> streams_;
+};
+
+}  // namespace pipelab
