@@ -6,7 +6,9 @@
 /// codec object, so a codec with state (top-k's error feedback) keeps it per stream, and the
 /// sender's and the receiver's copies are apart even in one process, as they are in two.
 #include <ATen/Tensor.h>
+#include <ATen/core/ivalue.h>
 
+#include <string>
 #include <vector>
 
 #include "core/config/registry.h"
@@ -19,6 +21,17 @@ struct CodecCall {
   bool gradient = false;  ///< a gradient on its way back (else an activation)
   int mb = 0;            ///< the stage's own micro-batch number
   bool training = true;  ///< false in evaluation: state is not updated
+  /// The micro-batch's examples (their indices in the training set, int64, one per row of
+  /// dimension 0); undefined where the feed does not know them. AQ-SGD's per-example state.
+  at::Tensor ids;
+};
+
+/// One end of one stream, told to its codec once, when the codec is made for it.
+struct CodecStream {
+  /// Unique in the run and usable as a file name ("0-1.F.t0.send"): the checkpoint's key.
+  std::string name;
+  int64_t examples = 0;  ///< examples in the training set (ids lie below it)
+  std::string folder;    ///< where a codec may keep state on disk (created on demand)
 };
 
 class Codec : public Component {
@@ -33,6 +46,18 @@ class Codec : public Component {
   virtual int parts() const = 0;
   /// Whether encode() or decode() keep state between micro-batches.
   virtual bool stateful() const { return false; }
+  /// Whether it reads CodecCall::ids (the executors then ask the feed for them).
+  virtual bool needs_ids() const { return false; }
+  /// Why this codec cannot code that direction ("" when it can): AQ-SGD's history is of
+  /// activations.
+  virtual std::string refuses(bool /*gradient*/) const { return ""; }
+  /// Called once, before the first encode() or decode() of the stream end it serves.
+  virtual void bind(const CodecStream& /*stream*/) {}
+  /// The state a checkpoint keeps (None: nothing), and its restoration (before any use).
+  virtual c10::IValue state() const { return {}; }
+  virtual void load_state(const c10::IValue& /*state*/) {}
+  /// Bytes of state it holds (memory or disk), for the run's summary.
+  virtual int64_t storage_bytes() const { return 0; }
   /// A fresh codec of the same type and options (one per stream end).
   virtual std::unique_ptr<Codec> copy() const = 0;
 };

@@ -22,7 +22,7 @@ at::Tensor meta_of(const at::Tensor& t) {
 }  // namespace
 
 CompressionSection read_compression(const ConfigNode& node) {
-  node.expect_map("`compression: {activations: CODEC, gradients: CODEC, boundaries: all}`");
+  node.expect_map("`compression: {activations: CODEC, gradients: CODEC, boundaries: all}`, or `compression: none`");
   CompressionSection c;
   c.node = node;
   for (const std::string& key : node.keys()) {
@@ -31,8 +31,14 @@ CompressionSection read_compression(const ConfigNode& node) {
                            "use activations, gradients (each a codec: {type: sort_quant, ...}) and boundaries");
     }
   }
-  if (node.has("activations")) c.activations = Registry<Codec>::get().create(node.child("activations"));
-  if (node.has("gradients")) c.gradients = Registry<Codec>::get().create(node.child("gradients"));
+  for (const bool gradient : {false, true}) {
+    const char* key = gradient ? "gradients" : "activations";
+    if (!node.has(key)) continue;
+    std::shared_ptr<Codec> codec = Registry<Codec>::get().create(node.child(key));
+    const std::string refused = codec->refuses(gradient);
+    if (!refused.empty()) node.child(key).fail(fmt::format("{} cannot code {}", codec->type(), key), refused);
+    (gradient ? c.gradients : c.activations) = std::move(codec);
+  }
   if (!c.any()) {
     node.fail("a compression section that compresses nothing",
               "give `activations: {type: ...}` and/or `gradients: {type: ...}`, or remove the section");
@@ -74,8 +80,9 @@ YAML::Node CompressionSection::resolved() const {
   return n;
 }
 
-BoundaryCodecs::BoundaryCodecs(const CompressionSection& section, int stages, std::function<int(int)> position)
-    : section_(section), stages_(stages), position_(std::move(position)) {}
+BoundaryCodecs::BoundaryCodecs(const CompressionSection& section, int stages, std::function<int(int)> position,
+                               CodecRun run)
+    : section_(section), stages_(stages), position_(std::move(position)), run_(std::move(run)) {}
 
 void BoundaryCodecs::check() const {
   for (int b : section_.listed) {
@@ -97,11 +104,53 @@ bool BoundaryCodecs::compressed(int boundary) const {
   return false;
 }
 
+std::string BoundaryCodecs::name_of(const Stream& s) {
+  const auto& [from, to, kind, tensor, receiver] = s;
+  return fmt::format("{}-{}.{}.t{}.{}", from, to, kind, tensor, receiver ? "recv" : "send");
+}
+
 Codec* BoundaryCodecs::codec(const Stream& s) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::unique_ptr<Codec>& c = streams_[s];
-  if (!c) c = (std::get<2>(s) == 'F' ? section_.activations : section_.gradients)->copy();
+  if (!c) {
+    c = (std::get<2>(s) == 'F' ? section_.activations : section_.gradients)->copy();
+    const std::string name = name_of(s);
+    c->bind({name, run_.examples, run_.folder});
+    const auto it = restored_.find(name);
+    if (it != restored_.end()) {
+      c->load_state(it->second.second);
+      restored_.erase(it);
+    }
+  }
   return c.get();
+}
+
+c10::IValue BoundaryCodecs::state(int stage) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  for (const auto& [stream, c] : streams_) {
+    if (holder(stream) != stage) continue;
+    c10::IValue s = c->state();
+    if (!s.isNone()) out.insert(name_of(stream), std::move(s));
+  }
+  // Ends not used since a resume keep what they were given.
+  for (const auto& [name, held] : restored_) {
+    if (held.first == stage && !out.contains(name)) out.insert(name, held.second);
+  }
+  return out;
+}
+
+void BoundaryCodecs::load_state(int stage, const c10::IValue& state) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PIPELAB_ASSERT(state.isGenericDict(), "stage {}'s codec state is not a dict", stage);
+  for (const auto& kv : state.toGenericDict()) restored_[kv.key().toStringRef()] = {stage, kv.value()};
+}
+
+int64_t BoundaryCodecs::storage_bytes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t n = 0;
+  for (const auto& [stream, c] : streams_) n += c->storage_bytes();
+  return n;
 }
 
 std::vector<at::Tensor> BoundaryCodecs::encode_list(int from, int to, char kind, bool extra, const CodecCall& call,
@@ -152,21 +201,26 @@ std::vector<at::Tensor> BoundaryCodecs::decode_list(int from, int to, char kind,
   return out;
 }
 
-Message BoundaryCodecs::encode(int from, int to, char kind, int mb, bool training, Message m) {
+bool BoundaryCodecs::codes(int from, int to, char kind) const {
+  const bool gradient = kind != 'F';
+  return compressed(std::min(position_(from), position_(to))) && (gradient ? section_.gradients : section_.activations);
+}
+
+Message BoundaryCodecs::encode(int from, int to, char kind, int mb, bool training, Message m, const at::Tensor& ids) {
   const int boundary = std::min(position_(from), position_(to));
   const bool gradient = kind != 'F';
   if (!compressed(boundary) || !(gradient ? section_.gradients : section_.activations)) return m;
-  const CodecCall call{boundary, gradient, mb, training};
+  const CodecCall call{boundary, gradient, mb, training, ids};
   m.values = encode_list(from, to, kind, false, call, m.values);
   m.extra = encode_list(from, to, kind, true, call, m.extra);
   return m;
 }
 
-Message BoundaryCodecs::decode(int from, int to, char kind, int mb, bool training, Message m) {
+Message BoundaryCodecs::decode(int from, int to, char kind, int mb, bool training, Message m, const at::Tensor& ids) {
   const int boundary = std::min(position_(from), position_(to));
   const bool gradient = kind != 'F';
   if (!compressed(boundary) || !(gradient ? section_.gradients : section_.activations)) return m;
-  const CodecCall call{boundary, gradient, mb, training};
+  const CodecCall call{boundary, gradient, mb, training, ids};
   m.values = decode_list(from, to, kind, false, call, m.values);
   m.extra = decode_list(from, to, kind, true, call, m.extra);
   return m;

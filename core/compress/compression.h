@@ -38,6 +38,8 @@ struct CompressionSection {
   bool any() const { return activations || gradients; }
   /// Whether a codec keeps state between micro-batches (top-k's error feedback).
   bool stateful() const { return (activations && activations->stateful()) || (gradients && gradients->stateful()); }
+  /// Whether a codec reads each micro-batch's example ids (AQ-SGD).
+  bool needs_ids() const { return (activations && activations->needs_ids()) || (gradients && gradients->needs_ids()); }
   /// `{activations: ..., gradients: ..., boundaries: ...}` as resolved (for config.yaml).
   YAML::Node resolved() const;
 };
@@ -45,23 +47,42 @@ struct CompressionSection {
 /// Reads the section; every mistake names its key and the fix.
 CompressionSection read_compression(const ConfigNode& node);
 
+/// What the codecs of a run are told about it.
+struct CodecRun {
+  int64_t examples = 0;  ///< training examples (AQ-SGD's per-example history)
+  std::string folder;    ///< for state kept on disk: <run.output>/codec_cache
+};
+
 class BoundaryCodecs {
  public:
   /// For a pipeline of `stages` positions; `position(stage)` gives a stage's position.
-  BoundaryCodecs(const CompressionSection& section, int stages, std::function<int(int)> position);
+  BoundaryCodecs(const CompressionSection& section, int stages, std::function<int(int)> position, CodecRun run = {});
   /// Checks the listed boundaries against the pipeline (a UserError naming the key).
   void check() const;
   /// The message stage `from` sends to stage `to` with payload `kind` ('F', 'B', 'H'),
   /// encoded by the sender's end of each of its streams; `m` itself when the boundary is not
-  /// compressed.
-  Message encode(int from, int to, char kind, int mb, bool training, Message m);
+  /// compressed. `ids`: the micro-batch's example ids (may be undefined).
+  Message encode(int from, int to, char kind, int mb, bool training, Message m, const at::Tensor& ids = {});
   /// What encode() gave, decoded by the receiver's ends.
-  Message decode(int from, int to, char kind, int mb, bool training, Message m);
+  Message decode(int from, int to, char kind, int mb, bool training, Message m, const at::Tensor& ids = {});
   /// Whether the boundary between positions p and p+1 is compressed.
   bool compressed(int boundary) const;
+  bool needs_ids() const { return section_.needs_ids(); }
+  /// Whether the message stage `from` sends to `to` with payload `kind` is coded at all.
+  bool codes(int from, int to, char kind) const;
+  /// The state of the stream ends stage `stage` holds (the sender's of what it sends, the
+  /// receiver's of what it receives), by stream name: what its checkpoint keeps.
+  c10::IValue state(int stage);
+  /// Restores what state() gave; each stream end takes its part when it is made.
+  void load_state(int stage, const c10::IValue& state);
+  /// Bytes of state every stream end of this process holds (AQ-SGD's history, error feedback).
+  int64_t storage_bytes();
 
  private:
   using Stream = std::tuple<int, int, char, int, bool>;  // from, to, kind, tensor, receiver end
+  static std::string name_of(const Stream& s);
+  /// The stage that holds a stream end.
+  static int holder(const Stream& s) { return std::get<4>(s) ? std::get<1>(s) : std::get<0>(s); }
   Codec* codec(const Stream& s);
   std::vector<at::Tensor> encode_list(int from, int to, char kind, bool extra, const CodecCall& call,
                                       const std::vector<at::Tensor>& in);
@@ -71,8 +92,11 @@ class BoundaryCodecs {
   CompressionSection section_;
   int stages_;
   std::function<int(int)> position_;
+  CodecRun run_;
   std::mutex mutex_;  ///< the streams' map (each stream's codec is used by one thread)
   std::map<Stream, std::unique_ptr<Codec>> streams_;
+  /// By stream name: the holding stage and its saved state, until the stream end is made.
+  std::map<std::string, std::pair<int, c10::IValue>> restored_;
 };
 
 }  // namespace pipelab

@@ -51,6 +51,9 @@ class Topk : public CodecWith<Topk, TopkOptions> {
   using CodecWith::CodecWith;
   int parts() const override { return 2; }
   bool stateful() const override { return options_.feedback != TopkOptions::Feedback::None; }
+  c10::IValue state() const override { return state_.defined() ? c10::IValue(state_) : c10::IValue(); }
+  void load_state(const c10::IValue& s) override { state_ = s.isTensor() ? s.toTensor().clone() : at::Tensor(); }
+  int64_t storage_bytes() const override { return state_.defined() ? static_cast<int64_t>(state_.nbytes()) : 0; }
 
   std::vector<at::Tensor> encode(const at::Tensor& x0, const CodecCall& call) override {
     at::Tensor x = x0.detach().contiguous();

@@ -11,9 +11,10 @@
 
 namespace pipelab {
 
-/// Inputs x [N, ...] and integer targets y [N].
+/// Inputs x [N, ...] and integer targets y [N]; `ids` (int64 [N]): the examples' indices in
+/// their split, where a loader built the batch (per-example codec state, AQ-SGD).
 struct Batch {
-  at::Tensor x, y;
+  at::Tensor x, y, ids;
 };
 
 /// An indexable collection of examples.

@@ -69,16 +69,7 @@ void DataLoader::start_epoch(int epoch) {
   next_ = 0;
   queued_until_ = 0;
   epoch_ = epoch;
-  const int64_t n = dataset_->size();
-  order_.resize(static_cast<size_t>(n));
-  if (!options_.shuffle) {
-    std::iota(order_.begin(), order_.end(), int64_t{0});
-  } else {
-    at::Generator gen = at::detail::createCPUGenerator(mix_seed(options_.seed, 0x5EED5u, static_cast<uint64_t>(epoch)));
-    const at::Tensor perm = at::randperm(n, gen, at::kLong);
-    const int64_t* p = perm.data_ptr<int64_t>();
-    order_.assign(p, p + n);
-  }
+  order_ = order_of(epoch);
   top_up();
 }
 
@@ -90,7 +81,41 @@ DataLoader::Task DataLoader::task(int64_t j) const {
           mix_seed(options_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(j))};
 }
 
-Batch DataLoader::build(const Task& t) const { return dataset_->get(t.examples, t.seed); }
+Batch DataLoader::build(const Task& t) const {
+  Batch b = dataset_->get(t.examples, t.seed);
+  b.ids = at::tensor(t.examples, at::kLong);
+  return b;
+}
+
+std::vector<int64_t> DataLoader::order_of(int epoch) const {
+  const int64_t n = dataset_->size();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  if (!options_.shuffle) {
+    std::iota(order.begin(), order.end(), int64_t{0});
+    return order;
+  }
+  at::Generator gen = at::detail::createCPUGenerator(mix_seed(options_.seed, 0x5EED5u, static_cast<uint64_t>(epoch)));
+  const at::Tensor perm = at::randperm(n, gen, at::kLong);
+  const int64_t* p = perm.data_ptr<int64_t>();
+  order.assign(p, p + n);
+  return order;
+}
+
+at::Tensor DataLoader::example_ids(int epoch, int64_t j) const {
+  PIPELAB_ASSERT(j >= 0 && j < batches(), "batch {} of {}", j, batches());
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The current epoch's order, or the last one asked for (a process whose stages read no
+  // inputs never starts the epochs of a never-flushed pipeline).
+  if (epoch != epoch_ && epoch != ids_epoch_) {
+    ids_order_ = order_of(epoch);
+    ids_epoch_ = epoch;
+  }
+  const std::vector<int64_t>& order = epoch == epoch_ ? order_ : ids_order_;
+  const int64_t b = options_.batch_size;
+  const auto first = order.begin() + j * b;
+  const auto last = order.begin() + std::min<int64_t>((j + 1) * b, static_cast<int64_t>(order.size()));
+  return at::tensor(std::vector<int64_t>(first, last), at::kLong);
+}
 
 void DataLoader::top_up() const {
   if (workers_.empty()) return;

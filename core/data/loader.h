@@ -67,6 +67,13 @@ class DataLoader {
   /// prefetched batches, any other order builds the batch on the calling thread. A
   /// dataset error raised on a worker is rethrown here.
   Batch batch(int64_t j) const;
+  /// The example indices of batch j of epoch `epoch`, without building it. Thread-safe.
+  at::Tensor example_ids(int epoch, int64_t j) const;
+  /// The epoch start_epoch() fixed last.
+  int epoch() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return epoch_;
+  }
   /// Seconds the callers of batch() spent waiting for (or building) batches since the
   /// last call: a training step's data wait.
   double take_wait_seconds();
@@ -88,6 +95,8 @@ class DataLoader {
   };
 
   Task task(int64_t j) const;
+  /// The permutation of epoch `epoch` (seeded by it alone).
+  std::vector<int64_t> order_of(int epoch) const;
   Batch build(const Task& t) const;
   /// Queues the batches in [next, next + prefetch) not yet queued. Caller holds mutex_.
   void top_up() const;
@@ -98,6 +107,8 @@ class DataLoader {
   LoaderOptions options_;
   int epoch_ = 0;
   std::vector<int64_t> order_;
+  mutable int ids_epoch_ = -1;            ///< example_ids' other epoch
+  mutable std::vector<int64_t> ids_order_;
 
   mutable std::mutex mutex_;
   mutable std::condition_variable work_ready_, batch_ready_;

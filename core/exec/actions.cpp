@@ -421,7 +421,12 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       const int to = peer(a);
       Message m = work.take_result(a.stage, p, a.mb);
       // What travels, and what the traffic figures count, is the codes (straight-through).
-      if (slot.codecs) m = slot.codecs->encode(a.stage, to, p, a.mb, mode == RunMode::Train, std::move(m));
+      if (slot.codecs && slot.codecs->codes(a.stage, to, p)) {
+        // A SEND's own time is its encoding (pipelab simulate replays it; stage_costs.h).
+        Timed timed(stats.time[a.kind][static_cast<size_t>(a.stage)]);
+        const at::Tensor ids = slot.codecs->needs_ids() ? feed.example_ids(a.mb) : at::Tensor();
+        m = slot.codecs->encode(a.stage, to, p, a.mb, mode == RunMode::Train, std::move(m), ids);
+      }
       count_message(stats, a.stage, to, kind_info(a.kind).direction > 0, m);
       stats.bytes[a.kind][static_cast<size_t>(a.stage)] += m.bytes();
       device::Ready ready = m.empty() ? nullptr : device::record_ready(slot.stage->device());
@@ -431,7 +436,12 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       Parcel parcel = transport.receive(a.stage, from, p, a.mb);
       // The message arrives on this stage's device and stream.
       Message& m = parcel.message;
-      if (slot.codecs) m = slot.codecs->decode(from, a.stage, p, a.mb, mode == RunMode::Train, std::move(m));
+      if (slot.codecs && slot.codecs->codes(from, a.stage, p)) {
+        // A RECV's own time is its decoding, not its wait.
+        Timed timed(stats.time[a.kind][static_cast<size_t>(a.stage)]);
+        const at::Tensor ids = slot.codecs->needs_ids() ? feed.example_ids(a.mb) : at::Tensor();
+        m = slot.codecs->decode(from, a.stage, p, a.mb, mode == RunMode::Train, std::move(m), ids);
+      }
       const c10::Device here = slot.stage->device();
       for (at::Tensor& t : m.values) t = device::transfer(t, parcel.ready, here);
       for (at::Tensor& t : m.extra) t = device::transfer(t, parcel.ready, here);

@@ -61,6 +61,10 @@ class Feed {
   /// Factor on micro-batch mb's mean loss (its share of the mini-batch).
   virtual double loss_scale(int /*mb*/) { return 1.0; }
   virtual void on_result(int mb, const MicroBatchResult& result) = 0;
+  /// The training-set indices of micro-batch mb's examples (int64, one per input row), for
+  /// codecs with per-example state (AQ-SGD); undefined where the feed does not know them.
+  /// Any stage may ask, in any process of the run.
+  virtual at::Tensor example_ids(int /*mb*/) { return {}; }
 };
 
 /// Count and total seconds of one action kind.
@@ -94,7 +98,8 @@ struct ActionRecord {
 /// What an executor measured: per-kind, per-stage action times and per-edge traffic.
 /// Each entry has a single writer (the stage that ran the action or sent the message).
 struct ExecStats {
-  /// Per compute kind (and ALLREDUCE's own part, after every member arrived), per stage.
+  /// Per compute kind (and ALLREDUCE's own part, after every member arrived), per stage;
+  /// for SEND and RECV kinds, the time their codecs took (compressed boundaries only).
   PerKind<std::vector<ActionTime>> time;
   /// Per kind, per stage: the bytes its actions of that kind moved (SEND_F, SEND_B, SEND_H:
   /// the messages sent; ALLREDUCE: the gradient bytes the stage brought to the collective).

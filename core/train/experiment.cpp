@@ -67,7 +67,10 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   e.run = read_options<RunOptions>(run, {"executor"});
   e.executor = Registry<Executor>::get().create(executor_section(run));
   if (top.has("init")) e.init = read_options<InitOptions>(top.child("init"));
-  if (top.has("compression")) e.compression = read_compression(top.child("compression"));
+  // `compression: none` says so explicitly (a sweep's uncompressed cell).
+  if (top.has("compression") && top.child("compression").text() != "none") {
+    e.compression = read_compression(top.child("compression"));
+  }
   if (e.run.output.empty()) e.run.output = "runs/" + name;
   return e;
 }

@@ -49,6 +49,7 @@ ChunkFeed::ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::
   if (sizes.size() == 1) {
     xs_.push_back(cast_input(batch.x, dtype));
     ys_.push_back(batch.y);
+    if (batch.ids.defined()) ids_.push_back(batch.ids);
     scales_.push_back(1.0);
     return;
   }
@@ -56,6 +57,7 @@ ChunkFeed::ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::
   for (const int64_t size : sizes) {
     xs_.push_back(cast_input(batch.x.narrow(0, start, size), dtype));
     ys_.push_back(batch.y.narrow(0, start, size));
+    if (batch.ids.defined()) ids_.push_back(batch.ids.narrow(0, start, size));
     scales_.push_back(static_cast<double>(size) / static_cast<double>(n));
     start += size;
   }
@@ -97,6 +99,16 @@ at::Tensor LoaderFeed::target(int mb) {
   input(mb);
   std::lock_guard<std::mutex> lock(mutex_);
   return targets_.at(mb);
+}
+
+std::pair<int, int64_t> LoaderFeed::where(int mb) const {
+  if (per_epoch_ == 0) return {loader_.epoch(), mb};
+  return {first_epoch_ + static_cast<int>(mb / per_epoch_), mb % per_epoch_};
+}
+
+at::Tensor LoaderFeed::example_ids(int mb) {
+  const auto [epoch, j] = where(mb);
+  return loader_.example_ids(epoch, j);
 }
 
 void LoaderFeed::on_result(int mb, const MicroBatchResult& r) {
@@ -172,6 +184,11 @@ double ReplicaFeed::loss_scale(int mb) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   return share(mb).scale;
+}
+
+at::Tensor ReplicaFeed::example_ids(int mb) {
+  const at::Tensor ids = inner_.example_ids(mb % units_);
+  return ids.defined() ? rows(ids, mb / units_) : ids;
 }
 
 void ReplicaFeed::on_result(int mb, const MicroBatchResult& r) {

@@ -45,10 +45,11 @@ class ChunkFeed : public Feed {
   at::Tensor target(int mb) override { return ys_.at(static_cast<size_t>(mb)); }
   double loss_scale(int mb) override { return scales_.at(static_cast<size_t>(mb)); }
   void on_result(int mb, const MicroBatchResult& r) override;
+  at::Tensor example_ids(int mb) override { return ids_.empty() ? at::Tensor() : ids_.at(static_cast<size_t>(mb)); }
   const LossTotals& totals() const { return totals_; }
 
  private:
-  std::vector<at::Tensor> xs_, ys_;
+  std::vector<at::Tensor> xs_, ys_, ids_;
   std::vector<double> scales_;
   std::mutex mutex_;
   LossTotals totals_;
@@ -66,8 +67,11 @@ class LoaderFeed : public Feed {
   at::Tensor input(int mb) override;
   at::Tensor target(int mb) override;
   void on_result(int mb, const MicroBatchResult& r) override;
+  at::Tensor example_ids(int mb) override;
 
  private:
+  /// The loader's epoch and batch of micro-batch mb.
+  std::pair<int, int64_t> where(int mb) const;
   DataLoader& loader_;
   at::ScalarType dtype_;
   std::function<void(int, const MicroBatchResult&)> on_result_;
@@ -95,6 +99,7 @@ class ReplicaFeed : public Feed {
   at::Tensor target(int mb) override;
   double loss_scale(int mb) override;
   void on_result(int mb, const MicroBatchResult& r) override;
+  at::Tensor example_ids(int mb) override;
 
  private:
   /// What replica r's share of micro-batch k needs until its result is in.

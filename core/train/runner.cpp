@@ -204,7 +204,7 @@ void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgre
     // Every process its own stages (core/train/resume_point.h).
     const OwnStages own = own_stages(e_.executor->world(), stages(), policies());
     save_state_keeping_previous(record.state_path(), [&](const std::string& path) {
-      save_training_state(path, progress, own.stages, own.policies);
+      save_training_state(path, progress, own.stages, own.policies, codecs_.get());
     });
   }
 }
@@ -295,13 +295,8 @@ RunSummary Runner::run() {
   const bool flushless = e_.scheme->span() == Span::Run;
   // Each process restores its own stages, from the newest epoch all of them hold.
   if (options_.resume && !flushless && agree_resume_epoch(e_.executor->world(), record.state_path()) > 0) {
-    // Resumed bit for bit, or not at all: a codec's stream state is not in the checkpoints.
-    if (e_.compression.stateful()) {
-      e_.compression.node->fail("a codec with state (error feedback) cannot resume: its state is not in the checkpoints",
-                               "run it uninterrupted, or set error_feedback: none");
-    }
     const OwnStages own = own_stages(e_.executor->world(), stages(), policies());
-    progress = load_training_state(record.state_path(), own.stages, own.policies);
+    progress = load_training_state(record.state_path(), own.stages, own.policies, codecs_.get());
     record.resume(resolved_config(), progress.epochs_done);
     if (!options_.quiet) std::cout << fmt::format("resuming {} after epoch {}\n", record.dir(), progress.epochs_done);
   } else {
@@ -330,6 +325,12 @@ RunSummary Runner::run() {
   }
   summary.seconds = seconds_since(start);
   summary.data_wait_fraction = data_wait_fraction(summary.history);
+  if (codecs_) {
+    // A collective: every process holds the ends of its own stages.
+    for (const std::vector<int64_t>& held : gather_values(e_.executor->world(), {codecs_->storage_bytes()})) {
+      summary.codec_storage_bytes += held.empty() ? 0 : held.front();
+    }
+  }
   finish_summary(summary);
   record.summary(summary_json(e_, summary, stage_count()));
   announce(record, options_.quiet, format_summary(e_, summary, stage_count()));
@@ -379,6 +380,11 @@ StageCostInputs Runner::stage_cost_inputs(std::vector<int64_t> optimizer_bytes) 
   in.step_seconds = traced_steps_.seconds / static_cast<double>(std::max<int64_t>(traced_steps_.mini_batches, 1));
   in.steps = traced_steps_.runs;
   in.placement = placement_;
+  if (e_.compression.any()) {
+    YAML::Emitter flow;
+    flow << YAML::Flow << e_.compression.resolved();
+    in.compression = flow.c_str();
+  }
   for (const auto& s : stages_) {
     in.parameter_bytes.push_back(tensor_bytes(s->module().parameters()));
     in.buffer_bytes.push_back(tensor_bytes(s->module().buffers()));

@@ -43,6 +43,9 @@ struct RunSummary {
   /// SEND_B, SEND_H (messages between stages), ALLREDUCE (gradients brought to all-reduces:
   /// replicas, a global clip, tied weights). Kinds that moved nothing are left out.
   std::vector<std::pair<ActionKind, double>> traffic_per_step;
+  /// Bytes of state the boundary codecs hold at the end, over every process (AQ-SGD's
+  /// per-example history, error feedback); 0 without such codecs.
+  int64_t codec_storage_bytes = 0;
   int64_t parameters = 0;
   /// fp16 (run.amp): each stage's loss scale at the end and the updates it skipped.
   std::vector<double> loss_scales;

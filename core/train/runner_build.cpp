@@ -253,7 +253,9 @@ void Runner::connect_codecs() {
   if (!e_.compression.any()) return;
   const StageLayout layout = layout_;
   const int positions = layout.replicated() ? static_cast<int>(layout.counts().size()) : static_cast<int>(stages_.size());
-  codecs_ = std::make_unique<BoundaryCodecs>(e_.compression, positions, [layout](int stage) { return layout.position(stage); });
+  const CodecRun run{data_.train->size(), e_.run.output + "/codec_cache"};
+  codecs_ = std::make_unique<BoundaryCodecs>(e_.compression, positions, [layout](int stage) { return layout.position(stage); },
+                                             run);
   codecs_->check();
   for (StageSlot& slot : slots_) slot.codecs = codecs_.get();
 }

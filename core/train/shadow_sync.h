@@ -97,6 +97,7 @@ class ShadowFeed : public Feed {
   at::Tensor target(int mb) override;
   double loss_scale(int mb) override;
   void on_result(int mb, const MicroBatchResult& r) override { inner_.on_result(mb, r); }
+  at::Tensor example_ids(int mb) override { return inner_.example_ids(mb); }
 
  private:
   Feed& inner_;

@@ -55,6 +55,7 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
   root["dtype"] = in.dtype;
   root["step_seconds"] = in.step_seconds;
   root["steps"] = in.steps;
+  if (!in.compression.empty()) root["compression"] = in.compression;
   nlohmann::json stages = nlohmann::json::array();
   const size_t n = stats.stages();
   for (size_t s = 0; s < n; ++s) {
@@ -76,6 +77,11 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
       }
     }
     st["retained_bytes"] = number(ratio(retained, forwards));
+    // The boundary codecs' work per micro-batch (0 without compression): encoding what the
+    // stage sends and decoding what it receives, apart from the compute they follow.
+    const auto codec = [&](ActionKind send, ActionKind recv) { return stats.time[send][s].mean() + stats.time[recv][s].mean(); };
+    st["codec_forward_seconds"] = codec(ActionKind::SendF, ActionKind::RecvF);
+    st["codec_backward_seconds"] = codec(ActionKind::SendB, ActionKind::RecvB);
     // Each kind's typical transient: the median rise above the level at the action's start.
     // The median, not the peak: a mini-batch's first backward also allocates the gradient,
     // which the simulator counts apart (with the weights).

@@ -23,6 +23,9 @@ struct StageCostInputs {
   std::vector<int> placement;    ///< the device of each stage
   std::vector<int64_t> parameter_bytes, buffer_bytes, optimizer_bytes;
   std::vector<double> stored_versions;
+  /// The run's `compression:` section in YAML's flow form ("" without one): the message
+  /// sizes and codec times are then the encoded ones.
+  std::string compression;
 };
 
 /// costs.json's text for the traced `stats` (merged over processes) and `in`.

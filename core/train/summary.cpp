@@ -135,6 +135,11 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
     out += fmt::format("  traffic         {:.3g} MB forward, {:.3g} MB backward per step across stage boundaries\n",
                        last.bytes_forward_per_step / 1e6, last.bytes_backward_per_step / 1e6);
   }
+  if (s.codec_storage_bytes > 0) {
+    out += fmt::format("  codec state     {:.4g} MB held by the boundary codecs ({})\n",
+                       static_cast<double>(s.codec_storage_bytes) / 1e6,
+                       "per-example histories, error feedback: docs/compression.md");
+  }
   // The messages are on the traffic line; the all-reduces' share gets its own (per kind in
   // summary.json's traffic_per_step).
   for (const auto& [kind, bytes] : s.traffic_per_step) {
@@ -213,6 +218,7 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
     o.add("traffic_per_step", traffic);
   }
   if (!s.trace_missing.empty()) o.add("trace_missing", s.trace_missing);
+  if (s.codec_storage_bytes > 0) o.add("codec_storage_bytes", s.codec_storage_bytes);
   o.add("amp", e.run.amp == Amp::None ? "none" : e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
   if (!s.loss_scales.empty()) {
     o.add("loss_scale", s.loss_scales).add("skipped_updates", s.skipped_updates);

@@ -36,7 +36,8 @@ c10::IValue at_key(const c10::impl::GenericDict& d, const std::string& key, cons
 }  // namespace
 
 void save_training_state(const std::string& path, const TrainingProgress& progress,
-                         const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies) {
+                         const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies,
+                         BoundaryCodecs* codecs) {
   c10::impl::GenericDict root = dict();
   root.insert("format", std::string(kFormat));
   root.insert("epochs_done", static_cast<int64_t>(progress.epochs_done));
@@ -52,6 +53,7 @@ void save_training_state(const std::string& path, const TrainingProgress& progre
     s.insert("generators", tensors(stages[r]->rng_states()));
     s.insert("policy", policies[r]->state());
     if (const LossScaler* scaler = stages[r]->loss_scaler()) s.insert("loss_scaler", scaler->state());
+    if (codecs) s.insert("codecs", codecs->state(stages[r]->index()));
     per_stage.push_back(s);
   }
   root.insert("stages", per_stage);
@@ -74,7 +76,7 @@ int saved_epochs(const std::string& path) {
 }
 
 TrainingProgress load_training_state(const std::string& path, const std::vector<Stage*>& stages,
-                                     const std::vector<StagePolicy*>& policies) {
+                                     const std::vector<StagePolicy*>& policies, BoundaryCodecs* codecs) {
   const c10::IValue value = load_pt(path);
   if (!value.isGenericDict()) throw UserError(fmt::format("{}: not a pipelab training state.", path));
   const auto root = value.toGenericDict();
@@ -110,6 +112,11 @@ TrainingProgress load_training_state(const std::string& path, const std::vector<
       // Absent when the run was started without fp16: the scaler starts afresh.
       const auto it = s.find("loss_scaler");
       if (it != s.end()) scaler->load_state(it->value().toTensor());
+    }
+    if (codecs) {
+      // Absent when the run was started without compression: its codecs start afresh.
+      const auto it = s.find("codecs");
+      if (it != s.end()) codecs->load_state(stages[r]->index(), it->value());
     }
   }
   TrainingProgress progress;

@@ -4,11 +4,12 @@
 /// never stopped. It is a plain .pt dict, so Python's torch.load reads it too:
 ///   {format, epochs_done, global_step,
 ///    stages: [{model: state dict, optimizer_steps, optimizer: {name: tensor}, generators: [tensor],
-///              policy}],
+///              policy, codecs: {stream: state}}],
 ///    history: [{epoch, train_loss, ...}]}
 #include <string>
 #include <vector>
 
+#include "core/compress/compression.h"
 #include "core/scheme/scheme.h"
 #include "core/train/run_record.h"
 
@@ -20,15 +21,17 @@ struct TrainingProgress {
   std::vector<EpochMetrics> history;
 };
 
-/// Writes the state of `stages` (and their policies) after `progress` to `path`, atomically.
+/// Writes the state of `stages` (their policies, and the ends of the boundary codecs' streams
+/// they hold, when `codecs` is given) after `progress` to `path`, atomically.
 void save_training_state(const std::string& path, const TrainingProgress& progress,
-                         const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies);
+                         const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies,
+                         BoundaryCodecs* codecs = nullptr);
 
 /// The epochs finished when `path` was saved; -1 when there is no such file.
 int saved_epochs(const std::string& path);
 
 /// Restores what save_training_state wrote into `stages` and `policies`; returns the progress.
 TrainingProgress load_training_state(const std::string& path, const std::vector<Stage*>& stages,
-                                     const std::vector<StagePolicy*>& policies);
+                                     const std::vector<StagePolicy*>& policies, BoundaryCodecs* codecs = nullptr);
 
 }  // namespace pipelab

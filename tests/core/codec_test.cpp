@@ -22,7 +22,7 @@ std::unique_ptr<Codec> make(const std::string& yaml) {
   return Registry<Codec>::get().create(ConfigNode(parse_yaml(yaml, "codec.yaml"), source, "codec"));
 }
 
-const CodecCall kTrain{0, false, 0, true};
+const CodecCall kTrain{0, false, 0, true, {}};
 
 std::vector<int64_t> codes_of(const at::Tensor& codes) {
   const at::Tensor c = codes.to(at::kLong).reshape({-1});
@@ -203,7 +203,7 @@ TEST(Topk, TheDerivedExampleAndErrorFeedback) {
   EXPECT_TRUE(at::allclose(first, at::tensor({0.0, -2.0, 0.0, 1.4, 0.0}, at::kDouble)));
   EXPECT_TRUE(at::allclose(second, at::tensor({0.3, -2.0, 0.5, 1.4, 0.0}, at::kDouble)));
   // Evaluation leaves the state alone.
-  const CodecCall eval{0, false, 0, false};
+  const CodecCall eval{0, false, 0, false, {}};
   EXPECT_TRUE(receiver->decode(sender->encode(vd, eval), vd.sizes(), at::kDouble, eval).equal(
       roundtrip(*plain, v).to(at::kDouble)));
 }

@@ -1,5 +1,6 @@
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/action_kinds_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/aq_sgd_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/block_io_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/data_test.cpp

@@ -1,4 +1,5 @@
 list(APPEND PIPELAB_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/aq_sgd_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/compression_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/describe_test.cpp
@@ -9,6 +10,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/json_files_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/readme_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/simulate_codec_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulate_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/svg_plot_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep_plan_test.cpp

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<double>> encode, decode;
   std::map<std::string, double> ratio;
   std::vector<double> copy;
-  const pipelab::CodecCall call{0, false, 0, true};
+  const pipelab::CodecCall call{0, false, 0, true, {}};
   for (int r = 0; r < rounds; ++r) {
     auto t = Clock::now();
     at::Tensor c = x.clone();

@@ -12,6 +12,7 @@
 #include "core/model/block_costs.h"
 #include "tools/cli/model_input.h"
 #include "tools/simulate/block_memory.h"
+#include "tools/simulate/codec_costs.h"
 #include "tools/simulate/derive.h"
 #include "tools/simulate/report.h"
 #include "tools/simulate/svg_timeline.h"
@@ -122,7 +123,12 @@ class CostSource {
 
   /// Costs of `stages` stages for units of `examples` examples.
   sim::SimCosts costs(int stages, double examples) const {
-    if (file_) return file_->scaled_to(examples);
+    if (file_) {
+      sim::SimCosts c = file_->scaled_to(examples);
+      const double bytes = c.dtype == "float64" ? 8 : c.dtype == "float32" || c.dtype.empty() ? 4 : 2;
+      sim::apply_compression(c, e_.compression, bytes);
+      return c;
+    }
     if (stages > static_cast<int>(blocks_.size())) {
       throw UserError(fmt::format("{} stages, but the model has {} blocks. Fix: use at most {} stages", stages,
                                   blocks_.size(), blocks_.size()));
@@ -136,6 +142,7 @@ class CostSource {
                                    : balance_by_weight(with_floor(flops), stages);
     sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_);
     c.source = "derived";
+    sim::apply_compression(c, e_.compression, device_.dtype_bytes);
     return c;
   }
 

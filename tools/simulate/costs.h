@@ -44,6 +44,10 @@ struct StageCosts {
   PerKind<double> transient_bytes;
   double parameter_bytes = 0, buffer_bytes = 0, optimizer_bytes = 0;
   double stored_versions = 1;  ///< weight versions the measured scheme held (informational)
+  /// Seconds per micro-batch the boundary codecs take on the stage's forward (encoding the
+  /// activation it sends, decoding the one it receives) and on its backward (the gradients);
+  /// replayed as part of F and of the action that takes the gradient (B, or I).
+  double codec_forward_seconds = 0, codec_backward_seconds = 0;
   int stage = 0, device = 0;   ///< as measured (informational)
 
   template <class V>
@@ -60,6 +64,10 @@ struct StageCosts {
     v("buffer_bytes", buffer_bytes, "bytes of its buffers (batch-norm statistics)", kBytes);
     v("optimizer_bytes", optimizer_bytes, "bytes of its optimizer state", kBytes);
     v("stored_versions", stored_versions, "weight versions the measured scheme held", in_range(0, 1e6));
+    v("codec_forward_seconds", codec_forward_seconds,
+      "seconds per micro-batch of the boundary codecs on the forward (encode what it sends, decode what it receives)",
+      kSeconds);
+    v("codec_backward_seconds", codec_backward_seconds, "the same for the gradients on the backward", kSeconds);
   }
   /// Seconds of an action of kind `k` (0 for communication; the fallback's share without a
   /// figure of its own).
@@ -90,6 +98,8 @@ struct SimCosts {
   int micro_batches = 0;        ///< micro-batches per step of the measured run (0: unknown)
   int steps = 0;                ///< mini-batches the measured step time is the mean of
   std::string executor, scheme, dtype, format;
+  /// The measured run's compression section ("" without one): its sizes are encoded already.
+  std::string compression;
   int version = 1;
   /// "measured: runs/x/metrics/costs.json", "given: my.yaml", "derived: ..."
   std::string source;
@@ -107,6 +117,7 @@ struct SimCosts {
     v("executor", executor, "executor of the measured run");
     v("scheme", scheme, "scheme of the measured run");
     v("dtype", dtype, "element type of the measured run");
+    v("compression", compression, "the measured run's compression section (its sizes are the encoded ones)");
   }
 
   /// The costs of micro-batches of `examples` examples: seconds and activation bytes scale

@@ -30,8 +30,12 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, int replicas) {
   e.one_worker = o.one_worker;
   e.compute = [&c, &o](int d, const Action& a) {
     const auto slow = o.slow.find(d);
-    return c.stages.at(static_cast<size_t>(a.stage)).seconds_of(a.kind) *
-           (slow == o.slow.end() ? 1.0 : slow->second);
+    const StageCosts& s = c.stages.at(static_cast<size_t>(a.stage));
+    // The codecs' work joins the forward and the action that takes the gradient.
+    const double codec = a.kind == ActionKind::Forward            ? s.codec_forward_seconds
+                         : kind_info(a.kind).takes_gradients ? s.codec_backward_seconds
+                                                             : 0.0;
+    return (s.seconds_of(a.kind) + codec) * (slow == o.slow.end() ? 1.0 : slow->second);
   };
   e.wire = [&c](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a)); };
   e.latency = [&c](const Action&) { return c.link.latency_seconds(); };

@@ -1,0 +1,102 @@
+// Codecs with state in whole runs: AQ-SGD's warm-up epoch is plain training bit for bit, its
+// per-example history gives the same bits under every executor (the middle process of a
+// never-flushed launch included, which reads no inputs and still knows each micro-batch's
+// examples), and the history and top-k's error feedback survive --resume exactly, in one
+// process and across processes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/dist/process_group.h"
+#include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
+
+namespace pipelab {
+namespace {
+
+using testing::expect_same_run;
+using testing::kExperiment;
+using testing::pipelab;
+
+const char* kAqSgd = "--set 'compression={activations: {type: aq_sgd, bits: 4}, gradients: {type: fixpoint, bits: 8}}'";
+
+/// Runs `pipelab ARGS` and expects exit 0.
+void ok(const std::string& args) {
+  const auto [code, text] = pipelab(args);
+  EXPECT_EQ(code, 0) << args << "\n" << text;
+}
+
+TEST(AqSgdRun, TheWarmUpEpochIsPlainTraining) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::string one = "--set run.epochs=1 --set run.output=";
+  ok(fmt::format("run --quiet {} --set 'compression={{activations: {{type: aq_sgd}}}}' {}{}", dir.file("e.yaml"), one,
+                 dir.file("aq")));
+  ok(fmt::format("run --quiet {} {}{}", dir.file("e.yaml"), one, dir.file("plain")));
+  expect_same_run(dir.file("aq"), dir.file("plain"));
+  // The summary reports the history both ends keep: 128 examples x 24 fp16 + visits, twice.
+  const std::string summary = testing::read_text(dir.file("aq/summary.json"));
+  EXPECT_NE(summary.find("\"codec_storage_bytes\": " + std::to_string(2 * (128 * 24 * 2 + 128 * 4))), std::string::npos)
+      << summary;
+}
+
+TEST(AqSgdRun, EveryExecutorGivesTheSameBits) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::string three = "--set run.epochs=3";
+  ok(fmt::format("run --quiet {} {} {} --set run.output={}", dir.file("e.yaml"), kAqSgd, three, dir.file("seq")));
+  ok(fmt::format("run --quiet {} {} {} --set run.executor=threaded --set run.output={}", dir.file("e.yaml"), kAqSgd,
+                 three, dir.file("thr")));
+  expect_same_run(dir.file("seq"), dir.file("thr"));
+  // It compresses after the warm-up: not the plain run's numbers.
+  ok(fmt::format("run --quiet {} {} --set run.output={}", dir.file("e.yaml"), three, dir.file("plain")));
+  EXPECT_NE(testing::read_text(dir.file("plain/metrics/steps.csv")), testing::read_text(dir.file("seq/metrics/steps.csv")));
+  if (!dist::available()) GTEST_SKIP() << "no process groups here";
+  ok(fmt::format("launch --nproc 2 {} {} {} --set run.output={}", dir.file("e.yaml"), kAqSgd, three, dir.file("proc")));
+  expect_same_run(dir.file("seq"), dir.file("proc"));
+  // A never-flushed asynchronous pipeline of 3 stages on 3 processes: the middle one reads
+  // no inputs, yet sends and receives the examples' histories.
+  const std::string async =
+      "--set 'model.sizes=[12, 24, 24, 24, 4]' --set partition.stages=3 --set 'scheme={type: pipedream, flush: never}'";
+  ok(fmt::format("run --quiet {} {} {} {} --set run.output={}", dir.file("e.yaml"), kAqSgd, three, async,
+                 dir.file("async_seq")));
+  ok(fmt::format("launch --nproc 3 {} {} {} {} --set run.output={}", dir.file("e.yaml"), kAqSgd, three, async,
+                 dir.file("async_proc")));
+  expect_same_run(dir.file("async_seq"), dir.file("async_proc"));
+}
+
+TEST(AqSgdRun, StateSurvivesResumeExactly) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::string topk = "--set 'compression={activations: {type: topk, fraction: 0.3, error_feedback: ef}, "
+                           "gradients: {type: topk, fraction: 0.5, error_feedback: ef21}}'";
+  for (const std::string& codec : {std::string(kAqSgd), topk}) {
+    const std::string base = fmt::format("{} {} --set run.epochs=3", dir.file("e.yaml"), codec);
+    ok(fmt::format("run --quiet {} --set run.output={} --overwrite", base, dir.file("whole")));
+    ok(fmt::format("run --quiet {} --set run.output={} --overwrite --stop-after 2", base, dir.file("cut")));
+    ok(fmt::format("run --quiet {} --set run.output={} --resume", base, dir.file("cut")));
+    expect_same_run(dir.file("whole"), dir.file("cut"));
+    EXPECT_EQ(testing::read_text(dir.file("whole/metrics/steps.csv")), testing::read_text(dir.file("cut/metrics/steps.csv")))
+        << codec;
+    if (!dist::available()) continue;
+    // Across processes each rank restores the ends of its own stages.
+    ok(fmt::format("launch --nproc 2 {} --set run.output={} --overwrite --stop-after 1", base, dir.file("pcut")));
+    ok(fmt::format("launch --nproc 2 {} --set run.output={} --resume", base, dir.file("pcut")));
+    expect_same_run(dir.file("whole"), dir.file("pcut"));
+  }
+}
+
+TEST(AqSgdRun, ADiskHistoryGivesTheMemoryOnesBits) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::string disk = "--set 'compression={activations: {type: aq_sgd, bits: 4, storage: disk}}'";
+  const std::string memory = "--set 'compression={activations: {type: aq_sgd, bits: 4}}'";
+  ok(fmt::format("run --quiet {} {} --set run.epochs=3 --set run.output={}", dir.file("e.yaml"), disk, dir.file("disk")));
+  ok(fmt::format("run --quiet {} {} --set run.epochs=3 --set run.output={}", dir.file("e.yaml"), memory,
+                 dir.file("memory")));
+  expect_same_run(dir.file("disk"), dir.file("memory"));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("disk/codec_cache/0-1.F.t0.send.bin")));
+}
+
+}  // namespace
+}  // namespace pipelab
