@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/config/fields.h"
+#include "core/schedule/place.h"
 
 namespace pipelab {
 
@@ -55,6 +56,7 @@ struct PartitionOptions {
   int stages = 1;
   Replicas replicas;
   Balance balance;
+  Placement placement;
   template <class V>
   void fields(V& v) {
     v("stages", stages, "number of pipeline stages D", positive);
@@ -65,6 +67,10 @@ struct PartitionOptions {
     v("balance", balance,
       "blocks per stage: auto (= flops), params, flops, time, memory (optimal splits of a measured cost), "
       "[n1, n2, ...], or a named split");
+    v("placement", placement,
+      "the device of each stage: scheme (the scheme's own), client_server (the first and the last stage on device 0, "
+      "the middle ones on 1.., as gpipe_test's client and servers), or [d0, d1, ...]; each stage keeps its order of "
+      "actions, so the numbers do not change");
   }
 };
 

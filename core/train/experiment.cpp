@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/config/yaml_file.h"
+#include "core/scheme/placed_scheme.h"
 #include "core/train/optimizer_section.h"
 
 namespace pipelab {
@@ -59,6 +60,9 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
                                          : Registry<LrSchedule>::get().create_default("constant");
   if (top.has("partition")) {
     e.partition = read_options<PartitionOptions>(top.child("partition"));
+    if (top.child("partition").has("placement")) {
+      e.scheme = placed_scheme(std::move(e.scheme), e.partition.placement, top.child("partition").child("placement"));
+    }
   }
   if (!top.has("run")) {
     top.fail("missing the 'run' section", "add `run: {epochs: <n>, batch_size: <n>}`");

@@ -9,6 +9,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/hardening_surfaces_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/json_files_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/placement_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/readme_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulate_codec_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulate_test.cpp

@@ -16,6 +16,7 @@
 #include "core/schedule/lower.h"
 #include "core/schedule/timeline.h"
 #include "core/schedule/validate.h"
+#include "core/scheme/placed_scheme.h"
 #include "core/scheme/replicas.h"
 #include "core/train/optimizer_section.h"
 #include "tools/cli/options.h"
@@ -190,7 +191,12 @@ int schedule(const Args& args) {
   const ConfigNode top(root, source, "");
   top.expect_map("an experiment");
   if (!top.has("scheme")) top.fail("no scheme section", "add `scheme: {type: NAME}` or pass --scheme NAME");
-  const std::unique_ptr<Scheme> scheme = Registry<Scheme>::get().create(top.child("scheme"));
+  std::unique_ptr<Scheme> scheme = Registry<Scheme>::get().create(top.child("scheme"));
+  // The file's partition.placement (client_server, a device per stage) places the drawing too.
+  if (top.has("partition") && top.child("partition").yaml().IsMap() && top.child("partition").has("placement")) {
+    const ConfigNode where = top.child("partition").child("placement");
+    scheme = placed_scheme(std::move(scheme), ConfigValue<Placement>::read(where), where);
+  }
   const int in_file = file_partition(root, source, "stages");
   // Per-stage counts in the file draw PipeDream's replicated stages (unless --replicas).
   const std::vector<int> per_stage = vm.count("replicas") ? std::vector<int>{} : file_stage_replicas(root, source);

@@ -10,6 +10,7 @@
 #include "core/config/yaml_file.h"
 #include "core/io/atomic_file.h"
 #include "core/model/block_costs.h"
+#include "core/scheme/placed_scheme.h"
 #include "tools/cli/model_input.h"
 #include "tools/simulate/block_memory.h"
 #include "tools/simulate/codec_costs.h"
@@ -241,14 +242,19 @@ int simulate(const Args& args) {
 
   std::vector<std::pair<std::string, std::unique_ptr<Scheme>>> schemes;
   std::vector<SchemeSpec> specs;
+  // Every scheme compared runs on the file's partition.placement (client_server, a list).
+  const ConfigNode placement_node(ConfigValue<Placement>::write(e.partition.placement), e.source, "partition.placement");
+  const auto placed = [&](std::unique_ptr<Scheme> s) {
+    return placed_scheme(std::move(s), e.partition.placement, placement_node);
+  };
   for (const std::string& spec : flag_list("--schemes", schemes_text)) {
     specs.push_back(scheme_spec(spec, *e.scheme, e.run.batch_size));
     auto src = std::make_shared<ConfigSource>("--schemes " + spec);
-    schemes.emplace_back(spec, Registry<Scheme>::get().create(ConfigNode(specs.back().section, src, "scheme")));
+    schemes.emplace_back(spec, placed(Registry<Scheme>::get().create(ConfigNode(specs.back().section, src, "scheme"))));
   }
   if (schemes.empty()) {
-    schemes.emplace_back(e.scheme->type(), Registry<Scheme>::get().create(ConfigNode(e.scheme->resolved(),
-                                                                                     e.source, "scheme")));
+    schemes.emplace_back(e.scheme->type(), placed(Registry<Scheme>::get().create(ConfigNode(e.scheme->resolved(),
+                                                                                            e.source, "scheme"))));
     specs.emplace_back();
   }
   const double batch = static_cast<double>(e.run.batch_size);
