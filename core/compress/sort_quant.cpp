@@ -54,33 +54,42 @@ T round_even(T y) {
   return (y + big) - big;  // SSE arithmetic rounds each step to T (no excess precision)
 }
 
-/// Codes and side information from each element's group: group g's levels span its min to
-/// its max, or to `bound[g]` when given (the fast variant).
-template <class T, class Code>
-void encode_by_group(const T* x, int64_t n, const uint8_t* group, const SortQuantOptions& o, Code* codes, T* side,
-                     const std::vector<T>* bound = nullptr) {
-  const int groups = 1 << o.s;
-  const int64_t levels = (int64_t{1} << o.q) - 1;
-  const int64_t shift = shift_of(o.q, o.s);
-  std::vector<T> lo(static_cast<size_t>(groups), std::numeric_limits<T>::infinity());
-  std::vector<T> hi(static_cast<size_t>(groups), -std::numeric_limits<T>::infinity());
+/// Each group's min and max by a pass over the elements (the fast variant's groups are not
+/// ranks).
+template <class T>
+void group_min_max(const T* x, int64_t n, const uint8_t* group, int groups, T* lo, T* hi) {
+  std::fill(lo, lo + groups, std::numeric_limits<T>::infinity());
+  std::fill(hi, hi + groups, -std::numeric_limits<T>::infinity());
   for (int64_t k = 0; k < n; ++k) {
     lo[group[k]] = std::min(lo[group[k]], x[k]);
     hi[group[k]] = std::max(hi[group[k]], x[k]);
   }
-  std::vector<T> step(static_cast<size_t>(groups), T(0));
-  std::vector<int64_t> base(static_cast<size_t>(groups));
   for (int g = 0; g < groups; ++g) {
     if (lo[g] > hi[g]) lo[g] = hi[g] = T(0);  // an empty group
-    if (bound) hi[g] = (*bound)[static_cast<size_t>(g)];
-    step[g] = (hi[g] - lo[g]) / static_cast<T>(levels);
-    side[2 * g] = lo[g];
-    side[2 * g + 1] = step[g];
+  }
+}
+
+/// Codes and side information from each element's group, whose levels span `lo[g]` to
+/// `hi[g]`.
+template <class T, class Code>
+void encode_by_group(const T* x, int64_t n, const uint8_t* group, const SortQuantOptions& o, const T* lo,
+                     const T* hi, Code* codes, T* side) {
+  const int groups = 1 << o.s;
+  const int64_t levels = (int64_t{1} << o.q) - 1;
+  const int64_t shift = shift_of(o.q, o.s);
+  T low[256], divisor[256];
+  int64_t base[256];
+  for (int g = 0; g < groups; ++g) {
+    const T step = (hi[g] - lo[g]) / static_cast<T>(levels);
+    side[2 * g] = low[g] = lo[g];
+    side[2 * g + 1] = step;
+    // A group of one value has step 0 and every level 0: (x - lo) / 1 is 0 there.
+    divisor[g] = step == 0 ? T(1) : step;
     base[g] = (int64_t{g} << o.q) - shift;
   }
   for (int64_t k = 0; k < n; ++k) {
     const int g = group[k];
-    const T y = step[g] == 0 ? T(0) : (x[k] - lo[g]) / step[g];
+    const T y = (x[k] - low[g]) / divisor[g];
     const int64_t level = std::clamp<int64_t>(static_cast<int64_t>(round_even(y)), 0, levels);
     codes[k] = static_cast<Code>(base[g] + level);
   }
@@ -92,9 +101,11 @@ void encode_exact(const T* x, int64_t n, const SortQuantOptions& o, Code* codes,
   // The first (n mod G) groups take one more element.
   std::vector<int64_t> first(static_cast<size_t>(groups) + 1);
   for (int g = 0; g <= groups; ++g) first[g] = g * (n / groups) + std::min<int64_t>(g, n % groups);
-  std::vector<uint8_t> group(static_cast<size_t>(n));
-  compress::rank_groups(x, n, first, group.data());
-  encode_by_group(x, n, group.data(), o, codes, side);
+  thread_local std::vector<uint8_t> group;
+  if (group.size() < static_cast<size_t>(n)) group.resize(static_cast<size_t>(n));
+  std::vector<T> lo(static_cast<size_t>(groups)), hi(static_cast<size_t>(groups));
+  compress::rank_groups(x, n, first, group.data(), lo.data(), hi.data());
+  encode_by_group(x, n, group.data(), o, lo.data(), hi.data(), codes, side);
 }
 
 /// gpipe_test's fast variant: boundaries b_i are the k-th smallest values of sample 0,
@@ -117,8 +128,11 @@ void encode_fast(const T* x, int64_t n, int64_t batch, const SortQuantOptions& o
     // The first group whose bound is >= the value (values below b_{-1} = -1e9 join group 0).
     group[k] = static_cast<uint8_t>(std::lower_bound(bound.begin(), bound.end(), x[k]) - bound.begin());
   }
+  std::vector<T> lo(static_cast<size_t>(groups)), hi(static_cast<size_t>(groups));
+  group_min_max(x, n, group.data(), groups, lo.data(), hi.data());
   // The step reaches the group's bound, not its own max: (b_i - min_i) / (2^Q - 1).
-  encode_by_group(x, n, group.data(), o, codes, side, &bound);
+  std::copy(bound.begin(), bound.end(), hi.begin());
+  encode_by_group(x, n, group.data(), o, lo.data(), hi.data(), codes, side);
 }
 
 template <class T, class Code>

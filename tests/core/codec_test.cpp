@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <numeric>
 #include <random>
 
 #include "core/compress/codec.h"
@@ -147,6 +148,87 @@ TEST(SortQuant, Float32HistogramsGroupAsTheSortDoes) {
       ASSERT_EQ((a[static_cast<size_t>(k)] + shift) >> q, (b[static_cast<size_t>(k)] + shift) >> q)
           << "trial " << trial << " element " << k;
     }
+  }
+}
+
+/// F19 the plain way, in float32: a stable sort, groups of near-equal count, each group's min
+/// and max by a scan, round half to even. What the histogram path must give, bit for bit.
+std::pair<std::vector<int64_t>, std::vector<float>> sorted_encode(const at::Tensor& x, int q, int s) {
+  const int64_t n = x.numel(), groups = int64_t{1} << s, levels = (int64_t{1} << q) - 1;
+  const int64_t shift = q + s == 8 || q + s == 16 ? int64_t{1} << (q + s - 1) : 0;
+  const float* v = x.data_ptr<float>();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  const auto value = [&](int64_t i) { return v[i] == 0 ? 0.0f : v[i]; };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return value(a) < value(b); });
+  std::vector<int64_t> codes(static_cast<size_t>(n));
+  std::vector<float> side;
+  int64_t start = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t size = n / groups + (g < n % groups ? 1 : 0);
+    float lo = 0, hi = 0;
+    for (int64_t r = start; r < start + size; ++r) {
+      const float u = value(order[static_cast<size_t>(r)]);
+      lo = r == start ? u : std::min(lo, u);
+      hi = r == start ? u : std::max(hi, u);
+    }
+    const float step = (hi - lo) / static_cast<float>(levels);
+    side.insert(side.end(), {lo, step});
+    for (int64_t r = start; r < start + size; ++r) {
+      const int64_t i = order[static_cast<size_t>(r)];
+      const float y = step == 0 ? 0.0f : (v[i] - lo) / step;
+      codes[static_cast<size_t>(i)] = g * (levels + 1) + std::clamp<int64_t>(std::llrint(y), 0, levels) - shift;
+    }
+    start += size;
+  }
+  return {codes, side};
+}
+
+TEST(SortQuant, Float32CodesAndSideInformationAreTheSortedOnes) {
+  // Every group's min, max, step and every code equal the sort path's: ties straddling a
+  // boundary, a boundary at the first element of its histogram bin, -0, constant groups.
+  {
+    // Powers of two lie in histogram bins of their own: every boundary is the first element
+    // of its bin, and the group below it ends in another bin.
+    const at::Tensor x = at::tensor({8.0f, 1.0f, 64.0f, 2.0f, 16.0f, 4.0f, 32.0f, 0.5f});
+    auto c = make("{type: sort_quant, q: 4, s: 2}");
+    std::vector<at::Tensor> parts;
+    roundtrip(*c, x, &parts);
+    const auto [codes, side] = sorted_encode(x, 4, 2);
+    EXPECT_EQ(codes_of(parts[0]), codes);
+    EXPECT_EQ(parts[1][0][0].item<float>(), 0.5f);
+    EXPECT_EQ(parts[1][0][1].item<float>(), 0.5f / 15);  // group 0 = {0.5, 1}
+    EXPECT_EQ(parts[1][3][0].item<float>(), 32.0f);
+  }
+  {
+    // Powers of two lie in histogram bins of their own: every boundary is the first element
+    // of its bin, and the group below it ends in another bin.
+    const at::Tensor x = at::tensor({8.0f, 1.0f, 64.0f, 2.0f, 16.0f, 4.0f, 32.0f, 0.5f});
+    auto c = make("{type: sort_quant, q: 4, s: 2}");
+    std::vector<at::Tensor> parts;
+    roundtrip(*c, x, &parts);
+    const auto [codes, side] = sorted_encode(x, 4, 2);
+    EXPECT_EQ(codes_of(parts[0]), codes);
+    EXPECT_EQ(parts[1][0][0].item<float>(), 0.5f);
+    EXPECT_EQ(parts[1][0][1].item<float>(), 0.5f / 15);  // group 0 = {0.5, 1}
+    EXPECT_EQ(parts[1][3][0].item<float>(), 32.0f);
+  }
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int s = trial % 5;
+    const int q = trial % 2 ? 8 - std::min(s, 7) : 12 - s;
+    const int64_t n = std::uniform_int_distribution<int64_t>(1, 3000)(rng);
+    at::Tensor x = at::relu(at::randn({n}, at::kFloat));
+    if (trial % 3 == 0) x = at::round(x * 4) / 4;
+    if (trial % 4 == 1) x = x * 1e-3 + 7;  // every value in a few histogram bins
+    if (trial % 5 == 2) x.narrow(0, 0, n / 2).fill_(-0.0);
+    auto c = make(fmt::format("{{type: sort_quant, q: {}, s: {}}}", q, s));
+    std::vector<at::Tensor> parts;
+    roundtrip(*c, x, &parts);
+    const auto [codes, side] = sorted_encode(x, q, s);
+    ASSERT_EQ(codes_of(parts[0]), codes) << "trial " << trial;
+    const at::Tensor got = parts[1].reshape({-1});
+    for (size_t i = 0; i < side.size(); ++i) ASSERT_EQ(got[static_cast<int64_t>(i)].item<float>(), side[i]) << trial << " " << i;
   }
 }
 
