@@ -1,5 +1,6 @@
 list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/batch_norm_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compression_schemes_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/skip_connections_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/equivalence_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/modern_schedules_test.cpp
