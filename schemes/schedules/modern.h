@@ -41,6 +41,11 @@ Schedule looped_bfs(int devices, int virtual_stages, int micro_batches);
 /// on every device.
 Schedule zb_h1(int devices, int micro_batches);
 
+/// torch's ScheduleInterleavedZeroBubble (torch 2.15; reference-schemes F46, golden O18): ZB-H1
+/// over v looped stages per device, in rounds of n/R micro-batches with R = max(1, floor(n/p))
+/// (torch's flexible micro-batch counts, PR 129597); n must be a multiple of R (Q60).
+Schedule interleaved_zero_bubble(int devices, int virtual_stages, int micro_batches);
+
 /// ZB-H2 (same paper, §3.1): more warm-up forwards (2(p-1-d)+1 on device d) and the weight
 /// gradients moved to the tail, so that a device never idles between its first and last action
 /// for m >= 2p-1; every device holds 2p-1 micro-batches.

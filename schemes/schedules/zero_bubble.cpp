@@ -59,6 +59,55 @@ Schedule zb_h1(int p, int m) {
   return s;
 }
 
+Schedule interleaved_zero_bubble(int p, int v, int n) {
+  require_sizes("zb_h1", p, n);
+  // torch's ScheduleInterleavedZeroBubble (installed torch 2.15, schedules.py; reference-schemes
+  // F46): looped placement, R = max(1, floor(n/p)) rounds of n/R micro-batches (PR 129597,
+  // "flexible" PP), and within a round each device walks its stages in turn. Device d runs
+  // w = min((v-1) n/R + p-1-d, n v) warm-up forwards, then per step a forward, an input
+  // gradient and, once d input gradients are out, the weight gradient of the oldest; the
+  // cool-down runs the rest the same way. torch's idle slots ("bubbles") carry no meaning for
+  // the order (Q59) and are left out.
+  const int rounds = std::max(1, n / p);
+  if (n % rounds != 0) {
+    throw UserError(fmt::format("zb_h1 with virtual_stages: {} micro-batches on {} devices make {} rounds, which {} "
+                                "does not divide (torch's rule, Q60). Fix: use a multiple of {} micro-batches, or of "
+                                "{}",
+                                n, p, rounds, n, rounds, p));
+  }
+  const int per_round = n / rounds;
+  const int total = n * v;
+  Schedule s(p * v, p);
+  for (int d = 0; d < p; ++d) {
+    const int warmup = std::min((v - 1) * per_round + p - 1 - d, total);
+    std::vector<int> forwards(static_cast<size_t>(p * v), 0), inputs(static_cast<size_t>(p * v), 0);
+    const auto forward = [&](int k) {
+      const int stage = ((k / per_round) % v) * p + d;
+      s.add(d, Action::F(stage, forwards[static_cast<size_t>(stage)]++));
+    };
+    std::deque<Action> weights;
+    const auto input = [&](int j) {
+      const int stage = (v - 1 - (j / per_round) % v) * p + d;
+      const int mb = inputs[static_cast<size_t>(stage)]++;
+      s.add(d, Action::I(stage, mb));
+      weights.push_back(Action::W(stage, mb));
+      if (j >= d) {
+        s.add(d, weights.front());
+        weights.pop_front();
+      }
+    };
+    for (int k = 0; k < warmup; ++k) forward(k);
+    for (int k = warmup; k < total; ++k) {
+      forward(k);
+      input(k - warmup);
+    }
+    for (int j = total - warmup; j < total; ++j) input(j);
+    for (const Action& w : weights) s.add(d, w);
+  }
+  for (int stage = 0; stage < p * v; ++stage) s.add(stage % p, Action::U(stage));
+  return s;
+}
+
 Schedule zb_h2(int p, int m) {
   require_sizes("zb_h2", p, m);
   // ZB-H2 (Figure 3, bottom) lets each device hold up to 2p-1 micro-batches: device d runs

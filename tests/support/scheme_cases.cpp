@@ -29,6 +29,7 @@ std::vector<SchemeCase> scheme_cases() {
       {"interlocking", {"mode: local", "mode: pairwise", "mode: nwise, distance: 2"}},
       {"interleaved_1f1b", {"chunks: 4, virtual_stages: 2"}},
       {"looped_bfs", {"chunks: 4, virtual_stages: 2"}},
+      {"zb_h1", {"chunks: 4, virtual_stages: 2"}},
       {"pipemare", {"rescheduling_steps: 10", "rescheduling_steps: 10, correction: backward, velocity_decay: 0.5",
                     "rescheduling_steps: 10, correction: forward, velocity_decay: 0.5, flush: never"}},
       {"ftpipe", {"predictor: msnag, stash: true, gap_aware: all_except_last",
