@@ -156,9 +156,14 @@ class Schedule {
   /// comment. `source` names the text in errors ("my.sched"), which give line:column.
   /// The result remembers where each action was written (source()).
   static Schedule parse(const std::string& text, const std::string& source = "schedule");
-  /// torch.distributed.pipelining's CSV form: row k lists device k's actions, one per cell
-  /// (empty cells are idle steps and are skipped).
+  /// torch.distributed.pipelining's CSV form (core/schedule/torch_csv.cpp): row k lists
+  /// device k's actions, one per cell (empty cells are idle steps and are skipped); both of
+  /// torch's formats, compute_only and compute_comms; without any U, one per stage after its
+  /// last action.
   static Schedule parse_csv(const std::string& text, const std::string& source = "schedule");
+  /// torch's compute_only CSV of the compute actions (no U: torch steps outside the schedule),
+  /// what `_load_csv` reads; a UserError for actions torch has no name for (H, ALLREDUCE).
+  std::string to_csv() const;
   /// Where the schedule was read from (null for a generated one).
   const ScheduleSource* source() const { return source_.get(); }
   void set_source(std::shared_ptr<const ScheduleSource> source) { source_ = std::move(source); }

@@ -1,5 +1,5 @@
 /// pipelab schedule [FILE] [--scheme NAME] [--set scheme.key=value ...] [--stages D]
-/// [--microbatches M] [--virtual-stages v] [--costs F,B,W] [--lowered]: the per-device action
+/// [--microbatches M] [--virtual-stages v] [--costs F,B,W] [--lowered] [--csv OUT]: the per-device action
 /// lists, a clock-cycle grid, the bubble and the peak in-flight micro-batches of a scheme,
 /// without running anything. The scheme comes from an experiment file's scheme section (and
 /// its partition.stages), from --scheme, or both, with --set overrides, so options such as
@@ -11,6 +11,7 @@
 #include "core/config/config_node.h"
 #include "core/config/value.h"
 #include "core/config/yaml_file.h"
+#include "core/io/atomic_file.h"
 #include "core/model/model.h"
 #include "core/model/partition.h"
 #include "core/schedule/lower.h"
@@ -154,6 +155,7 @@ int schedule(const Args& args) {
   std::vector<std::string> sets;
   int stages = 4, micro = 8, virtual_stages = 0, replicas = 1;
   bool lowered = false;
+  std::string csv;
   options.add_options()("file", po::value(&file), "experiment file: its scheme section and partition.stages")(
       "scheme", po::value(&scheme_name), "registered scheme (pipelab list scheme); replaces the file's scheme type")(
       "set", po::value(&sets)->composing(), "override a value: --set scheme.mode=local (repeatable)")(
@@ -168,13 +170,15 @@ int schedule(const Args& args) {
       "costs", po::value(&costs_text),
       "F,B,W durations (default 1,1,1): F forward, B the input-gradient part of a backward, W the weights' part; a "
       "whole backward costs B+W and an auxiliary head's H half of that (whole numbers draw a grid)")(
-      "lowered", po::bool_switch(&lowered), "also print the schedule with its SEND/RECV actions");
+      "lowered", po::bool_switch(&lowered), "also print the schedule with its SEND/RECV actions")(
+      "csv", po::value(&csv),
+      "also write the schedule as torch.distributed.pipelining's compute-only CSV (what its _load_csv reads)");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
   if (!parse(args,
              "pipelab schedule [FILE] [--scheme NAME] [--set scheme.key=value ...] [--stages D] [--microbatches M]\n"
-             "                 [--virtual-stages v] [--replicas R] [--costs F,B,W] [--lowered]\n\n"
+             "                 [--virtual-stages v] [--replicas R] [--costs F,B,W] [--lowered] [--csv OUT]\n\n"
              "  pipelab schedule --scheme gpipe --set scheme.chunks=4 --stages 4\n"
              "  pipelab schedule --scheme zb_h1 --stages 4 --microbatches 8\n"
              "  pipelab schedule --scheme interleaved_1f1b --stages 4 --virtual-stages 2 --microbatches 8\n"
@@ -185,6 +189,7 @@ int schedule(const Args& args) {
     return 0;
   }
   if (file.empty() && scheme_name.empty()) throw UsageError{"give an experiment FILE or --scheme NAME"};
+  check_output_file("--csv", csv);
   const std::vector<double> costs = parse_costs(costs_text);
   auto source = std::make_shared<ConfigSource>(file.empty() ? "--scheme" : file);
   YAML::Node root = drawn_experiment(file, scheme_name, vm.count("virtual-stages") ? virtual_stages : 0, sets, *source);
@@ -259,6 +264,10 @@ int schedule(const Args& args) {
   }
   if (lowered) fmt::print("with its messages (lowered):\n{}\n", s.to_text());
   print_timeline(s, t, costs);
+  if (!csv.empty()) {
+    write_file_atomic(csv, s.to_csv());
+    fmt::print("\nwrote {} (torch's compute-only CSV: no U, torch steps outside the schedule)\n", csv);
+  }
   return 0;
 }
 
