@@ -56,6 +56,13 @@ Schedule zb_h2(int devices, int micro_batches);
 /// device (1F1B's peak over 2p stages, each half the size of a 1F1B stage).
 Schedule zbv(int devices, int micro_batches);
 
+/// V-Half and V-Min (Qi, Wan, Amar, Lin, "Pipeline Parallelism with Controllable Memory",
+/// arXiv:2405.15362; reference-schemes F43/F44, golden orders O17): V placement, I/W split, the
+/// reference code's building block repeated and squeezed greedily under unit costs. Peak
+/// activations per device (p+2)//2 (half) and (p+4)//3 (min) full-stage micro-batches.
+Schedule v_half(int devices, int micro_batches);
+Schedule v_min(int devices, int micro_batches);
+
 /// DualPipeV (DeepSeek-V3 report §3.2.1, DualPipe folded into a V; torch's
 /// ScheduleDualPipeV): V placement; in the steady state each device pairs the forward of one
 /// of its stages with the backward of the other (DualPipe overlaps the two). Needs m >= 2p.

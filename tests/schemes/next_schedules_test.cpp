@@ -1,12 +1,14 @@
 // The next schedules (reference-schemes §9.2): torch's ScheduleInterleavedZeroBubble as
 // `zb_h1` with virtual_stages — the golden order O18 (checked there against torch 2.15), its
 // rounds rule for flexible micro-batch counts (PR 129597; Q60's refusal), well-formed orders
-// over (p, v, n), each device running n·v of each pass, and the numbers of `single` on the whole
-// mini-batch (a synchronous schedule, F7).
+// over (p, v, n), each device running n·v of each pass — and V-Half and V-Min: the golden
+// orders O17, F45's peak memory and spans, well-formed orders. All of them give the numbers of
+// `single` on the whole mini-batch (synchronous schedules, F7).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "core/schedule/timeline.h"
 #include "core/schedule/validate.h"
 #include "schemes/schedules/modern.h"
 #include "tests/support/helpers.h"
@@ -63,6 +65,78 @@ TEST(InterleavedZeroBubble, WellFormedForFlexibleMicroBatchCounts) {
             std::string::npos);
 }
 
+/// O17's notation for a V device's order: F0a = forward of micro-batch 0 on chunk a (stage d),
+/// B = the input gradient (pipelab's I).
+std::string v_order(const Schedule& s, int d) {
+  const int p = s.devices();
+  std::string out;
+  for (const Action& a : s.device(d)) {
+    if (a.kind == ActionKind::Update) continue;
+    const char kind = a.kind == ActionKind::Forward ? 'F' : a.kind == ActionKind::BackwardInput ? 'B' : 'W';
+    out += fmt::format("{}{}{}{}", out.empty() ? "" : " ", kind, a.mb, a.stage == d ? 'a' : 'b');
+    EXPECT_TRUE(a.stage == d || a.stage == 2 * p - 1 - d) << a.str();
+  }
+  return out;
+}
+
+TEST(VShapes, TheGoldenOrdersOfTheReferenceGenerator) {
+  // O17, p = 4, m = 4 (checked there against zbv_greedy.py).
+  const Schedule half = schedules::v_half(4, 4);
+  EXPECT_EQ(v_order(half, 0), "F0a F1a F2a F3a F0b B0b W0b F1b B1b W1b F2b B0a B2b W2b F3b W0a B1a B3b W3b W1a B2a W2a B3a W3a");
+  EXPECT_EQ(v_order(half, 1), "F0a F1a F2a F3a F0b F1b B0b W0b F2b B1b W1b B0a W0a F3b B2b W2b B1a W1a B3b W3b B2a W2a B3a W3a");
+  EXPECT_EQ(v_order(half, 2), "F0a F1a F2a F0b F1b F2b B0b W0b F3a B1b B0a W1b W0a F3b B1a B2b W2b W1a B2a B3b W3b W2a B3a W3a");
+  EXPECT_EQ(v_order(half, 3), "F0a F0b F1a F1b F2a F2b B0b W0b B0a W0a F3a F3b B1b W1b B1a W1a B2b W2b B2a W2a B3b W3b B3a W3a");
+  const Schedule min = schedules::v_min(4, 4);
+  EXPECT_EQ(v_order(min, 0), "F0a F1a F2a F0b B0b W0b F1b B1b W1b B0a W0a F3a F2b B2b B1a W2b W1a F3b B3b B2a W3b W2a B3a W3a");
+  EXPECT_EQ(v_order(min, 1), "F0a F1a F0b F1b B0b W0b F2a B0a B1b W1b W0a F2b F3a B1a B2b W2b W1a F3b B2a B3b W3b W2a B3a W3a");
+  EXPECT_EQ(v_order(min, 2), "F0a F1a F0b F1b B0b W0b F2a B0a W0a B1b F2b W1b B1a F3a W1a B2b F3b W2b B2a W2a B3b W3b B3a W3a");
+  EXPECT_EQ(v_order(min, 3), "F0a F0b F1a F1b B0b B0a W0b W0a F2a F2b B1b B1a W1b W1a F3a F3b B2b B2a W2b W2a B3b B3a W3b W3a");
+}
+
+TEST(VShapes, MemoryAndBubbleAsPublished) {
+  // F45: peak activations (p+2)//2 (V-Half) and (p+4)//3 (V-Min) full-stage micro-batches,
+  // a chunk being half a stage; the timeline counts chunk-micro-batches.
+  for (int p = 2; p <= 8; ++p) {
+    const int m = 2 * p;
+    for (const bool half : {true, false}) {
+      const Schedule s = half ? schedules::v_half(p, m) : schedules::v_min(p, m);
+      const Timeline t = simulate_timeline(s, CostModel::split(s.stages(), 1, 1, 1));
+      const int peak = *std::max_element(t.peak_in_flight.begin(), t.peak_in_flight.end());
+      EXPECT_EQ(peak, 2 * (half ? (p + 2) / 2 : (p + 4) / 3)) << (half ? "v_half" : "v_min") << " p=" << p;
+    }
+  }
+  // F45's spans (F = B = W = 1000, a message 1), derived there from the reference generator.
+  const auto span = [](const Schedule& s) {
+    CostModel c = CostModel::split(s.stages(), 1000, 1000, 1000);
+    c.transfer = 1;
+    return simulate_timeline(s, c).makespan;
+  };
+  EXPECT_EQ(span(schedules::v_half(4, 8)), 53022);
+  EXPECT_EQ(span(schedules::v_min(4, 8)), 59040);
+  EXPECT_EQ(span(schedules::v_half(8, 16)), 113048);
+  EXPECT_EQ(span(schedules::v_min(8, 16)), 123106);
+  EXPECT_EQ(span(schedules::v_half(8, 32)), 209048);
+  EXPECT_EQ(span(schedules::v_min(8, 32)), 219188);
+}
+
+TEST(VShapes, WellFormed) {
+  for (int p = 1; p <= 6; ++p) {
+    for (int m = 1; m <= 3 * p; ++m) {
+      for (const Schedule& s : {schedules::v_half(p, m), schedules::v_min(p, m)}) {
+        SCOPED_TRACE(s.to_text());
+        EXPECT_NO_THROW(validate_schedule(s));
+        EXPECT_EQ(s.placement(), schedules::v_placement(p));
+        for (int d = 0; d < p; ++d) {
+          for (ActionKind k : {ActionKind::Forward, ActionKind::BackwardInput, ActionKind::BackwardWeight}) {
+            EXPECT_EQ(std::count_if(s.device(d).begin(), s.device(d).end(), [&](const Action& a) { return a.kind == k; }),
+                      2 * m);
+          }
+        }
+      }
+    }
+  }
+}
+
 const char* kDeep = R"(
 model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 24, 24, 24, 4], dropout: 0.1}
 dataset:   {type: synthetic, samples: 48, test_samples: 8, shape: [12], classes: 4}
@@ -72,10 +146,11 @@ optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
 run:       {epochs: 2, batch_size: 12, seed: 5, threads: 1, dtype: float64}
 )";
 
-TEST(InterleavedZeroBubble, EqualsSingleOnTheWholeMiniBatch) {
+TEST(NextSchedules, EqualSingleOnTheWholeMiniBatch) {
   const TensorDict single = testing::train(kDeep);
   for (const std::string& scheme : {std::string("{type: zb_h1, chunks: 6, virtual_stages: 2}"),
-                                    std::string("{type: zb_h1, chunks: 3, virtual_stages: 2}")}) {
+                                    std::string("{type: zb_h1, chunks: 3, virtual_stages: 2}"),
+                                    std::string("{type: v_half, chunks: 6}"), std::string("{type: v_min, chunks: 4}")}) {
     for (const std::string& executor : {std::string("sequential"), std::string("threaded")}) {
       const TensorDict zb = testing::train(kDeep, {"scheme=" + scheme, "run.executor=" + executor});
       EXPECT_LT(testing::max_difference(single, zb), 1e-10) << scheme << " " << executor;
