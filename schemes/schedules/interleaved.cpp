@@ -54,36 +54,43 @@ Schedule interleaved_1f1b(int p, int v, int m) {
         "one_f_one_b for one stage per device",
         v));
   }
-  // Megatron walks the micro-batches in groups of p, all chunks of a group before the next
-  // group, and asserts that the groups are full (num_microbatches % pipeline_parallel_size).
-  if (m % p != 0) {
-    throw UserError(fmt::format(
-        "interleaved_1f1b runs the micro-batches in groups of {} (one per device): {} is not a multiple of {}. "
-        "Fix: use a number of micro-batches that is a multiple of {}",
-        p, m, p, p));
+  // torch's ScheduleInterleaved1F1B (torch 2.15, with PR 129597's flexible micro-batch counts):
+  // the micro-batches run in R = max(1, floor(m/p)) rounds of m/R, each chunk taking a round's
+  // micro-batches before the next chunk does (depth first). With m a multiple of p and m > p
+  // this is Megatron-LM's order (rounds of p); Megatron refuses other counts and runs every
+  // forward first when m == p, which holds more micro-batches on the later devices for the same
+  // makespan (reference-schemes §9.2).
+  const int rounds = std::max(1, m / p);
+  if (m % rounds != 0) {
+    throw UserError(fmt::format("interleaved_1f1b: {} micro-batches on {} devices make {} rounds, which {} does not "
+                                "divide (torch's rule). Fix: use a multiple of {} micro-batches, or of {}",
+                                m, p, rounds, m, rounds, p));
   }
+  const int per_round = m / rounds;
   Schedule s(p * v, p);
   const int total = m * v;  // (chunk, micro-batch) pairs per device
-  // The k-th forward of a device (Megatron's get_model_chunk_id / microbatch id): k runs over
-  // groups of p*v; inside a group, chunk (k % pv) / p on micro-batch (k / pv) * p + k % p, so
-  // each chunk takes the group's p micro-batches before the next chunk does (depth first).
-  // The k-th backward walks the same sequence with the chunks reversed (the last chunk's
-  // gradients come back first).
-  const auto chunk = [&](int k) { return (k % (p * v)) / p; };
-  const auto micro_batch = [&](int k) { return (k / (p * v)) * p + k % p; };
   for (int d = 0; d < p; ++d) {
-    // Warm-up: the last device needs (v-1)p forwards before its first backward (micro-batch
-    // 0 must pass all v chunks), each device before it 2 more (the forward to the device after
-    // it and the backward back). Megatron runs every forward first when m == p.
-    const int warmup = m == p ? total : std::min(2 * (p - 1 - d) + (v - 1) * p, total);
-    const auto forward = [&](int k) { return Action::F(chunk(k) * p + d, micro_batch(k)); };
-    const auto backward = [&](int k) { return Action::B((v - 1 - chunk(k)) * p + d, micro_batch(k)); };
-    for (int k = 0; k < warmup; ++k) s.add(d, forward(k));
+    // Warm-up: the last device needs (v-1) rounds of forwards before its first backward
+    // (micro-batch 0 must pass all v chunks), each device before it 2 more (the forward to the
+    // device after it and the backward back).
+    const int warmup = std::min((v - 1) * per_round + 2 * (p - 1 - d), total);
+    std::vector<int> forwards(static_cast<size_t>(p * v), 0), backwards(static_cast<size_t>(p * v), 0);
+    // The k-th forward runs on chunk (k / per_round) mod v; the k-th backward walks the chunks
+    // in reverse (the last chunk's gradients come back first); micro-batches count per stage.
+    const auto forward = [&](int k) {
+      const int stage = ((k / per_round) % v) * p + d;
+      s.add(d, Action::F(stage, forwards[static_cast<size_t>(stage)]++));
+    };
+    const auto backward = [&](int k) {
+      const int stage = (v - 1 - (k / per_round) % v) * p + d;
+      s.add(d, Action::B(stage, backwards[static_cast<size_t>(stage)]++));
+    };
+    for (int k = 0; k < warmup; ++k) forward(k);
     for (int k = 0; k + warmup < total; ++k) {  // steady state: one forward, one backward
-      s.add(d, forward(k + warmup));
-      s.add(d, backward(k));
+      forward(k + warmup);
+      backward(k);
     }
-    for (int k = total - warmup; k < total; ++k) s.add(d, backward(k));  // cool-down
+    for (int k = total - warmup; k < total; ++k) backward(k);  // cool-down
   }
   add_updates(s, looped_placement(p, v));
   return s;

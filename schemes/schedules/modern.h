@@ -23,10 +23,12 @@ std::vector<int> looped_placement(int devices, int virtual_stages);
 std::vector<int> v_placement(int devices);
 
 /// Interleaved 1F1B (Narayanan et al., SC'21; Megatron-LM's
-/// `forward_backward_pipelining_with_interleaving`): looped placement, depth-first over the
-/// chunks in groups of p micro-batches, whole backwards. Needs m a multiple of p and v >= 2.
-/// Bubble (p-1)/(v*m + p-1); device d holds min(2(p-1-d) + (v-1)p + 1, v*m) micro-batches
-/// (all v*m when m == p, where Megatron runs every forward first).
+/// `forward_backward_pipelining_with_interleaving`; torch's ScheduleInterleaved1F1B):
+/// looped placement, depth-first over the chunks in rounds of m/R micro-batches, R =
+/// max(1, floor(m/p)) (torch's flexible counts; m a multiple of R), whole backwards; v >= 2.
+/// Bubble (p-1)/(v*m + p-1); device d holds min(2(p-1-d) + (v-1)m/R + 1, v*m) micro-batches
+/// (Megatron, which needs m a multiple of p, runs every forward first when m == p; torch does
+/// not, and neither does pipelab).
 Schedule interleaved_1f1b(int devices, int virtual_stages, int micro_batches);
 
 /// Looped BFS (Lamy-Poirier 2022, "Breadth-First Pipeline Parallelism"; torch's

@@ -44,7 +44,8 @@ def generate(folder):
     cases = []
     for p, l, n in [(2, 2, 2), (2, 2, 4), (3, 2, 5), (4, 2, 3), (4, 2, 4), (4, 2, 8), (4, 2, 10), (4, 3, 6), (3, 3, 6), (3, 2, 2)]:
         cases.append((f"izb_{p}_{l}_{n}", S.ScheduleInterleavedZeroBubble, p, l, n, False))
-    cases.append(("interleaved_1f1b_2_2_4", S.ScheduleInterleaved1F1B, 2, 2, 4, False))
+    for p, l, n in [(2, 2, 2), (2, 2, 4), (4, 2, 4), (4, 2, 3), (4, 2, 6), (4, 2, 10), (4, 3, 8), (3, 2, 6)]:
+        cases.append((f"i1f1b_{p}_{l}_{n}", S.ScheduleInterleaved1F1B, p, l, n, False))
     cases.append(("zbv_2_2_4", S.ScheduleZBVZeroBubble, 2, 2, 4, True))
     for name, cls, p, l, n, v in cases:
         order = {}

@@ -7,6 +7,7 @@
 // `pipelab schedule --csv` writes into the same order.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 
 #include "core/schedule/lower.h"
@@ -111,6 +112,13 @@ TEST(TorchCsv, TorchsOwnOrdersAreOurs) {
     ++compared;
   }
   EXPECT_EQ(compared, 10);
+  // torch's ScheduleInterleaved1F1B, flexible counts and m == p included: pipelab's order.
+  for (const auto& [p, v, n] : std::vector<std::array<int, 3>>{
+           {2, 2, 2}, {2, 2, 4}, {4, 2, 4}, {4, 2, 3}, {4, 2, 6}, {4, 2, 10}, {4, 3, 8}, {3, 2, 6}}) {
+    const std::string name = fmt::format("i1f1b_{}_{}_{}.csv", p, v, n);
+    const Schedule torch = Schedule::parse_csv(testing::read_text(dir.file(name)), name);
+    EXPECT_EQ(without_updates(torch), without_updates(schedules::interleaved_1f1b(p, v, n))) << name;
+  }
   const Schedule zbv = Schedule::parse_csv(testing::read_text(dir.file("zbv_2_2_4.csv")), "zbv");
   EXPECT_EQ(without_updates(zbv), without_updates(schedules::zbv(2, 4)));
 }
