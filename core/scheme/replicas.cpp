@@ -9,10 +9,34 @@
 #include "core/schedule/replicate.h"
 
 namespace pipelab {
+namespace {
+
+/// `s` with each device's U actions moved to its end, in their order.
+Schedule updates_last(const Schedule& s) {
+  Schedule out(s.stages(), s.devices());
+  out.copy_layout(s);
+  for (int d = 0; d < s.devices(); ++d) {
+    std::vector<Action> updates;
+    for (const Action& a : s.device(d)) {
+      if (a.kind == ActionKind::Update) updates.push_back(a);
+      else out.add(d, a);
+    }
+    for (const Action& u : updates) out.add(d, u);
+  }
+  return out;
+}
+
+}  // namespace
 
 Schedule replicated_schedule(const Scheme& scheme, int stages, const std::vector<int>& units,
                              const GradientSync& sync) {
   const bool model = sync.scope == CollectiveScope::Model;
+  if (units.size() > 1) {
+    const Schedule joint = scheme.joint_replicas(stages, units);
+    // Every stage's k-th update meets under a global clip or a tie: none may come before
+    // another stage's last backward.
+    if (joint.devices() > 0) return synchronize_updates(with_communication(model ? updates_last(joint) : joint), sync.scope);
+  }
   if (units.size() == 1) {
     Schedule one = scheme.schedule(stages, units.front());
     // Lowered first: a schedule with an ALLREDUCE counts as carrying its communication.
@@ -49,6 +73,10 @@ std::vector<int> equal_units(int units, int replicas) {
 }
 
 std::vector<int> replicated_placement(const Scheme& scheme, int stages, int replicas) {
+  if (replicas > 1) {
+    const std::vector<int> joint = scheme.joint_placement(stages, replicas);
+    if (!joint.empty()) return joint;
+  }
   const std::vector<int> one = scheme.placement(stages);
   const int devices = one.empty() ? 0 : *std::max_element(one.begin(), one.end()) + 1;
   std::vector<int> out;

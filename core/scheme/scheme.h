@@ -95,6 +95,13 @@ class Scheme : public Component {
   /// The device (stage thread, process, `run.devices` entry) of each of `stages` stages; the
   /// default puts stage r on device r. Must agree with the schedule's placement.
   virtual std::vector<int> placement(int stages) const;
+  /// A scheme whose replicas share devices and run as one schedule (Chimera's two pipelines in
+  /// opposite directions) returns that schedule of `units.size()` replicas, replica r running
+  /// units[r] micro-batches (stages and micro-batches numbered as core/schedule/replicate.h
+  /// numbers them), and the device of every replica's stages. Empty (the default): each
+  /// replica runs the scheme's own schedule on devices of its own.
+  virtual Schedule joint_replicas(int /*stages*/, const std::vector<int>& /*units*/) const { return {}; }
+  virtual std::vector<int> joint_placement(int /*stages*/, int /*replicas*/) const { return {}; }
   virtual Span span() const { return Span::MiniBatch; }
   /// Micro-batches per mini-batch (GPipe's chunks); 1 for schemes without micro-batching.
   virtual int micro_batches() const { return 1; }

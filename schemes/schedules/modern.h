@@ -58,6 +58,15 @@ Schedule zb_h2(int devices, int micro_batches);
 /// device (1F1B's peak over 2p stages, each half the size of a 1F1B stage).
 Schedule zbv(int devices, int micro_batches);
 
+/// Chimera (Li, Hoefler, SC'21; reference-schemes F39-F41): two replicas of a D-stage pipeline
+/// in opposite directions on the same D devices (D even), `n` micro-batches each, merged as the
+/// reference code orders them: for n = D/2 F39, beyond it the direct concatenation of units
+/// (F40) or, with `doubling`, forward doubling (F41). Replica 0's stage s is model stage s on
+/// device s, replica 1's is model stage D + s on device D-1-s (chimera_placement); replica 1's
+/// micro-batches are n..2n-1. Each stage's U follows its last backward.
+Schedule chimera(int devices, int micro_batches_per_pipeline, bool doubling);
+std::vector<int> chimera_placement(int devices);
+
 /// V-Half and V-Min (Qi, Wan, Amar, Lin, "Pipeline Parallelism with Controllable Memory",
 /// arXiv:2405.15362; reference-schemes F43/F44, golden orders O17): V placement, I/W split, the
 /// reference code's building block repeated and squeezed greedily under unit costs. Peak

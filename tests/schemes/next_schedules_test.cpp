@@ -137,6 +137,70 @@ TEST(VShapes, WellFormed) {
   }
 }
 
+/// O15's notation for a Chimera worker: F0d = forward of the down pipeline's micro-batch 0,
+/// B1u = backward of the up pipeline's micro-batch 1 (per-pipeline indices).
+std::string chimera_order(const Schedule& s, int d) {
+  const int stages = s.stages() / 2, per_pipeline = s.micro_batches() / 2;
+  std::string out;
+  for (const Action& a : s.device(d)) {
+    if (a.kind != ActionKind::Forward && a.kind != ActionKind::Backward) continue;
+    const bool up = a.stage >= stages;
+    out += fmt::format("{}{}{}{}", out.empty() ? "" : " ", a.kind == ActionKind::Forward ? 'F' : 'B',
+                       a.mb - (up ? per_pipeline : 0), up ? 'u' : 'd');
+  }
+  return out;
+}
+
+TEST(Chimera, TheGoldenOrdersOfTheReferenceCode) {
+  // O15 (F39, D = 4, m = D: 2 micro-batches per pipeline).
+  const Schedule s = schedules::chimera(4, 2, false);
+  EXPECT_EQ(chimera_order(s, 0), "F0d F1d F0u B0u F1u B1u B0d B1d");
+  EXPECT_EQ(chimera_order(s, 1), "F0d F0u F1d F1u B0u B0d B1u B1d");
+  EXPECT_EQ(chimera_order(s, 2), "F0u F0d F1u F1d B0d B0u B1d B1u");
+  EXPECT_EQ(chimera_order(s, 3), "F0u F1u F0d B0d F1d B1d B0u B1u");
+  EXPECT_EQ(chimera_order(schedules::chimera(6, 3, false), 1), "F0d F1d F0u F2d F1u B0u F2u B1u B0d B2u B1d B2d");
+  // O15b, m = 2D on worker 0: direct concatenation (F40) and forward doubling (F41).
+  EXPECT_EQ(chimera_order(schedules::chimera(4, 4, false), 0), "F0d F1d F0u B0u F1u B1u B0d F2d B1d F3d F2u B2u F3u B3u B2d B3d");
+  EXPECT_EQ(chimera_order(schedules::chimera(4, 4, true), 0), "F0d F1d F2d F3d F0u F1u B0u F2u F3u B1u B0d B2u B1d B3u B2d B3d");
+  EXPECT_EQ(s.placement(), (std::vector<int>{0, 1, 2, 3, 3, 2, 1, 0}));
+  EXPECT_EQ(schedules::chimera_placement(4), s.placement());
+  // Each stage steps right after its last backward (eager synchronisation).
+  EXPECT_EQ(s.device(0).back(), Action::U(0));
+  EXPECT_NE(testing::user_error([] { schedules::chimera(3, 3, false); }).find("even"), std::string::npos);
+  EXPECT_NE(testing::user_error([] { schedules::chimera(4, 3, false); }).find("multiple of 4"), std::string::npos);
+  EXPECT_NE(testing::user_error([] { schedules::chimera(4, 2, true); }).find("forward doubling"), std::string::npos);
+}
+
+TEST(Chimera, BubbleAndMemoryAsDerived) {
+  // §9.1's derived table (unit-cost replay; makespan and idle time per worker) and the peak
+  // activations h + 1 + min(p, D-1-p), in stage-micro-batches.
+  const auto replay = [](int D, int n, bool doubling, double backward) {
+    const Schedule s = schedules::chimera(D, n, doubling);
+    return simulate_timeline(s, CostModel::uniform(s.stages(), 1, backward));
+  };
+  struct Row { int D, n; bool doubling; double backward, makespan, idle; };
+  for (const Row& r : std::vector<Row>{{4, 2, false, 1, 10, 2}, {4, 4, false, 1, 18, 2}, {4, 4, true, 1, 18, 2},
+                                       {4, 8, false, 1, 34, 2}, {4, 8, true, 1, 34, 2}, {4, 2, false, 2, 16, 4},
+                                       {4, 4, false, 2, 30, 6}, {4, 4, true, 2, 27, 3}, {4, 8, false, 2, 58, 10},
+                                       {4, 8, true, 2, 51, 3}, {8, 4, false, 1, 22, 6}, {8, 8, false, 2, 66, 18},
+                                       {8, 8, true, 2, 57, 9}, {8, 16, true, 2, 105, 9}}) {
+    const Timeline t = replay(r.D, r.n, r.doubling, r.backward);
+    SCOPED_TRACE(::testing::Message() << "D=" << r.D << " n=" << r.n << " doubling=" << r.doubling);
+    EXPECT_DOUBLE_EQ(t.makespan, r.makespan);
+    for (int d = 0; d < r.D; ++d) EXPECT_DOUBLE_EQ(t.makespan - t.busy[static_cast<size_t>(d)], r.idle) << d;
+  }
+  EXPECT_EQ(replay(4, 2, false, 1).peak_in_flight, (std::vector<int>{3, 4, 4, 3}));
+  EXPECT_EQ(replay(8, 4, false, 1).peak_in_flight, (std::vector<int>{5, 6, 7, 8, 8, 7, 6, 5}));
+  EXPECT_EQ(replay(4, 4, false, 1).peak_in_flight, (std::vector<int>{3, 4, 4, 3}));  // concatenation: as m = D
+  EXPECT_EQ(replay(4, 4, true, 1).peak_in_flight, (std::vector<int>{7, 8, 8, 7}));   // doubling: + D
+  for (int D : {2, 4, 6, 8}) {
+    for (int k : {1, 2, 4}) {
+      EXPECT_NO_THROW(validate_schedule(schedules::chimera(D, k * D / 2, false))) << D << " " << k;
+      if (k % 2 == 0) EXPECT_NO_THROW(validate_schedule(schedules::chimera(D, k * D / 2, true))) << D << " " << k;
+    }
+  }
+}
+
 const char* kDeep = R"(
 model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 24, 24, 24, 4], dropout: 0.1}
 dataset:   {type: synthetic, samples: 48, test_samples: 8, shape: [12], classes: 4}
@@ -146,14 +210,38 @@ optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
 run:       {epochs: 2, batch_size: 12, seed: 5, threads: 1, dtype: float64}
 )";
 
+TEST(Chimera, TheReferenceCodesGradientScaleIsALargerStep) {
+  // Equivalence 3 (Q53): (m/2) x the mean gradient = the mean with lr x m/2, for plain SGD.
+  const std::vector<std::string> plain{"optimizer={type: sgd, lr: 0.05}", "run.epochs=1", "run.batch_size=16"};
+  std::vector<std::string> reference = plain, scaled = plain;
+  reference.push_back("scheme={type: chimera, chunks: 8, gradient_scale: reference}");
+  scaled[0] = "optimizer={type: sgd, lr: 0.2}";
+  scaled.push_back("scheme={type: chimera, chunks: 8}");
+  EXPECT_LT(testing::max_difference(testing::train(kDeep, reference), testing::train(kDeep, scaled)), 1e-10);
+  EXPECT_NE(testing::user_error([] { testing::train(kDeep, {"scheme={type: chimera, mode: backward_halving}"}); })
+                .find("UNVERIFIED"),
+            std::string::npos);
+}
+
 TEST(NextSchedules, EqualSingleOnTheWholeMiniBatch) {
-  const TensorDict single = testing::train(kDeep);
-  for (const std::string& scheme : {std::string("{type: zb_h1, chunks: 6, virtual_stages: 2}"),
-                                    std::string("{type: zb_h1, chunks: 3, virtual_stages: 2}"),
-                                    std::string("{type: v_half, chunks: 6}"), std::string("{type: v_min, chunks: 4}")}) {
-    for (const std::string& executor : {std::string("sequential"), std::string("threaded")}) {
-      const TensorDict zb = testing::train(kDeep, {"scheme=" + scheme, "run.executor=" + executor});
-      EXPECT_LT(testing::max_difference(single, zb), 1e-10) << scheme << " " << executor;
+  // Chimera splits a mini-batch of 16 into two shares of 8: 4 (or, doubled, 8) micro-batches
+  // per pipeline, a multiple of D/2 = 4. Its second pipeline is a replica, whose stages draw
+  // their own dropout masks (as data-parallel replicas do): no dropout there.
+  for (const std::string& batch : {std::string("12"), std::string("16")}) {
+    const std::string dropout = batch == "12" ? "model.dropout=0.1" : "model.dropout=0";
+    const TensorDict single = testing::train(kDeep, {"run.batch_size=" + batch, dropout});
+    const std::vector<std::string> schemes =
+        batch == "12" ? std::vector<std::string>{"{type: zb_h1, chunks: 6, virtual_stages: 2}",
+                                                 "{type: zb_h1, chunks: 3, virtual_stages: 2}",
+                                                 "{type: v_half, chunks: 6}", "{type: v_min, chunks: 4}"}
+                      : std::vector<std::string>{"{type: chimera, chunks: 8}",
+                                                 "{type: chimera, chunks: 16, mode: doubling}"};
+    for (const std::string& scheme : schemes) {
+      for (const std::string& executor : {std::string("sequential"), std::string("threaded")}) {
+        const TensorDict run = testing::train(kDeep, {"scheme=" + scheme, "run.executor=" + executor,
+                                                      "run.batch_size=" + batch, dropout});
+        EXPECT_LT(testing::max_difference(single, run), 1e-10) << scheme << " " << executor;
+      }
     }
   }
 }

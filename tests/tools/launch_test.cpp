@@ -12,6 +12,7 @@
 
 #include "core/dist/process_group.h"
 #include "core/io/pt_file.h"
+#include "core/scheme/replicas.h"
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 #include "tests/tools/launch_support.h"
@@ -213,9 +214,13 @@ void expect_launch_equals_one_process(const testing::SchemeCase& c, int replicas
     return;
   }
   ASSERT_EQ(c1, 0) << out1;
-  // One process per device (the scheme's placement; `single` has one).
-  const int devices = c.scheme.find("type: single") != std::string::npos ? 1 : c.devices;
-  const auto [c2, out2] = pipelab(fmt::format("launch --nproc {} {} {} --set run.output={}", replicas * devices,
+  // One process per device of the replicated placement (Chimera's two pipelines share theirs).
+  auto scheme = Registry<Scheme>::get().create(
+      ConfigNode(YAML::Load(c.scheme), std::make_shared<ConfigSource>("case"), "scheme"));
+  const std::vector<int> placement =
+      replicated_placement(*scheme, scheme->stages(c.stages), scheme->replicas(replicas));
+  const int processes = *std::max_element(placement.begin(), placement.end()) + 1;
+  const auto [c2, out2] = pipelab(fmt::format("launch --nproc {} {} {} --set run.output={}", processes,
                                               dir.file("e.yaml"), all, dir.file("many")));
   ASSERT_EQ(c2, 0) << out2;
   expect_same_run(dir.file("one"), dir.file("many"));

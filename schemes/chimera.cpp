@@ -1,0 +1,103 @@
+/// `chimera`: Chimera's bidirectional pipelines (Li, Hoefler, SC'21; reference-schemes §9.1).
+/// Two replicas of the pipeline run in opposite directions on the same devices (worker p holds
+/// stage p of the down pipeline and stage D-1-p of the up one), each on half of every
+/// mini-batch, and the two copies of each stage all-reduce their gradients before the update:
+/// synchronous, so it equals `single` on the whole mini-batch (F42), at two weight copies per
+/// device. The replicas are the framework's (core/schedule/replicate.h); Chimera gives their
+/// joint schedule and placement (schemes/schedules/chimera.cpp).
+///
+/// `chunks` is m, the micro-batches of a mini-batch over both pipelines (m/2 each, a multiple of
+/// D/2). `mode` for m > D: `concat` (direct concatenation of basic units, F40) or `doubling`
+/// (forward doubling, F41; it holds twice the activations, which the reference code meets by
+/// recomputing: combine with checkpointing there). The paper's backward halving has no source
+/// (UNVERIFIED, Q56) and is refused. `gradient_scale: reference` reproduces the reference code's
+/// gradient, (m/2) x the mean (Q53); its per-tensor clipping (Q55) is `optimizer.clip_scope:
+/// per_tensor`. Both replicas start from the same weights (Q54's default).
+#include <fmt/format.h>
+
+#include "schemes/schedules/modern.h"
+#include "schemes/sync_pipeline.h"
+
+namespace pipelab {
+namespace {
+
+struct ChimeraOptions {
+  enum class Mode { Concat, Doubling, BackwardHalving };
+  enum class Scale { Mean, Reference };
+  int chunks = 8;
+  Mode mode = Mode::Concat;
+  Scale gradient_scale = Scale::Mean;
+  template <class V>
+  void fields(V& v) {
+    v("chunks", chunks, "micro-batches per mini-batch over both pipelines (m; m/2 each, a multiple of D/2)",
+      positive);
+    v.choice("mode", mode,
+             Choices<Mode>{{"concat", Mode::Concat}, {"doubling", Mode::Doubling},
+                           {"backward_halving", Mode::BackwardHalving}},
+             "m > D: concat (direct concatenation, F40) or doubling (forward doubling, F41); backward_halving is "
+             "unspecified (UNVERIFIED) and refused");
+    v.choice("gradient_scale", gradient_scale, Choices<Scale>{{"mean", Scale::Mean}, {"reference", Scale::Reference}},
+             "mean: the mini-batch's mean gradient (F42); reference: (m/2) x it, as the reference code applies "
+             "(fidelity flag, Q53)");
+  }
+  void check(const ConfigNode& node) const {
+    if (mode == Mode::BackwardHalving) {
+      node.child("mode").fail("Chimera's backward halving is named in the paper but specified nowhere pipelab's "
+                              "sources read (UNVERIFIED, reference-schemes Q56)",
+                              "use mode: concat or mode: doubling");
+    }
+    if (chunks % 2 != 0) {
+      node.child("chunks").fail(fmt::format("{} micro-batches do not split between two pipelines", chunks),
+                                "use an even number");
+    }
+  }
+};
+
+/// Q53's fidelity flag: the update applies (m/2) x the all-reduced mean gradient.
+class ScaledUpdate : public StagePolicy {
+ public:
+  explicit ScaledUpdate(double factor) : factor_(factor) {}
+  void update(Stage& stage) override {
+    for (const at::Tensor& p : stage.parameters()) {
+      if (p.grad().defined()) p.mutable_grad().mul_(factor_);
+    }
+    stage.step();
+  }
+
+ private:
+  double factor_;
+};
+
+class Chimera : public SyncPipeline<ChimeraOptions> {
+ public:
+  using SyncPipeline::SyncPipeline;
+  int micro_batches() const override { return options_.chunks / 2; }
+  int replicas(int /*requested*/) const override { return 2; }
+  Schedule schedule(int stages, int units) const override {
+    fail("partition.replicas", fmt::format("chimera runs its two pipelines together ({} stages, {} micro-batches)",
+                                           stages, units),
+         "leave partition.replicas out: chimera sets its own 2");
+  }
+  Schedule joint_replicas(int stages, const std::vector<int>& units) const override {
+    if (units.size() != 2 || units[0] != units[1]) {
+      fail("chunks", fmt::format("a mini-batch split into {} and {} micro-batches per pipeline", units.front(), units.back()),
+           "make run.batch_size a multiple of scheme.chunks");
+    }
+    return schedules::chimera(stages, units[0], options_.mode == ChimeraOptions::Mode::Doubling);
+  }
+  std::vector<int> joint_placement(int stages, int /*replicas*/) const override {
+    return schedules::chimera_placement(stages);
+  }
+  std::unique_ptr<StagePolicy> make_policy(Stage& /*stage*/) const override {
+    if (options_.gradient_scale == ChimeraOptions::Scale::Mean) return std::make_unique<StagePolicy>();
+    return std::make_unique<ScaledUpdate>(options_.chunks / 2.0);
+  }
+};
+
+}  // namespace
+
+PIPELAB_REGISTER(Scheme, Chimera, "chimera",
+                 "Chimera: two pipelines in opposite directions on the same devices, replicas of each stage "
+                 "all-reduced; synchronous");
+
+}  // namespace pipelab
