@@ -9,7 +9,7 @@
 namespace pipelab::testing {
 namespace {
 
-enum class ScalarForm { Product, Sum, HalfSquare };
+enum class ScalarForm { Product, Sum, HalfSquare, ForwardSquare };
 
 /// y = w * x, x + w or x + w^2 / 2 with one scalar weight.
 struct ScalarImpl : torch::nn::Module {
@@ -20,6 +20,8 @@ struct ScalarImpl : torch::nn::Module {
     switch (form) {
       case ScalarForm::Sum: return x + w;
       case ScalarForm::HalfSquare: return x + w * w / 2;
+      // The gradient is the weight the forward read (a copy), whatever the backward reads.
+      case ScalarForm::ForwardSquare: return x + w.detach().clone() * w;
       default: return x * w;
     }
   }
@@ -65,7 +67,8 @@ ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config) {
                                : config.optimizer;
   const auto optimizer = Registry<OptimizerFactory>::get().create(ConfigNode(YAML::Load(optimizer_yaml), source, "o"));
   const int stages = static_cast<int>(config.init.size() / 2);
-  const ScalarForm form = config.quadratic           ? ScalarForm::HalfSquare
+  const ScalarForm form = config.quadratic_at_forward ? ScalarForm::ForwardSquare
+                          : config.quadratic         ? ScalarForm::HalfSquare
                           : config.constant_gradient ? ScalarForm::Sum
                                                      : ScalarForm::Product;
   std::vector<std::unique_ptr<Stage>> owned;

@@ -19,6 +19,9 @@ struct ToyConfig {
   /// Blocks y = x + w^2 / 2 and the loss mean(out): every weight's gradient is the weight
   /// itself, i.e. each weight descends f(w) = w^2 / 2 on its own (oracle O6).
   bool quadratic = false;
+  /// As `quadratic`, but each gradient is the weight the forward read, whatever the backward
+  /// reads: the delayed-gradient model g_j = grad f(W_(j - tau)) of reference-schemes O19.
+  bool quadratic_at_forward = false;
   /// The optimizer section (default: SGD with the fields above).
   std::string optimizer;
 };
