@@ -92,7 +92,16 @@ std::vector<std::vector<at::Tensor>> finish_gradients(const std::vector<std::vec
   if (plan.clip_max_norm > 0) {
     std::vector<int> all;
     for (const auto& kv : sums) all.push_back(kv.first);
-    if (plan.clip_per_stage) {
+    if (plan.clip_per_tensor) {
+      for (auto& [stage, grads] : sums) {
+        for (at::Tensor& g : grads) {
+          if (!g.defined()) continue;
+          StageGrads one{{stage, {g}}};
+          clip(one, {stage}, plan);
+          g = one.at(stage).front();
+        }
+      }
+    } else if (plan.clip_per_stage) {
       for (const int stage : all) clip(sums, {stage}, plan);
     } else {
       clip(sums, all, plan);

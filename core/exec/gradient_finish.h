@@ -46,6 +46,7 @@ struct GradientPlan {
   double clip_max_norm = 0;  ///< 0: no clip
   double clip_norm_type = 2;  ///< p; infinity: the largest magnitude
   bool clip_per_stage = false;
+  bool clip_per_tensor = false;  ///< each tensor by its own norm (BertAdam's; Chimera's Q55)
 
   /// A plan of `replicas` replicas of one stage, summing only.
   static GradientPlan replicas_of(int stage, int replicas);

@@ -15,7 +15,7 @@
 namespace pipelab {
 
 struct GradientOptions {
-  enum class ClipScope { Auto, Global, PerStage };
+  enum class ClipScope { Auto, Global, PerStage, PerTensor };
   enum class Tied { Sum, Separate };
   std::optional<double> clip_grad_norm;
   std::string clip_norm_type = "2";
@@ -34,10 +34,10 @@ struct GradientOptions {
     v("clip_norm_type", clip_norm_type, "p of the clip's norm: a number > 0, or inf (the largest magnitude)");
     v.choice("clip_scope", clip_scope,
              Choices<ClipScope>{{"auto", ClipScope::Auto}, {"global", ClipScope::Global},
-                                {"per_stage", ClipScope::PerStage}},
+                                {"per_stage", ClipScope::PerStage}, {"per_tensor", ClipScope::PerTensor}},
              "global: one norm over every stage's k-th update (the default for schemes that flush every "
              "mini-batch); per_stage: each stage's own norm (the default for asynchronous schemes; AsyncPP's "
-             "clipping)");
+             "clipping); per_tensor: each parameter tensor's own norm (BertAdam's, as Chimera's code clips, Q55)");
     v.choice("tied_gradients", tied_gradients, Choices<Tied>{{"sum", Tied::Sum}, {"separate", Tied::Separate}},
              "tied weights (model.tie_embeddings): sum: both copies step with the sum of their gradients, as one "
              "shared parameter (Megatron-LM); separate: each copy steps with its own (PipeDream-2BW's code, Q45)");

@@ -54,7 +54,8 @@ Schedule replicated_schedule(const Scheme& scheme, int stages, const std::vector
 
 bool clips_per_stage(const GradientOptions& options, const Scheme& scheme) {
   using Scope = GradientOptions::ClipScope;
-  return options.clip_scope == Scope::PerStage || (options.clip_scope == Scope::Auto && scheme.span() != Span::MiniBatch);
+  return options.clip_scope == Scope::PerStage || options.clip_scope == Scope::PerTensor ||
+         (options.clip_scope == Scope::Auto && scheme.span() != Span::MiniBatch);
 }
 
 GradientSync gradient_sync(const GradientOptions& options, const Scheme& scheme, int stages, int replicas, bool ties,

@@ -60,6 +60,7 @@ void Runner::connect_gradients() {
   rules.clip_max_norm = o.clip_grad_norm.value_or(0.0);
   rules.clip_norm_type = o.norm_type();
   rules.clip_per_stage = clips_per_stage(o, *e_.scheme);
+  rules.clip_per_tensor = o.clip_scope == GradientOptions::ClipScope::PerTensor;
   const int stages = pipeline_stages_;
   // One collective per group of stages: all of them, or each stage's replicas.
   const bool model = sync_.scope == CollectiveScope::Model;

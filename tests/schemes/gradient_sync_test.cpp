@@ -43,6 +43,12 @@ TEST(FinishGradients, GlobalClipIsTorchsClipOverTheWholeModel) {
   const auto each = finish_gradients({{vec({3, 0})}, {vec({4})}}, per_stage);
   EXPECT_NEAR(at0(each[0][0], 0) / 3, 0.333333222, 1e-9);
   EXPECT_NEAR(at0(each[1][0], 0) / 4, 0.2499999375, 1e-10);
+  GradientPlan per_tensor = two_stages();
+  per_tensor.clip_per_tensor = true;  // Q55: stage 0's two tensors (3, 0) and (4) each by its own
+  const auto tensors = finish_gradients({{vec({3, 0}), vec({4})}, {vec({0.5})}}, per_tensor);
+  EXPECT_DOUBLE_EQ(at0(tensors[0][0], 0), 3 / (3 + 1e-6));
+  EXPECT_DOUBLE_EQ(at0(tensors[0][1], 0), 4 / (4 + 1e-6));
+  EXPECT_DOUBLE_EQ(at0(tensors[1][0], 0), 0.5);  // within its norm: unchanged
   GradientPlan inf = two_stages();
   inf.clip_norm_type = INFINITY;  // T = 4
   EXPECT_DOUBLE_EQ(at0(finish_gradients({{vec({3, 0})}, {vec({4})}}, inf)[1][0], 0), 4 / (4 + 1e-6));
