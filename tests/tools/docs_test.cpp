@@ -1,5 +1,5 @@
 // The documentation that shows code is held to the code: docs/adding-a-scheme.md's listings
-// are schemes/pipedream_flush.cpp and schemes/zb_h1.cpp byte for byte (so they compile), and every hook its table
+// are schemes/pipedream_flush.cpp and schemes/zb_h2.cpp byte for byte (so they compile), and every hook its table
 // names exists in core/scheme/scheme.h; no document cites a file that is not in the tree.
 #include <gtest/gtest.h>
 
@@ -24,8 +24,8 @@ TEST(Docs, AddingASchemeListsTheRealFile) {
   const size_t start2 = doc.find("```cpp\n", end + 3);
   ASSERT_NE(start2, std::string::npos);
   const size_t end2 = doc.find("```", start2 + 7);
-  EXPECT_EQ(doc.substr(start2 + 7, end2 - start2 - 7), testing::read_text(kRoot + "/schemes/zb_h1.cpp"))
-      << "update docs/adding-a-scheme.md's second listing to schemes/zb_h1.cpp";
+  EXPECT_EQ(doc.substr(start2 + 7, end2 - start2 - 7), testing::read_text(kRoot + "/schemes/zb_h2.cpp"))
+      << "update docs/adding-a-scheme.md's second listing to schemes/zb_h2.cpp";
   const std::string scheme_h = testing::read_text(kRoot + "/core/scheme/scheme.h");
   const std::regex hook("\\| `([a-z_]+)\\(");
   int hooks = 0;

@@ -8,7 +8,11 @@
 /// times the sequential run measured (each action alone on a core) replayed on the devices.
 ///
 ///   build/pipelab_bench_schedules [--width W] [--layers L] [--batch N] [--chunks M] [--rounds R]
-///                                 [--schemes gpipe,pipedream_flush,zb_h1,interleaved_1f1b]
+///                                 [--schemes gpipe,pipedream_flush,zb_h1,interleaved_1f1b,...]
+///
+/// A scheme is NAME[:key=value...] (`zb_h1:virtual_stages=2`, torch's interleaved zero bubble).
+/// Chimera's two pipelines are two replicas on the same devices: its stages all-reduce their
+/// two copies' gradients before each step, and its mini-batch is split between them.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/nn/modules/activation.h>
@@ -26,6 +30,7 @@
 #include "core/schedule/lower.h"
 #include "core/schedule/timeline.h"
 #include "core/schedule/validate.h"
+#include "core/scheme/replicas.h"
 #include "tools/bench/bench_cli.h"
 
 namespace {
@@ -38,17 +43,28 @@ struct Options {
   std::string schemes = "gpipe,pipedream_flush,zb_h1,interleaved_1f1b";
 };
 
-std::unique_ptr<Scheme> make_scheme(const std::string& name, const Options& o) {
+/// `name[:key=value...]` with `chunks` = m.
+std::unique_ptr<Scheme> make_scheme(const std::string& spec, const Options& o) {
   auto source = std::make_shared<ConfigSource>("bench");
-  return Registry<Scheme>::get().create(
-      ConfigNode(YAML::Load(fmt::format("{{type: {}, chunks: {}}}", name, o.chunks)), source, "scheme"));
+  std::stringstream parts(spec);
+  std::string name, option;
+  std::getline(parts, name, ':');
+  YAML::Node node(YAML::NodeType::Map);
+  node["type"] = name;
+  node["chunks"] = o.chunks;
+  while (std::getline(parts, option, ':')) {
+    const size_t eq = option.find('=');
+    if (eq == std::string::npos) throw UserError(fmt::format("--schemes {}: write key=value after the name", spec));
+    node[option.substr(0, eq)] = YAML::Load(option.substr(eq + 1));
+  }
+  return Registry<Scheme>::get().create(ConfigNode(node, source, "scheme"));
 }
 
-/// The fewest stages the scheme places on `devices` devices (its default stages per device).
+/// The fewest pipeline stages the scheme (with its replicas) places on `devices` devices.
 int stages_on(const Scheme& scheme, int devices) {
-  for (int stages = devices; stages <= 8 * devices; ++stages) {
+  for (int stages = 1; stages <= 8 * devices; ++stages) {
     try {
-      const std::vector<int> placement = scheme.placement(stages);
+      const std::vector<int> placement = replicated_placement(scheme, stages, scheme.replicas(1));
       if (*std::max_element(placement.begin(), placement.end()) + 1 == devices) return stages;
     } catch (const UserError&) {
     }
@@ -56,19 +72,20 @@ int stages_on(const Scheme& scheme, int devices) {
   throw UserError(fmt::format("scheme {} cannot be placed on {} devices", scheme.type(), devices));
 }
 
-/// `layers` Linear(width)+ReLU blocks cut evenly into `stages` stages, seeded identically
-/// for every schedule.
+/// `layers` Linear(width)+ReLU blocks cut evenly into `count` stages, seeded identically for
+/// every schedule; `replicas` copies of them whose stages all-reduce through `world`.
 struct Pipeline {
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<std::unique_ptr<StagePolicy>> policies;
   std::vector<std::unique_ptr<GradientRoute>> routes;
   std::vector<StageSlot> slots;
-  Pipeline(const Options& o, const Scheme& scheme, int count) {
+  Pipeline(const Options& o, const Scheme& scheme, int count, int replicas, World& world) {
     auto source = std::make_shared<ConfigSource>("bench");
     const auto sgd = Registry<OptimizerFactory>::get().create(ConfigNode(YAML::Load("{type: sgd, lr: 0.01}"), source, "o"));
-    torch::manual_seed(0);
     const int per_stage = o.layers / count;
-    for (int r = 0; r < count; ++r) {
+    for (int k = 0; k < replicas * count; ++k) {
+      torch::manual_seed(k % count);  // the replicas of a stage start alike
+      const int r = k % count;
       StageSpec spec;
       spec.index = r;
       spec.count = count;
@@ -83,6 +100,16 @@ struct Pipeline {
       policies.push_back(scheme.make_policy(*stages.back()));
       routes.push_back(scheme.make_route(*stages.back()));
       slots.push_back({stages.back().get(), policies.back().get(), routes.back().get()});
+    }
+    if (replicas < 2) return;
+    for (int r = 0; r < count; ++r) {
+      const std::shared_ptr<AllReduce> collective = world.all_reduce(GradientPlan::replicas_of(r, replicas));
+      for (int k = 0; k < replicas; ++k) {
+        StageSlot& slot = slots[static_cast<size_t>(k * count + r)];
+        collective->add_rank(k, slot.stage->parameters());
+        slot.all_reduce = collective;
+        slot.replica = k;
+      }
     }
   }
 };
@@ -152,12 +179,14 @@ int main(int argc, char** argv) {
     c.name = name;
     c.scheme = make_scheme(name, o);
     const int stages = stages_on(*c.scheme, o.devices);
-    c.schedule = with_communication(c.scheme->schedule(stages, o.chunks));
+    const int replicas = c.scheme->replicas(1);
+    c.schedule = with_communication(
+        replicated_schedule(*c.scheme, stages, equal_units(c.scheme->micro_batches(), replicas)));
     validate_schedule(c.schedule);
-    c.seq = std::make_unique<Pipeline>(o, *c.scheme, stages);
-    c.thr = std::make_unique<Pipeline>(o, *c.scheme, stages);
     c.sequential = make_executor("{type: sequential}");
     c.threaded = make_executor("{type: threaded, intra_op_threads: 1}");
+    c.seq = std::make_unique<Pipeline>(o, *c.scheme, stages, replicas, c.sequential->world());
+    c.thr = std::make_unique<Pipeline>(o, *c.scheme, stages, replicas, c.threaded->world());
     c.time(*c.sequential, *c.seq, data, 1);  // warm-up: allocator, threads
     c.time(*c.threaded, *c.thr, data, 1);
     cases.push_back(std::move(c));
@@ -171,7 +200,7 @@ int main(int argc, char** argv) {
   std::cout << fmt::format(
       "{} devices, m = {}, batch {}, {} x Linear({}) in all, 1 intra-op thread per device; median of {} rounds\n\n",
       o.devices, o.chunks, o.batch, o.layers, o.width, o.rounds);
-  std::cout << "schedule          stages  sequential  threaded  speed-up  unit-cost prediction  measured-cost "
+  std::cout << "schedule                 stages  sequential  threaded  speed-up  unit-cost prediction  measured-cost "
                "prediction\n";
   for (Case& c : cases) {
     const double s = median(c.seq_times), t = median(c.thr_times);
@@ -184,7 +213,7 @@ int main(int argc, char** argv) {
     c.time(*c.sequential, *c.seq, data, o.steps);
     const ExecStats& st = c.sequential->stats();
     const double predicted = simulate_timeline(c.schedule, st.cost_model()).makespan;
-    std::cout << fmt::format("{:<17} {:>6}  {:>7.2f} ms  {:>5.2f} ms  {:>7.2f}x  {:>10.2f}x (bubble {:.3f})  {:>8.2f} ms\n",
+    std::cout << fmt::format("{:<24} {:>6}  {:>7.2f} ms  {:>5.2f} ms  {:>7.2f}x  {:>10.2f}x (bubble {:.3f})  {:>8.2f} ms\n",
                              c.name, stages, s * 1e3, t * 1e3, s / t, busy / unit.makespan, unit.bubble_fraction,
                              predicted * 1e3);
   }
