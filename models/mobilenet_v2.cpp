@@ -14,9 +14,10 @@
 /// Initialisation as torchvision: Kaiming-normal fan_out convs with zero biases, bn 1/0,
 /// N(0, 0.01) linear with zero bias.
 ///
-/// No named splits: gpipe_test's 2- and 4-GPU splits (§6.7) put features[0] and the head
-/// on one client device around the server stages, a U-shaped placement that a linear list
-/// of stages cannot express.
+/// gpipe_test's splits (§6.7) put features[0] and the head on one client device around the
+/// server stages: `partition: {stages: 5, balance: [1, 2, 4, 12, 1], placement: client_server}`
+/// is its 4-GPU split, `{stages: 3, balance: [1, 18, 1], placement: client_server}` its 2-GPU
+/// one (experiments/seeds/gpipe_test/).
 #include <torch/nn/modules/linear.h>
 
 #include <cmath>
