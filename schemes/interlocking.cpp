@@ -24,6 +24,7 @@
 #include "core/schedule/lower.h"
 #include "core/scheme/scheme.h"
 #include "core/scheme/staleness.h"
+#include "schemes/greedy.h"
 #include "schemes/interlocking_heads.h"
 
 namespace pipelab {
@@ -112,17 +113,7 @@ class InterlockingRoute : public GradientRoute {
   Message backward(Stage& stage, int mb, const std::vector<Message>& in) override {
     const Stage::Forwarded f = stage.forwarded(mb);
     Message out;
-    if (o_.mode == Mode::Local) {
-      // Trained by its own head (or, last, by the true loss); nothing goes back.
-      at::Tensor loss = f.output;
-      if (!stage.is_last()) {
-        loss = stage.head_loss().compute(stage.head_forward(f.output), f.target);
-        record_.add(stage, "head_loss", loss.item<double>());
-      }
-      torch::autograd::backward({loss});
-    } else if (!stage.is_last()) {
-      out = train_from_next(stage, f, in);
-    }
+    if (!stage.is_last()) out = train_from_next(stage, f, in);
     stage.release(mb);
     return out;
   }
@@ -174,15 +165,7 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
   /// What goes back is the mode's gradient route, written into the schedule as its SEND and
   /// RECV actions: stage r's B of t takes stage r+1's messages in the order listed.
   Schedule schedule(int stages, int units) const override {
-    Schedule s(stages);
-    for (int r = 0; r < stages; ++r) {
-      for (int t = 0; t < units; ++t) {
-        s.add(r, Action::F(r, t));
-        if (options_.sends_head_gradients()) s.add(r, Action::H(r, t));
-        s.add(r, Action::B(r, t));
-        s.add(r, Action::U(r));
-      }
-    }
+    const Schedule s = greedy::greedy_steps(stages, units, options_.sends_head_gradients());
     Lowering how;
     switch (options_.mode) {
       case Mode::Global: how.sends_back = {ActionKind::Backward}; break;  // end-to-end backprop
@@ -204,26 +187,14 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
   }
   bool prepares_stages() const override { return options_.uses_heads(); }
   void prepare_stage(Stage& stage, const std::vector<int64_t>& output_shape, const DataSpec& data) const override {
-    if (!options_.uses_heads() || stage.is_last()) return;
-    if (!data.target_shape.empty()) {
-      // The heads of the interlocking paper (Gomez et al. 2022) classify a whole example;
-      // a target per position (a language model) has no head defined here.
-      fail("mode", fmt::format("the auxiliary heads predict one class per example, but the dataset has a target per "
-                               "position (targets of shape {})",
-                               shape_text(data.target_shape)),
-           "use mode: global, or a dataset with one label per example");
-    }
-    const int64_t classes = data.classes;
-    const std::string spec = options_.heads == "auto" ? interlocking::default_head(output_shape) : options_.heads;
-    try {
-      stage.set_head(fmt::format("head{}", stage.index()), interlocking::build_head(spec, output_shape, classes),
-                     std::make_shared<CrossEntropyLoss>());
-    } catch (const interlocking::HeadSpecError& e) {
-      fail("heads", fmt::format("for stage {}'s output {}: {}", stage.index(), shape_text(output_shape), e.problem), e.fix);
-    }
+    if (!options_.uses_heads()) return;
+    greedy::attach_head(stage, options_.heads, output_shape, data, "use mode: global, or a dataset with one label per example",
+                        [this](const std::string& k, const std::string& p, const std::string& f) { fail(k, p, f); });
   }
   std::unique_ptr<GradientRoute> make_route(Stage&) const override {
     if (options_.mode == Mode::Global) return nullptr;  // end-to-end backprop
+    // Trained by its own head (or, last, by the true loss); nothing goes back.
+    if (options_.mode == Mode::Local) return greedy::local_route();
     return std::make_unique<InterlockingRoute>(options_);
   }
 };

@@ -31,7 +31,7 @@ TEST(Registry, ExpectedNamesAreRegistered) {
   expect_registered<Scheme>({"single", "naive", "gpipe", "pipedream_flush", "pipedream_2bw", "async", "pipedream",
                              "spectrain", "pipeoptim", "interlocking", "dp", "interleaved_1f1b", "looped_bfs", "zb_h1",
                              "zb_h2", "zbv", "dualpipe_v", "custom", "pipemare", "nesterov_async", "xpipe"});
-  expect_registered<Scheme>({"ftpipe"});
+  expect_registered<Scheme>({"ftpipe", "v_half", "v_min", "chimera", "pipelined_backprop", "dgl"});
   expect_registered<ModelFactory>({"mlp", "cnn", "vgg16", "resnet", "densenet121", "googlenet", "mobilenet_v2",
                                    "inception_v3", "amoebanet_d", "transformer", "residual_lstm"});
   expect_registered<DatasetFactory>(

@@ -32,4 +32,5 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/replicated_stages_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradient_sync_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/interlocking_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/dgl_test.cpp
 )

@@ -80,7 +80,8 @@ ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config) {
     spec.index = r;
     spec.count = stages;
     spec.first_block = static_cast<size_t>(2 * r);
-    for (int k = 0; k < 2; ++k) {
+    const bool head = config.greedy_heads && r + 1 < stages;
+    for (int k = 0; k < (head ? 1 : 2); ++k) {
       spec.blocks.push_back({fmt::format("{}{}", k ? 'b' : 'a', r),
                              torch::nn::AnyModule(Scalar(config.init[static_cast<size_t>(2 * r + k)], form))});
     }
@@ -89,6 +90,11 @@ ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config) {
                                            : std::make_shared<HalfSquaredError>();
     }
     owned.push_back(std::make_unique<Stage>(std::move(spec)));
+    if (head) {
+      owned.back()->set_head(fmt::format("b{}", r),
+                             torch::nn::AnyModule(Scalar(config.init[static_cast<size_t>(2 * r + 1)], form)),
+                             std::make_shared<HalfSquaredError>());
+    }
     owned.back()->set_optimizer(optimizer->make(owned.back()->parameters()));
     policies.push_back(scheme->make_policy(*owned.back()));
     routes.push_back(scheme->make_route(*owned.back()));

@@ -20,8 +20,12 @@ struct ToyConfig {
   /// itself, i.e. each weight descends f(w) = w^2 / 2 on its own (oracle O6).
   bool quadratic = false;
   /// As `quadratic`, but each gradient is the weight the forward read, whatever the backward
-  /// reads: the delayed-gradient model g_j = grad f(W_(j - tau)) of reference-schemes O19.
+  /// reads: the delayed-gradient model g_j = grad f(W_(j - tau)) of docs/schemes.md O19.
   bool quadratic_at_forward = false;
+  /// Every stage but the last computes h = a_r x only and has the auxiliary head z = b_r h
+  /// with the loss (z - t)^2 / 2: the scalar modules of decoupled greedy learning's oracle
+  /// (docs/schemes.md O22). The last stage is unchanged: its b is the classifier.
+  bool greedy_heads = false;
   /// The optimizer section (default: SGD with the fields above).
   std::string optimizer;
 };
