@@ -205,6 +205,19 @@ TEST_F(PlotTest, GroupMeansWithBandsAndTime) {
   const auto lines = all(svg, "polyline", "series");
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0]->attrs.at("data-label"), "scheme.type=gpipe (n=2)");
+  {
+    // A key a run's config lacks is left out of its label; lacking all: "(not set)".
+    fake_curve(dir_.file("sections/plain"), "gpipe", 0, {"50"});
+    fake_curve(dir_.file("sections/cast"), "gpipe", 0, {"50"});
+    testing::write_text(dir_.file("sections/cast/config.yaml"),
+                        "scheme: {type: gpipe}\nrun: {seed: 0}\ncompression: {activations: {type: cast}}\n");
+    CurveOptions absent;
+    absent.group_by = parse_keys("compression.activations.type", "--group-by");
+    const LineChart c = build_curves(load_runs(dir_.file("sections")), absent);
+    ASSERT_EQ(c.series.size(), 2u);
+    EXPECT_EQ(c.series[0].label, "(not set) (n=1)");
+    EXPECT_EQ(c.series[1].label, "compression.activations.type=cast (n=1)");
+  }
   EXPECT_EQ(all(svg, "polygon", "band").size(), 2u);
   EXPECT_EQ(all(svg, "g", "legend-entry").size(), 2u);
   EXPECT_EQ(all(svg, "text", "x-label").at(0)->text, "training and evaluation time (s)");

@@ -81,6 +81,9 @@ TEST(SweepPlan, MapAndListValues) {
   EXPECT_EQ(p.output, "runs/maps");
   EXPECT_EQ(value(p.runs[2], "scheme"), "{type: naive}");  // the whole section replaced
   EXPECT_EQ(value(p.runs[1], "partition.balance"), "2-2");
+  // A section read from block YAML is still one line (a table row's label).
+  EXPECT_EQ(value_text(YAML::Load("compression:\n  activations:\n    type: cast\n    dtype: bf16\n  boundaries: [0, 2]\n")),
+            "{compression: {activations: {type: cast, dtype: bf16}, boundaries: [0, 2]}}");
 }
 
 TEST(SweepPlan, IdsAreStableWhenTheGridGrows) {

@@ -174,10 +174,14 @@ LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& opt
   std::vector<std::string> labels;
   std::map<std::string, std::vector<const Curve*>> groups;
   for (const auto& [run, c] : curves) {
-    // Legend entries name their keys: "stages=4, scheme=gpipe".
+    // Legend entries name their keys: "stages=4, scheme=gpipe". A key the run's config does
+    // not have is left out (a sweep's cell without a section the others set), and a run with
+    // none of them is "(not set)".
     std::vector<std::string> parts;
-    for (const std::string& k : options.group_by) parts.push_back(k + "=" + label_of(*run, {k}));
-    const std::string label = parts.empty() ? "all runs" : join(parts, ", ");
+    for (const std::string& k : options.group_by) {
+      if (const auto v = config_text(*run, k)) parts.push_back(k + "=" + *v);
+    }
+    const std::string label = options.group_by.empty() ? "all runs" : parts.empty() ? "(not set)" : join(parts, ", ");
     if (!groups.count(label)) labels.push_back(label);
     groups[label].push_back(&c);
   }

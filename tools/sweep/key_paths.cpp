@@ -12,9 +12,24 @@ std::optional<double> as_number(const YAML::Node& n) {
   return v && std::isfinite(*v) ? v : std::nullopt;
 }
 
+/// `n` and everything under it in flow style: a node read from block YAML keeps its block
+/// style, which the emitter's Flow manipulator does not override below the top level.
+void set_flow(YAML::Node n) {
+  if (!n.IsMap() && !n.IsSequence()) return;
+  n.SetStyle(YAML::EmitterStyle::Flow);
+  if (n.IsSequence()) {
+    for (YAML::Node child : n) set_flow(child);
+  } else {
+    for (auto kv : n) set_flow(kv.second);
+  }
+}
+
+/// One line of YAML: a label (`pipelab table` rows, a sweep name's value) never spans lines.
 std::string flow_yaml(const YAML::Node& n) {
+  const YAML::Node copy = YAML::Clone(n);
+  set_flow(copy);
   YAML::Emitter e;
-  e << YAML::Flow << n;
+  e << YAML::Flow << copy;
   return e.c_str();
 }
 
