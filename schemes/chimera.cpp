@@ -1,4 +1,4 @@
-/// `chimera`: Chimera's bidirectional pipelines (Li, Hoefler, SC'21; reference-schemes §9.1).
+/// `chimera`: Chimera's bidirectional pipelines (Li, Hoefler, SC'21; docs/schemes.md §3.18).
 /// Two replicas of the pipeline run in opposite directions on the same devices (worker p holds
 /// stage p of the down pipeline and stage D-1-p of the up one), each on half of every
 /// mini-batch, and the two copies of each stage all-reduce their gradients before the update:
@@ -43,7 +43,7 @@ struct ChimeraOptions {
   void check(const ConfigNode& node) const {
     if (mode == Mode::BackwardHalving) {
       node.child("mode").fail("Chimera's backward halving is named in the paper but specified nowhere pipelab's "
-                              "sources read (UNVERIFIED, reference-schemes Q56)",
+                              "sources read (UNVERIFIED, docs/schemes.md Q56)",
                               "use mode: concat or mode: doubling");
     }
     if (chunks % 2 != 0) {

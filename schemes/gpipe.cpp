@@ -12,7 +12,7 @@
 /// - deferred_batch_norm: batch norm running statistics over the whole mini-batch,
 ///   committed once per mini-batch (torchgpipe's DeferredBatchNorm; off by default there).
 /// - backward_order: forward runs each stage's backwards in micro-batch order B0..B(m-1), as
-///   gpipe_test's fill-drain does (reference-schemes §2.5); the gradient is the same sum in
+///   gpipe_test's fill-drain does (docs/schemes.md §6.7); the gradient is the same sum in
 ///   another order (equal in exact arithmetic).
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 /// `pipelined_backprop`: Pipelined Backpropagation (Kosson, Chiley, Venigalla, Hestness, Köster,
 /// "Pipelined Backpropagation at Scale: Training Large Models without Batches",
-/// arXiv:2003.11666; reference-schemes §9.3) — fine-grained asynchronous pipelining: one update
+/// arXiv:2003.11666; docs/schemes.md §3.19) — fine-grained asynchronous pipelining: one update
 /// per mini-batch (the paper's batch of one sample: `run.batch_size: 1`), no flush inside an
 /// epoch, stale gradients (F47). Only the paper's abstract was readable and no code was found,
 /// so every rule beyond vanilla asynchronous training is UNVERIFIED (Q61) and an explicit
@@ -39,7 +39,7 @@ struct PipelinedBackpropOptions {
              "delays: tick (one forward and one backward per stage per tick, 2(D-1-r) updates) or one_f_one_b "
              "(D-1-r); UNVERIFIED as the paper's");
     v.choice("spike_compensation", spike, Choices<Spike>{{"off", Spike::Off}, {"momentum_power", Spike::MomentumPower}},
-             "UNVERIFIED (reference-schemes F48): momentum_power applies W -= lr (mu^D v + (1-mu^D)/(1-mu) g) for "
+             "UNVERIFIED (docs/schemes.md F48): momentum_power applies W -= lr (mu^D v + (1-mu^D)/(1-mu) g) for "
              "a gradient delayed D updates (SGD with momentum)");
     v.choice("prediction", prediction,
              Choices<Prediction>{{"off", Prediction::Off}, {"velocity", Prediction::Velocity},

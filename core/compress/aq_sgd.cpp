@@ -1,5 +1,5 @@
 /// AQ-SGD (Wang et al., "Fine-tuning Language Models over Slow Networks using Activation
-/// Compression with Guarantees", NeurIPS'22; reference-schemes §9.4.1, F51/F52; DS3Lab/AC-SGD's
+/// Compression with Guarantees", NeurIPS'22; docs/compression.md, F51/F52; DS3Lab/AC-SGD's
 /// `DeltaCompressor`): both ends of a boundary keep m̂(ξ), the last activation of every
 /// training example ξ, and a message is the change against it, quantized (F50, compress/
 /// fixpoint.h):
@@ -12,7 +12,7 @@
 /// micro-batch exactly while any of its examples lacks a history (one the last partial batch
 /// dropped in an earlier epoch), where AC-SGD would take the change against a zero cache.
 ///
-/// Decisions (reference-schemes §9.7): the receiver computes with the value it stores, fp16
+/// Decisions (docs/compression.md): the receiver computes with the value it stores, fp16
 /// by default (Q63; `reference_receiver: true` uses the unrounded x̂ as AC-SGD does); the
 /// store is sized from the training set (Q64); a micro-batch shares its scales (Q66).
 /// Evaluation sends activations exactly: the history is of training examples.

@@ -1,4 +1,4 @@
-/// A cast to a 16-bit float (reference-schemes §9.4.3's plain baselines): bf16 keeps float32's
+/// A cast to a 16-bit float (a plain baseline of the compression studies; docs/compression.md): bf16 keeps float32's
 /// range with 8 bits of mantissa, fp16 10 bits in a narrower range (values beyond 65504 become
 /// infinite, as any fp16 cast). Round to nearest even, as LibTorch's casts.
 #include <ATen/ATen.h>

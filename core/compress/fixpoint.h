@@ -1,5 +1,5 @@
 #pragma once
-/// AQ-SGD's b-bit quantizer (reference-schemes §9.4.1, F50; DS3Lab/AC-SGD `_compress_nbits`),
+/// AQ-SGD's b-bit quantizer (docs/compression.md, F50; DS3Lab/AC-SGD `_compress_nbits`),
 /// shared by the `fixpoint` codec (direct, as AC-SGD compresses gradients) and `aq_sgd` (on
 /// the change against the stored activation):
 ///   s = max |x| per scale group, kept as fp16;

@@ -1,4 +1,4 @@
-/// gpipe_test's sort quantization (reference-schemes §3.11, F19/F20): the micro-batch tensor's
+/// gpipe_test's sort quantization (docs/compression.md): the micro-batch tensor's
 /// values fall into 2^S groups of near-equal count by rank (quantile bins), and each group is
 /// quantized uniformly to 2^Q levels between its own min and max. A code is the group's id in
 /// its high bits and the level in its low Q bits; with Q+S of 8 or 16 it is shifted by

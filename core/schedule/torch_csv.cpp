@@ -1,6 +1,6 @@
 /// torch.distributed.pipelining's CSV (`_dump_csv`, `_load_csv`; torch 2.15): a row per rank,
 /// an action per cell, an empty cell an idle slot. Both of torch's formats train as they are
-/// (reference-schemes §9.2's table of action types, with pipelab's decisions):
+/// (docs/schedules.md's table of action types, with pipelab's decisions):
 /// - F, B, I, W: as pipelab's own; `(a;b)OVERLAP_F_B` (DualPipeV): its sub-actions, in order
 ///   (torch's default runtime runs them so);
 /// - SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B (the compute_comms format):

@@ -1,6 +1,6 @@
 /// Chimera's bidirectional pipelines (Li, Hoefler, "Chimera: Efficiently Training Large-Scale
 /// Neural Networks with Bidirectional Pipelines", SC'21; reference code Shigangli/Chimera, branch
-/// ChimeraBk; reference-schemes §9.1, F39-F41, golden orders O15/O15b). Two replicas of a D-stage
+/// ChimeraBk; docs/schemes.md §3.18, F39-F41, golden orders O15/O15b). Two replicas of a D-stage
 /// pipeline share D workers in opposite directions: the down pipeline d puts stage s on worker
 /// s, the up pipeline u on worker D-1-s, so worker p holds d's stage p and u's stage D-1-p, and
 /// each fills the other's bubbles. Each pipeline takes half the micro-batches in 1F1B order.

@@ -59,7 +59,7 @@ Schedule interleaved_1f1b(int p, int v, int m) {
   // micro-batches before the next chunk does (depth first). With m a multiple of p and m > p
   // this is Megatron-LM's order (rounds of p); Megatron refuses other counts and runs every
   // forward first when m == p, which holds more micro-batches on the later devices for the same
-  // makespan (reference-schemes §9.2).
+  // makespan (docs/schedules.md).
   const int rounds = std::max(1, m / p);
   if (m % rounds != 0) {
     throw UserError(fmt::format("interleaved_1f1b: {} micro-batches on {} devices make {} rounds, which {} does not "

@@ -1,6 +1,6 @@
 /// V-Half and V-Min (Qi, Wan, Amar, Lin, "Pipeline Parallelism with Controllable Memory",
 /// arXiv:2405.15362; reference code sail-sg/zero-bubble-pipeline-parallelism, `zbv_greedy.py`;
-/// reference-schemes §9.2, F43/F44, golden orders O17). Each of the p devices holds two stages
+/// docs/schedules.md, F43/F44, golden orders O17). Each of the p devices holds two stages
 /// in a V (chunk a = stage r, chunk b = stage 2p-1-r) and runs six passes per micro-batch: F_a,
 /// F_b, B_b, B_a (the input gradients, pipelab's I), W_b, W_a. The schedule is one building block
 /// per micro-batch, repeated every 6 time units (F43's offsets), then squeezed greedily as the

@@ -61,7 +61,7 @@ Schedule zb_h1(int p, int m) {
 
 Schedule interleaved_zero_bubble(int p, int v, int n) {
   require_sizes("zb_h1", p, n);
-  // torch's ScheduleInterleavedZeroBubble (installed torch 2.15, schedules.py; reference-schemes
+  // torch's ScheduleInterleavedZeroBubble (installed torch 2.15, schedules.py; docs/schedules.md,
   // F46): looped placement, R = max(1, floor(n/p)) rounds of n/R micro-batches (PR 129597,
   // "flexible" PP), and within a round each device walks its stages in turn. Device d runs
   // w = min((v-1) n/R + p-1-d, n v) warm-up forwards, then per step a forward, an input

@@ -1,4 +1,4 @@
-// The boundary codecs (core/compress/): the sort-quantization oracle of reference-schemes §5.7
+// The boundary codecs (core/compress/): the hand-derived sort-quantization oracle
 // and its invariants (§5.2 item 11) over random tensors, gpipe_test's fast variant and its
 // decoder bug (Q27) behind its flag, the plain quantizer's example (F54), top-k and its error
 // feedback (O21), the cast, and a message's framing (integer tensors untouched, bytes as the

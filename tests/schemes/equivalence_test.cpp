@@ -52,7 +52,7 @@ TEST(Equivalence, GpipeEqualsSingleOnTheWholeMiniBatch) {
 }
 
 TEST(Equivalence, GpipeTestsForwardOrderBackwardEqualsSingle) {
-  // gpipe_test's fill-drain (reference-schemes §2.5): B0..B(m-1) on every stage.
+  // gpipe_test's fill-drain (docs/schemes.md §6.7): B0..B(m-1) on every stage.
   const auto s = Registry<Scheme>::get().create(
       ConfigNode(YAML::Load("{type: gpipe, backward_order: forward}"), std::make_shared<ConfigSource>("t"), "scheme"));
   const Schedule schedule = s->schedule(2, 3);

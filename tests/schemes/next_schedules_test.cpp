@@ -1,4 +1,4 @@
-// The next schedules (reference-schemes §9.2): torch's ScheduleInterleavedZeroBubble as
+// The next schedules (docs/schedules.md): torch's ScheduleInterleavedZeroBubble as
 // `zb_h1` with virtual_stages — the golden order O18 (checked there against torch 2.15), its
 // rounds rule for flexible micro-batch counts (PR 129597; Q60's refusal), well-formed orders
 // over (p, v, n), each device running n·v of each pass — and V-Half and V-Min: the golden

@@ -1,4 +1,4 @@
-// Pipelined Backpropagation (schemes/pipelined_backprop.cpp; reference-schemes §9.3): the derived
+// Pipelined Backpropagation (schemes/pipelined_backprop.cpp; docs/schemes.md §3.19): the derived
 // oracle O19 for every combination of its UNVERIFIED options (f(w) = w^2 / 2 with each gradient
 // taken at the forward's weights, tau = 2), its equivalences (tau = 0 is SGD with momentum;
 // without momentum spike compensation changes nothing; one stage is `single`), and the

@@ -1,6 +1,6 @@
 // torch.distributed.pipelining's CSV (core/schedule/torch_csv.cpp): files in both of torch's
 // formats train as they are (the compute_only and compute_comms dumps of one torch schedule give
-// the same bits, and `single`'s numbers); every action type of reference-schemes §9.2's table is
+// the same bits, and `single`'s numbers); every action type of docs/schedules.md's table is
 // taken or refused as docs/schedules.md says; and, with the installed torch, torch's own
 // generators' orders read back as pipelab generates them (ScheduleInterleavedZeroBubble over
 // flexible micro-batch counts, ScheduleZBVZeroBubble) and torch's _load_csv reads what
