@@ -202,21 +202,21 @@ run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
 
 /// Runs case `c` (with `sets` on top) in one process, then launched with one process per
 /// device of each of its `replicas` pipelines, and expects the same run (flush: never too:
-/// each process snapshots and evaluates its own stages); interlocking with replicas is
-/// refused everywhere.
+/// each process snapshots and evaluates its own stages); a scheme that refuses replicas
+/// (auxiliary heads: interlocking, dgl) is refused everywhere.
 void expect_launch_equals_one_process(const testing::SchemeCase& c, int replicas, const std::string& sets) {
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), kEveryScheme);
   const std::string all = fmt::format("--set 'scheme={}' --set partition.stages={} {}", c.scheme, c.stages, sets);
   const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), all, dir.file("one")));
-  if (replicas > 1 && c.scheme.find("type: interlocking") != std::string::npos) {
+  auto scheme = Registry<Scheme>::get().create(
+      ConfigNode(YAML::Load(c.scheme), std::make_shared<ConfigSource>("case"), "scheme"));
+  if (!replicas_refused(*scheme, replicas).empty()) {
     EXPECT_EQ(c1, 2) << out1;
     return;
   }
   ASSERT_EQ(c1, 0) << out1;
   // One process per device of the replicated placement (Chimera's two pipelines share theirs).
-  auto scheme = Registry<Scheme>::get().create(
-      ConfigNode(YAML::Load(c.scheme), std::make_shared<ConfigSource>("case"), "scheme"));
   const std::vector<int> placement =
       replicated_placement(*scheme, scheme->stages(c.stages), scheme->replicas(replicas));
   const int processes = *std::max_element(placement.begin(), placement.end()) + 1;
