@@ -158,6 +158,16 @@ class InceptionV3 : public Configured<ModelFactory, InceptionV3Options> {
     });
     def.loss = std::make_shared<CrossEntropyLoss>();
     def.named_balances = {{"pipeoptim_4", {5, 4, 3, 5}}};
+    // torchvision.models.inception_v3's names: its flat branch convs (branch5x5_1) are our
+    // branch sequences' convs (branch5x5.conv_1), its 7b/7c 1x3 and 3x1 pairs (_2a, _2b;
+    // _3a, _3b) our splits, and its auxiliary classifier, which we do not build, is dropped.
+    def.published_names["torchvision"] = {
+        {R"(AuxLogits\..*)", ""},
+        {R"((Mixed_7[bc])\.(branch3x3(?:dbl)?)_\d+a\.(.*))", R"(\1.\2.split.conv_1x3.\3)"},
+        {R"((Mixed_7[bc])\.(branch3x3(?:dbl)?)_\d+b\.(.*))", R"(\1.\2.split.conv_3x1.\3)"},
+        {R"((Mixed_\w+)\.(branch\w+?)_(\d)\.(.*))", R"(\1.\2.conv_\3.\4)"},
+        {R"((Mixed_\w+)\.branch_pool\.(.*))", R"(\1.branch_pool.conv.\2)"},
+        {R"(fc\.(.*))", R"(head.fc.\1)"}};
     return def;
   }
 };

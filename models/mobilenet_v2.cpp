@@ -101,6 +101,22 @@ class MobilenetV2 : public Configured<ModelFactory, MobilenetV2Options> {
                             return initialised(classifier(last, classes, head), init);
                           }});
     def.loss = std::make_shared<CrossEntropyLoss>();
+    // torchvision.models.mobilenet_v2's names: features.i.conv's numbered layers are our
+    // expand / depthwise / project (the first unit, t = 1, has no expand).
+    def.published_names["torchvision"] = {
+        {R"(features\.(\d+)\.0\.(.*))", R"(features_\1.conv.\2)"},
+        {R"(features\.(\d+)\.1\.(.*))", R"(features_\1.bn.\2)"},
+        {R"(features\.1\.conv\.0\.0\.(.*))", R"(features_1.depthwise.conv.\1)"},
+        {R"(features\.1\.conv\.0\.1\.(.*))", R"(features_1.depthwise.bn.\1)"},
+        {R"(features\.1\.conv\.1\.(.*))", R"(features_1.project.conv.\1)"},
+        {R"(features\.1\.conv\.2\.(.*))", R"(features_1.project.bn.\1)"},
+        {R"(features\.(\d+)\.conv\.0\.0\.(.*))", R"(features_\1.expand.conv.\2)"},
+        {R"(features\.(\d+)\.conv\.0\.1\.(.*))", R"(features_\1.expand.bn.\2)"},
+        {R"(features\.(\d+)\.conv\.1\.0\.(.*))", R"(features_\1.depthwise.conv.\2)"},
+        {R"(features\.(\d+)\.conv\.1\.1\.(.*))", R"(features_\1.depthwise.bn.\2)"},
+        {R"(features\.(\d+)\.conv\.2\.(.*))", R"(features_\1.project.conv.\2)"},
+        {R"(features\.(\d+)\.conv\.3\.(.*))", R"(features_\1.project.bn.\2)"},
+        {R"(classifier\.1\.(.*))", R"(head.fc.\1)"}};
     return def;
   }
 };

@@ -174,6 +174,16 @@ class Resnet : public Configured<ModelFactory, ResnetOptions> {
     const int64_t classes = data.classes;
     def.blocks.push_back({"head", [=] { return initialised(classifier(in, classes), init_convs_kaiming_fan_out); }});
     def.loss = std::make_shared<CrossEntropyLoss>();
+    // torchvision.models.resnet*'s names (the same layout with the ImageNet stem; a unit's
+    // bnK follows its convK, its downsample is our shortcut).
+    def.published_names["torchvision"] = {
+        {R"(conv1\.(.*))", R"(stem.conv.\1)"},
+        {R"(bn1\.(.*))", R"(stem.bn.\1)"},
+        {R"(layer(\d)\.(\d+)\.conv(\d)\.(.*))", R"(layer\1_\2.conv\3.conv.\4)"},
+        {R"(layer(\d)\.(\d+)\.bn(\d)\.(.*))", R"(layer\1_\2.conv\3.bn.\4)"},
+        {R"(layer(\d)\.(\d+)\.downsample\.0\.(.*))", R"(layer\1_\2.shortcut.conv.\3)"},
+        {R"(layer(\d)\.(\d+)\.downsample\.1\.(.*))", R"(layer\1_\2.shortcut.bn.\3)"},
+        {R"(fc\.(.*))", R"(head.fc.\1)"}};
 
     // True for torchvision's bottleneck layout with these unit counts (widths 64, 128, ...).
     auto bottlenecks = [&](std::vector<int> counts) {

@@ -93,6 +93,20 @@ class Vgg16 : public Configured<ModelFactory, VggOptions> {
     def.blocks.push_back({"fc3", [=] { return initialised(linear_block(hidden, classes, false, 0), init_spectrain); }});
     def.loss = std::make_shared<CrossEntropyLoss>();
     def.named_balances = {{"spectrain_2", {4, 12}}, {"spectrain_4", {2, 3, 5, 6}}};
+    if (spectrain) {
+      // torchvision.models.vgg16's names (the spectrain variant is its layout): features.k is
+      // the k-th layer of its one Sequential (convs, ReLUs and pools), classifier.0/3/6 the
+      // linears.
+      std::vector<NameRule>& rules = def.published_names["torchvision"];
+      int layer = 0;
+      for (int i = 0; i < 13; ++i) {
+        rules.push_back({fmt::format(R"(features\.{}\.(.*))", layer), fmt::format(R"(conv{}.conv.\1)", i + 1)});
+        layer += kPoolAfter[i] ? 3 : 2;  // conv, ReLU (, pool)
+      }
+      for (int i = 0; i < 3; ++i) {
+        rules.push_back({fmt::format(R"(classifier\.{}\.(.*))", 3 * i), fmt::format(R"(fc{}.linear.\1)", i + 1)});
+      }
+    }
     return def;
   }
 };

@@ -20,7 +20,7 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 packages=(build-essential cmake ninja-build ccache git python3 python3-pip
           libyaml-cpp-dev libeigen3-dev libboost-program-options-dev
           libgtest-dev libgmock-dev libspdlog-dev libfmt-dev
-          zlib1g-dev libjpeg62-turbo-dev libgloo-dev nlohmann-json3-dev)
+          zlib1g-dev libjpeg62-turbo-dev libgloo-dev nlohmann-json3-dev libre2-dev pkg-config)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -49,6 +49,18 @@ fi
 # as pickled objects, which needs NumPy; the torch wheel does not require it.
 if ! "$python" -c 'import numpy' 2>/dev/null; then
   "$python" -m pip install numpy || "$python" -m pip install --break-system-packages numpy
+fi
+# The safetensors package: the interop tests read pipelab's .safetensors files with it and
+# write the files pipelab reads (tests/core/safetensors_test.cpp).
+if ! "$python" -c 'import safetensors' 2>/dev/null; then
+  "$python" -m pip install safetensors || "$python" -m pip install --break-system-packages safetensors
+fi
+# The test suite's interop checks: torchvision's models (tests/models/torchvision_names_test.cpp).
+# Without its dependencies, so that pip never replaces the torch that pipelab builds against;
+# its models are plain Python and need only torch and Pillow.
+if [ ${#targets[@]} -eq 0 ] && ! "$python" -c 'import torchvision' 2>/dev/null; then
+  "$python" -m pip install --no-deps torchvision pillow \
+    || "$python" -m pip install --break-system-packages --no-deps torchvision pillow
 fi
 torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 

@@ -12,6 +12,7 @@
 
 #include "core/config/registry.h"
 #include "core/model/block_io.h"
+#include "core/model/tensor_names.h"
 
 namespace pipelab {
 
@@ -81,6 +82,9 @@ struct ModelDef {
   std::shared_ptr<Loss> loss;
   /// Named balances ("spectrain_4" -> blocks per stage), selectable as `balance: <name>`.
   std::map<std::string, std::vector<int>> named_balances;
+  /// How published state dicts name this model's tensors ("torchvision" -> rules onto
+  /// "<block>.<param>"), selectable as `init.names: <name>` (core/model/tensor_names.h).
+  std::map<std::string, std::vector<NameRule>> published_names;
 };
 
 /// The model's live sets (block_io.h), checked; `model` names it in errors.

@@ -13,6 +13,7 @@
 #include "core/exec/executor.h"
 #include "core/model/model.h"
 #include "core/model/partition.h"
+#include "core/model/tensor_names.h"
 #include "core/optim/gradient_options.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
@@ -25,6 +26,7 @@ namespace pipelab {
 struct RunOptions {
   enum class Dtype { Float32, Float64 };
   enum class Shadow { Off, Sync };
+  enum class CheckpointFormat { Pt, Safetensors };
   int epochs = 0;
   int64_t batch_size = 0;
   std::optional<int64_t> eval_batch_size;
@@ -38,6 +40,7 @@ struct RunOptions {
   LossScaleOptions loss_scale;
   bool channels_last = false;
   int checkpoint_every = 0;
+  CheckpointFormat checkpoint_format = CheckpointFormat::Pt;
   bool progress = true;
   Shadow shadow = Shadow::Off;
   bool trace = true;
@@ -64,6 +67,10 @@ struct RunOptions {
       "torch.channels_last: faster convolutions on GPU tensor cores");
     v.section("loss_scale", loss_scale, "fp16's per-stage dynamic loss scaler (torch.amp.GradScaler's defaults)");
     v("checkpoint_every", checkpoint_every, "save weights every N epochs (0: only at the end)", non_negative);
+    v.choice("checkpoint_format", checkpoint_format,
+             Choices<CheckpointFormat>{{"pt", CheckpointFormat::Pt}, {"safetensors", CheckpointFormat::Safetensors}},
+             "the weight files' format: pt (torch.save's) or safetensors (Hugging Face's); the resume state "
+             "(checkpoints/state.pt) is always .pt, since it nests more than tensors");
     v("progress", progress, "show a progress bar (plain lines when not a terminal)");
     v.choice("shadow", shadow, Choices<Shadow>{{"off", Shadow::Off}, {"sync", Shadow::Sync}},
              "sync: also compute, at every update, the gradient synchronous training would apply there, and "
@@ -99,10 +106,14 @@ struct RunOptions {
 struct InitOptions {
   std::optional<std::string> from;
   bool strict = true;
+  TensorNames names;
   template <class V>
   void fields(V& v) {
-    v("from", from, ".pt file with a state dict keyed by <block>.<param>");
+    v("from", from, ".pt (torch.save) or .safetensors file with a state dict keyed by <block>.<param>");
     v("strict", strict, "every parameter and buffer of the model must be in the file");
+    v("names", names,
+      "the file's names onto the model's: none, torchvision, huggingface (the model's published names), or "
+      "{pattern: rewrite} rules in RE2 syntax, the first matching a whole name rewriting it");
   }
 };
 

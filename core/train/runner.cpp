@@ -6,6 +6,7 @@
 
 #include <fmt/ranges.h>
 
+#include "core/io/safetensors.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/timeline.h"
 #include "core/scheme/replicas.h"
@@ -152,7 +153,12 @@ void Runner::save_checkpoint(const RunRecord& record, const std::string& name) {
   if (record.is_log_only()) return;
   // Replicas of the pipeline hold the same weights: the checkpoint is replica 0's model.
   const std::vector<Stage*> model = replica_stages(0);
-  save_tensor_dict(record.checkpoint_path(name), model_state(model));
+  const TensorDict weights = model_state(model);
+  if (e_.run.checkpoint_format == RunOptions::CheckpointFormat::Safetensors) {
+    save_safetensors(record.checkpoint_path(name + ".safetensors"), weights, {{"format", "pt"}});
+  } else {
+    save_tensor_dict(record.checkpoint_path(name + ".pt"), weights);
+  }
 }
 
 std::vector<StagePolicy*> Runner::policies() const {
@@ -198,7 +204,7 @@ void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgre
   progress.history.push_back(m);
   progress.epochs_done = m.epoch;
   if (e_.run.checkpoint_every > 0 && m.epoch % e_.run.checkpoint_every == 0) {
-    save_checkpoint(record, fmt::format("epoch_{}.pt", m.epoch));
+    save_checkpoint(record, fmt::format("epoch_{}", m.epoch));
   }
   if (save_state) {
     // Every process its own stages (core/train/resume_point.h).
@@ -284,6 +290,9 @@ RunSummary Runner::run() {
   RunRecord record = writer ? RunRecord(e_.run.output) : RunRecord::log_only(e_.run.output + "/ranks/" + process);
   RunSummary summary;
   summary.dir = e_.run.output;
+  if (e_.run.checkpoint_format == RunOptions::CheckpointFormat::Safetensors) {
+    summary.final_weights = "checkpoints/final.safetensors";
+  }
   // The writer knows; every process must stop with it.
   if (options_.resume && e_.executor->world().any(writer && RunRecord::finished(record.dir()))) {
     summary.status = "already finished";
@@ -313,7 +322,7 @@ RunSummary Runner::run() {
   bool diverged = false;
   if (!run_epochs(record, summary, progress, diverged)) return summary;
   if (diverged) summary.status = "diverged";
-  save_checkpoint(record, "final.pt");
+  save_checkpoint(record, "final");
   if (flushless) write_trace(record, writer);
   // The trace records the last epoch's actions, written before that epoch counts as done;
   // a folder whose every epoch is done but whose trace is gone (deleted, or left by an older

@@ -30,6 +30,7 @@ struct RunnerOptions {
 struct RunSummary {
   std::string status = "finished";  ///< finished | diverged | stopped (resumable) | already finished
   std::string dir;
+  std::string final_weights = "checkpoints/final.pt";  ///< relative to dir
   std::vector<EpochMetrics> history;
   int best_epoch = 0;
   double best_test_acc = 0;
@@ -109,6 +110,8 @@ class Runner {
   void tie_parameters();
   /// init.from: every replica's stages from a state_dict file (the report for the log).
   void load_initial_weights();
+  /// init.names' rules: the user's, or the model's published names of its preset.
+  std::vector<NameRule> name_rules() const;
   /// Decides sync_ (replicas, clip, ties) and gives every stage the collective its
   /// ALLREDUCE joins (StageSlot::all_reduce; core/train/runner_gradients.cpp).
   void connect_gradients();
@@ -162,6 +165,7 @@ class Runner {
   /// Records a finished epoch (files, log line, best accuracy, checkpoints).
   void finish_epoch(RunRecord& record, RunSummary& summary, struct TrainingProgress& progress, const EpochMetrics& m,
                     bool save_state);
+  /// The model's weights as checkpoints/<name>.pt or .safetensors (run.checkpoint_format).
   void save_checkpoint(const RunRecord& record, const std::string& name);
   /// trace.json, metrics/actions.csv and metrics/costs.json from the last traced schedule
   /// runs (run.trace). Called on every process (it gathers from all); `writer` writes.

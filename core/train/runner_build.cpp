@@ -12,6 +12,7 @@
 
 #include "core/config/yaml_file.h"
 #include "core/device/device.h"
+#include "core/io/safetensors.h"
 #include "core/model/block_costs.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/lower.h"
@@ -148,17 +149,35 @@ void check_scheme_fits(const Experiment& e, const Dataflow& dataflow) {
 
 }  // namespace
 
+std::vector<NameRule> Runner::name_rules() const {
+  const TensorNames& names = e_.init.names;
+  if (names.preset == "none") return names.rules;
+  const auto it = def_.published_names.find(names.preset);
+  if (it == def_.published_names.end()) {
+    std::vector<std::string> known;
+    for (const auto& kv : def_.published_names) known.push_back(kv.first);
+    e_.source->fail("init.names",
+                    fmt::format("model {} has no {} names{}", e_.model->type(), names.preset,
+                                known.empty() ? "" : fmt::format(" (it has {})", fmt::join(known, ", "))),
+                    "give the renaming as rules {pattern: rewrite, ...}, or none");
+  }
+  return it->second;
+}
+
 void Runner::load_initial_weights() {
   if (!e_.init.from) return;
   const std::string& path = *e_.init.from;
   if (!std::filesystem::is_regular_file(path)) {
     e_.source->fail("init.from", fmt::format("file '{}' not found", path),
-                    "give the path of a .pt file written by torch.save(model.state_dict(), path)");
+                    "give the path of a .pt file written by torch.save(model.state_dict(), path) or of a "
+                    ".safetensors file");
   }
-  const TensorDict state = load_tensor_dict(path);
+  std::vector<std::string> dropped;
+  const TensorDict state = rename_tensors(load_weights(path), name_rules(), path, &dropped);
   for (int r = 0; r < std::max(replicas_, layout_.max_replicas()); ++r) {
-    const std::string report = load_model_state(replica_stages(r), state, e_.init.strict, path).describe(path);
-    if (r == 0) init_report_ = report;
+    LoadReport report = load_model_state(replica_stages(r), state, e_.init.strict, path);
+    report.dropped = dropped;
+    if (r == 0) init_report_ = report.describe(path);
   }
 }
 

@@ -35,14 +35,18 @@ TensorDict model_state(const std::vector<Stage*>& stages) {
 }
 
 std::string LoadReport::describe(const std::string& file) const {
-  std::string out;
-  if (!unexpected.empty()) out += fmt::format("{} entr{} not in the model, ignored: {}", unexpected.size(),
+  std::string out = fmt::format("init.from {}: loaded {} of the model's {} tensors", file, loaded, loaded + missing.size());
+  if (!unexpected.empty()) out += fmt::format("; {} entr{} not in the model, ignored: {}", unexpected.size(),
                                               unexpected.size() == 1 ? "y" : "ies", list_some(unexpected));
   if (!missing.empty()) {
-    out += fmt::format("{}{} entr{} not in the file, kept at their initial values: {}", out.empty() ? "" : "; ",
-                       missing.size(), missing.size() == 1 ? "y" : "ies", list_some(missing));
+    out += fmt::format("; {} entr{} not in the file, kept at their initial values: {}", missing.size(),
+                       missing.size() == 1 ? "y" : "ies", list_some(missing));
   }
-  return out.empty() ? out : fmt::format("init.from {}: {}", file, out);
+  if (!dropped.empty()) {
+    out += fmt::format("; {} entr{} dropped by init.names: {}", dropped.size(), dropped.size() == 1 ? "y" : "ies",
+                       list_some(dropped));
+  }
+  return out;
 }
 
 LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict& state, bool strict,
@@ -65,6 +69,15 @@ LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict&
   }
   for (const auto& [name, t] : state) {
     if (!used.count(name)) report.unexpected.push_back(name);
+  }
+  report.loaded = used.size();
+  if (used.empty() && !mine.empty()) {
+    std::vector<std::string> model_names;
+    for (const auto& kv : mine) model_names.push_back(kv.first);
+    throw UserError(fmt::format("{}: none of its {} entries is a tensor of the model (the file has {}; the model has "
+                                "{}). Fix: map the file's names onto the model's (names are <block>.<param>, see "
+                                "`pipelab describe`), or give the file saved from this model",
+                                file, state.size(), list_some(report.unexpected), list_some(model_names)));
   }
   if (!mismatched.empty()) {
     throw UserError(fmt::format("{}: shapes differ from the model for {}. Fix: check that the file was saved "

@@ -160,7 +160,7 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
     out += "\n";
   }
   out += stage_table(s);
-  out += fmt::format("  results         {}/ (summary.json, metrics/, checkpoints/final.pt)\n", s.dir);
+  out += fmt::format("  results         {}/ (summary.json, metrics/, {})\n", s.dir, s.final_weights);
   return out;
 }
 

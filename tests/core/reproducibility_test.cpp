@@ -90,6 +90,19 @@ TEST(Reproducibility, InitFromCheckpointContinuesTraining) {
   const std::string log = testing::read_text(dir.file("lax/log.txt"));
   EXPECT_NE(log.find("1 entry not in the model, ignored: conv9.weight"), std::string::npos) << log;
   EXPECT_NE(log.find("2 entries not in the file, kept at their initial values: conv1.conv.weight"), std::string::npos) << log;
+  const size_t tensors = model_state(runner.stages()).size();
+  EXPECT_NE(log.find(fmt::format("renamed.pt: loaded {} of the model's {} tensors", tensors - 2, tensors)),
+            std::string::npos)
+      << log;
+  // A non-strict file that matches nothing would train from scratch: refused.
+  save_tensor_dict(dir.file("foreign.pt"), {{"fc.weight", at::zeros({2})}, {"fc.bias", at::zeros({2})}});
+  const std::string foreign = testing::user_error([&] {
+    Experiment e = testing::experiment(kCnn, dir.file("f"), {"init.from=" + dir.file("foreign.pt"), "init.strict=false"});
+    Runner r(e, {false, true});
+  });
+  EXPECT_NE(foreign.find("foreign.pt: none of its 2 entries is a tensor of the model (the file has fc.weight, fc.bias"),
+            std::string::npos)
+      << foreign;
 }
 
 TEST(Reproducibility, InterlockingCheckpointLoadsBackWithItsHeads) {

@@ -12,6 +12,8 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/precision_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pt_file_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pt_reader_hardening_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/safetensors_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_names_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/registry_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reproducibility_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schedule_ir_test.cpp

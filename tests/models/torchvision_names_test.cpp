@@ -1,0 +1,75 @@
+// init.names: torchvision, for every zoo model with torchvision's layout: a torchvision model's
+// state dict (random weights and batch-norm statistics, float64) loads strictly through the
+// model's published names and gives torchvision's eval-mode logits. The torchvision side is
+// tests/models/torchvision_names.py, run here when Python's torchvision is installed.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/model/tensor_names.h"
+#include "tests/models/zoo.h"
+#include "tests/support/helpers.h"
+
+namespace pipelab {
+namespace {
+
+bool torchvision_available() {
+  static const bool available = testing::shell("python3 -c 'import torchvision' >/dev/null 2>&1").first == 0;
+  return available;
+}
+
+/// Copies `state` into the blocks, every tensor of each side matched by name.
+void load_strictly(std::vector<Block>& blocks, const TensorDict& state, const std::string& what) {
+  std::map<std::string, at::Tensor> mine;
+  for (Block& b : blocks) {
+    for (const auto& kv : b.module.ptr()->named_parameters()) mine[b.name + "." + kv.key()] = kv.value();
+    for (const auto& kv : b.module.ptr()->named_buffers()) mine[b.name + "." + kv.key()] = kv.value();
+  }
+  at::NoGradGuard no_grad;
+  for (const auto& [name, t] : state) {
+    auto it = mine.find(name);
+    ASSERT_NE(it, mine.end()) << what << ": the file's " << name << " is not in the model";
+    ASSERT_EQ(it->second.sizes(), t.sizes()) << what << ": " << name;
+    it->second.copy_(t);
+    mine.erase(it);
+  }
+  for (const auto& kv : mine) ADD_FAILURE() << what << ": the model's " << kv.first << " is not in the file";
+}
+
+TEST(TorchvisionNames, TheSameLogitsAsTorchvision) {
+  if (!torchvision_available()) GTEST_SKIP() << "Python's torchvision is not installed (tools/setup.sh --all installs it)";
+  testing::TempDir dir;
+  const auto [rc, out] =
+      testing::shell("python3 " PIPELAB_SOURCE_DIR "/tests/models/torchvision_names.py " + dir.file("tv") + " 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"resnet18", "{type: resnet, depth: 18, stem: imagenet}"},
+      {"resnet50", "{type: resnet, depth: 50, stem: imagenet}"},
+      {"vgg16", "{type: vgg16}"},
+      {"mobilenet_v2", "{type: mobilenet_v2}"},
+      {"inception_v3", "{type: inception_v3}"}};
+  for (const auto& [name, section] : cases) {
+    const c10::IValue io = load_pt(dir.file("tv/" + name + "_io.pt"));
+    std::map<std::string, at::Tensor> tensors;
+    for (const auto& kv : to_tensor_dict(io, name)) tensors[kv.first] = kv.second;
+    const at::Tensor x = tensors.at("x"), want = tensors.at("logits");
+    const ModelDef def = testing::define_model(section, testing::images(3, x.size(2), x.size(3), 10));
+    std::vector<Block> blocks = testing::build_model(def);
+    for (Block& b : blocks) {
+      b.module.ptr()->to(at::kDouble);
+      b.module.ptr()->eval();
+    }
+    std::vector<std::string> dropped;
+    const std::string file = dir.file("tv/" + name + ".pt");
+    load_strictly(blocks, rename_tensors(load_tensor_dict(file), def.published_names.at("torchvision"), file, &dropped),
+                  name);
+    EXPECT_EQ(dropped.empty(), name != "inception_v3") << name;  // only its auxiliary classifier is dropped
+    const at::Tensor got = testing::forward(blocks, x);
+    ASSERT_EQ(got.sizes(), want.sizes()) << name;
+    EXPECT_LT((got - want).abs().max().item<double>(), 1e-5) << name;
+    EXPECT_GT(want.abs().max().item<double>(), 1e-3) << name << ": logits not trivially small";
+  }
+}
+
+}  // namespace
+}  // namespace pipelab
