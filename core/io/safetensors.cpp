@@ -190,8 +190,8 @@ std::string encode_safetensors(const TensorDict& tensors, const std::map<std::st
       throw UserError(fmt::format("safetensors: the name '{}' is {}. Fix: give every tensor a name of its own",
                                   name, name == "__metadata__" ? "reserved" : "used twice"));
     }
-    const auto dtype = std::find_if(kDtypes.begin(), kDtypes.end(),
-                                    [&](const Dtype& d) { return d.type == tensor.scalar_type(); });
+    const at::ScalarType type = tensor.scalar_type();  // (a structured binding is not capturable in C++17)
+    const auto dtype = std::find_if(kDtypes.begin(), kDtypes.end(), [&](const Dtype& d) { return d.type == type; });
     if (dtype == kDtypes.end()) {
       throw UserError(fmt::format("safetensors: tensor '{}' has dtype {}, which the format lacks. Fix: convert it "
                                   "to one of {}",
