@@ -15,7 +15,6 @@
 #include "core/schedule/lower.h"
 #include "core/scheme/scheme.h"
 #include "schemes/greedy.h"
-#include "schemes/interlocking_heads.h"
 
 namespace pipelab {
 namespace {
@@ -29,14 +28,7 @@ struct DglOptions {
       "interlocking's heads)",
       non_empty);
   }
-  void check(const ConfigNode& node) const {
-    if (heads == "auto") return;
-    try {
-      interlocking::check_head_grammar(heads);
-    } catch (const interlocking::HeadSpecError& e) {
-      node.child("heads").fail(e.problem, e.fix);
-    }
-  }
+  void check(const ConfigNode& node) const { greedy::check_heads(node, heads); }
 };
 
 class Dgl : public Configured<Scheme, DglOptions> {

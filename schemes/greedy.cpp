@@ -31,6 +31,15 @@ class LocalRoute : public GradientRoute {
 
 }  // namespace
 
+void check_heads(const ConfigNode& node, const std::string& spec) {
+  if (spec == "auto") return;
+  try {
+    interlocking::check_head_grammar(spec);
+  } catch (const interlocking::HeadSpecError& e) {
+    node.child("heads").fail(e.problem, e.fix);
+  }
+}
+
 void attach_head(Stage& stage, const std::string& spec, const std::vector<int64_t>& output_shape, const DataSpec& data,
                  const std::string& refusal_fix, const Fail& fail) {
   if (stage.is_last()) return;

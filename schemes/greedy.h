@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config/config_node.h"
 #include "core/model/model.h"
 #include "core/schedule/schedule.h"
 #include "core/scheme/gradient_route.h"
@@ -17,6 +18,10 @@ namespace pipelab::greedy {
 
 /// Reports a problem at a scheme option and throws (Component::fail).
 using Fail = std::function<void(const std::string& key, const std::string& problem, const std::string& fix)>;
+
+/// Checks a `heads` option (at `node`'s key `heads`) against the grammar of
+/// schemes/interlocking_heads.h; "auto" always passes.
+void check_heads(const ConfigNode& node, const std::string& spec);
 
 /// Gives every stage but the last the auxiliary head `spec` (the grammar of
 /// schemes/interlocking_heads.h; "auto": by the output's shape) with a cross-entropy loss,

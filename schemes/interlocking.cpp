@@ -48,14 +48,7 @@ struct InterlockingOptions {
   }
   /// The distance the mode amounts to (pairwise variants are distance 1).
   int d() const { return mode == Mode::Nwise ? distance : 1; }
-  void check(const ConfigNode& node) const {
-    if (heads == "auto") return;
-    try {
-      interlocking::check_head_grammar(heads);
-    } catch (const interlocking::HeadSpecError& e) {
-      node.child("heads").fail(e.problem, e.fix);
-    }
-  }
+  void check(const ConfigNode& node) const { greedy::check_heads(node, heads); }
   bool uses_heads() const { return mode != Mode::Global; }
   bool sends_head_gradients() const { return mode != Mode::Global && mode != Mode::Local; }
 };
