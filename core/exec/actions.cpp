@@ -163,7 +163,9 @@ Message DeviceWork::take_result(int stage, char kind, int mb) {
 
 void DeviceWork::received(int stage, char kind, int mb, Message m) {
   if (kind == 'F') {
-    inputs_[{stage, mb}] = std::move(m);
+    // A replayed output no forward reads (docs/schemes.md F56) is dropped as it arrives.
+    const int readers = s_.readers(stage, mb);
+    if (readers > 0) inputs_[{stage, mb}] = {std::move(m), readers};
   } else {
     gradients_[{stage, mb}].push_back(std::move(m));
   }
@@ -172,7 +174,9 @@ void DeviceWork::received(int stage, char kind, int mb, Message m) {
 Message DeviceWork::take_input(int stage, int mb) {
   auto it = inputs_.find({stage, mb});
   PIPELAB_ASSERT(it != inputs_.end(), "stage {} has no input for micro-batch {}", stage, mb);
-  Message m = std::move(it->second);
+  // A replayed input stays until its last reader (the stage detaches what it reads).
+  if (--it->second.readers > 0) return it->second.message;
+  Message m = std::move(it->second.message);
   inputs_.erase(it);
   return m;
 }
@@ -217,14 +221,19 @@ using Handler = Message (*)(ActionContext&);
 Message forward(ActionContext& c) {
   Stage& stage = c.stage();
   const int mb = c.mb;
-  const bool received = c.work.has_input(c.a.stage, c.a.mb);
-  Message in = received ? c.work.take_input(c.a.stage, c.a.mb) : Message{};
-  if (!received) in.values = {c.feed.input(c.a.mb)};
+  // With replayed inputs (docs/schemes.md F56) the forward reads an earlier output and
+  // stands for the feed's micro-batch that output came from.
+  const Schedule& s = c.work.schedule();
+  const int unit = s.feed_unit(c.a.stage, c.a.mb);
+  const int source = s.reads(c.a.stage, c.a.mb);
+  const bool received = c.work.has_input(c.a.stage, source);
+  Message in = received ? c.work.take_input(c.a.stage, source) : Message{};
+  if (!received) in.values = {c.feed.input(unit)};
   PIPELAB_ASSERT(!in.values.empty() && in.values.front().defined(), "stage {}: forward of micro-batch {} has no input",
                  stage.index(), mb);
   for (at::Tensor& t : in.values) t = device::transfer(t, nullptr, stage.device());
   const bool target_needed = c.mode == RunMode::Eval ? stage.is_last() : stage.needs_target();
-  const at::Tensor target = target_needed ? c.feed.target(c.a.mb).to(stage.device(), true) : at::Tensor();
+  const at::Tensor target = target_needed ? c.feed.target(unit).to(stage.device(), true) : at::Tensor();
   ForwardResult result;
   if (c.mode == RunMode::Eval) {
     result = stage.evaluate(in.values, target);
@@ -236,13 +245,13 @@ Message forward(ActionContext& c) {
     options.target = target;
     // Only the loss is scaled: other stages need not ask (a feed may have to load the
     // mini-batch to answer, as a replica's share in a multi-process run does).
-    options.loss_scale = stage.is_last() ? c.feed.loss_scale(c.a.mb) : 1.0;
+    options.loss_scale = stage.is_last() ? c.feed.loss_scale(unit) : 1.0;
     result = stage.forward(mb, std::move(in.values), options);
   }
   Message out{std::move(result.activations), {}, in.tag};
   if (c.mode == RunMode::Train) c.slot.policy->after_forward(stage, mb, out);
   if (stage.is_last()) {
-    c.feed.on_result(c.a.mb, {result.loss, result.correct, result.count});
+    c.feed.on_result(unit, {result.loss, result.correct, result.count});
     return {};
   }
   return out;
@@ -340,6 +349,12 @@ void compute(size_t index, const Action& a, DeviceWork& work, StageSlot& slot, F
   }
 }
 
+/// The feed's micro-batch a message of `a` carries: an activation's is its sender's
+/// (`from`; replayed inputs number micro-batches per stage), a gradient's its own.
+int message_unit(const DeviceWork& work, const Action& a, int from) {
+  return payload(a.kind) == 'F' ? work.schedule().feed_unit(from, a.mb) : a.mb;
+}
+
 [[noreturn]] void rethrow_with_window(const DeviceWork& work, size_t index) {
   const std::string where = "\nwhile running\n  " + work.schedule().window(work.device(), index, "<-- ERROR HERE");
   try {
@@ -365,7 +380,7 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       if (slot.codecs && slot.codecs->codes(a.stage, to, p)) {
         // A SEND's own time is its encoding (pipelab simulate replays it; stage_costs.h).
         Timed timed(stats.time[a.kind][static_cast<size_t>(a.stage)]);
-        const at::Tensor ids = slot.codecs->needs_ids() ? feed.example_ids(a.mb) : at::Tensor();
+        const at::Tensor ids = slot.codecs->needs_ids() ? feed.example_ids(message_unit(work, a, a.stage)) : at::Tensor();
         m = slot.codecs->encode(a.stage, to, p, a.mb, mode == RunMode::Train, std::move(m), ids);
       }
       count_message(stats, a.stage, to, kind_info(a.kind).direction > 0, m);
@@ -380,7 +395,7 @@ void run_action(size_t index, DeviceWork& work, StageSlot& slot, Feed& feed, Run
       if (slot.codecs && slot.codecs->codes(from, a.stage, p)) {
         // A RECV's own time is its decoding, not its wait.
         Timed timed(stats.time[a.kind][static_cast<size_t>(a.stage)]);
-        const at::Tensor ids = slot.codecs->needs_ids() ? feed.example_ids(a.mb) : at::Tensor();
+        const at::Tensor ids = slot.codecs->needs_ids() ? feed.example_ids(message_unit(work, a, from)) : at::Tensor();
         m = slot.codecs->decode(from, a.stage, p, a.mb, mode == RunMode::Train, std::move(m), ids);
       }
       const c10::Device here = slot.stage->device();

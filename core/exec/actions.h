@@ -73,7 +73,12 @@ class DeviceWork {
   std::vector<ReplicaMicroBatches> own_;
   std::set<std::tuple<int, char, int>> sends_;
   std::map<std::tuple<int, char, int>, Message> results_;
-  std::map<std::pair<int, int>, Message> inputs_;
+  /// A received activation and the forwards still to read it (more than one: replayed).
+  struct Input {
+    Message message;
+    int readers = 1;
+  };
+  std::map<std::pair<int, int>, Input> inputs_;
   std::map<std::pair<int, int>, std::vector<Message>> gradients_;
   std::vector<bool> joins_;
   std::map<int, std::vector<int>> here_;

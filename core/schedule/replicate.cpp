@@ -7,6 +7,8 @@ namespace pipelab {
 Schedule replicate(const std::vector<Schedule>& per_replica) {
   PIPELAB_ASSERT(!per_replica.empty(), "replicate() needs at least one replica");
   if (per_replica.size() == 1) return per_replica.front();
+  // Replayed inputs name micro-batches by each stage's own numbers, which replicas renumber.
+  for (const Schedule& s : per_replica) PIPELAB_ASSERT(!s.replays(), "replicas of a schedule with replayed inputs");
   const int replicas = static_cast<int>(per_replica.size());
   const int stages = per_replica.front().stages(), devices = per_replica.front().devices();
   Schedule out(stages * replicas, devices * replicas);

@@ -136,6 +136,44 @@ int Schedule::micro_batches() const {
   return most + 1;
 }
 
+void Schedule::set_replay(std::vector<std::vector<int>> reads) {
+  auto r = std::make_shared<Replay>();
+  r->readers.resize(reads.size());
+  for (size_t g = 0; g < reads.size(); ++g) {
+    for (const int q : reads[g]) {
+      PIPELAB_ASSERT(g > 0 && q >= 0, "stage {} replays micro-batch {} of the stage before it", g, q);
+      auto& count = r->readers[g];
+      if (count.size() <= static_cast<size_t>(q)) count.resize(static_cast<size_t>(q) + 1, 0);
+      ++count[static_cast<size_t>(q)];
+    }
+  }
+  r->reads = std::move(reads);
+  replay_ = std::move(r);
+}
+
+int Schedule::reads(int stage, int mb) const {
+  if (!replay_ || stage < 0 || static_cast<size_t>(stage) >= replay_->reads.size()) return mb;
+  const auto& reads = replay_->reads[static_cast<size_t>(stage)];
+  if (reads.empty()) return mb;
+  PIPELAB_ASSERT(mb >= 0 && static_cast<size_t>(mb) < reads.size(), "stage {} has no replayed input for micro-batch {}",
+                 stage, mb);
+  return reads[static_cast<size_t>(mb)];
+}
+
+int Schedule::readers(int stage, int mb) const {
+  if (!replay_ || stage < 0 || static_cast<size_t>(stage) >= replay_->reads.size() ||
+      replay_->reads[static_cast<size_t>(stage)].empty()) {
+    return 1;
+  }
+  const auto& count = replay_->readers[static_cast<size_t>(stage)];
+  return mb >= 0 && static_cast<size_t>(mb) < count.size() ? count[static_cast<size_t>(mb)] : 0;
+}
+
+int Schedule::feed_unit(int stage, int mb) const {
+  for (int g = stage; replay_ && g > 0; --g) mb = reads(g, mb);
+  return mb;
+}
+
 bool Schedule::has_backward() const {
   for (const auto& actions : devices_) {
     for (const Action& a : actions) {

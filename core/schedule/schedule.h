@@ -124,11 +124,29 @@ class Schedule {
   CollectiveScope collective_scope() const { return scope_; }
   void set_collective_scope(CollectiveScope scope) { scope_ = scope; }
   int collective_group(int stage) const { return scope_ == CollectiveScope::Model ? 0 : position_of(stage); }
-  /// The layout and collective scope of `o` (a transform of `o` keeps them).
+  /// The layout, collective scope and replayed inputs of `o` (a transform of `o` keeps them).
   void copy_layout(const Schedule& o) {
     layout_ = o.layout_;
     scope_ = o.scope_;
+    replay_ = o.replay_;
   }
+
+  /// Replayed inputs (decoupled greedy learning's replay buffers, docs/schemes.md F56). By
+  /// default a stage's forward of micro-batch mb reads the activation received as mb. With
+  /// replay, `reads[g][p]` names the micro-batch of stage g - 1 whose output stage g's forward
+  /// of p reads: an output may be read by several forwards, or by none (its message is then
+  /// dropped on arrival). Micro-batch ids are each stage's own (stage g's p-th forward is p),
+  /// so stages may run different numbers of them; stage 0 reads the feed. One pipeline only
+  /// (no replicas); a stage whose `reads` is empty reads as by default.
+  void set_replay(std::vector<std::vector<int>> reads);
+  bool replays() const { return replay_ != nullptr; }
+  /// The micro-batch of stage - 1 whose received output the forward of `mb` on `stage` reads.
+  int reads(int stage, int mb) const;
+  /// How many forwards of `stage` read the output of micro-batch `mb` of stage - 1 (1 by default).
+  int readers(int stage, int mb) const;
+  /// The feed's micro-batch the forward of `mb` on `stage` stands for: the one whose input
+  /// its input came from, and whose targets it trains on (`mb` by default).
+  int feed_unit(int stage, int mb) const;
   /// The stages of `group`, in increasing order.
   std::vector<int> collective_stages(int group) const;
   int devices() const { return static_cast<int>(devices_.size()); }
@@ -172,7 +190,8 @@ class Schedule {
   std::string window(int d, size_t index, const std::string& mark = "<-- HERE") const;
 
   bool operator==(const Schedule& o) const {
-    return stages_ == o.stages_ && layout_ == o.layout_ && devices_ == o.devices_;
+    return stages_ == o.stages_ && layout_ == o.layout_ && devices_ == o.devices_ &&
+           (replay_ == o.replay_ || (replay_ && o.replay_ && replay_->reads == o.replay_->reads));
   }
 
  private:
@@ -181,6 +200,10 @@ class Schedule {
   CollectiveScope scope_ = CollectiveScope::Replicas;
   std::vector<std::vector<Action>> devices_;
   std::shared_ptr<const ScheduleSource> source_;
+  struct Replay {
+    std::vector<std::vector<int>> reads, readers;  ///< per stage
+  };
+  std::shared_ptr<const Replay> replay_;
 };
 
 }  // namespace pipelab

@@ -41,6 +41,14 @@ std::string Schedule::to_text() const {
     for (const Action& a : device(d)) line += " " + a.str();
     out += line + "\n";
   }
+  // Replayed inputs have no action of their own: a comment says what each forward reads
+  // (a reader of the text gets the order; the text form cannot carry the reads back).
+  for (size_t g = 1; replay_ && g < replay_->reads.size(); ++g) {
+    std::string line = fmt::format("# stage {} forwards read the outputs of stage {}:", g, g - 1);
+    const auto& reads = replay_->reads[g];
+    for (size_t mb = 0; mb < reads.size(); ++mb) line += fmt::format(" F{}<-{}", mb, reads[mb]);
+    if (!reads.empty()) out += line + "\n";
+  }
   return out;
 }
 

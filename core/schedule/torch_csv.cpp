@@ -176,6 +176,10 @@ Schedule Schedule::parse_csv(const std::string& text, const std::string& source)
 }
 
 std::string Schedule::to_csv() const {
+  if (replays()) {
+    throw UserError("torch's CSV cannot say which earlier output a forward reads (replayed inputs, decoupled greedy "
+                    "learning's buffers). Fix: write the text form instead");
+  }
   std::string out;
   for (int d = 0; d < devices(); ++d) {
     std::string row;

@@ -157,7 +157,9 @@ void check_coverage(const Schedule& s, const Report& report, Coverage coverage, 
   std::map<int, std::pair<int, size_t>> first_f;  // stage -> its first F
   for (const auto& [k, at] : where) {
     const auto [stage, kind, mb] = k;
-    if (kind != ActionKind::Forward) continue;
+    // With replayed inputs (Schedule::reads) later stages run the outputs they choose, as
+    // often as they choose: the data is covered where it enters, at the first stage.
+    if (kind != ActionKind::Forward || (s.replays() && s.position_of(stage) != 0)) continue;
     runs[mb].push_back(stage);
     const auto it = first_f.find(stage);
     if (it == first_f.end() || at.second < it->second.second) first_f[stage] = at;
@@ -186,7 +188,7 @@ void check_coverage(const Schedule& s, const Report& report, Coverage coverage, 
                             mb, stages.front(), replica, *other, s.replica_of(*other)),
                 "give each micro-batch to one replica");
     }
-    if (static_cast<int>(stages.size()) != s.pipeline_stages()) {
+    if (!s.replays() && static_cast<int>(stages.size()) != s.pipeline_stages()) {
       std::set<int> positions;
       for (const int g : stages) positions.insert(s.position_of(g));
       int position = 0;

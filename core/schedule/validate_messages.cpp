@@ -91,10 +91,11 @@ void check_every_forward_messaged(const Schedule& s, const Report& report, const
                             stage, next, next, mb),
                 fmt::format("give stage {} its {}F{}, or send this one", next, next, mb));
     }
-    if (kind == ActionKind::Forward && receiving_stages.count(stage) && !receives.count({stage, 'F', mb})) {
+    const int source = kind == ActionKind::Forward ? s.reads(stage, mb) : mb;  // replayed inputs read another's
+    if (kind == ActionKind::Forward && receiving_stages.count(stage) && !receives.count({stage, 'F', source})) {
       report.at(at.first, at.second,
                 fmt::format("stage {} receives the input of other micro-batches but not of this one", stage),
-                fmt::format("add {}RECV_F{} before it", stage, mb));
+                fmt::format("add {}RECV_F{} before it", stage, source));
     }
   }
 }
@@ -104,6 +105,21 @@ void check_every_forward_messaged(const Schedule& s, const Report& report, const
 void check_messages(const Schedule& s, const Report& report, const Where& where) {
   std::map<std::tuple<int, char, int>, std::pair<int, size_t>> sends, receives;  // message_key -> (device, index)
   std::set<int> receiving_stages, sending_stages;
+  // With replayed inputs (Schedule::reads), per (stage, received micro-batch) the index of
+  // the first forward that reads it.
+  std::map<std::pair<int, int>, long> readers;
+  if (s.replays()) {
+    for (const auto& [k, at] : where) {
+      const auto [stage, kind, mb] = k;
+      if (kind != ActionKind::Forward) continue;
+      const auto [it, fresh] = readers.insert({{stage, s.reads(stage, mb)}, static_cast<long>(at.second)});
+      if (!fresh) it->second = std::min(it->second, static_cast<long>(at.second));
+    }
+  }
+  const auto first_reader = [&readers](int stage, int mb) {
+    const auto it = readers.find({stage, mb});
+    return it == readers.end() ? -1L : it->second;
+  };
   for (int d = 0; d < s.devices(); ++d) {
     const auto& actions = s.device(d);
     for (size_t i = 0; i < actions.size(); ++i) {
@@ -133,8 +149,11 @@ void check_messages(const Schedule& s, const Report& report, const Where& where)
         }
         if (p == 'F') sending_stages.insert(a.stage);
       } else {
-        // An activation is used by the forward, a gradient by the kind that consumes it.
-        const long used = found([p](const ActionKindInfo& k) { return p == 'F' ? k.direction > 0 : k.takes_gradients; });
+        // An activation is used by the forward (replayed: by the first forward that reads
+        // it), a gradient by the kind that consumes it.
+        const long used = p == 'F' && s.replays()
+                              ? first_reader(a.stage, a.mb)
+                              : found([p](const ActionKindInfo& k) { return p == 'F' ? k.direction > 0 : k.takes_gradients; });
         if (used >= 0 && static_cast<size_t>(used) < i) {
           report.at(d, i, "it comes after the action that needs it", "move it before that action");
         }

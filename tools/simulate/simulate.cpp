@@ -50,6 +50,28 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, int replicas) {
   return e;
 }
 
+/// Replayed inputs (Schedule::reads: DGL's buffers; one pipeline, so stage - 1 sent them)
+/// stay on device `d` from their arrival to the start of the last forward that reads them.
+void add_replayed_inputs(const SimResult& r, const SimCosts& c, size_t d,
+                         std::vector<std::pair<double, double>>& changes) {
+  std::map<std::pair<int, int>, int> unread;  // (stage, received mb) -> readers to come
+  for (const TimedAction& x : r.timeline.devices[d]) {
+    const Action& a = x.action;
+    if (a.stage < 1) continue;
+    const double bytes = c.stages[static_cast<size_t>(a.stage - 1)].activation_bytes;
+    if (a.kind == ActionKind::RecvF && r.schedule.readers(a.stage, a.mb) > 0) {
+      unread[{a.stage, a.mb}] = r.schedule.readers(a.stage, a.mb);
+      changes.push_back({x.end, bytes});
+    }
+    if (a.kind != ActionKind::Forward) continue;
+    const auto it = unread.find({a.stage, r.schedule.reads(a.stage, a.mb)});
+    if (it != unread.end() && --it->second == 0) {
+      changes.push_back({x.start, -bytes});
+      unread.erase(it);
+    }
+  }
+}
+
 /// Memory per device over the replay: the static part, then +retained at each F's end
 /// (only the input under recompute, the rest from the backward's start) and -retained when
 /// the micro-batch's backward ends (its W, when the backward is split); while an action
@@ -77,6 +99,7 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   for (size_t d = 0; d < devices; ++d) {
     std::vector<std::pair<double, double>> changes;  // (time, delta)
     std::map<std::pair<int, int>, double> held_by;   // (stage, mb) -> bytes it holds now
+    if (r.schedule.replays()) add_replayed_inputs(r, c, d, changes);
     for (const TimedAction& x : r.timeline.devices[d]) {
       const Action& a = x.action;
       if (a.stage < 0 || !is_compute(a.kind)) continue;
