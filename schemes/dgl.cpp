@@ -1,19 +1,21 @@
-/// `dgl`: synchronous decoupled greedy learning (Belilovsky, Eickenberg, Oyallon, "Decoupled
-/// Greedy Learning of CNNs", ICML 2020; docs/schemes.md §3.20, F55). Each stage k has an
-/// auxiliary net a_k and trains (theta_k, a_k) on its own loss CE(a_k(f_k(x_k)), y) with its
-/// input detached; the last stage's auxiliary net is the model's classifier, so it trains on
-/// the true loss. Nothing crosses a boundary backwards, so the stages never wait for each
-/// other's backward and every pipelined timing gives the numbers of the reference code's
-/// loop (eugenium/DGL, learning_curves/cifar_dgl.py): for each mini-batch, module by module,
-/// forward, own step, pass the detached output on (computed with the pre-step weights).
+/// `dgl`: decoupled greedy learning (Belilovsky, Eickenberg, Oyallon, "Decoupled Greedy
+/// Learning of CNNs", ICML 2020; docs/schemes.md §3.20). Each stage k has an auxiliary net
+/// a_k and trains (theta_k, a_k) on its own loss CE(a_k(f_k(x_k)), y) with its input
+/// detached; the last stage's auxiliary net is the model's classifier, so it trains on the
+/// true loss. Nothing crosses a boundary backwards.
 ///
-/// The same rule as interlocking backprop's local mode (docs/schemes.md §3.20;
-/// tests/schemes/dgl_test.cpp holds them equal). What is not here: the paper's
-/// asynchronous DGL with a replay buffer per boundary (F56): a stage trains on entries of its
-/// buffer, reused and skipped at its own pace, which pipelab's one-message-per-micro-batch
-/// boundaries cannot express yet (docs/schemes.md §3.20 says what it needs).
+/// Synchronous (F55, `buffer: 0`, the default): the reference code's loop (eugenium/DGL,
+/// learning_curves/cifar_dgl.py) — for each mini-batch, module by module, forward, own step,
+/// pass the detached output on (computed with the pre-step weights). Every pipelined timing
+/// gives its numbers. The same rule as interlocking backprop's local mode (tests/schemes/
+/// dgl_test.cpp holds them equal).
+///
+/// Asynchronous with replay (F56, `buffer: M`): schemes/dgl_replay.h — a seeded driver picks
+/// modules, each training on an entry of a ring buffer of the previous module's outputs, so
+/// an output may be read several times or never (Schedule::reads).
 #include "core/schedule/lower.h"
 #include "core/scheme/scheme.h"
+#include "schemes/dgl_replay.h"
 #include "schemes/greedy.h"
 
 namespace pipelab {
@@ -21,14 +23,59 @@ namespace {
 
 struct DglOptions {
   std::string heads = "auto";
+  dgl::ReplayRule replay;
+  int buffer = 0;
+  int seed = 0;
   template <class V>
   void fields(V& v) {
     v("heads", heads,
       "auxiliary nets, e.g. conv128_bn_conv64_bn_gbpl_fc or fc256_fc (auto: by output shape; the grammar of "
       "interlocking's heads)",
       non_empty);
+    v("buffer", buffer,
+      "0: synchronous (F55); M > 0: asynchronous, a ring buffer of M outputs per boundary (F56, the reference's "
+      "--buffer)",
+      non_negative);
+    v.choice("order", replay.order,
+             Choices<dgl::Order>{
+                 {"uniform", dgl::Order::Uniform}, {"round_robin", dgl::Order::RoundRobin}, {"list", dgl::Order::List}},
+             "asynchronous: how the driver picks modules after its fill 0 0 1 1 ...: uniform (seeded), round_robin "
+             "(the reference's --layer-sequence sequential), or list (`picks`, cyclically, no fill)");
+    v("picks", replay.picks, "order: list: the modules in the order they are picked, repeated until the epoch ends");
+    v("slow_stage", replay.slow_stage,
+      "order: uniform: the module picked less often (the reference's --layer_noise; "
+      "-1: none)");
+    v("slowdown", replay.slowdown, "its pick weight is 1 - slowdown (the reference's --noise)", in_half_open(0.0, 1.0));
+    v("max_reuse", replay.max_reuse,
+      "reads of one buffer entry at most (0: unbounded; the reference's --max-buffer-reuse); a module with none "
+      "left skips its pick",
+      non_negative);
+    v("seed", seed, "seed of the uniform picks (the same sequence every epoch)", non_negative);
+    v.choice("buffer_ranking", replay.ranking,
+             Choices<dgl::Ranking>{{"lifo", dgl::Ranking::Lifo}, {"reference", dgl::Ranking::Reference}},
+             "among the least-read entries: lifo (the freshest, default) or reference (the reference code's ranking, "
+             "where a full ring's oldest slot counts as freshest; fidelity flag, Q67)");
   }
-  void check(const ConfigNode& node) const { greedy::check_heads(node, heads); }
+  void check(const ConfigNode& node) const {
+    greedy::check_heads(node, heads);
+    for (const char* key : {"order", "picks", "slow_stage", "slowdown", "max_reuse", "seed", "buffer_ranking"}) {
+      if (buffer == 0 && node.has(key)) {
+        node.child(key).fail("it applies to asynchronous DGL, and buffer is 0 (synchronous)",
+                             "set buffer: M (entries per boundary), or remove it");
+      }
+    }
+    if (node.has("picks") && replay.order != dgl::Order::List) {
+      node.child("picks").fail("picks is read with order: list only", "add order: list, or remove picks");
+    }
+    if (replay.order == dgl::Order::List && replay.picks.empty()) {
+      node.fail("order: list needs the modules to pick", "add picks, e.g. picks: [0, 1]");
+    }
+    for (size_t i = 0; i < replay.picks.size(); ++i) {
+      if (replay.picks[i] < 0)
+        node.child("picks").fail(fmt::format("entry {} is {}", i, replay.picks[i]), "use module numbers 0, 1, ...");
+    }
+    if (replay.slow_stage < -1) node.child("slow_stage").fail("it is below -1", "use a module number, or -1 for none");
+  }
 };
 
 class Dgl : public Configured<Scheme, DglOptions> {
@@ -39,6 +86,12 @@ class Dgl : public Configured<Scheme, DglOptions> {
   Span span() const override { return Span::Epoch; }
   bool routes_own_gradients() const override { return true; }
   Schedule schedule(int stages, int units) const override {
+    if (options_.buffer > 0) {
+      dgl::ReplayRule rule = options_.replay;
+      rule.buffer = options_.buffer;
+      rule.seed = static_cast<uint64_t>(options_.seed);
+      return dgl::replay_schedule(rule, stages, dgl::pick_sequence(rule, stages, units));
+    }
     Lowering how;
     how.sends_back = {};  // no gradient crosses a boundary
     return lower(greedy::greedy_steps(stages, units, false), how);
@@ -56,6 +109,7 @@ class Dgl : public Configured<Scheme, DglOptions> {
 }  // namespace
 
 PIPELAB_REGISTER(Scheme, Dgl, "dgl",
-                 "decoupled greedy learning (synchronous): every stage trains on its own auxiliary loss, input detached");
+                 "decoupled greedy learning: every stage trains on its own auxiliary loss, input detached; "
+                 "synchronous, or asynchronous with replay buffers (buffer: M)");
 
 }  // namespace pipelab

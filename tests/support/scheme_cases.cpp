@@ -27,6 +27,7 @@ std::vector<SchemeCase> scheme_cases() {
       {"pipedream_2bw", {"flush: never, micro_batches: 2", "flush: epoch, micro_batches: 2"}},
       {"spectrain", {"version: 2"}},
       {"interlocking", {"mode: local", "mode: pairwise", "mode: nwise, distance: 2"}},
+      {"dgl", {"buffer: 2, max_reuse: 2"}},
       {"interleaved_1f1b", {"chunks: 4, virtual_stages: 2"}},
       {"looped_bfs", {"chunks: 4, virtual_stages: 2"}},
       {"zb_h1", {"chunks: 4, virtual_stages: 2"}},
