@@ -12,9 +12,12 @@
 /// recomputing: combine with checkpointing there). The paper's backward halving has no source
 /// (UNVERIFIED, Q56) and is refused. `gradient_scale: reference` reproduces the reference code's
 /// gradient, (m/2) x the mean (Q53); its per-tensor clipping (Q55) is `optimizer.clip_scope:
-/// per_tensor`. Both replicas start from the same weights (Q54's default).
+/// per_tensor`. Both replicas start from the same weights (Q54's default); `replica_init:
+/// as_built` draws the up pipeline's weights apart, as the newer reference runtime's
+/// (main_bert.py) building order does without a broadcast.
 #include <fmt/format.h>
 
+#include "core/model/model.h"
 #include "schemes/schedules/modern.h"
 #include "schemes/sync_pipeline.h"
 
@@ -24,7 +27,9 @@ namespace {
 struct ChimeraOptions {
   enum class Mode { Concat, Doubling, BackwardHalving };
   enum class Scale { Mean, Reference };
+  enum class Init { Same, AsBuilt };
   int chunks = 8;
+  Init replica_init = Init::Same;
   Mode mode = Mode::Concat;
   Scale gradient_scale = Scale::Mean;
   template <class V>
@@ -39,6 +44,9 @@ struct ChimeraOptions {
     v.choice("gradient_scale", gradient_scale, Choices<Scale>{{"mean", Scale::Mean}, {"reference", Scale::Reference}},
              "mean: the mini-batch's mean gradient (F42); reference: (m/2) x it, as the reference code applies "
              "(fidelity flag, Q53)");
+    v.choice("replica_init", replica_init, Choices<Init>{{"same", Init::Same}, {"as_built", Init::AsBuilt}},
+             "same: both pipelines' copies of a stage start equal; as_built: the up pipeline's are drawn from "
+             "other seeds, as the reference runtime builds them without a broadcast (fidelity flag, Q54)");
   }
   void check(const ConfigNode& node) const {
     if (mode == Mode::BackwardHalving) {
@@ -73,6 +81,12 @@ class Chimera : public SyncPipeline<ChimeraOptions> {
   using SyncPipeline::SyncPipeline;
   int micro_batches() const override { return options_.chunks / 2; }
   int replicas(int /*requested*/) const override { return 2; }
+  uint64_t replica_seed(int replica, uint64_t seed) const override {
+    // Q54: one seed, then every worker builds its up-pipeline stage before its down one, so
+    // the copies come from different draws; any other fixed draw stands for them here.
+    if (replica == 0 || options_.replica_init == ChimeraOptions::Init::Same) return seed;
+    return block_seed(seed ^ 0x436869u, static_cast<size_t>(replica));  // "Chi"
+  }
   Schedule schedule(int stages, int units) const override {
     fail("partition.replicas", fmt::format("chimera runs its two pipelines together ({} stages, {} micro-batches)",
                                            stages, units),

@@ -35,6 +35,7 @@ class PlacedScheme : public Scheme {
   bool prepares_stages() const override { return inner_->prepares_stages(); }
   int stages(int requested) const override { return inner_->stages(requested); }
   int replicas(int requested) const override { return inner_->replicas(requested); }
+  uint64_t replica_seed(int replica, uint64_t seed) const override { return inner_->replica_seed(replica, seed); }
   Span span() const override { return inner_->span(); }
   int micro_batches() const override { return inner_->micro_batches(); }
   std::vector<int> max_in_flight(int stages) const override { return inner_->max_in_flight(stages); }

@@ -87,6 +87,10 @@ class Scheme : public Component {
   /// The number of replicas of the pipeline this scheme runs when the partition asks for
   /// `requested` (`partition.replicas`; core/scheme/replicas.h). `dp` fixes its own.
   virtual int replicas(int requested) const { return requested; }
+  /// The seed replica `replica` draws its initial weights from under run seed `seed`. The
+  /// default, the run's own, starts every replica from the same weights (what a broadcast
+  /// would give); a fidelity flag may draw them apart (Chimera's reference runtime, Q54).
+  virtual uint64_t replica_seed(int /*replica*/, uint64_t seed) const { return seed; }
   /// Why this scheme cannot run PipeDream's replicated stages (`partition.replicas:
   /// [2, 1, 1]`: stage p on counts[p] devices, mini-batches dealt round robin, its 1F1B-RR;
   /// core/schedule/generators.h); "" when it can. PipeDream defines them for its own 1F1B

@@ -208,12 +208,12 @@ void Runner::build_stages() {
   replicas_ = replicas;
   const uint64_t seed = static_cast<uint64_t>(run.seed);
   check_scheme_fits(e_, dataflow_);
-  const auto build_all = [&] {
+  const auto build_all = [&](uint64_t from) {
     std::vector<Block> blocks;
-    for (size_t i = 0; i < def_.blocks.size(); ++i) blocks.push_back(build_block(def_, i, seed));
+    for (size_t i = 0; i < def_.blocks.size(); ++i) blocks.push_back(build_block(def_, i, from));
     return blocks;
   };
-  std::vector<Block> blocks = build_all();
+  std::vector<Block> blocks = build_all(seed);
   // The scheme's placement puts stage r on device placement[r]: one thread or process each,
   // and run.devices[placement[r]] when several devices are listed. Replica k's copy of the
   // pipeline takes the next devices (core/scheme/replicas.h).
@@ -246,8 +246,9 @@ void Runner::build_stages() {
     balance_ = balance_by_weight(std::vector<double>(blocks.size(), 1.0), stages);
   }
   for (int r = 0; r < std::max(replicas, layout_.max_replicas()); ++r) {
-    // Every replica starts from the same weights: the same blocks under the same seeds.
-    build_replica(r, r == 0 ? std::move(blocks) : build_all(), devices);
+    // Every replica starts from the same weights, the same blocks under the same seeds,
+    // unless the scheme draws them apart (Scheme::replica_seed).
+    build_replica(r, r == 0 ? std::move(blocks) : build_all(e_.scheme->replica_seed(r, seed)), devices);
   }
   if (e_.scheme->prepares_stages()) prepare_stages();
   load_initial_weights();

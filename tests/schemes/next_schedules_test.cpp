@@ -223,6 +223,17 @@ TEST(Chimera, TheReferenceCodesGradientScaleIsALargerStep) {
             std::string::npos);
 }
 
+TEST(Chimera, TheReferenceRuntimesReplicaInitDrawsTheUpPipelineApart) {
+  // Q54's fidelity flag: the up pipeline's copies start from other draws, so the all-reduced
+  // gradient mixes two models and the run leaves the default's path (which equals `single`:
+  // NextSchedules.EqualSingleOnTheWholeMiniBatch). The dropout masks are the same in both.
+  const std::vector<std::string> base{"optimizer={type: sgd, lr: 0.05}", "run.epochs=1", "run.batch_size=16"};
+  std::vector<std::string> same = base, built = base;
+  same.push_back("scheme={type: chimera, chunks: 8}");
+  built.push_back("scheme={type: chimera, chunks: 8, replica_init: as_built}");
+  EXPECT_GT(testing::max_difference(testing::train(kDeep, built), testing::train(kDeep, same)), 1e-4);
+}
+
 TEST(NextSchedules, EqualSingleOnTheWholeMiniBatch) {
   // Chimera splits a mini-batch of 16 into two shares of 8: 4 (or, doubled, 8) micro-batches
   // per pipeline, a multiple of D/2 = 4. Its second pipeline is a replica, whose stages draw
