@@ -18,24 +18,6 @@ bool torchvision_available() {
   return available;
 }
 
-/// Copies `state` into the blocks, every tensor of each side matched by name.
-void load_strictly(std::vector<Block>& blocks, const TensorDict& state, const std::string& what) {
-  std::map<std::string, at::Tensor> mine;
-  for (Block& b : blocks) {
-    for (const auto& kv : b.module.ptr()->named_parameters()) mine[b.name + "." + kv.key()] = kv.value();
-    for (const auto& kv : b.module.ptr()->named_buffers()) mine[b.name + "." + kv.key()] = kv.value();
-  }
-  at::NoGradGuard no_grad;
-  for (const auto& [name, t] : state) {
-    auto it = mine.find(name);
-    ASSERT_NE(it, mine.end()) << what << ": the file's " << name << " is not in the model";
-    ASSERT_EQ(it->second.sizes(), t.sizes()) << what << ": " << name;
-    it->second.copy_(t);
-    mine.erase(it);
-  }
-  for (const auto& kv : mine) ADD_FAILURE() << what << ": the model's " << kv.first << " is not in the file";
-}
-
 TEST(TorchvisionNames, TheSameLogitsAsTorchvision) {
   if (!torchvision_available()) GTEST_SKIP() << "Python's torchvision is not installed (tools/setup.sh --all installs it)";
   testing::TempDir dir;
@@ -61,7 +43,7 @@ TEST(TorchvisionNames, TheSameLogitsAsTorchvision) {
     }
     std::vector<std::string> dropped;
     const std::string file = dir.file("tv/" + name + ".pt");
-    load_strictly(blocks, rename_tensors(load_tensor_dict(file), def.published_names.at("torchvision"), file, &dropped),
+    testing::load_strictly(blocks, rename_tensors(load_tensor_dict(file), def.published_names.at("torchvision"), file, &dropped),
                   name);
     EXPECT_EQ(dropped.empty(), name != "inception_v3") << name;  // only its auxiliary classifier is dropped
     const at::Tensor got = testing::forward(blocks, x);

@@ -1,7 +1,9 @@
 #include "tests/models/zoo.h"
 
+#include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <numeric>
 
 namespace pipelab::testing {
@@ -70,6 +72,23 @@ torch::Tensor parameter(const std::vector<Block>& blocks, const std::string& nam
     }
   }
   return {};
+}
+
+void load_strictly(std::vector<Block>& blocks, const TensorDict& state, const std::string& what) {
+  std::map<std::string, at::Tensor> mine;
+  for (Block& b : blocks) {
+    for (const auto& kv : b.module.ptr()->named_parameters()) mine[b.name + "." + kv.key()] = kv.value();
+    for (const auto& kv : b.module.ptr()->named_buffers()) mine[b.name + "." + kv.key()] = kv.value();
+  }
+  at::NoGradGuard no_grad;
+  for (const auto& [name, t] : state) {
+    auto it = mine.find(name);
+    ASSERT_NE(it, mine.end()) << what << ": the file's " << name << " is not in the model";
+    ASSERT_EQ(it->second.sizes(), t.sizes()) << what << ": " << name;
+    it->second.copy_(t);
+    mine.erase(it);
+  }
+  for (const auto& kv : mine) ADD_FAILURE() << what << ": the model's " << kv.first << " is not in the file";
 }
 
 }  // namespace pipelab::testing

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io/pt_file.h"
 #include "core/model/model.h"
 
 namespace pipelab::testing {
@@ -22,6 +23,10 @@ int64_t parameter_count(const std::vector<Block>& blocks);
 
 /// Parameters of `def`, building one block at a time (peak memory: the largest block).
 int64_t parameter_count(const ModelDef& def);
+
+/// Copies `state` (a published state dict, names as the model's "<block>.<param>") into the
+/// blocks, every tensor of each side matched by name and shape; test failures otherwise.
+void load_strictly(std::vector<Block>& blocks, const TensorDict& state, const std::string& what);
 
 /// Chains the blocks over `x` (training mode, without autograd) and returns the output.
 torch::Tensor forward(std::vector<Block>& blocks, torch::Tensor x);
