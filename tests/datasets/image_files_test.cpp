@@ -109,5 +109,45 @@ TEST(ImageFiles, TinyImagenetErrors) {
   EXPECT_TRUE(contains(testing::user_error([&] { native.train->get({1}, 0); }), "a 32x32 image where Tiny-ImageNet"));
 }
 
+TEST(ImageFiles, ImageFolderAndFood101Layouts) {
+  SKIP_WITHOUT_JPEG();
+  testing::TempDir dir;
+  const auto put = [&](const std::string& path, const at::Tensor& image) {
+    testing::write_file(dir.file(path), encode_jpeg(image, 100));
+  };
+  const std::string native = "random_resized_crop: 0, resize: 0, center_crop: 0, normalize: false";
+  // torchvision's ImageFolder: classes are the sorted training folders; .jpg and .JPEG both count.
+  put("folder/train/pizza/a.jpg", flat(250, 0, 0, 16));
+  put("folder/train/pizza/b.JPEG", flat(240, 0, 0, 16));
+  put("folder/train/bread/a.jpeg", flat(0, 0, 250, 16));
+  testing::write_file(dir.file("folder/train/bread/notes.txt"), "not an image");
+  put("folder/val/pizza/c.jpg", flat(200, 0, 0, 16));
+  auto splits = testing::load_dataset("{type: image_folder, path: " + dir.file("folder") + ", " + native + "}", "");
+  EXPECT_EQ(splits.spec.classes, 2);
+  EXPECT_EQ(splits.spec.input_shape, (std::vector<int64_t>{3, 16, 16}));
+  EXPECT_TRUE(at::equal(testing::whole(*splits.train).y, at::tensor({0, 1, 1}, at::kLong)));  // bread first
+  EXPECT_TRUE(at::equal(testing::whole(*splits.test).y, at::tensor({1}, at::kLong)));
+  put("folder/val/cake/d.jpg", flat(0, 250, 0, 16));
+  EXPECT_TRUE(contains(testing::load_error("{type: image_folder, path: " + dir.file("folder") + "}", ""),
+                       "cake is a class the training split does not have"));
+  // Food-101: meta/classes.txt numbers the classes, meta/{train,test}.txt list <class>/<id>.
+  put("food/images/apple_pie/1.jpg", flat(0, 0, 250, 8));
+  put("food/images/apple_pie/2.jpg", flat(0, 0, 240, 8));
+  put("food/images/waffles/3.jpg", flat(250, 0, 0, 8));
+  testing::write_file(dir.file("food/meta/classes.txt"), "apple_pie\nwaffles\n");
+  testing::write_file(dir.file("food/meta/train.txt"), "waffles/3\napple_pie/1\n");
+  testing::write_file(dir.file("food/meta/test.txt"), "apple_pie/2\r\n");
+  splits = testing::load_dataset("{type: image_folder, path: " + dir.file("food") + ", " + native + "}", "");
+  EXPECT_EQ(splits.spec.classes, 2);
+  EXPECT_TRUE(at::equal(testing::whole(*splits.train).y, at::tensor({1, 0}, at::kLong)));
+  EXPECT_TRUE(at::equal(testing::whole(*splits.test).y, at::tensor({0}, at::kLong)));
+  testing::write_file(dir.file("food/meta/test.txt"), "apple_pie/9\n");
+  EXPECT_TRUE(contains(testing::load_error("{type: image_folder, path: " + dir.file("food") + "}", ""),
+                       "test.txt:1: image"));
+  testing::write_file(dir.file("food/meta/test.txt"), "sushi/1\n");
+  EXPECT_TRUE(contains(testing::load_error("{type: image_folder, path: " + dir.file("food") + "}", ""),
+                       "is not <class>/<id> with a class of meta/classes.txt"));
+}
+
 }  // namespace
 }  // namespace pipelab
