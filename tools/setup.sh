@@ -62,6 +62,13 @@ if [ ${#targets[@]} -eq 0 ] && ! "$python" -c 'import torchvision' 2>/dev/null; 
   "$python" -m pip install --no-deps torchvision pillow \
     || "$python" -m pip install --break-system-packages --no-deps torchvision pillow
 fi
+# Hugging Face's tokenizers and transformers: the BPE ids and RoBERTa's logits are checked
+# against them (tests/datasets/bpe_test.cpp, tests/models/roberta_model_test.cpp). Neither
+# depends on torch, so pip's dependency resolution leaves pipelab's torch alone.
+if [ ${#targets[@]} -eq 0 ] && ! "$python" -c 'import tokenizers, transformers' 2>/dev/null; then
+  "$python" -m pip install tokenizers transformers \
+    || "$python" -m pip install --break-system-packages tokenizers transformers
+fi
 torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 
 # 3. Configure and build.

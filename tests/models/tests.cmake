@@ -8,6 +8,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/language_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mobilenet_v2_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/resnet_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/roberta_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sequential_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/text_models_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/torchscript_model_test.cpp
