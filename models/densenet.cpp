@@ -116,6 +116,20 @@ class Densenet : public Configured<ModelFactory, DensenetOptions> {
                             return initialised(classifier(c, classes, head), init_spectrain);
                           }});
     def.loss = std::make_shared<CrossEntropyLoss>();
+    // torchvision's names (the ImageNet stem is its layout). Its published densenet121
+    // checkpoint predates the current names ("denselayer1.norm.1" for "norm1"); torchvision
+    // rewrites them on loading, and so do the second pair of rules here.
+    if (!cifar) {
+      def.published_names["torchvision"] = {
+          {R"(features\.conv0\.(.*))", R"(stem.conv.\1)"},
+          {R"(features\.norm0\.(.*))", R"(stem.bn.\1)"},
+          {R"(features\.denseblock(\d)\.denselayer(\d+)\.norm\.?(\d)\.(.*))", R"(dense\1_\2.new.conv\3.bn.\4)"},
+          {R"(features\.denseblock(\d)\.denselayer(\d+)\.conv\.?(\d)\.(.*))", R"(dense\1_\2.new.conv\3.conv.\4)"},
+          {R"(features\.transition(\d)\.norm\.(.*))", R"(trans\1.bn.\2)"},
+          {R"(features\.transition(\d)\.conv\.(.*))", R"(trans\1.conv.\2)"},
+          {R"(features\.norm5\.(.*))", R"(head.bn.\1)"},
+          {R"(classifier\.(.*))", R"(head.fc.\1)"}};
+    }
     module_blocks.front() += 1;  // the stem
     if (module_blocks.size() == 4) {
       const int rest = std::accumulate(module_blocks.begin() + 1, module_blocks.end(), 0);

@@ -18,6 +18,9 @@ CASES = {
     "resnet50": (lambda: torchvision.models.resnet50(num_classes=10), 64),
     "vgg16": (lambda: torchvision.models.vgg16(num_classes=10), 32),
     "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(num_classes=10), 32),
+    "densenet121": (lambda: torchvision.models.densenet121(num_classes=10), 32),
+    "googlenet": (lambda: torchvision.models.googlenet(num_classes=10, aux_logits=True, init_weights=False,
+                                                        transform_input=False), 64),
     # With its auxiliary classifier, as published checkpoints have it (pipelab drops it).
     "inception_v3": (lambda: torchvision.models.inception_v3(num_classes=10, aux_logits=True, init_weights=False,
                                                               transform_input=False), 75),

@@ -29,6 +29,8 @@ TEST(TorchvisionNames, TheSameLogitsAsTorchvision) {
       {"resnet50", "{type: resnet, depth: 50, stem: imagenet}"},
       {"vgg16", "{type: vgg16}"},
       {"mobilenet_v2", "{type: mobilenet_v2}"},
+      {"densenet121", "{type: densenet121, stem: imagenet}"},
+      {"googlenet", "{type: googlenet, variant: torchvision}"},
       {"inception_v3", "{type: inception_v3}"}};
   for (const auto& [name, section] : cases) {
     const c10::IValue io = load_pt(dir.file("tv/" + name + "_io.pt"));
@@ -45,7 +47,8 @@ TEST(TorchvisionNames, TheSameLogitsAsTorchvision) {
     const std::string file = dir.file("tv/" + name + ".pt");
     testing::load_strictly(blocks, rename_tensors(load_tensor_dict(file), def.published_names.at("torchvision"), file, &dropped),
                   name);
-    EXPECT_EQ(dropped.empty(), name != "inception_v3") << name;  // only its auxiliary classifier is dropped
+    // Only inception_v3's and googlenet's auxiliary classifiers are dropped.
+    EXPECT_EQ(dropped.empty(), name != "inception_v3" && name != "googlenet") << name;
     const at::Tensor got = testing::forward(blocks, x);
     ASSERT_EQ(got.sizes(), want.sizes()) << name;
     EXPECT_LT((got - want).abs().max().item<double>(), 1e-5) << name;
