@@ -34,6 +34,7 @@ struct GlueTask {
   /// position.
   std::vector<size_t> text_positions = {};
   size_t label_position = 0;
+  std::string metric = {};  ///< DataSpec::metric: GLUE's official one besides accuracy
 };
 
 const std::vector<GlueTask>& tasks() {
@@ -44,7 +45,7 @@ const std::vector<GlueTask>& tasks() {
        {"sentence1", "sentence2"},
        {"entailment", "not_entailment"}},
       {"sst2", "SST-2", "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip", {"sentence"}, {"0", "1"}},
-      {"cola", "CoLA", "https://dl.fbaipublicfiles.com/glue/data/CoLA.zip", {}, {"0", "1"}, {3}, 1},
+      {"cola", "CoLA", "https://dl.fbaipublicfiles.com/glue/data/CoLA.zip", {}, {"0", "1"}, {3}, 1, "mcc"},
   };
   return all;
 }
@@ -205,6 +206,7 @@ class Glue : public Configured<DatasetFactory, GlueOptions> {
     out.spec.input_shape = {options_.sequence.maxlen};
     out.spec.classes = static_cast<int64_t>(task.labels.size());
     out.spec.integer_input = true;
+    out.spec.metric = task.metric;
     out.description = fmt::format(
         "GLUE {} from {}: {} train / {} dev, {} words in the training vocabulary, ids < {}, "
         "{} tokens",
@@ -236,6 +238,7 @@ class Glue : public Configured<DatasetFactory, GlueOptions> {
     out.spec.input_shape = {maxlen};
     out.spec.classes = static_cast<int64_t>(task.labels.size());
     out.spec.integer_input = true;
+    out.spec.metric = task.metric;
     out.description = fmt::format("GLUE {} from {}: {} train / {} dev, byte-level BPE ({} ids, {}), {} tokens",
                                   task.folder, dir, train.labels.size(), dev.labels.size(), bpe.vocabulary_size(),
                                   *options_.vocab, maxlen);

@@ -251,7 +251,7 @@ Message forward(ActionContext& c) {
   Message out{std::move(result.activations), {}, in.tag};
   if (c.mode == RunMode::Train) c.slot.policy->after_forward(stage, mb, out);
   if (stage.is_last()) {
-    c.feed.on_result(unit, {result.loss, result.correct, result.count});
+    c.feed.on_result(unit, {result.loss, result.correct, result.count, result.confusion});
     return {};
   }
   return out;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <mutex>
 
@@ -178,32 +179,41 @@ void DistributedExecutor::relay_results(const std::vector<StageSlot>& slots,
   }
   if (world_.rank() != writer) {
     if (!reports[static_cast<size_t>(world_.rank())]) return;
-    // Rows of (micro-batch, loss, hits, count); the loss keeps its bits through double.
-    at::Tensor rows = at::zeros({static_cast<int64_t>(kept.size()), 4}, at::kDouble);
+    // Rows of (micro-batch, loss, hits, count, confusion matrix's cells...); the loss keeps
+    // its bits through double, and the counts are exact below 2^53.
+    const int64_t cells = kept.empty() || !kept.front().second.confusion.defined()
+                              ? 0
+                              : kept.front().second.confusion.numel();
+    at::Tensor rows = at::zeros({static_cast<int64_t>(kept.size()), 4 + cells}, at::kDouble);
     for (size_t i = 0; i < kept.size(); ++i) {
       const MicroBatchResult& r = kept[i].second;
-      rows[static_cast<int64_t>(i)][0] = kept[i].first;
-      rows[static_cast<int64_t>(i)][1] = r.loss.item<double>();
-      rows[static_cast<int64_t>(i)][2] = r.correct.item<double>();
-      rows[static_cast<int64_t>(i)][3] = static_cast<double>(r.count);
+      const auto row = static_cast<int64_t>(i);
+      rows[row][0] = kept[i].first;
+      rows[row][1] = r.loss.item<double>();
+      rows[row][2] = r.correct.item<double>();
+      rows[row][3] = static_cast<double>(r.count);
+      if (cells) rows[row].narrow(0, 4, cells).copy_(r.confusion.flatten().to(at::kDouble));
     }
-    group.send(at::full({1}, static_cast<int64_t>(kept.size()), at::kLong), writer, kResultsTag);
+    group.send(at::tensor({static_cast<int64_t>(kept.size()), cells}, at::kLong), writer, kResultsTag);
     if (!kept.empty()) group.send(rows, writer, kResultsTag + 1);
     return;
   }
   for (int p = 0; p < world_.size(); ++p) {
     if (p == writer || !reports[static_cast<size_t>(p)]) continue;
-    at::Tensor count = at::empty({1}, at::kLong);
-    group.recv(count, p, kResultsTag);
-    if (count.item<int64_t>() == 0) continue;
-    at::Tensor rows = at::empty({count.item<int64_t>(), 4}, at::kDouble);
+    at::Tensor header = at::empty({2}, at::kLong);
+    group.recv(header, p, kResultsTag);
+    const int64_t count = header[0].item<int64_t>(), cells = header[1].item<int64_t>();
+    if (count == 0) continue;
+    at::Tensor rows = at::empty({count, 4 + cells}, at::kDouble);
     group.recv(rows, p, kResultsTag + 1);
     auto a = rows.accessor<double, 2>();
+    const auto side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(cells))));
     for (int64_t i = 0; i < rows.size(0); ++i) {
       MicroBatchResult r;
       r.loss = at::scalar_tensor(a[i][1], at::kDouble);
       r.correct = at::scalar_tensor(static_cast<int64_t>(a[i][2]), at::kLong);
       r.count = static_cast<int64_t>(a[i][3]);
+      if (cells) r.confusion = rows[i].narrow(0, 4, cells).to(at::kLong).view({side, side});
       feed.on_result(static_cast<int>(a[i][0]), r);
     }
   }

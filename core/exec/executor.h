@@ -48,6 +48,9 @@ struct MicroBatchResult {
   at::Tensor loss;     ///< scaled mean loss (0-d, detached)
   at::Tensor correct;  ///< top-1 hits
   int64_t count = 0;
+  /// Evaluation with a confusion-matrix metric (DataSpec::metric): [C, C] counts, row = target,
+  /// column = top-1 prediction; undefined otherwise.
+  at::Tensor confusion = {};
 };
 
 /// Where micro-batch data comes from and where results go, for one schedule run.

@@ -26,6 +26,9 @@ struct DataSpec {
   std::vector<int64_t> target_shape;
   /// Predictions per example: the unit of accuracy (top-1 hits / (examples x this)).
   int64_t targets_per_example() const;
+  /// The test metric the data is judged by besides accuracy: "" (none), or "mcc" (the
+  /// Matthews correlation, GLUE CoLA's metric), computed from the test set's confusion matrix.
+  std::string metric;
 };
 
 /// A classification loss: mean over the batch's targets, plus a top-1 hit count.

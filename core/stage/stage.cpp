@@ -286,6 +286,12 @@ ForwardResult Stage::evaluate(const Tensors& x, const at::Tensor& target) {
   if (is_last()) {
     result.loss = run_loss(out.front(), target, 1.0);
     result.correct = loss_->correct(out.front(), target);
+    if (confusion_) {
+      const at::Tensor& logits = out.front();
+      const int64_t c = logits.size(-1);
+      const at::Tensor cell = target.flatten().to(at::kLong) * c + logits.argmax(-1).flatten();
+      result.confusion = at::bincount(cell.cpu(), {}, c * c).view({c, c});
+    }
   } else {
     result.activations = std::move(out);
   }

@@ -38,6 +38,7 @@ struct ForwardResult {
   at::Tensor loss;        ///< detached scaled mean loss (last stage)
   at::Tensor correct;     ///< top-1 hits (last stage)
   int64_t count = 0;      ///< examples in the micro-batch
+  at::Tensor confusion;   ///< evaluation with set_confusion: [C, C] target x prediction counts
 };
 
 /// Everything a stage is made of.
@@ -72,6 +73,9 @@ class Stage {
   bool is_last() const { return last_; }
   /// Needs the targets in its forward: the loss, or an auxiliary head.
   bool needs_target() const { return last_ || head_ != nullptr; }
+  /// Evaluation also counts the confusion matrix (for a metric such as the Matthews
+  /// correlation, DataSpec::metric); the last stage only.
+  void set_confusion(bool on) { confusion_ = on; }
   const c10::Device& device() const { return device_; }
 
   /// Container of the blocks (and the head); parameter names are "<block>.<param>".
@@ -157,6 +161,7 @@ class Stage {
   void set_rng_states(const std::vector<at::Tensor>& states);
 
  private:
+  bool confusion_ = false;
   struct Saved {
     Tensors inputs;                   ///< what the blocks received (grad-requiring leaves after stage 0)
     Tensors outputs;                  ///< outputs (or {loss} on the last stage) with their graph

@@ -61,6 +61,7 @@ const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields(
       {"train_acc", &EpochMetrics::train_acc},
       {"test_loss", &EpochMetrics::test_loss},
       {"test_acc", &EpochMetrics::test_acc},
+      {"test_mcc", &EpochMetrics::test_mcc},
       {"lr", &EpochMetrics::lr},
       {"seconds", &EpochMetrics::seconds},
       {"train_seconds", &EpochMetrics::train_seconds},

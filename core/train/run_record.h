@@ -17,6 +17,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include <yaml-cpp/yaml.h>
@@ -35,6 +36,9 @@ struct StepMetrics {
 struct EpochMetrics {
   int epoch = 0;  ///< 1-based
   double train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0, lr = 0;
+  /// The Matthews correlation x 100 on the test set (DataSpec::metric "mcc", as GLUE reports
+  /// CoLA); NaN where the data has no such metric.
+  double test_mcc = std::numeric_limits<double>::quiet_NaN();
   double seconds = 0, train_seconds = 0, eval_seconds = 0;
   double samples_per_second = 0, data_wait_fraction = 0;
   /// Bytes sent forward / backward over all stage boundaries per training step.

@@ -10,6 +10,7 @@
 #include "core/schedule/generators.h"
 #include "core/schedule/timeline.h"
 #include "core/scheme/replicas.h"
+#include "core/train/classification_metrics.h"
 #include "core/train/feeds.h"
 #include "core/train/resume_point.h"
 #include "core/train/runner.h"
@@ -128,10 +129,12 @@ void Runner::evaluate(EpochMetrics& m) {
   test_->start_epoch(0);
   double loss_sum = 0;
   int64_t correct = 0, count = 0;
+  at::Tensor confusion;  // summed over the test set where the data's metric needs it
   LoaderFeed feed(*test_, dtype_, [&](int, const MicroBatchResult& r) {
     loss_sum += r.loss.item<double>() * static_cast<double>(r.count);
     correct += r.correct.item<int64_t>();
     count += r.count;
+    if (r.confusion.defined()) confusion = confusion.defined() ? confusion + r.confusion : r.confusion.clone();
   });
   // Replicas of the pipeline hold the same weights: replica 0 evaluates (with its own
   // batch-norm statistics, as DDP's rank 0 does).
@@ -144,6 +147,7 @@ void Runner::evaluate(EpochMetrics& m) {
   if (test_->batches() > 0) e_.executor->run(eval_schedule_, slots, feed, RunMode::Eval);
   m.test_loss = count ? loss_sum / static_cast<double>(count) : 0;
   m.test_acc = percent(correct, count * data_.spec.targets_per_example());
+  if (confusion.defined()) m.test_mcc = 100 * matthews_correlation(confusion);
   m.eval_seconds = seconds_since(start);
 }
 

@@ -255,6 +255,7 @@ void Runner::build_stages() {
   tie_parameters();
   for (const auto& stage : stages_) {
     Stage& s = *stage;
+    s.set_confusion(!data_.spec.metric.empty() && s.is_last());
     s.set_optimizer(e_.optimizer->make(s.parameters()));
     // PipeDream's replicated stages: stage p's rate is lr R_p / R_0 (its runtime's
     // get_adjusted_learning_rate), on the mean of its replicas' gradients.

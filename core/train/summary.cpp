@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 #include <set>
@@ -119,6 +121,11 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
   }
   out += fmt::format("  test accuracy   {:.2f}% final, {:.2f}% best (epoch {})\n", last.test_acc, s.best_test_acc,
                      s.best_epoch);
+  if (!std::isnan(last.test_mcc)) {
+    double best = last.test_mcc;
+    for (const EpochMetrics& m : s.history) best = std::max(best, m.test_mcc);
+    out += fmt::format("  test MCC        {:.2f} final, {:.2f} best (Matthews correlation x 100)\n", last.test_mcc, best);
+  }
   out += fmt::format("  test loss       {:.4f}   train loss {:.4f}   train accuracy {:.2f}%\n", last.test_loss,
                      last.train_loss, last.train_acc);
   // The last epoch is the basis of both the measured and the projected throughput (the
@@ -195,6 +202,7 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
       .add("epochs", static_cast<int64_t>(s.history.size()))
       .add("parameters", s.parameters);
   if (!s.history.empty()) {
+    if (!std::isnan(s.history.back().test_mcc)) o.add("test_mcc", metric_json(s, &EpochMetrics::test_mcc, true));
     o.add("test_acc", metric_json(s, &EpochMetrics::test_acc, true))
         .add("test_loss", metric_json(s, &EpochMetrics::test_loss, false))
         .add("train_acc", metric_json(s, &EpochMetrics::train_acc, true))

@@ -126,7 +126,10 @@ TrainingProgress load_training_state(const std::string& path, const std::vector<
     const auto d = e.toGenericDict();
     EpochMetrics m;
     m.epoch = static_cast<int>(d.at("epoch").toInt());
-    for (const auto& [name, field] : epoch_fields()) m.*field = d.at(name).toDouble();
+    // A state written before a field existed keeps that field's default.
+    for (const auto& [name, field] : epoch_fields()) {
+      if (d.contains(name)) m.*field = d.at(name).toDouble();
+    }
     progress.history.push_back(m);
   }
   return progress;

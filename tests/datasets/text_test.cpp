@@ -193,5 +193,20 @@ TEST(Text, GlueErrorsNameFileAndLine) {
   EXPECT_TRUE(contains(testing::load_error("{type: glue}", dir.path()), "missing required key 'task'"));
 }
 
+TEST(Text, GlueColaHasNoHeaderAndIsJudgedByMcc) {
+  testing::TempDir dir;
+  // CoLA's train.tsv and dev.tsv: source, label, original mark, sentence; no header.
+  testing::write_file(dir.file("glue/CoLA/train.tsv"),
+                      "gj04\t1\t\tOur friends won't buy this analysis.\ngj04\t0\t*\tThey drank the pub.\n");
+  testing::write_file(dir.file("glue/CoLA/dev.tsv"), "gj04\t0\t*\tThe more we study verbs.\n");
+  const auto splits = testing::load_dataset("{type: glue, task: cola, maxlen: 8}", dir.path());
+  EXPECT_EQ(splits.spec.classes, 2);
+  EXPECT_EQ(splits.spec.metric, "mcc");
+  EXPECT_TRUE(at::equal(testing::whole(*splits.train).y, at::tensor({1, 0}, at::kLong)));
+  EXPECT_EQ(testing::whole(*splits.train).x[0][0].item<int64_t>(), 1);  // start
+  testing::write_file(dir.file("glue/CoLA/dev.tsv"), "gj04\t0\n");
+  EXPECT_TRUE(contains(testing::load_error("{type: glue, task: cola}", dir.path()), "dev.tsv:1: 2 columns"));
+}
+
 }  // namespace
 }  // namespace pipelab

@@ -104,7 +104,9 @@ Series mean_series(const std::string& label, const std::vector<const Curve*>& cu
 std::string metric_label(const std::string& metric) {
   static const std::map<std::string, std::string> labels{
       {"test_acc", "test accuracy (%)"},        {"train_acc", "training accuracy (%)"},
+      {"test_mcc", "test Matthews correlation (x 100)"},
       {"test_loss", "test loss"},               {"train_loss", "training loss"},
+      {"loss", "training loss"},
       {"lr", "learning rate"},                  {"seconds", "epoch time (s)"},
       {"train_seconds", "training time per epoch (s)"}, {"eval_seconds", "evaluation time per epoch (s)"},
       {"samples_per_second", "training throughput (samples/s)"}, {"data_wait_fraction", "data wait (share of the epoch)"},
