@@ -4,7 +4,9 @@
 
 #include "core/config/yaml_file.h"
 #include "core/scheme/placed_scheme.h"
+#include "core/train/input_paths.h"
 #include "core/train/optimizer_section.h"
+#include "core/util/plugins.h"
 
 namespace pipelab {
 namespace {
@@ -35,6 +37,35 @@ std::unique_ptr<Base> required_section(const ConfigNode& root, const std::string
   return Registry<Base>::get().create(root.child(key));
 }
 
+/// `plugins: [lib.so, ...]` (or one path): shared libraries that register components.
+void load_listed_plugins(const ConfigNode& node) {
+  const std::vector<std::string> paths = node.yaml().IsScalar() ? std::vector<std::string>{node.text()}
+                                                                : ConfigValue<std::vector<std::string>>::read(node);
+  for (const std::string& path : paths) {
+    try {
+      load_plugin(path);
+    } catch (const UserError& e) {
+      node.fail(e.what(), "give the path of a plugin built with find_package(pipelab) (docs/adding-a-scheme.md)");
+    }
+  }
+}
+
+/// dataset.limit and dataset.test_limit, taken out of the dataset section before the dataset
+/// reads it (they are every dataset's keys, not one dataset's options).
+DataLimits take_limits(const ConfigNode& top) {
+  DataLimits limits;
+  if (!top.has("dataset") || !top.child("dataset").is_map()) return limits;
+  const ConfigNode dataset = top.child("dataset");
+  for (const auto& [key, value] : {std::pair<const char*, int64_t*>{"limit", &limits.limit}, {"test_limit", &limits.test_limit}}) {
+    if (!dataset.has(key)) continue;
+    *value = ConfigValue<int64_t>::read(dataset.child(key));
+    if (*value < 0) dataset.child(key).fail("it is negative", "give a number of examples, or 0 for all");
+    YAML::Node node = dataset.yaml();
+    node.remove(key);
+  }
+  return limits;
+}
+
 }  // namespace
 
 Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> source, const std::string& name) {
@@ -43,8 +74,8 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   Experiment e;
   e.name = name;
   e.source = source;
-  static const std::vector<std::string> kSections{"model", "dataset", "partition", "scheme", "optimizer",
-                                                  "lr_schedule", "run", "init", "compression", "pipelab"};
+  static const std::vector<std::string> kSections{"model", "dataset", "partition", "scheme", "optimizer", "lr_schedule",
+                                                  "run", "init", "compression", "pipelab", "plugins"};
   for (const std::string& key : top.keys()) {
     if (key == "sweep") top.child(key).fail("a grid of runs", "run it with `pipelab sweep " + source->file() + "`");
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end()) {
@@ -53,6 +84,9 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
     }
   }
   e.model = required_section<ModelFactory>(top, "model");
+  // Plugins first: they may register the types the sections name.
+  if (top.has("plugins")) load_listed_plugins(top.child("plugins"));
+  e.limits = take_limits(top);
   e.dataset = required_section<DatasetFactory>(top, "dataset");
   e.scheme = required_section<Scheme>(top, "scheme");
   e.optimizer = read_optimizer_section(top, e.gradients);
@@ -83,6 +117,7 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
   auto source = std::make_shared<ConfigSource>(path);
   YAML::Node root = load_yaml_file(path);
   apply_overrides(root, overrides, *source);
+  resolve_input_paths(root, *source);
   return from_tree(root, source, std::filesystem::path(path).stem().string());
 }
 

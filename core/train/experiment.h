@@ -28,6 +28,7 @@ struct RunOptions {
   enum class Shadow { Off, Sync };
   enum class CheckpointFormat { Pt, Safetensors };
   int epochs = 0;
+  int64_t max_steps = 0;
   int64_t batch_size = 0;
   std::optional<int64_t> eval_batch_size;
   int64_t seed = 0;
@@ -49,6 +50,9 @@ struct RunOptions {
   void fields(V& v) {
     v.required("epochs", epochs, "training epochs", in_range(1, 1e6));
     v.required("batch_size", batch_size, "mini-batch size", in_range(1, 1e9));
+    v("max_steps", max_steps,
+      "stop after this many training steps in all, evaluating and saving as after a last epoch (0: every epoch's)",
+      non_negative);
     v("eval_batch_size", eval_batch_size, "evaluation batch size (default: batch_size)");
     v("seed", seed, "seed of weights, data order, dropout", non_negative);
     v("devices", devices, "one device for all stages, or one per stage: cpu, cuda:N", non_empty);
@@ -117,6 +121,18 @@ struct InitOptions {
   }
 };
 
+/// Keys every dataset section takes besides its own (read by the experiment, not the
+/// dataset): a short run on a real dataset trains or tests on a subset.
+struct DataLimits {
+  int64_t limit = 0, test_limit = 0;
+  template <class V>
+  void fields(V& v) {
+    v("limit", limit, "train on this many training examples, a seeded subset in file order (0: all)", non_negative);
+    v("test_limit", test_limit, "evaluate on this many test examples, chosen the same way (0: all)", non_negative);
+  }
+  bool any() const { return limit > 0 || test_limit > 0; }
+};
+
 /// A fully read experiment: components plus options, and where each came from.
 struct Experiment {
   std::string name;
@@ -130,6 +146,7 @@ struct Experiment {
   std::unique_ptr<Executor> executor;
   PartitionOptions partition;
   RunOptions run;
+  DataLimits limits;  ///< dataset.limit, dataset.test_limit
   InitOptions init;
   CompressionSection compression;  ///< compresses nothing unless the file has the section
 

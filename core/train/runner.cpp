@@ -37,7 +37,7 @@ double percent(int64_t hits, int64_t count) {
 
 EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged) {
   Executor& executor = *e_.executor;
-  executor.stats().trace = e_.run.trace && epoch + 1 == e_.run.epochs;
+  executor.stats().trace = e_.run.trace && epoch + 1 == epochs_to_run();
   executor.stats().reset(stage_count());
   // This thread frees what the actions leave behind (a mini-batch's messages and results):
   // the meter must hear of those frees too, or the stages' counts would drift.
@@ -45,8 +45,10 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
   MemoryMeter::QuietAllocatorLog quiet(executor.stats().memory);
   traced_steps_ = {};
   train_->start_epoch(epoch);
-  const int64_t steps = train_->batches();
-  Progress progress(fmt::format("epoch {}/{}", epoch + 1, e_.run.epochs), steps, e_.run.progress && !options_.quiet);
+  // run.max_steps cuts the run short; the epoch that reaches it is the last.
+  const int64_t steps = e_.run.max_steps > 0 ? std::min(train_->batches(), e_.run.max_steps - global_step)
+                                             : train_->batches();
+  Progress progress(fmt::format("epoch {}/{}", epoch + 1, epochs_to_run()), steps, e_.run.progress && !options_.quiet);
   LossTotals totals;
   int64_t done = 0;
   // Records one finished mini-batch; false once the loss is no longer finite.
@@ -195,9 +197,15 @@ void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgre
                           bool save_state) {
   gather_stage_metrics(record);
   record.epoch(m);
-  const std::string line = fmt::format(
-      "epoch {:>3}  train loss {:.4f}  acc {:6.2f}%  |  test loss {:.4f}  acc {:6.2f}%  |  lr {:.3g}  {}", m.epoch,
-      m.train_loss, m.train_acc, m.test_loss, m.test_acc, m.lr, format_duration(m.seconds));
+  // Only the process that writes the records sees the losses (the others relay theirs to
+  // it): a rank's own log says so rather than show zeros that look measured.
+  const std::string line =
+      e_.executor->world().writes_records()
+          ? fmt::format("epoch {:>3}  train loss {:.4f}  acc {:6.2f}%  |  test loss {:.4f}  acc {:6.2f}%  |  lr {:.3g}  {}",
+                        m.epoch, m.train_loss, m.train_acc, m.test_loss, m.test_acc, m.lr,
+                        format_duration(m.seconds))
+          : fmt::format("epoch {:>3}  done in {} (losses and accuracy: the writing process's log)", m.epoch,
+                        format_duration(m.seconds));
   record.log(line);
   if (!options_.quiet) std::cout << line << std::endl;
   if (summary.history.empty() || m.test_acc > summary.best_test_acc) {
@@ -254,6 +262,12 @@ double data_wait_fraction(const std::vector<EpochMetrics>& history) {
 
 }  // namespace
 
+int Runner::epochs_to_run() const {
+  if (e_.run.max_steps <= 0) return e_.run.epochs;
+  const int64_t per_epoch = std::max<int64_t>(train_->batches(), 1);
+  return static_cast<int>(std::min<int64_t>(e_.run.epochs, (e_.run.max_steps + per_epoch - 1) / per_epoch));
+}
+
 bool Runner::run_epochs(RunRecord& record, RunSummary& summary, TrainingProgress& progress, bool& diverged) {
   const bool writer = e_.executor->world().writes_records();
   if (e_.scheme->span() == Span::Run) {
@@ -267,7 +281,7 @@ bool Runner::run_epochs(RunRecord& record, RunSummary& summary, TrainingProgress
     return true;
   }
   int session_epochs = 0;
-  for (int epoch = progress.epochs_done; epoch < e_.run.epochs && !diverged; ++epoch) {
+  for (int epoch = progress.epochs_done; epoch < epochs_to_run() && !diverged; ++epoch) {
     if (options_.stop_after > 0 && session_epochs++ == options_.stop_after) {
       summary.status = "stopped";
       if (!options_.quiet) std::cout << fmt::format("stopped after epoch {}; continue with --resume\n", epoch);
@@ -279,7 +293,7 @@ bool Runner::run_epochs(RunRecord& record, RunSummary& summary, TrainingProgress
     m.seconds = seconds_since(epoch_start);
     // The traced (last) epoch's files go before the state that counts the epoch as done,
     // so a failed write or a kill here is redone by --resume, which retrains that epoch.
-    if (epoch + 1 == e_.run.epochs) write_trace(record, writer);
+    if (epoch + 1 == epochs_to_run()) write_trace(record, writer);
     finish_epoch(record, summary, progress, m, !diverged);
   }
   return true;
@@ -320,6 +334,7 @@ RunSummary Runner::run() {
                        e_.run.threads > 0 ? "" : " (run.threads 0: OMP_NUM_THREADS, else half the cores)",
                        stage_count(), stage_count() == 1 ? "" : "s", fmt::join(e_.run.devices, ", ")));
   if (!init_report_.empty()) announce(record, options_.quiet, init_report_);
+  if (!limits_report_.empty()) announce(record, options_.quiet, limits_report_);
   for (const auto& s : stages_) summary.parameters += count_parameters(s->module());
   add_history(summary, progress.history);
   const auto start = std::chrono::steady_clock::now();
@@ -346,7 +361,9 @@ RunSummary Runner::run() {
   }
   finish_summary(summary);
   record.summary(summary_json(e_, summary, stage_count()));
-  announce(record, options_.quiet, format_summary(e_, summary, stage_count()));
+  // --quiet drops the progress and the per-epoch lines, not the result: the summary shows
+  // wherever the records are written.
+  announce(record, !writer || !options_.summary, format_summary(e_, summary, stage_count()));
   return summary;
 }
 

@@ -24,6 +24,9 @@ struct RunnerOptions {
   bool resume = false;
   /// End the session after this many more epochs, leaving the run resumable (0: never).
   int stop_after = 0;
+  /// Print the summary at the end (quiet or not: it is the result); off for runs another
+  /// command drives (pipelab check).
+  bool summary = true;
 };
 
 /// What a run produced (also written to summary.json).
@@ -96,6 +99,10 @@ class Runner {
   YAML::Node resolved_config() const;
 
  private:
+  /// dataset.limit and dataset.test_limit: the splits cut to their seeded subsets.
+  void limit_data();
+  /// run.epochs, or fewer when run.max_steps ends the run sooner.
+  int epochs_to_run() const;
   void build_stages();
   /// The copies of the whole pipeline the scheme runs (partition.replicas, or dp's own; 1
   /// with replicated stages), and layout_; a ConfigError at partition.replicas when the
@@ -140,6 +147,7 @@ class Runner {
   /// process lists the differing key paths.
   void check_processes_agree() const;
   std::string init_report_;  ///< what a non-strict init.from left out (logged when the run starts)
+  std::string limits_report_;  ///< dataset.limit, dataset.test_limit and run.max_steps, when set
   /// The training schedule with units[r] micro-batches (or mini-batches) on replica r
   /// (with replicated stages: their sum, dealt round robin), kept for the next steps.
   const Schedule& train_schedule(const std::vector<int>& units);

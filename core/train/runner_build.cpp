@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "core/config/yaml_file.h"
+#include "core/data/subset.h"
 #include "core/device/device.h"
 #include "core/io/safetensors.h"
 #include "core/model/block_costs.h"
@@ -22,6 +23,8 @@
 #include "core/train/runner.h"
 #include "core/train/shadow_sync.h"
 #include "core/train/state_dict.h"
+#include "core/util/names.h"
+#include "core/util/plugins.h"
 #include "core/util/provenance.h"
 
 namespace pipelab {
@@ -51,6 +54,24 @@ int process_threads(int threads) {
   return std::max(1, threads / processes);
 }
 
+void Runner::limit_data() {
+  // The same subset whatever run.seed (core/data/subset.h): seeds compare on equal data.
+  const int64_t train = data_.train->size(), test = data_.test->size();
+  data_.train = subset(data_.train, e_.limits.limit, 0);
+  data_.test = subset(data_.test, e_.limits.test_limit, 1);
+  std::vector<std::string> parts;
+  if (e_.limits.limit > 0) parts.push_back(fmt::format("training on {} of {} examples", data_.train->size(), train));
+  if (e_.limits.test_limit > 0) parts.push_back(fmt::format("testing on {} of {}", data_.test->size(), test));
+  if (e_.run.max_steps > 0) parts.push_back(fmt::format("at most {} training steps (run.max_steps)", e_.run.max_steps));
+  if (!parts.empty()) limits_report_ = "limits: " + join(parts, ", ");
+  if (e_.run.max_steps > 0 && e_.scheme->span() == Span::Run) {
+    e_.source->fail("run.max_steps",
+                    fmt::format("scheme {} never flushes its pipeline, so its run cannot stop at a step count",
+                                e_.scheme->type()),
+                    "count its run in epochs (run.epochs), on a smaller training set (dataset.limit)");
+  }
+}
+
 Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), options_(options) {
   const RunOptions& run = e_.run;
   at::set_num_threads(process_threads(run.threads > 0 ? run.threads : default_threads()));
@@ -60,6 +81,7 @@ Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), 
   const char* env = std::getenv("PIPELAB_DATA_DIR");
   context.data_dir = run.data_dir ? *run.data_dir : env ? env : "data";
   data_ = e_.dataset->load(context);
+  limit_data();
   def_ = e_.model->define(data_.spec);
   try {
     dataflow_ = dataflow(def_, e_.model->type());
@@ -423,8 +445,18 @@ YAML::Node Runner::resolved_config() const {
   meta["git_revision"] = git_revision();
   meta["runtime"] = device::describe_runtime();
   root["pipelab"] = meta;
+  // What registered the run's components must be loaded again to rerun config.yaml.
+  if (!loaded_plugins().empty()) {
+    YAML::Node plugins(YAML::NodeType::Sequence);
+    for (const std::string& p : loaded_plugins()) plugins.push_back(p);
+    root["plugins"] = plugins;
+  }
   root["model"] = e_.model->resolved();
   root["dataset"] = e_.dataset->resolved();
+  if (e_.limits.any()) {  // only when set: other runs keep their config.yaml (and --resume)
+    if (e_.limits.limit) root["dataset"]["limit"] = e_.limits.limit;
+    if (e_.limits.test_limit) root["dataset"]["test_limit"] = e_.limits.test_limit;
+  }
   PartitionOptions partition;
   partition.stages = pipeline_stages_;
   partition.replicas = e_.partition.replicas;  // as asked (dp's own count is its scheme's)
@@ -445,6 +477,7 @@ YAML::Node Runner::resolved_config() const {
   root["lr_schedule"] = e_.lr_schedule->resolved();
   if (e_.compression.any()) root["compression"] = e_.compression.resolved();
   YAML::Node run = write_options(e_.run);
+  if (e_.run.max_steps == 0) run.remove("max_steps");  // as the limits: only when set
   run["executor"] = e_.executor->resolved();
   root["run"] = run;
   if (e_.init.from) root["init"] = write_options(e_.init);
