@@ -2,14 +2,17 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/aq_sgd_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/compression_run_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/check_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/describe_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/docs_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/experiments_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hardening_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/input_paths_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hardening_surfaces_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/json_files_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/placement_run_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/plugin_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/readme_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulate_codec_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulate_test.cpp

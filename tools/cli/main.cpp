@@ -2,16 +2,20 @@
 /// (docs/contributing.md, habit 6): 0 success, 2 a user's mistake (config, file, command line),
 /// 1 anything else.
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 #include <cstring>
 #include <iostream>
 #include <new>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "core/config/config_node.h"
 #include "core/util/allocator.h"
 #include "core/util/names.h"
+#include "core/util/plugins.h"
+#include "core/util/provenance.h"
 #include "tools/cli/commands.h"
 
 namespace pipelab::cli {
@@ -32,7 +36,9 @@ namespace {
 
 void usage(std::ostream& out) {
   out << "pipelab — pipeline-parallel and model-parallel DNN training\n\n"
-         "usage: pipelab <command> [options]    (pipelab <command> --help for details)\n\ncommands:\n";
+         "usage: pipelab <command> [options]    (pipelab <command> --help, or pipelab help <command>, for details;\n"
+         "       pipelab --version; any command takes --plugin FILE, a shared library that registers schemes,\n"
+         "       models, datasets or codecs)\n\ncommands:\n";
   for (const auto& [name, c] : pipelab::cli::commands()) out << fmt::format("  {:<10} {}\n", name, c.summary);
   out << "\nexample: pipelab run experiments/quickstart.yaml\n";
 }
@@ -40,13 +46,39 @@ void usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "version"))) {
+    std::cout << fmt::format("pipelab {} (git {}), LibTorch {}\n", pipelab::pipelab_version(), pipelab::git_revision(),
+                             TORCH_VERSION);
+    return 0;
+  }
+  // `pipelab help CMD` is `pipelab CMD --help`.
+  std::vector<char*> with_help;
+  if (argc == 3 && !std::strcmp(argv[1], "help") && pipelab::cli::commands().count(argv[2])) {
+    static char help_flag[] = "--help";
+    with_help = {argv[0], argv[2], help_flag};
+    argc = 3;
+    argv = with_help.data();
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     usage(std::cout);
     return argc < 2 ? 2 : 0;
   }
   pipelab::keep_freed_memory();
   const std::string name = argv[1];
-  const pipelab::cli::Args args(argv + 2, argv + argc);
+  // `--plugin FILE` (any command, repeatable) and a parent pipelab's PIPELAB_PLUGINS load
+  // shared libraries whose registrations the command then sees (core/util/plugins.h).
+  pipelab::cli::Args args;
+  std::vector<std::string> plugin_files;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--plugin" && i + 1 < argc) {
+      plugin_files.push_back(argv[++i]);
+    } else if (a.rfind("--plugin=", 0) == 0) {
+      plugin_files.push_back(a.substr(9));
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
   const auto& table = pipelab::cli::commands();
   const auto it = table.find(name);
   if (it == table.end()) {
@@ -59,6 +91,8 @@ int main(int argc, char** argv) {
   // Messages quote user input: control bytes are shown escaped, never sent to the terminal.
   using pipelab::printable;
   try {
+    pipelab::load_inherited_plugins();
+    for (const std::string& f : plugin_files) pipelab::load_plugin(f);
     return it->second.fn(args);
   } catch (const pipelab::cli::UsageError& e) {
     std::cerr << "pipelab " << name << ": " << printable(e.message) << "\n(see: pipelab " << name << " --help)\n";
