@@ -154,5 +154,13 @@ run:       {epochs: 1, batch_size: 16}
   EXPECT_NE(out.find("usage: pipelab describe FILE"), std::string::npos) << out;
 }
 
+TEST(Describe, ASweepFileDescribesItsFirstCell) {
+  const auto [c2, described] = pipelab("describe " + std::string(PIPELAB_EXPERIMENTS_DIR) +
+                                       "/seeds/spectrain/transformer.yaml --input-shape 200 --classes 2 --token-ids 2>&1");
+  EXPECT_EQ(c2, 0) << described;
+  EXPECT_NE(described.find("is a sweep: its first cell"), std::string::npos) << described;
+  EXPECT_NE(described.find("embed"), std::string::npos) << described;
+}
+
 }  // namespace
 }  // namespace pipelab

@@ -177,6 +177,26 @@ TEST_F(PlotTest, OneLinePerRunWithAxesTicksAndLegend) {
   EXPECT_NE(lines[1]->attrs.at("stroke-dasharray"), "");
 }
 
+TEST_F(PlotTest, TrainingCurvesByStepFromStepsCsv) {
+  // A one-epoch run: its epochs.csv has one row, its steps.csv every step's loss.
+  testing::write_text(dir_.file("runs/g0/metrics/steps.csv"), "step,epoch,loss,lr\n0,1,2.3,0.1\n1,1,1.9,0.1\n2,1,1.4,0.1\n");
+  testing::write_text(dir_.file("runs/g1/metrics/steps.csv"), "step,epoch,loss,lr\n0,1,2.2,0.1\n1,1,1.7,0.1\n");
+  CurveOptions o;
+  o.x = "step";
+  o.metric = "train_loss";  // steps.csv calls it loss
+  const Element svg = chart(o);
+  const auto lines = all(svg, "polyline", "series");
+  ASSERT_EQ(lines.size(), 2u);  // n0 has no steps.csv: left out, with a note
+  EXPECT_EQ(std::count(lines[0]->attrs.at("points").begin(), lines[0]->attrs.at("points").end(), ','), 3);
+  EXPECT_EQ(all(svg, "text", "x-label").at(0)->text, "training step");
+  EXPECT_EQ(all(svg, "text", "y-label").at(0)->text, "training loss");
+  o.group_by = {"scheme"};
+  const Element grouped = chart(o);
+  const auto mean = all(grouped, "polyline", "series");
+  ASSERT_EQ(mean.size(), 1u);  // gpipe: the mean over the runs that reached each step
+  EXPECT_EQ(std::count(mean[0]->attrs.at("points").begin(), mean[0]->attrs.at("points").end(), ','), 3);
+}
+
 TEST_F(PlotTest, BaselineAndABandWithoutGroups) {
   CurveOptions o;
   o.band = true;
@@ -242,10 +262,10 @@ TEST_F(PlotTest, MistakesAreUserErrors) {
                       " has no such column. Fix: use one of: test_acc"),
             std::string::npos);
   o = {};
-  o.x = "step";
+  o.x = "steps";
   EXPECT_NE(testing::user_error([&] {
               build_curves(load_runs(dir_.file("runs")), o);
-            }).find("--x step: expected epoch or time"),
+            }).find("--x steps: expected epoch, time or step"),
             std::string::npos);
   EXPECT_NE(testing::user_error([&] { load_runs(dir_.file("nothing")); }).find("no such folder"), std::string::npos);
 }

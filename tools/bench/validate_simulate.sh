@@ -26,7 +26,10 @@ for round in $(seq 1 "$rounds"); do
         sets=(--set run.output="$dir" --set "scheme=$section")
         if [ "$executor" = sequential ]; then sets+=(--set run.executor=sequential --set run.threads=1); fi
         "$pipelab" run experiments/simulate/validate_mlp.yaml --quiet "${sets[@]}" >/dev/null
-        report=$("$pipelab" simulate experiments/simulate/validate_mlp.yaml "${sets[@]}" --costs "$dir/metrics/costs.json")
+        replay=(--executor devices)
+        if [ "$executor" = sequential ]; then replay=(--executor sequential); fi
+        report=$("$pipelab" simulate experiments/simulate/validate_mlp.yaml "${sets[@]}" "${replay[@]}" \
+                 --costs "$dir/metrics/costs.json")
         python3 - "$executor" "$scheme" "$m" "$round" "$report" <<'PY'
 import re, sys
 executor, scheme, m, rnd, report = sys.argv[1:]

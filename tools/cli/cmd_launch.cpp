@@ -109,7 +109,7 @@ int launch(const Args& args) {
       "overwrite", "replace a finished run in the output folder")(
       "resume", "continue an interrupted run from its last finished epoch, as in pipelab run")(
       "stop-after", po::value<int>()->default_value(0), "end this session after N epochs, as in pipelab run")(
-      "quiet,q", "no progress bar and no per-epoch lines");
+      "quiet,q", "no progress bar and no per-epoch lines (the summary still shows)");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;

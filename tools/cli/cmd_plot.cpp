@@ -18,8 +18,10 @@ int plot(const Args& args) {
   tools::CurveOptions co;
   options.add_options()("runs", po::value(&dir)->required(), "folder of runs (searched recursively)")(
       "metric", po::value(&co.metric)->default_value("test_acc"),
-      "a column of metrics/epochs.csv: test_acc, test_loss, train_loss, train_acc, lr, samples_per_second, ...")(
-      "x", po::value(&co.x)->default_value("epoch"), "epoch, or time (cumulative wall-clock seconds)")(
+      "a column of metrics/epochs.csv: test_acc, test_loss, train_loss, train_acc, lr, samples_per_second, ...; "
+      "with --x step one of metrics/steps.csv: loss (the default there; train_loss names it too), lr")(
+      "x", po::value(&co.x)->default_value("epoch"),
+      "epoch, time (cumulative wall-clock seconds), or step (every training step, from metrics/steps.csv)")(
       "group-by", po::value(&group_by)->default_value(""),
       "one line per group of runs (their mean): keys, comma-separated")(
       "band", "shade each group's min-max range (without --group-by: all runs as one group)")(
@@ -31,14 +33,16 @@ int plot(const Args& args) {
   positional.add("runs", 1);
   po::variables_map vm;
   if (!parse(args,
-             "pipelab plot RUNS_DIR [--metric COLUMN] [--x epoch|time] [--group-by KEYS] [--band] [--baseline RUN]\n"
-             "             [--out FILE.svg]\n\n"
+             "pipelab plot RUNS_DIR [--metric COLUMN] [--x epoch|time|step] [--group-by KEYS] [--band] [--baseline RUN]\n"
+             "             [--where k=v] [--title TEXT] [--out FILE.svg]\n\n"
              "Draws one line per run (or per group: the mean) from metrics/epochs.csv into an SVG file. Keys are\n"
              "config key paths or aliases: " +
                  tools::key_aliases_help() + ".",
              options, positional, vm)) {
     return 0;
   }
+  // Every step's training loss: what a one-epoch run has to show.
+  if (co.x == "step" && vm["metric"].defaulted()) co.metric = "loss";
   co.group_by = tools::parse_keys(group_by, "--group-by");
   check_output_file("--out", out);
   co.band = vm.count("band") > 0;

@@ -85,7 +85,7 @@ int run(const Args& args) {
       "overwrite", "replace a finished run in the output folder")(
       "resume", "continue an interrupted run in the output folder from its last finished epoch")(
       "stop-after", po::value<int>()->default_value(0), "end this session after N epochs; continue later with --resume")(
-      "quiet,q", "no progress bar and no per-epoch lines")(
+      "quiet,q", "no progress bar and no per-epoch lines (the summary still shows)")(
       "name", po::value<std::string>(), "the run's title in its summary (default: the file's name)")(
       "rank", po::value<int>(), "join a multi-process run as this rank (with --world-size and --master)")(
       "world-size", po::value<int>(), "number of processes of the multi-process run")(

@@ -182,8 +182,8 @@ int simulate(const Args& args) {
       "dtype", po::value(&dtype), "derive costs: float32, bfloat16 or float16 (bytes of weights and activations)")(
       "no-overlap", "a send occupies its device until the message arrives (default: compute and links overlap)")(
       "executor", po::value(&executor),
-      "devices (one worker per device) or sequential (one thread runs every action in order, as the sequential "
-      "executor; default for costs measured with it)")(
+      "devices (default: one worker per device, what D devices would do) or sequential (one thread runs every "
+      "action in order, as the sequential executor: to check a sequential run's own costs against it)")(
       "slow-device", po::value(&slow)->composing(), "DEVICE:FACTOR: that device computes FACTOR times slower (repeatable)")(
       "svg", po::value(&svg), "write the timeline and memory per device as SVG (one file per scheme: out-NAME.svg)")(
       "trace", po::value(&trace), "write a Chrome trace (Perfetto, chrome://tracing) per scheme")(
@@ -229,7 +229,7 @@ int simulate(const Args& args) {
   sim_options.overlap = !vm.count("no-overlap");
   sim_options.slow = slow_devices(slow);
   const bool measured_sequential = source.file() && source.file()->executor == "sequential";
-  sim_options.one_worker = executor == "sequential" || (!vm.count("executor") && measured_sequential);
+  sim_options.one_worker = executor == "sequential";
   if (!vm.count("stages")) stages = e.partition.stages;
   if (stages < 1 || stages > kMaxScheduleStages) {
     throw UsageError{fmt::format("--stages {}: give a number from 1 to {}", stages, kMaxScheduleStages)};
@@ -321,13 +321,17 @@ int simulate(const Args& args) {
   fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\nlinks {} Gbit/s, {:g} us latency, {}{}{}\n\n", file,
              e.model->type(), e.run.batch_size, costs_line, link.gbps > 0 ? fmt::format("{:g}", link.gbps) : "infinite",
              link.latency_us, sim_options.overlap ? "overlapping compute" : "blocking sends",
-             sim_options.one_worker ? "; one worker runs every action (sequential executor)" : "",
+             sim_options.one_worker ? "; one worker runs every action (--executor sequential)"
+                                    : "; one worker per device (--executor devices)",
              sim_options.slow.empty() ? "" : "; slow devices given");
   const std::string table = sim::markdown_table(rows);
   fmt::print("{}\n{}", table, sim::memory_lines(rows));
   // The replay of a run's own measured costs, against what that run measured.
   const auto& f = source.file();
-  if (f && f->step_seconds > 0 && rows.size() == 1 && rows[0].error.empty() &&
+  if (f && measured_sequential != sim_options.one_worker) {
+    fmt::print("\nthe costs were measured with the {} executor; --executor {} replays that run to compare with it\n",
+               f->executor, measured_sequential ? "sequential" : "devices");
+  } else if (f && f->step_seconds > 0 && rows.size() == 1 && rows[0].error.empty() &&
       schemes[0].second->type() == f->scheme &&
       (schemes[0].second->span() != Span::MiniBatch || rows[0].result.units == f->micro_batches)) {
     const double predicted = rows[0].result.step_seconds;

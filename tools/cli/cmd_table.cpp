@@ -1,4 +1,4 @@
-/// pipelab table RUNS_DIR --rows KEYS --cols KEYS [--metric PATH]: a results table
+/// pipelab table RUNS_DIR --rows KEYS [--cols KEYS] [--metric PATH]: a results table
 /// (Markdown and CSV) from the runs under a folder, e.g. a sweep's output.
 #include <fmt/format.h>
 
@@ -32,7 +32,8 @@ int table(const Args& args) {
   positional.add("runs", 1);
   po::variables_map vm;
   if (!parse(args,
-             "pipelab table RUNS_DIR --rows KEYS --cols KEYS [--metric PATH] [--reference FILE] [--out PATH]\n\n"
+             "pipelab table RUNS_DIR --rows KEYS [--cols KEYS] [--metric PATH] [--reference FILE] [--where k=v]\n"
+             "                          [--decimals N] [--out PATH]\n\n"
              "Writes a Markdown and a CSV table of one summary.json metric, mean ± std (sample) over the runs\n"
              "that share a cell (seeds); diverged runs show as `diverged`, missing cells as `–`. Keys are config\n"
              "key paths or aliases: " +

@@ -20,11 +20,19 @@ namespace fs = std::filesystem;
 namespace pipelab::tools {
 namespace {
 
-/// One run's curve: per finished epoch, x and the metric (NaN where the file says null).
+/// One run's curve: per finished epoch (or step, with --x step), x and the metric (NaN where
+/// the file says null).
 struct Curve {
-  std::vector<int> epoch;
+  std::vector<int64_t> epoch;  ///< the epoch, or the step: what a group's mean is taken over
   std::vector<double> x, y;
 };
+
+bool by_step(const CurveOptions& o) { return o.x == "step"; }
+
+/// The column of the file `options` reads: steps.csv calls the training loss `loss`.
+std::string metric_column(const CurveOptions& o) {
+  return by_step(o) && o.metric == "train_loss" ? "loss" : o.metric;
+}
 
 /// A CSV field as a number; NaN for `null` (a non-finite value, see core/io/json.h).
 double cell_number(const std::string& text) {
@@ -40,10 +48,11 @@ size_t column(const std::vector<std::string>& header, const std::string& name, c
                   join(closest_first(name, std::vector<std::string>(header.begin() + 1, header.end())), ", ")));
 }
 
-/// Reads a run's epochs.csv; an empty curve when the run has no finished epoch yet. A file
-/// that cannot be used sets `problem` (the run is then left out, and named).
+/// Reads a run's epochs.csv (steps.csv with --x step); an empty curve when the run has no
+/// finished epoch (step) yet. A file that cannot be used sets `problem` (the run is then left
+/// out, and named).
 Curve load_curve(const RunInfo& run, const CurveOptions& options, std::string& problem) {
-  const fs::path path = fs::path(run.dir) / "metrics" / "epochs.csv";
+  const fs::path path = fs::path(run.dir) / "metrics" / (by_step(options) ? "steps.csv" : "epochs.csv");
   Curve c;
   if (!input_exists(path.string())) return c;
   std::vector<std::vector<std::string>> rows;
@@ -54,8 +63,8 @@ Curve load_curve(const RunInfo& run, const CurveOptions& options, std::string& p
     return c;
   }
   if (rows.size() < 2) return c;
-  const size_t y = column(rows[0], options.metric, "--metric", path.string());
-  const size_t e = column(rows[0], "epoch", "--x", path.string());
+  const size_t y = column(rows[0], metric_column(options), "--metric", path.string());
+  const size_t e = column(rows[0], by_step(options) ? "step" : "epoch", "--x", path.string());
   const size_t seconds = options.x == "time" ? column(rows[0], "seconds", "--x time", path.string()) : 0;
   double elapsed = 0;
   for (size_t r = 1; r < rows.size(); ++r) {
@@ -64,10 +73,10 @@ Curve load_curve(const RunInfo& run, const CurveOptions& options, std::string& p
       problem = fmt::format("{}: row {} {}", path.string(), r + 1,
                             rows[r].size() != rows[0].size()
                                 ? fmt::format("has {} fields, the header {}", rows[r].size(), rows[0].size())
-                                : "has no epoch number");
+                                : "has no epoch (step) number");
       return {};
     }
-    c.epoch.push_back(static_cast<int>(epoch));
+    c.epoch.push_back(static_cast<int64_t>(epoch));
     elapsed += options.x == "time" ? cell_number(rows[r][seconds]) : 0;
     c.x.push_back(options.x == "time" ? elapsed : epoch);
     c.y.push_back(cell_number(rows[r][y]));
@@ -77,7 +86,7 @@ Curve load_curve(const RunInfo& run, const CurveOptions& options, std::string& p
 
 /// The mean curve of a group (x and y averaged per epoch over the runs that reached it).
 Series mean_series(const std::string& label, const std::vector<const Curve*>& curves, bool band) {
-  std::map<int, std::vector<double>> xs, ys;
+  std::map<int64_t, std::vector<double>> xs, ys;
   for (const Curve* c : curves) {
     for (size_t i = 0; i < c->epoch.size(); ++i) {
       if (!std::isfinite(c->y[i])) continue;
@@ -116,15 +125,16 @@ std::string metric_label(const std::string& metric) {
 }
 
 LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& options) {
-  if (options.x != "epoch" && options.x != "time") {
-    throw UserError(fmt::format("--x {}: expected epoch or time. Fix: use --x epoch or --x time.", options.x));
+  if (options.x != "epoch" && options.x != "time" && options.x != "step") {
+    throw UserError(fmt::format("--x {}: expected epoch, time or step. Fix: use --x epoch, --x time or --x step.",
+                                options.x));
   }
   for (const std::string& k : options.group_by) require_config_key(runs, k, "--group-by");
   LineChart chart;
-  chart.x_label = options.x == "time" ? "training and evaluation time (s)" : "epoch";
+  chart.x_label = options.x == "time" ? "training and evaluation time (s)" : by_step(options) ? "training step" : "epoch";
   chart.y_label = metric_label(options.metric);
-  chart.integer_x = options.x == "epoch";
-  chart.title = fmt::format("{} by {}", chart.y_label, options.x == "time" ? "time" : "epoch");
+  chart.integer_x = options.x != "time";
+  chart.title = fmt::format("{} by {}", chart.y_label, options.x);
   if (!options.baseline.empty()) {
     const auto it = std::find_if(runs.begin(), runs.end(), [&](const RunInfo& r) {
       return r.name == options.baseline || r.dir == options.baseline || fs::path(r.dir).filename() == options.baseline;
@@ -154,7 +164,8 @@ LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& opt
     } else if (!c.x.empty()) {
       curves.emplace_back(&run, std::move(c));
     } else {
-      chart.notes.push_back(fmt::format("{}: no finished epoch in metrics/epochs.csv yet", run.name));
+      chart.notes.push_back(fmt::format("{}: no finished {} in metrics/{}.csv yet", run.name,
+                                        by_step(options) ? "step" : "epoch", by_step(options) ? "steps" : "epochs"));
     }
   }
   if (curves.empty()) {

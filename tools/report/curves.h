@@ -1,6 +1,7 @@
 #pragma once
 /// Learning curves from runs' metrics/epochs.csv: one line per run, or per group of runs
-/// (their mean, optionally with a min-max band), against epochs or wall-clock time.
+/// (their mean, optionally with a min-max band), against epochs or wall-clock time; or, with
+/// x = step, training curves from metrics/steps.csv (the loss and LR of every step).
 #include <string>
 #include <vector>
 
@@ -10,8 +11,8 @@
 namespace pipelab::tools {
 
 struct CurveOptions {
-  std::string metric = "test_acc";    ///< a column of metrics/epochs.csv
-  std::string x = "epoch";            ///< epoch, or time (cumulative seconds of the epochs)
+  std::string metric = "test_acc";    ///< a column of metrics/epochs.csv (steps.csv: loss, lr)
+  std::string x = "epoch";            ///< epoch, time (cumulative seconds of the epochs), or step
   std::vector<std::string> group_by;  ///< config key paths; empty: one line per run
   bool band = false;                  ///< a min-max band around each group's mean (all runs as one group
                                       ///< without group_by)

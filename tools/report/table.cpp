@@ -184,6 +184,16 @@ ResultTable build_table(const std::vector<RunInfo>& runs, const TableOptions& op
                     "runs with --where key=value",
                     t.row_labels[rc.first], t.col_labels[rc.second], join(mixed, ", ")));
   }
+  // One seed per cell: float32 runs of schedules equal in exact arithmetic drift apart by
+  // summation order (docs/schemes.md, "What equal means"), so a lone run is no estimate.
+  size_t single = 0;
+  for (const auto& [rc, cell] : t.cells) single += cell.values.size() == 1;
+  if (single > 0) {
+    t.notes.push_back(fmt::format("{} of {} cells hold one run: without ± std a difference between them may be noise "
+                                  "(float32 runs of equal schemes drift apart by summation order); add seeds "
+                                  "(run.seed in the sweep grid)",
+                                  single, t.cells.size()));
+  }
   if (t.incomplete > 0) {
     t.notes.push_back(fmt::format("{} run{} without a summary.json (interrupted or still running) {} not in the table",
                                   t.incomplete, t.incomplete == 1 ? "" : "s", t.incomplete == 1 ? "is" : "are"));

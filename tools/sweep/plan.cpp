@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/train/experiment.h"
+#include "core/train/input_paths.h"
 #include "core/util/names.h"
 #include "tools/sweep/grid.h"
 #include "tools/sweep/key_paths.h"
@@ -83,14 +84,24 @@ SweepPlan plan(const SweepDocument& doc) {
   std::vector<Cell> unique;
   std::set<std::string> seen;
   for (Cell& cell : cells) {
+    // A cell's copy is written elsewhere: what it reads must already name its place (the
+    // sweep file's folder, or the current directory for --set values).
+    resolve_input_paths(cell.tree, *cell.doc.source);
+    std::vector<std::string> values;
+    for (const Leaf& l : cell.leaves) values.push_back(l.first + "=" + l.second);
+    const std::string which = values.empty() ? "without grid values" : join(values, ", ");
     try {
       Experiment::from_tree(cell.tree, cell.doc.source, doc.name);
     } catch (const ConfigError& e) {
       // The place may be in the base experiment, wrong only with this cell's values.
-      std::vector<std::string> values;
-      for (const Leaf& l : cell.leaves) values.push_back(l.first + "=" + l.second);
-      throw ConfigError(fmt::format("{} (In the sweep cell {}.)", e.what(),
-                                    values.empty() ? "without grid values" : join(values, ", ")));
+      throw ConfigError(fmt::format("{} (In the sweep cell {}.)", e.what(), which));
+    }
+    const std::vector<std::string> missing = missing_input_paths(cell.tree);
+    if (!missing.empty()) {
+      throw ConfigError(fmt::format("{}: the sweep cell {} names files that do not exist ({}); nothing was run or "
+                                    "written. Fix: correct the paths (relative ones are read from the sweep file's "
+                                    "folder, --set ones from the current directory)",
+                                    doc.source->file(), which, join(missing, "; ")));
     }
     if (seen.insert(emit_yaml(cell.tree)).second) unique.push_back(std::move(cell));
   }

@@ -228,10 +228,12 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int threads = options.threads > 0 ? options.threads : std::max(1, cores / options.jobs);
   Reporter report(out, options.bar, plan.runs.size());
-  report.message(fmt::format("sweep {}: {} runs in {}/ ({} with results, {} to run), {} at a time, {} intra-op "
-                             "thread{} each (unless a cell sets run.threads)",
+  // What a run's threads are is its executor's to say (device threads x intra-op threads);
+  // the sweep only sets the budget that `run.threads: 0` reads. Each run's log.txt has its layout.
+  report.message(fmt::format("sweep {}: {} runs in {}/ ({} with results, {} to run), {} at a time, each with "
+                             "OMP_NUM_THREADS={} (the budget run.threads: 0 takes; its log.txt says its thread layout)",
                              plan.name, plan.runs.size(), plan.output, result.skipped, queue.size(), options.jobs,
-                             threads, threads == 1 ? "" : "s"));
+                             threads));
 
   std::list<Job> running;
   int finished = result.skipped;
