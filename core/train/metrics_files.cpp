@@ -44,6 +44,25 @@ const std::vector<MetricsFile>& metrics_files() {
   return files;
 }
 
+std::string upgrade_metrics_text(const std::string& text, const MetricsFile& file) {
+  const size_t end = text.find('\n');
+  if (end == std::string::npos) return text;
+  const std::string header = text.substr(0, end);
+  if (header == file.header || file.header.rfind(header + ",", 0) != 0) return text;
+  const auto fields = [](const std::string& line) { return std::count(line.begin(), line.end(), ',') + 1; };
+  const long missing = fields(file.header) - fields(header);
+  std::string padding;
+  for (long i = 0; i < missing; ++i) padding += ",nan";
+  std::string out = file.header + "\n";
+  std::istringstream in(text.substr(end + 1));
+  for (std::string line; std::getline(in, line);) {
+    if (fields(line) == fields(header)) line += padding;  // a line cut short stays as it is
+    out += line + "\n";
+  }
+  if (!text.empty() && text.back() != '\n' && !out.empty()) out.pop_back();  // keep a cut last line cut
+  return out;
+}
+
 size_t lines_to_keep(const std::string& text, const MetricsFile& file, int epochs_done, const std::string& path) {
   std::vector<std::string> lines;
   {

@@ -17,6 +17,11 @@ struct MetricsFile {
 /// steps.csv, stages.csv and epochs.csv, with their headers.
 const std::vector<MetricsFile>& metrics_files();
 
+/// `text` of a file written before the newest columns of `file` existed (its header a
+/// prefix of today's) with those columns added: the header widened, and "nan" appended to
+/// every line for each missing field. Any other text is returned as it is.
+std::string upgrade_metrics_text(const std::string& text, const MetricsFile& file);
+
 /// How many lines of `text` (header included) belong to the first `epochs_done` epochs.
 /// Lines after them may be later epochs or a last line cut short by a kill (both are
 /// dropped); a missing or wrong header, a line that is not the file's (anywhere but at the

@@ -61,7 +61,6 @@ const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields(
       {"train_acc", &EpochMetrics::train_acc},
       {"test_loss", &EpochMetrics::test_loss},
       {"test_acc", &EpochMetrics::test_acc},
-      {"test_mcc", &EpochMetrics::test_mcc},
       {"lr", &EpochMetrics::lr},
       {"seconds", &EpochMetrics::seconds},
       {"train_seconds", &EpochMetrics::train_seconds},
@@ -69,7 +68,10 @@ const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields(
       {"samples_per_second", &EpochMetrics::samples_per_second},
       {"data_wait_fraction", &EpochMetrics::data_wait_fraction},
       {"bytes_forward_per_step", &EpochMetrics::bytes_forward_per_step},
-      {"bytes_backward_per_step", &EpochMetrics::bytes_backward_per_step}};
+      {"bytes_backward_per_step", &EpochMetrics::bytes_backward_per_step},
+      // Newer columns go last: a file written before them has a header that is a prefix of
+      // today's, and --resume widens it (upgrade_metrics_text).
+      {"test_mcc", &EpochMetrics::test_mcc}};
   return fields;
 }
 
@@ -187,7 +189,10 @@ void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
   std::vector<size_t> keep;
   for (const MetricsFile& f : metrics_files()) {
     const std::string path = (fs::path(dir_) / f.name).string();
-    keep.push_back(lines_to_keep(read_file(path), f, epochs_done, path));
+    const std::string text = read_file(path);
+    const std::string upgraded = upgrade_metrics_text(text, f);
+    if (upgraded != text) write_file_atomic(path, upgraded);  // a run from before a column existed
+    keep.push_back(lines_to_keep(upgraded, f, epochs_done, path));
   }
   const size_t step_lines = keep[0] - 1;
   const size_t epochs = static_cast<size_t>(epochs_done);

@@ -12,6 +12,7 @@
 
 #include "core/dist/process_group.h"
 #include "core/train/classification_metrics.h"
+#include "core/train/metrics_files.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 
@@ -78,6 +79,20 @@ TEST(Mcc, AColaRunReportsItInOneProcessAndInTwo) {
   ASSERT_EQ(one.size(), 2u);
   EXPECT_NE(one.back(), "nan");
   EXPECT_EQ(one, column(testing::read_text(dir.file("two/metrics/epochs.csv"))));
+}
+
+TEST(Mcc, AnOlderRunsEpochsCsvIsWidenedOnResume) {
+  // A run written before test_mcc existed: its header is a prefix of today's.
+  const MetricsFile& epochs = metrics_files()[2];
+  ASSERT_EQ(epochs.name, "metrics/epochs.csv");
+  const std::string old_header = epochs.header.substr(0, epochs.header.rfind(",test_mcc"));
+  ASSERT_NE(old_header, epochs.header);
+  const std::string row(std::count(old_header.begin(), old_header.end(), ','), ',');
+  const std::string text = old_header + "\n1" + row + "\n2" + row.substr(1);  // the second line cut short
+  const std::string upgraded = upgrade_metrics_text(text, epochs);
+  EXPECT_EQ(upgraded, epochs.header + "\n1" + row + ",nan\n2" + row.substr(1));
+  EXPECT_EQ(lines_to_keep(upgraded, epochs, 1, "epochs.csv"), 2u);
+  EXPECT_EQ(upgrade_metrics_text(upgraded, epochs), upgraded);  // today's file: unchanged
 }
 
 }  // namespace
