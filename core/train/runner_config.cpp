@@ -35,6 +35,9 @@ YAML::Node Runner::resolved_config() const {
   meta["version"] = pipelab_version();
   meta["git_revision"] = git_revision();
   meta["runtime"] = device::describe_runtime();
+  // What the run's threads are: the executor's layout (device threads x intra-op threads),
+  // not the process's intra-op count alone.
+  meta["threads"] = e_.executor->thread_layout(device_count());
   root["pipelab"] = meta;
   // What registered the run's components must be loaded again to rerun config.yaml.
   if (!loaded_plugins().empty()) {

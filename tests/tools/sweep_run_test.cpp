@@ -117,6 +117,7 @@ TEST(SweepRun, ResumesInterruptedCellsAndSkipsFinishedOnes) {
     EXPECT_HAS(testing::read_text(r.dir + "/summary.json"), "\"status\": \"finished\"");
     EXPECT_HAS(testing::read_text(r.dir + "/sweep.log"), "pipelab run " + r.experiment_path() + " --resume --quiet");
     EXPECT_HAS(testing::read_text(r.dir + "/config.yaml"), " 1 intra-op threads)");
+    EXPECT_HAS(testing::read_text(r.dir + "/config.yaml"), "threads: 1 thread x 1 intra-op thread");
     for (const auto& f : fs::recursive_directory_iterator(r.dir)) {
       EXPECT_EQ(f.path().string().find(".tmp."), std::string::npos) << "left behind: " << f.path();
     }
