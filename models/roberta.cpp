@@ -23,7 +23,9 @@
 #include "core/model/model.h"
 #include "core/nn/dropout.h"
 
-namespace pipelab::models {
+// A namespace of its own: its layer classes share names with transformer.cpp's, and a unity
+// build compiles the two files as one.
+namespace pipelab::models::roberta {
 namespace {
 
 struct RobertaOptions {
@@ -239,4 +241,4 @@ class Roberta : public Configured<ModelFactory, RobertaOptions> {
 PIPELAB_REGISTER(ModelFactory, Roberta, "roberta",
                  "RoBERTa for sequence classification, named as Hugging Face's RobertaForSequenceClassification");
 
-}  // namespace pipelab::models
+}  // namespace pipelab::models::roberta
