@@ -33,15 +33,7 @@ struct ImageFolderOptions {
   std::string path;
   Layout layout = Layout::Auto;
   std::string train = "train", test = "val";
-  ImageTransformOptions transform;
-  ImageFolderOptions() {
-    transform.random_resized_crop = 224;
-    transform.flip = true;
-    transform.resize = 256;
-    transform.center_crop = 224;
-    transform.mean = {0.485, 0.456, 0.406};
-    transform.std = {0.229, 0.224, 0.225};
-  }
+  ImageTransformOptions transform = imagenet_transform();
   template <class V>
   void fields(V& v) {
     v.required("path", path, "the dataset's folder", non_empty);

@@ -26,17 +26,6 @@ namespace fs = std::filesystem;
 namespace pipelab {
 namespace {
 
-ImageTransformOptions imagenet_transform() {
-  ImageTransformOptions t;
-  t.random_resized_crop = 224;
-  t.flip = true;
-  t.resize = 256;
-  t.center_crop = 224;
-  t.mean = {0.485, 0.456, 0.406};
-  t.std = {0.229, 0.224, 0.225};
-  return t;
-}
-
 struct TinyImagenetOptions {
   std::optional<std::string> path;
   ImageTransformOptions transform = imagenet_transform();

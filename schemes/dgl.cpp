@@ -24,15 +24,13 @@ namespace {
 struct DglOptions {
   std::string heads = "auto";
   dgl::ReplayRule replay;
-  int buffer = 0;
-  int seed = 0;
   template <class V>
   void fields(V& v) {
     v("heads", heads,
       "auxiliary nets, e.g. conv128_bn_conv64_bn_gbpl_fc or fc256_fc (auto: by output shape; the grammar of "
       "interlocking's heads)",
       non_empty);
-    v("buffer", buffer,
+    v("buffer", replay.buffer,
       "0: synchronous (F55); M > 0: asynchronous, a ring buffer of M outputs per boundary (F56, the reference's "
       "--buffer)",
       non_negative);
@@ -50,7 +48,7 @@ struct DglOptions {
       "reads of one buffer entry at most (0: unbounded; the reference's --max-buffer-reuse); a module with none "
       "left skips its pick",
       non_negative);
-    v("seed", seed, "seed of the uniform picks (the same sequence every epoch)", non_negative);
+    v("seed", replay.seed, "seed of the uniform picks (the same sequence every epoch)", non_negative);
     v.choice("buffer_ranking", replay.ranking,
              Choices<dgl::Ranking>{{"lifo", dgl::Ranking::Lifo}, {"reference", dgl::Ranking::Reference}},
              "among the least-read entries: lifo (the freshest, default) or reference (the reference code's ranking, "
@@ -59,7 +57,7 @@ struct DglOptions {
   void check(const ConfigNode& node) const {
     greedy::check_heads(node, heads);
     for (const char* key : {"order", "picks", "slow_stage", "slowdown", "max_reuse", "seed", "buffer_ranking"}) {
-      if (buffer == 0 && node.has(key)) {
+      if (replay.buffer == 0 && node.has(key)) {
         node.child(key).fail("it applies to asynchronous DGL, and buffer is 0 (synchronous)",
                              "set buffer: M (entries per boundary), or remove it");
       }
@@ -86,11 +84,8 @@ class Dgl : public Configured<Scheme, DglOptions> {
   Span span() const override { return Span::Epoch; }
   bool routes_own_gradients() const override { return true; }
   Schedule schedule(int stages, int units) const override {
-    if (options_.buffer > 0) {
-      dgl::ReplayRule rule = options_.replay;
-      rule.buffer = options_.buffer;
-      rule.seed = static_cast<uint64_t>(options_.seed);
-      return dgl::replay_schedule(rule, stages, dgl::pick_sequence(rule, stages, units));
+    if (options_.replay.buffer > 0) {
+      return dgl::replay_schedule(options_.replay, stages, dgl::pick_sequence(options_.replay, stages, units));
     }
     Lowering how;
     how.sends_back = {};  // no gradient crosses a boundary

@@ -69,7 +69,7 @@ std::vector<int> pick_sequence(const ReplayRule& rule, int stages, int units) {
   for (int k = 0; k < stages; ++k) {
     if (!add(k) || !add(k)) return out;
   }
-  std::mt19937_64 engine(rule.seed);
+  std::mt19937_64 engine(static_cast<uint64_t>(rule.seed));
   for (int i = 0;; ++i) {
     const int k = rule.order == Order::RoundRobin ? i % stages : weighted_pick(rule, stages, engine);
     if (!add(k)) return out;

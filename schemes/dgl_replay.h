@@ -28,13 +28,13 @@ enum class Ranking {
 };
 
 struct ReplayRule {
-  int buffer = 1;  ///< entries per boundary (the reference's `--buffer`)
+  int buffer = 0;  ///< entries per boundary (the reference's `--buffer`; 0: synchronous DGL, no replay)
   Order order = Order::Uniform;
   std::vector<int> picks;  ///< Order::List
   int slow_stage = -1;     ///< the reference's `--layer_noise` (-1: none)
   double slowdown = 0;     ///< its `--noise`: the slowed module's pick weight is 1 - slowdown
   int max_reuse = 0;       ///< its `--max-buffer-reuse` (0: unbounded)
-  uint64_t seed = 0;       ///< the seed of Order::Uniform's draws
+  int64_t seed = 0;        ///< the seed of Order::Uniform's draws
   Ranking ranking = Ranking::Lifo;
 };
 

@@ -51,6 +51,11 @@ struct ImageTransformOptions {
   }
 };
 
+/// ImageNet's usual transforms (PipeOptim's setting, docs/schemes.md §6.5): random resized
+/// crop 224 and flip for training, resize 256 and centre crop 224 for testing, ImageNet's
+/// channel means and deviations.
+ImageTransformOptions imagenet_transform();
+
 /// A resolved transform for images of one shape [C, H, W].
 class ImageTransform {
  public:
