@@ -33,20 +33,3 @@ void set_deterministic(bool on);
 void set_allow_tf32(bool cudnn, bool matmul);
 
 }  // namespace pipelab::device
-
-// CUDA's event wrapper moved from ATen (at::cuda::CUDAEvent, LibTorch <= 2.x) to c10
-// (c10::cuda::CUDAEvent). Only CUDA sources ask for it, by defining PIPELAB_CUDA_EVENT
-// before including this header, so CPU sources never see CUDA headers.
-#if defined(PIPELAB_WITH_CUDA) && defined(PIPELAB_CUDA_EVENT)
-#if __has_include(<c10/cuda/CUDAEvent.h>)
-#include <c10/cuda/CUDAEvent.h>
-namespace pipelab::device {
-using CudaEvent = c10::cuda::CUDAEvent;
-}  // namespace pipelab::device
-#else
-#include <ATen/cuda/CUDAEvent.h>
-namespace pipelab::device {
-using CudaEvent = at::cuda::CUDAEvent;
-}  // namespace pipelab::device
-#endif
-#endif

@@ -10,8 +10,7 @@
 #include <mutex>
 
 #ifdef PIPELAB_WITH_CUDA
-#define PIPELAB_CUDA_EVENT
-#include "core/device/compat.h"
+#include "core/device/cuda_event.h"
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
