@@ -17,7 +17,7 @@ Batch ImageDataset::get(const std::vector<int64_t>& indices, uint64_t seed) cons
   std::vector<at::Tensor> images;
   images.reserve(indices.size());
   for (const int64_t i : indices) images.push_back(image(i));
-  return {transform_->apply(images, seed, train_), labels_.index_select(0, at::tensor(indices, at::kLong))};
+  return {transform_->apply(images, seed, train_), labels_.index_select(0, at::tensor(indices, at::kLong)), at::Tensor()};
 }
 
 ImageTensorDataset::ImageTensorDataset(at::Tensor images, at::Tensor labels,

@@ -43,6 +43,13 @@ class ImageTensorDataset : public ImageDataset {
   at::Tensor images_;
 };
 
+/// Image files and their labels, one split of a folder-based dataset as listed (ImageFolder,
+/// Food-101, Tiny-ImageNet), before an ImageFileDataset decodes them.
+struct ImageListing {
+  std::vector<std::string> paths;
+  std::vector<int64_t> labels;
+};
+
 /// Images decoded from their files when a batch needs them, as torchvision's ImageFolder
 /// does (Tiny-ImageNet: 100,000 JPEGs would take 1.2 GB decoded).
 class ImageFileDataset : public ImageDataset {

@@ -47,12 +47,6 @@ struct ImageFolderOptions {
   }
 };
 
-/// Image paths and labels of one split.
-struct Listing {
-  std::vector<std::string> paths;
-  std::vector<int64_t> labels;
-};
-
 bool is_jpeg(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -90,8 +84,8 @@ std::vector<std::string> class_folders(const fs::path& root) {
   return names;
 }
 
-Listing list_split(const fs::path& root, std::map<std::string, int64_t>& classes, bool defines_classes) {
-  Listing out;
+ImageListing list_split(const fs::path& root, std::map<std::string, int64_t>& classes, bool defines_classes) {
+  ImageListing out;
   for (const std::string& name : class_folders(root)) {
     if (defines_classes) classes.emplace(name, static_cast<int64_t>(classes.size()));
     const auto it = classes.find(name);
@@ -119,10 +113,10 @@ std::vector<std::string> lines_of(const fs::path& file) {
 }
 
 /// Food-101's split file: one "<class>/<id>" per line, the image images/<class>/<id>.jpg.
-Listing list_food101(const fs::path& root, const std::string& split, const std::map<std::string, int64_t>& classes) {
+ImageListing list_food101(const fs::path& root, const std::string& split, const std::map<std::string, int64_t>& classes) {
   const fs::path file = root / "meta" / (split + ".txt");
   if (!fs::is_regular_file(file)) throw UserError(fmt::format("Food-101: {} not found", file.string()));
-  Listing out;
+  ImageListing out;
   const std::vector<std::string> lines = lines_of(file);
   for (size_t i = 0; i < lines.size(); ++i) {
     const size_t slash = lines[i].find('/');
@@ -152,7 +146,7 @@ class ImageFolder : public Configured<DatasetFactory, ImageFolderOptions> {
     const bool food = options_.layout == Layout::Food101 ||
                       (options_.layout == Layout::Auto && fs::is_regular_file(root / "meta" / "train.txt"));
     std::map<std::string, int64_t> classes;
-    Listing train, test;
+    ImageListing train, test;
     if (food) {
       for (const std::string& name : lines_of(root / "meta" / "classes.txt")) {
         classes.emplace(name, static_cast<int64_t>(classes.size()));

@@ -36,12 +36,6 @@ struct TinyImagenetOptions {
   }
 };
 
-/// Image paths and labels of one split.
-struct Listing {
-  std::vector<std::string> paths;
-  std::vector<int64_t> labels;
-};
-
 class TinyImagenet : public Configured<DatasetFactory, TinyImagenetOptions> {
  public:
   using Configured::Configured;
@@ -54,8 +48,8 @@ class TinyImagenet : public Configured<DatasetFactory, TinyImagenetOptions> {
     const std::string dir = locate_dataset(context, options_.path, home);
     if (!jpeg_supported()) decode_jpeg("", dir);  // throws the "built without libjpeg" error
     std::map<std::string, int64_t> classes;
-    const Listing train = list_train(dir, home, classes);
-    const Listing val = list_val(dir, home, classes);
+    const ImageListing train = list_train(dir, home, classes);
+    const ImageListing val = list_val(dir, home, classes);
     const std::vector<int64_t> shape{3, 64, 64};
     auto transform = std::make_shared<const ImageTransform>(options_.transform, shape, *this);
     // Every image is 64x64; without a resize a different one could not be batched.
@@ -83,7 +77,7 @@ class TinyImagenet : public Configured<DatasetFactory, TinyImagenetOptions> {
   }
 
  private:
-  static Listing list_train(const std::string& dir, const DatasetHome& home, std::map<std::string, int64_t>& classes) {
+  static ImageListing list_train(const std::string& dir, const DatasetHome& home, std::map<std::string, int64_t>& classes) {
     const fs::path root = fs::path(dir) / "train";
     if (!fs::is_directory(root)) {
       throw UserError(fmt::format("Tiny-ImageNet: folder {} not found (expected train/<wnid>/images/*.JPEG); {}",
@@ -94,7 +88,7 @@ class TinyImagenet : public Configured<DatasetFactory, TinyImagenetOptions> {
       if (entry.is_directory()) wnids.push_back(entry.path().filename().string());
     }
     std::sort(wnids.begin(), wnids.end());
-    Listing out;
+    ImageListing out;
     for (const std::string& wnid : wnids) {
       const int64_t label = static_cast<int64_t>(classes.size());
       classes.emplace(wnid, label);
@@ -114,7 +108,7 @@ class TinyImagenet : public Configured<DatasetFactory, TinyImagenetOptions> {
     return out;
   }
 
-  static Listing list_val(const std::string& dir, const DatasetHome& home,
+  static ImageListing list_val(const std::string& dir, const DatasetHome& home,
                           const std::map<std::string, int64_t>& classes) {
     const fs::path annotations = fs::path(dir) / "val" / "val_annotations.txt";
     if (!fs::is_regular_file(annotations)) {
@@ -123,7 +117,7 @@ class TinyImagenet : public Configured<DatasetFactory, TinyImagenetOptions> {
     }
     std::istringstream lines(read_file(annotations.string()));
     std::string line;
-    Listing out;
+    ImageListing out;
     for (int64_t line_no = 1; std::getline(lines, line); ++line_no) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.empty()) continue;

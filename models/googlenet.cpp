@@ -58,7 +58,7 @@ constexpr InceptionSpec kModules[] = {
 };
 
 /// conv -> bn -> ReLU: with a bias in the CIFAR code, without (and bn eps 0.001) in torchvision's.
-Sequence conv(int64_t in, int64_t out, int64_t kernel, bool torchvision = false, int64_t stride = 1) {
+Sequence basic_conv(int64_t in, int64_t out, int64_t kernel, bool torchvision = false, int64_t stride = 1) {
   ConvBnOptions o = ConvBnOptions(in, out, kernel).padding(kernel / 2).stride(stride).bias(!torchvision);
   if (torchvision) o.eps(1e-3);
   return conv_bn(o);
@@ -75,13 +75,13 @@ torch::nn::MaxPool2d ceil_pool(int64_t kernel, int64_t stride, int64_t padding =
 
 Branches inception(const InceptionSpec& s, bool tv) {
   Branches b;
-  b->add("b1", conv(s.in, s.n1x1, 1, tv));
+  b->add("b1", basic_conv(s.in, s.n1x1, 1, tv));
   Sequence b2;
-  b2->add("conv1", conv(s.in, s.n3x3red, 1, tv)).add("conv2", conv(s.n3x3red, s.n3x3, 3, tv));
+  b2->add("conv1", basic_conv(s.in, s.n3x3red, 1, tv)).add("conv2", basic_conv(s.n3x3red, s.n3x3, 3, tv));
   b->add("b2", b2);
   Sequence b3;
-  b3->add("conv1", conv(s.in, s.n5x5red, 1, tv)).add("conv2", conv(s.n5x5red, s.n5x5, 3, tv));
-  if (!tv) b3->add("conv3", conv(s.n5x5, s.n5x5, 3));
+  b3->add("conv1", basic_conv(s.in, s.n5x5red, 1, tv)).add("conv2", basic_conv(s.n5x5red, s.n5x5, 3, tv));
+  if (!tv) b3->add("conv3", basic_conv(s.n5x5, s.n5x5, 3));
   b->add("b3", b3);
   Sequence b4;
   if (tv) {
@@ -89,7 +89,7 @@ Branches inception(const InceptionSpec& s, bool tv) {
   } else {
     b4->add("pool", max_pool(1));
   }
-  b4->add("conv", conv(s.in, s.pool_planes, 1, tv));
+  b4->add("conv", basic_conv(s.in, s.pool_planes, 1, tv));
   b->add("b4", b4);
   if (s.pool_after && tv) b->then("pool", std::string(s.name) == "b3" ? ceil_pool(3, 2) : ceil_pool(2, 2));
   if (s.pool_after && !tv) b->then("pool", max_pool(2));
@@ -99,10 +99,10 @@ Branches inception(const InceptionSpec& s, bool tv) {
 /// torchvision's stem: conv1, maxpool1, conv2, conv3, maxpool2.
 Sequence torchvision_stem(int64_t channels) {
   Sequence stem;
-  stem->add("conv1", conv(channels, 64, 7, true, 2))
+  stem->add("conv1", basic_conv(channels, 64, 7, true, 2))
       .add("pool1", ceil_pool(3, 2))
-      .add("conv2", conv(64, 64, 1, true))
-      .add("conv3", conv(64, 192, 3, true))
+      .add("conv2", basic_conv(64, 64, 1, true))
+      .add("conv3", basic_conv(64, 192, 3, true))
       .add("pool2", ceil_pool(3, 2));
   return stem;
 }
@@ -119,7 +119,7 @@ class Googlenet : public Configured<ModelFactory, GooglenetOptions> {
     if (tv) {
       def.blocks.push_back({"stem", [=] { return initialised(torchvision_stem(channels), init_spectrain); }});
     } else {
-      def.blocks.push_back({"pre", [=] { return initialised(conv(channels, 192, 3), init_spectrain); }});
+      def.blocks.push_back({"pre", [=] { return initialised(basic_conv(channels, 192, 3), init_spectrain); }});
     }
     for (const InceptionSpec& s : kModules) {
       def.blocks.push_back({s.name, [s, tv] { return initialised(inception(s, tv), init_spectrain); }});

@@ -47,7 +47,7 @@ int64_t round_width(double v) {
   return rounded;
 }
 
-Sequence conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups, Act act) {
+Sequence conv_bn_act(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups, Act act) {
   return conv_bn(ConvBnOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).act(act));
 }
 
@@ -57,9 +57,9 @@ torch::nn::AnyModule inverted_residual(int64_t in, int64_t out, int64_t stride, 
   Residual r(/*relu_after=*/false);
   Sequence plain;
   SequenceImpl& s = residual ? static_cast<SequenceImpl&>(*r) : *plain;
-  if (expansion != 1) s.add("expand", conv(in, hidden, 1, 1, 1, Act::Relu6));
-  s.add("depthwise", conv(hidden, hidden, 3, stride, hidden, Act::Relu6));
-  s.add("project", conv(hidden, out, 1, 1, 1, Act::None));
+  if (expansion != 1) s.add("expand", conv_bn_act(in, hidden, 1, 1, 1, Act::Relu6));
+  s.add("depthwise", conv_bn_act(hidden, hidden, 3, stride, hidden, Act::Relu6));
+  s.add("project", conv_bn_act(hidden, out, 1, 1, 1, Act::None));
   auto init = [](torch::nn::Module& m) { init_convs_kaiming_fan_out(m); };
   return residual ? initialised(r, init) : initialised(plain, init);
 }
@@ -77,7 +77,7 @@ class MobilenetV2 : public Configured<ModelFactory, MobilenetV2Options> {
     ModelDef def;
     const int64_t channels = image.channels;
     int64_t in = round_width(32 * w);
-    def.blocks.push_back({"features_0", [=] { return initialised(conv(channels, in, 3, 2, 1, Act::Relu6), init); }});
+    def.blocks.push_back({"features_0", [=] { return initialised(conv_bn_act(channels, in, 3, 2, 1, Act::Relu6), init); }});
     struct Stage {
       int64_t t, c, n, s;
     };
@@ -94,7 +94,7 @@ class MobilenetV2 : public Configured<ModelFactory, MobilenetV2Options> {
     }
     const int64_t last = round_width(1280 * std::max(1.0, w)), classes = data.classes;
     def.blocks.push_back({fmt::format("features_{}", def.blocks.size()),
-                          [=] { return initialised(conv(in, last, 1, 1, 1, Act::Relu6), init); }});
+                          [=] { return initialised(conv_bn_act(in, last, 1, 1, 1, Act::Relu6), init); }});
     def.blocks.push_back({"head", [=] {
                             ClassifierOptions head;
                             head.dropout = dropout;

@@ -63,6 +63,7 @@
 #include <algorithm>
 
 #include "core/scheme/lr_at_unit.h"
+#include "core/scheme/one_f_one_b.h"
 #include "core/scheme/scheme.h"
 #include "core/scheme/staleness.h"
 #include "core/util/error.h"
@@ -71,7 +72,7 @@
 namespace pipelab {
 namespace {
 
-enum class Flush { Never, Epoch };
+using Flush = FlushOption::Flush;  // its default differs: never
 
 struct Pipedream2bwOptions {
   int micro_batches = 4;

@@ -142,7 +142,8 @@ bool register_component(const char* name, const char* description) {
 
 #define PIPELAB_CONCAT_INNER(a, b) a##b
 #define PIPELAB_CONCAT(a, b) PIPELAB_CONCAT_INNER(a, b)
-/// One registration line per plugin, in the plugin's own .cpp.
-#define PIPELAB_REGISTER(Base, Impl, name, description)                        \
-  [[maybe_unused]] static const bool PIPELAB_CONCAT(pipelab_registered_, __LINE__) = \
+/// One registration line per plugin, in the plugin's own .cpp. (__COUNTER__, not __LINE__:
+/// the unity build compiles several plugins' .cpp files as one translation unit.)
+#define PIPELAB_REGISTER(Base, Impl, name, description)                           \
+  [[maybe_unused]] static const bool PIPELAB_CONCAT(pipelab_registered_, __COUNTER__) = \
       ::pipelab::register_component<Base, Impl>(name, description)

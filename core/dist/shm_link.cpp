@@ -27,7 +27,7 @@ namespace {
 
 constexpr uint64_t kMagic = 0x70697065'6c616231ULL;  // "pipelab1"
 constexpr int64_t kPage = 4096;
-constexpr int64_t kAlign = 64;  // every message starts on a cache line (and any dtype's alignment)
+constexpr int64_t kMessageAlign = 64;  // every message starts on a cache line (and any dtype's alignment)
 constexpr int kReceiver = 0, kSender = 1;
 
 int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
@@ -213,7 +213,7 @@ bool ShmLink::send(int64_t tag, int64_t bytes, const std::function<void(uint8_t*
   PIPELAB_ASSERT(!receiver_, "the receiving end of {} sends", name_);
   std::lock_guard<std::mutex> lock(mutex_);
   const int64_t ring = options_.ring_bytes;
-  const int64_t need = round_up(bytes, kAlign);
+  const int64_t need = round_up(bytes, kMessageAlign);
   if (need > ring) return false;
   uint64_t start = reserved_;
   const int64_t at = static_cast<int64_t>(start % static_cast<uint64_t>(ring));
@@ -261,7 +261,7 @@ void ShmLink::drain() {
     if (m.elsewhere == 0) {
       t.bytes = at::empty({m.size}, at::kByte);
       std::memcpy(t.bytes.data_ptr(), ring_ + m.start % ring, static_cast<size_t>(m.size));
-      control_->byte_head.store(m.start + static_cast<uint64_t>(round_up(m.size, kAlign)), std::memory_order_release);
+      control_->byte_head.store(m.start + static_cast<uint64_t>(round_up(m.size, kMessageAlign)), std::memory_order_release);
     }
     PIPELAB_ASSERT(kept_.emplace(m.tag, std::move(t)).second, "two messages in flight under tag {} on {}", m.tag, name_);
     control_->marker_head.store(head + 1, std::memory_order_release);

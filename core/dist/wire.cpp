@@ -20,7 +20,7 @@ constexpr int64_t kMaxTensors = kParts - 1;  // part 0 is the message itself
 constexpr int64_t kFixed = 5;
 constexpr int64_t kHeaderWords = kFixed + kMaxTensors * kPerTensor;
 constexpr int64_t kHeaderBytes = kHeaderWords * 8;
-constexpr int64_t kAlign = 64;  // each tensor's bytes start on a cache line (and any dtype's alignment)
+constexpr int64_t kTensorAlign = 64;  // each tensor's bytes start on a cache line (and any dtype's alignment)
 constexpr int kStageSlots = 16;  // stages told apart per process pair (interleaved placements)
 
 int kind_index(char kind) {
@@ -32,7 +32,7 @@ int kind_index(char kind) {
   }
 }
 
-int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+int64_t aligned(int64_t n) { return (n + kTensorAlign - 1) / kTensorAlign * kTensorAlign; }
 
 }  // namespace
 

@@ -13,10 +13,14 @@
 
 namespace pipelab {
 namespace {
-
 using torch::autograd::Edge;
 using torch::autograd::Node;
 using torch::autograd::variable_list;
+}  // namespace
+
+// Named, not anonymous: WeightPass::Impl (declared in the header) holds a Kept, and a class
+// with external linkage may not hold a type with internal linkage (-Wsubobject-linkage).
+namespace weight_pass_detail {
 
 /// What arrives at a node during I, kept for W.
 struct Kept {
@@ -35,9 +39,10 @@ class KeepGradients : public torch::autograd::FunctionPreHook {
   std::shared_ptr<Kept> kept_;
 };
 
-}  // namespace
+}  // namespace weight_pass_detail
 
 struct WeightPass::Impl {
+  using Kept = weight_pass_detail::Kept;
   /// Parameters split at one node: the node (its edges start W) and what it got in I.
   struct Group {
     Edge node;  ///< input_nr unused: W starts at every input of the node
@@ -103,8 +108,8 @@ WeightPass::WeightPass(const std::vector<at::Tensor>& roots, const std::vector<a
     Node* at_node = *meets.begin();
     auto [it, fresh] = group_of.emplace(at_node, impl_->groups.size());
     if (fresh) {
-      auto kept = std::make_shared<Kept>();
-      at_node->add_pre_hook(std::make_unique<KeepGradients>(kept));
+      auto kept = std::make_shared<weight_pass_detail::Kept>();
+      at_node->add_pre_hook(std::make_unique<weight_pass_detail::KeepGradients>(kept));
       impl_->groups.push_back({handle.at(at_node), kept, {}});
     }
     impl_->groups[it->second].params.push_back(p);
