@@ -73,7 +73,7 @@ class HeadImpl : public torch::nn::Module {
     int index = 0;
     for (const Layer& l : parse(spec)) {
       ++index;
-      Step step{l.kind};
+      Step step{l.kind, {}};
       if (l.kind == Layer::Kind::Conv) {
         if (shape.size() != 3) bad(spec, fmt::format("conv{}", l.width), "needs image outputs [C, H, W]");
         step.module = torch::nn::AnyModule(register_module(

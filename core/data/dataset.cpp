@@ -14,7 +14,7 @@ int64_t TensorDataset::size() const { return x_.size(0); }
 
 Batch TensorDataset::get(const std::vector<int64_t>& indices, uint64_t /*seed*/) const {
   const at::Tensor idx = at::tensor(indices, at::kLong);
-  return {x_.index_select(0, idx), y_.index_select(0, idx)};
+  return {x_.index_select(0, idx), y_.index_select(0, idx), at::Tensor()};
 }
 
 }  // namespace pipelab

@@ -264,7 +264,11 @@ void Runner::build_stages() {
     s.set_lr_schedule([this, factor](int64_t step) { return lr_at(step) * factor; });
     policies_.push_back(e_.scheme->make_policy(s));
     routes_.push_back(e_.scheme->make_route(s));
-    slots_.push_back({&s, policies_.back().get(), routes_.back().get()});
+    StageSlot slot;
+    slot.stage = &s;
+    slot.policy = policies_.back().get();
+    slot.route = routes_.back().get();
+    slots_.push_back(slot);
   }
   connect_gradients();
   connect_codecs();

@@ -83,7 +83,7 @@ struct Drawn {
 Drawn whole_pipelines(const Scheme& scheme, int d, int micro, int replicas, const GradientOptions& gradients) {
   const GradientSync sync = gradient_sync(gradients, scheme, d, replicas, false, false);
   Drawn out{with_communication(replicated_schedule(scheme, d, equal_units(micro, replicas), sync)),
-            replicated_rules(scheme, d, replicas, sync)};
+            replicated_rules(scheme, d, replicas, sync), "", ""};
   if (replicas > 1) {
     out.layout = fmt::format(" x {} replicas", replicas);
     out.note = " per replica (replica r's stage p is stage r*D+p; ALLREDUCE sums a stage's replicas)";
