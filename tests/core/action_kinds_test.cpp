@@ -15,7 +15,7 @@
 #include "tests/support/helpers.h"
 #include "tests/support/linear_pipeline.h"
 
-namespace pipelab {
+namespace pipelab::action_kinds_test {
 namespace {
 
 /// Compute-only schedules that, once lowered, hold every kind between them.
@@ -150,4 +150,4 @@ TEST(ActionKinds, ExecutorsCountEveryComputeKindTheyRun) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::action_kinds_test

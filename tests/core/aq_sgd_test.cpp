@@ -15,7 +15,7 @@
 #include "core/config/yaml_file.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::aq_sgd_test {
 namespace {
 
 std::unique_ptr<Codec> make(const std::string& yaml, int64_t examples = 1, const std::string& folder = "") {
@@ -174,4 +174,4 @@ TEST(AqSgd, ClearRefusals) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::aq_sgd_test

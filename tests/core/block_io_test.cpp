@@ -10,7 +10,7 @@
 #include "core/stage/stage.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::block_io_test {
 namespace {
 
 using Names = std::vector<std::string>;
@@ -135,4 +135,4 @@ TEST(BlockIo, TheSplitBackwardGivesTheWholeBackwardsGradients) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::block_io_test

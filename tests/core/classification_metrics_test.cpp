@@ -16,7 +16,7 @@
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 
-namespace pipelab {
+namespace pipelab::classification_metrics_test {
 namespace {
 
 TEST(Mcc, HandComputedValues) {
@@ -96,4 +96,4 @@ TEST(Mcc, AnOlderRunsEpochsCsvIsWidenedOnResume) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::classification_metrics_test

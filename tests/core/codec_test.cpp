@@ -15,7 +15,7 @@
 #include "core/config/yaml_file.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::codec_test {
 namespace {
 
 std::unique_ptr<Codec> make(const std::string& yaml) {
@@ -347,4 +347,4 @@ TEST(Compression, BadSectionsAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::codec_test

@@ -6,7 +6,7 @@
 
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::config_test {
 namespace {
 
 const char* kBase = R"(model:
@@ -169,4 +169,4 @@ TEST(Config, ResolvedConfigRerunsTheSameExperiment) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::config_test

@@ -7,7 +7,7 @@
 #include "core/train/feeds.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::data_test {
 namespace {
 
 DatasetSplits load(const std::string& yaml) {
@@ -106,4 +106,4 @@ TEST(Data, TensorsFromPtFiles) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::data_test

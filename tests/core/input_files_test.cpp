@@ -17,7 +17,7 @@
 #include "core/io/pt_file.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::input_files_test {
 namespace {
 
 std::string config_error(const std::function<void()>& fn) {
@@ -95,4 +95,4 @@ TEST(YamlFile, NulBytesAndBadSetValuesNameThePlace) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::input_files_test

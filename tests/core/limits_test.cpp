@@ -11,7 +11,7 @@
 #include "core/data/subset.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::limits_test {
 namespace {
 
 TEST(Limits, ASeededSubsetInFileOrder) {
@@ -80,4 +80,4 @@ TEST(Limits, MistakesAreNamed) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::limits_test

@@ -9,7 +9,7 @@
 #include "core/util/memory_meter.h"
 #include "tests/support/linear_pipeline.h"
 
-namespace pipelab {
+namespace pipelab::memory_meter_test {
 namespace {
 
 TEST(MemoryMeter, CountsATensorUnderItsTagUntilItIsFreed) {
@@ -124,4 +124,4 @@ TEST(MemoryMeter, AnMlpStageRetainsTheSameBytesForEveryMicroBatch) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::memory_meter_test

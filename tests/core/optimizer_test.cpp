@@ -13,7 +13,7 @@
 #include "core/optim/optimizer.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::optimizer_test {
 namespace {
 
 std::unique_ptr<Optimizer> make(const std::string& yaml, at::Tensor p) {
@@ -228,4 +228,4 @@ TEST(LrSchedule, Granularity) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::optimizer_test

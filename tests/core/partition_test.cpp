@@ -7,7 +7,7 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 
-namespace pipelab {
+namespace pipelab::partition_test {
 namespace {
 
 using V = std::vector<int>;
@@ -69,4 +69,4 @@ TEST(Partition, MeasuredBlockCosts) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::partition_test

@@ -11,7 +11,7 @@
 #include "core/schedule/validate.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::place_test {
 namespace {
 
 /// Stage `stage`'s compute actions, in order, over all devices.
@@ -70,4 +70,4 @@ TEST(Place, BadPlacementsAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::place_test

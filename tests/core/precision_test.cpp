@@ -10,7 +10,7 @@
 #include "core/train/run_record.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::precision_test {
 namespace {
 
 const char* kMlp = R"(
@@ -118,4 +118,4 @@ TEST(Amp, ConfigErrors) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::precision_test

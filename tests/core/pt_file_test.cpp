@@ -8,7 +8,7 @@
 #include "core/io/pt_file.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::pt_file_test {
 namespace {
 
 TEST(PtFile, RoundTripOfNestedValues) {
@@ -122,4 +122,4 @@ with open(sys.argv[1] + '/expect.txt', 'w') as f:
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::pt_file_test

@@ -13,7 +13,7 @@
 #include "core/io/pt_file.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::pt_reader_hardening_test {
 namespace {
 
 using namespace std::string_literals;
@@ -158,4 +158,4 @@ TEST(PtReaderHardening, NotAnArchiveOrAFolder) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::pt_reader_hardening_test

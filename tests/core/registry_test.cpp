@@ -11,7 +11,7 @@
 #include "core/util/names.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::registry_test {
 namespace {
 
 template <class Base>
@@ -58,4 +58,4 @@ TEST(Registry, CreatedComponentsKnowTheirTypeAndOptions) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::registry_test

@@ -4,7 +4,7 @@
 #include "core/train/state_dict.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::reproducibility_test {
 namespace {
 
 const char* kCnn = R"(
@@ -127,9 +127,9 @@ run:       {epochs: 1, batch_size: 16, seed: 1}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::reproducibility_test
 
-namespace pipelab {
+namespace pipelab::reproducibility_test {
 namespace {
 
 TEST(Resume, InterruptedRunEndsWithTheSameBytes) {
@@ -167,4 +167,4 @@ TEST(Resume, InterruptedRunEndsWithTheSameBytes) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::reproducibility_test

@@ -10,7 +10,7 @@
 #include "core/io/safetensors.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::safetensors_test {
 namespace {
 
 /// A file of `header` (JSON text) and `data`, with its 8-byte length.
@@ -164,4 +164,4 @@ run:       {epochs: 1, batch_size: 16, seed: 3}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::safetensors_test

@@ -14,7 +14,7 @@
 #include "core/scheme/scheme.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::schedule_ir_test {
 namespace {
 
 std::string validation_error(const std::string& text, int replicas = 1) {
@@ -156,4 +156,4 @@ TEST(ScheduleIr, EveryRegisteredSchemeRoundTripsThroughText) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::schedule_ir_test

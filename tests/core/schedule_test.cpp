@@ -7,7 +7,7 @@
 #include "core/schedule/validate.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::schedule_test {
 namespace {
 
 Schedule golden(const std::string& name) {
@@ -150,4 +150,4 @@ TEST(Timeline, MeasuredCostsAndTransfer) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::schedule_test

@@ -13,7 +13,7 @@
 #include "schemes/schedules/modern.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::schedule_validate_test {
 namespace {
 
 /// What a synchronous pipeline scheme holds a schedule file to (schemes/custom.cpp).
@@ -187,4 +187,4 @@ TEST(ScheduleWalk, TheEventDrivenWalkKeepsTheRoundRobinOrder) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::schedule_validate_test

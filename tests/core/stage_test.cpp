@@ -9,7 +9,7 @@
 #include "core/stage/stage.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::stage_test {
 namespace {
 
 /// linear -> tanh -> dropout
@@ -104,4 +104,4 @@ TEST(Stage, BackwardWithoutForwardIsAnInternalError) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::stage_test

@@ -6,7 +6,7 @@
 #include "core/model/tensor_names.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::tensor_names_test {
 namespace {
 
 std::vector<std::string> names_of(const TensorDict& d) {
@@ -73,4 +73,4 @@ TEST(TensorNames, InitNamesInARun) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::tensor_names_test

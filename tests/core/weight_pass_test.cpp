@@ -11,7 +11,7 @@
 
 #include "core/stage/weight_pass.h"
 
-namespace pipelab {
+namespace pipelab::weight_pass_test {
 namespace {
 
 using Net = std::function<at::Tensor(const at::Tensor& x, const std::vector<at::Tensor>& w)>;
@@ -98,4 +98,4 @@ TEST(WeightPass, AWeightOffTheInputsPathGetsItsGradient) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::weight_pass_test

@@ -14,7 +14,7 @@
 #include "datasets/text/bpe.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::bpe_test {
 namespace {
 
 bool tokenizers_available() {
@@ -72,4 +72,4 @@ TEST(Bpe, MalformedFilesAreNamed) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::bpe_test

@@ -8,7 +8,7 @@
 #include "datasets/io/idx.h"
 #include "tests/datasets/dataset_test_util.h"
 
-namespace pipelab {
+namespace pipelab::formats_test {
 namespace {
 
 using testing::contains;
@@ -162,4 +162,4 @@ TEST(DatasetFormats, MnistRawAndGzip) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::formats_test

@@ -7,7 +7,7 @@
 #include "datasets/io/jpeg.h"
 #include "tests/datasets/dataset_test_util.h"
 
-namespace pipelab {
+namespace pipelab::image_files_test {
 namespace {
 
 using testing::contains;
@@ -150,4 +150,4 @@ TEST(ImageFiles, ImageFolderAndFood101Layouts) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::image_files_test

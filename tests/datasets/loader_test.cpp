@@ -13,7 +13,7 @@
 #include "datasets/image_dataset.h"
 #include "tests/datasets/dataset_test_util.h"
 
-namespace pipelab {
+namespace pipelab::loader_test {
 namespace {
 
 /// x = example index + seeded noise, so a batch shows both its examples and its seed.
@@ -133,4 +133,4 @@ TEST(Loader, PrefetchingHidesDataTimeBehindTraining) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::loader_test

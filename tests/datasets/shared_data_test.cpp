@@ -13,7 +13,7 @@
 #include "datasets/text/vocabulary.h"
 #include "tests/datasets/dataset_test_util.h"
 
-namespace pipelab {
+namespace pipelab::shared_data_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -140,4 +140,4 @@ TEST(SharedData, TinyImagenet) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::shared_data_test

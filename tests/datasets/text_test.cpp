@@ -11,7 +11,7 @@
 #include "datasets/text/vocabulary.h"
 #include "tests/datasets/dataset_test_util.h"
 
-namespace pipelab {
+namespace pipelab::text_test {
 namespace {
 
 using testing::contains;
@@ -209,4 +209,4 @@ TEST(Text, GlueColaHasNoHeaderAndIsJudgedByMcc) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::text_test

@@ -9,7 +9,7 @@
 #include "datasets/transforms/image_transform.h"
 #include "tests/datasets/dataset_test_util.h"
 
-namespace pipelab {
+namespace pipelab::transforms_test {
 namespace {
 
 using testing::contains;
@@ -143,4 +143,4 @@ TEST(Transforms, OptionErrorsNameTheOption) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::transforms_test

@@ -5,7 +5,7 @@
 #include "core/exec/device_channels.h"
 #include "core/schedule/lower.h"
 
-namespace pipelab {
+namespace pipelab::device_channels_test {
 namespace {
 
 int own_rank(int stage) { return stage; }
@@ -25,4 +25,4 @@ TEST(DeviceChannels, AReceiverThatTakesMessagesOutOfOrderIsNamed) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::device_channels_test

@@ -17,7 +17,7 @@
 #include "tests/support/helpers.h"
 #include "tests/support/linear_pipeline.h"
 
-namespace pipelab {
+namespace pipelab::distributed_test {
 namespace {
 
 /// Four Linear(6, 6) stages (same initial weights in every copy) under `scheme`.
@@ -212,4 +212,4 @@ run:       {epochs: 1, batch_size: 16, seed: 1, threads: 1}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::distributed_test

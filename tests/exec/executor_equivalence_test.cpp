@@ -5,7 +5,7 @@
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 
-namespace pipelab {
+namespace pipelab::executor_equivalence_test {
 namespace {
 
 // Dropout and batch norm so that the random streams and the running statistics are part of
@@ -39,4 +39,4 @@ INSTANTIATE_TEST_SUITE_P(Registry, ExecutorEquivalence, ::testing::ValuesIn(test
                          testing::scheme_case_name);
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::executor_equivalence_test

@@ -10,7 +10,7 @@
 #include "tests/support/helpers.h"
 #include "tests/support/linear_pipeline.h"
 
-namespace pipelab {
+namespace pipelab::executor_failure_test {
 namespace {
 
 /// Four Linear(4, 4) stages under GPipe with 4 micro-batches.
@@ -111,4 +111,4 @@ TEST(Executors, AnActionThatFailsIsShownInItsDevicesSchedule) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::executor_failure_test

@@ -12,7 +12,7 @@
 #include "core/util/error.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab::dist {
+namespace pipelab::dist::launch_env_test {
 namespace {
 
 using Vars = std::map<std::string, std::string>;
@@ -174,4 +174,4 @@ TEST(LaunchEnv, FirstSlurmHostFuzz) {
 }
 
 }  // namespace
-}  // namespace pipelab::dist
+}  // namespace pipelab::dist::launch_env_test

@@ -19,7 +19,7 @@
 #include "core/dist/shm_link.h"
 #include "core/util/error.h"
 
-namespace pipelab {
+namespace pipelab::shm_link_test {
 namespace {
 
 using dist::ShmLink;
@@ -216,4 +216,4 @@ TEST(ShmLink, SegmentsThatCannotBeHadSayWhy) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::shm_link_test

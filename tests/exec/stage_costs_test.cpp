@@ -6,7 +6,7 @@
 
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::stage_costs_test {
 namespace {
 
 // fc1 12->24 and fc2 24->24 on stage 0; fc3 24->24 and fc4 24->4 on stage 1.
@@ -74,4 +74,4 @@ TEST(StageCosts, PlainSgdHasNoOptimizerState) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::stage_costs_test

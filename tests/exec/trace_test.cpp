@@ -13,7 +13,7 @@
 
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::trace_test {
 namespace {
 
 const char* kMlp = R"(
@@ -113,4 +113,4 @@ TEST(Trace, OffWritesNothingAndReplicasGetNoArrows) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::trace_test

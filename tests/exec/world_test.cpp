@@ -11,7 +11,7 @@
 #include "core/exec/trace_merge.h"
 #include "core/exec/world.h"
 
-namespace pipelab {
+namespace pipelab::world_test {
 namespace {
 
 TEST(World, OneProcessCollectivesReturnWhatTheyAreGiven) {
@@ -95,4 +95,4 @@ TEST(TraceRows, CarryEveryFieldAndMoveTimesOntoTheReadersClock) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::world_test

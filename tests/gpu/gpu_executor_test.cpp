@@ -12,7 +12,7 @@
 #include "tests/support/linear_pipeline.h"
 #include "tests/support/scheme_cases.h"
 
-namespace pipelab {
+namespace pipelab::gpu_executor_test {
 namespace {
 
 // As tests/exec/executor_equivalence_test.cpp, on cuda:0: dropout (CUDA generators, one
@@ -136,4 +136,4 @@ TEST(GpuThreadedExecutor, StagesOverlapOnOneGpu) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::gpu_executor_test

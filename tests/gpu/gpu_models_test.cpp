@@ -17,7 +17,7 @@
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/models/zoo.h"
 
-namespace pipelab {
+namespace pipelab::gpu_models_test {
 namespace {
 
 struct ModelCase {
@@ -186,4 +186,4 @@ std::vector<std::string> model_names() {
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuModel, ::testing::ValuesIn(model_names()));
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::gpu_models_test

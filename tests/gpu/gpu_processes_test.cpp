@@ -11,7 +11,7 @@
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 
-namespace pipelab {
+namespace pipelab::gpu_processes_test {
 namespace {
 
 const char* kTwoStages = R"(
@@ -72,4 +72,4 @@ TEST(GpuProcesses, NcclOnTwoGpusEqualsOneProcess) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::gpu_processes_test

@@ -9,7 +9,7 @@
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::gpu_training_test {
 namespace {
 
 // The CPU equivalence test's MLP (tests/schemes/equivalence_test.cpp) on cuda:0.
@@ -139,4 +139,4 @@ run:       {epochs: 2, batch_size: 16, seed: 3, devices: [cuda:0]}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::gpu_training_test

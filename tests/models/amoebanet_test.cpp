@@ -8,7 +8,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::amoebanet_test {
 namespace {
 
 using V = std::vector<int>;
@@ -127,4 +127,4 @@ TEST(ZooAmoebanet, RejectsBadOptions) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::amoebanet_test

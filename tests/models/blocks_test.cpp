@@ -12,7 +12,7 @@
 #include "models/blocks/init.h"
 #include "models/blocks/vision.h"
 
-namespace pipelab::models {
+namespace pipelab::models::blocks_test {
 namespace {
 
 std::vector<std::string> names(torch::nn::Module& m) {
@@ -138,4 +138,4 @@ TEST(ZooBlocks, TruncatedNormalStaysWithinTwoStd) {
 }
 
 }  // namespace
-}  // namespace pipelab::models
+}  // namespace pipelab::models::blocks_test

@@ -4,7 +4,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::densenet_test {
 namespace {
 
 using V = std::vector<int>;
@@ -53,4 +53,4 @@ TEST(ZooDensenet, OneBlockPerLayerAndSpectrainSplits) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::densenet_test

@@ -4,7 +4,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::googlenet_test {
 namespace {
 
 using V = std::vector<int>;
@@ -36,4 +36,4 @@ TEST(ZooGooglenet, SpectrainSplits) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::googlenet_test

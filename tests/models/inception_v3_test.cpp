@@ -6,7 +6,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::inception_v3_test {
 namespace {
 
 TEST(ZooInceptionV3, TorchvisionCountAndForward) {
@@ -52,4 +52,4 @@ TEST(ZooInceptionV3, TruncatedNormalInit) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::inception_v3_test

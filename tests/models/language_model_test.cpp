@@ -10,7 +10,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::language_model_test {
 namespace {
 
 constexpr int64_t kWords = 20, kLength = 6;
@@ -221,4 +221,4 @@ TEST(LanguageModel, MismatchesAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::language_model_test

@@ -4,7 +4,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::mobilenet_v2_test {
 namespace {
 
 TEST(ZooMobilenetV2, TorchvisionCountsAndForward) {
@@ -54,4 +54,4 @@ TEST(ZooMobilenetV2, ResidualOnlyWhereShapesAgree) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::mobilenet_v2_test

@@ -7,7 +7,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::resnet_test {
 namespace {
 
 using V = std::vector<int>;
@@ -133,4 +133,4 @@ TEST(ZooResnet, RejectsBadOptions) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::resnet_test

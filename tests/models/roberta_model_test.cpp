@@ -12,7 +12,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::roberta_model_test {
 namespace {
 
 bool transformers_available() {
@@ -66,4 +66,4 @@ TEST(RobertaModel, RefusesWhatItCannotRead) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::roberta_model_test

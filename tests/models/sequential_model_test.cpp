@@ -11,7 +11,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::sequential_model_test {
 namespace {
 
 bool torch_available() {
@@ -132,4 +132,4 @@ TEST(SequentialModel, TrainsAndEveryExecutorAgrees) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::sequential_model_test

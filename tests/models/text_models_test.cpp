@@ -9,7 +9,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::text_models_test {
 namespace {
 
 using V = std::vector<int>;
@@ -203,4 +203,4 @@ run:       {{epochs: 6, batch_size: 32, seed: 0, threads: 1}}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::text_models_test

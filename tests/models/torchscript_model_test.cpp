@@ -9,7 +9,7 @@
 #include "core/io/pt_file.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::torchscript_model_test {
 namespace {
 
 bool torch_available() {
@@ -85,4 +85,4 @@ TEST_F(TorchScriptModel, AModuleThatIsNotItsChildrenInOrderIsRefused) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::torchscript_model_test

@@ -10,7 +10,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::torchvision_names_test {
 namespace {
 
 bool torchvision_available() {
@@ -57,4 +57,4 @@ TEST(TorchvisionNames, TheSameLogitsAsTorchvision) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::torchvision_names_test

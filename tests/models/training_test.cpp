@@ -7,7 +7,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::training_test {
 namespace {
 
 const char* kResnet = R"(
@@ -37,4 +37,4 @@ TEST(ZooTraining, Resnet18TrainsAnEpochOnTwoGpipeStages) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::training_test

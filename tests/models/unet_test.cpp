@@ -4,7 +4,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::unet_test {
 namespace {
 
 using Names = std::vector<std::string>;
@@ -49,4 +49,4 @@ TEST(ZooUnet, RejectsSidesItCannotHalve) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::unet_test

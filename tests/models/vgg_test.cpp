@@ -4,7 +4,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::vgg_test {
 namespace {
 
 using V = std::vector<int>;
@@ -80,4 +80,4 @@ TEST(ZooVgg, RejectsImagesTooSmallOrNotImages) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::vgg_test

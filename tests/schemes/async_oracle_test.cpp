@@ -5,7 +5,7 @@
 
 #include "tests/schemes/toy_pipeline.h"
 
-namespace pipelab {
+namespace pipelab::async_oracle_test {
 namespace {
 
 using testing::run_toy;
@@ -102,4 +102,4 @@ TEST(AsyncOracle, RingQuirkQ11OverTwoEpochs) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::async_oracle_test

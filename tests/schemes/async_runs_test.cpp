@@ -9,7 +9,7 @@
 #include "tests/schemes/toy_pipeline.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::async_runs_test {
 namespace {
 
 const char* kMlp = R"(
@@ -139,4 +139,4 @@ TEST(AsyncRuns, TwoRunsSameBytesAndAStalenessSummary) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::async_runs_test

@@ -8,7 +8,7 @@
 #include "core/train/feeds.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::batch_norm_test {
 namespace {
 
 class SumLoss : public Loss {
@@ -94,4 +94,4 @@ run:       {epochs: 1, batch_size: 16, dtype: float64}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::batch_norm_test

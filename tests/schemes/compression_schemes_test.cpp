@@ -8,7 +8,7 @@
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 
-namespace pipelab {
+namespace pipelab::compression_schemes_test {
 namespace {
 
 class CompressEveryScheme : public ::testing::TestWithParam<testing::SchemeCase> {};
@@ -45,4 +45,4 @@ INSTANTIATE_TEST_SUITE_P(Registry, CompressEveryScheme, ::testing::ValuesIn(test
                          testing::scheme_case_name);
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::compression_schemes_test

@@ -11,7 +11,7 @@
 #include "tests/schemes/toy_pipeline.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::dgl_test {
 namespace {
 
 testing::ToyConfig o22() {
@@ -183,4 +183,4 @@ TEST(Dgl, AsynchronousTrainsAndItsOptionsAreChecked) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::dgl_test

@@ -7,7 +7,7 @@
 #include "core/train/state_dict.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::dp_test {
 namespace {
 
 TEST(DataParallel, EqualsSingleOnTheWholeBatchWithoutBatchNorm) {
@@ -86,4 +86,4 @@ TEST(DataParallel, TheAllReduceIsAnActionOfEveryReplica) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::dp_test

@@ -8,7 +8,7 @@
 #include "core/train/feeds.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::equivalence_test {
 namespace {
 
 // 20 steps of batch 16 (320 training examples, one epoch) of an MLP with 4 blocks.
@@ -136,4 +136,4 @@ TEST(Equivalence, LossScalingOracle) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::equivalence_test

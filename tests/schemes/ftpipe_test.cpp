@@ -10,7 +10,7 @@
 #include "tests/schemes/toy_pipeline.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::ftpipe_test {
 namespace {
 
 at::Tensor scalar(double x) { return at::full({1}, x, at::kDouble); }
@@ -261,4 +261,4 @@ TEST(Ftpipe, RefusesWhatFtpipeRefuses) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::ftpipe_test

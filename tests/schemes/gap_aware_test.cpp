@@ -6,7 +6,7 @@
 #include "tests/schemes/toy_pipeline.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::gap_aware_test {
 namespace {
 
 testing::ToyConfig constant_gradient(int steps) {
@@ -102,4 +102,4 @@ TEST(GapAware, AdamL2DividesTheDecayAndAdamWScalesTheWeights) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::gap_aware_test

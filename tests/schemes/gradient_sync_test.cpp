@@ -16,7 +16,7 @@
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 
-namespace pipelab {
+namespace pipelab::gradient_sync_test {
 namespace {
 
 at::Tensor vec(std::vector<double> v) { return at::tensor(v, at::kDouble); }
@@ -298,4 +298,4 @@ INSTANTIATE_TEST_SUITE_P(Registry, ClipEveryScheme, ::testing::ValuesIn(testing:
                          testing::scheme_case_name);
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::gradient_sync_test

@@ -8,7 +8,7 @@
 #include "schemes/interlocking_heads.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::interlocking_test {
 namespace {
 
 /// y = x * p (elementwise, p broadcast).
@@ -191,4 +191,4 @@ TEST(Interlocking, HeadsFromTheGrammar) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::interlocking_test

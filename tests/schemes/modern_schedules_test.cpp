@@ -14,7 +14,7 @@
 #include "schemes/schedules/modern.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::modern_schedules_test {
 namespace {
 
 Schedule golden(const std::string& name) {
@@ -305,4 +305,4 @@ TEST(ModernSchedules, DualPipeVBubbleAndMemory) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::modern_schedules_test

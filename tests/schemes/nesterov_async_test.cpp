@@ -9,7 +9,7 @@
 #include "tests/schemes/toy_pipeline.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::nesterov_async_test {
 namespace {
 
 TEST(NesterovAsync, AdaptiveMomentumMatchesO7) {
@@ -105,4 +105,4 @@ TEST(NesterovAsync, PaperVariantOptionsAreChecked) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::nesterov_async_test

@@ -13,7 +13,7 @@
 #include "schemes/schedules/modern.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::next_schedules_test {
 namespace {
 
 /// Device d's actions, written as O18 writes them (stage, kind, micro-batch), U left out.
@@ -258,4 +258,4 @@ TEST(NextSchedules, EqualSingleOnTheWholeMiniBatch) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::next_schedules_test

@@ -15,7 +15,7 @@
 #include "tests/support/helpers.h"
 #include "tests/support/linear_pipeline.h"
 
-namespace pipelab {
+namespace pipelab::observers_test {
 namespace {
 
 /// Writes down what it is told, per stage, as "forward 1", "update>".
@@ -191,4 +191,4 @@ run:       {epochs: 2, batch_size: 16, threads: 1}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::observers_test

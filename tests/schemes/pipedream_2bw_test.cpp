@@ -16,7 +16,7 @@
 #include "core/weights/weights.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::pipedream_2bw_test {
 namespace {
 
 std::unique_ptr<Scheme> scheme(const std::string& yaml) {
@@ -452,4 +452,4 @@ run:       {epochs: 2, batch_size: 16, threads: 1, dtype: float64}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::pipedream_2bw_test

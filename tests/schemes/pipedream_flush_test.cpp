@@ -5,7 +5,7 @@
 #include "core/schedule/validate.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::pipedream_flush_test {
 namespace {
 
 TEST(PipedreamFlush, GoldenSchedule) {
@@ -34,4 +34,4 @@ run:       {epochs: 1, batch_size: 16, dtype: float64}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::pipedream_flush_test

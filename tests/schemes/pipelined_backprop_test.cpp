@@ -8,7 +8,7 @@
 #include "tests/schemes/toy_pipeline.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::pipelined_backprop_test {
 namespace {
 
 /// Stage 0's and stage 1's weights after `updates` updates of the two-stage quadratic toy
@@ -80,4 +80,4 @@ TEST(PipelinedBackprop, Equivalences) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::pipelined_backprop_test

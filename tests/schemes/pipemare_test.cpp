@@ -6,7 +6,7 @@
 #include "schemes/pipemare.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::pipemare_test {
 namespace {
 
 TEST(Pipemare, LrReschedulingMatchesO3) {
@@ -81,4 +81,4 @@ TEST(Pipemare, UnverifiedCoefficientsMustBeGiven) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::pipemare_test

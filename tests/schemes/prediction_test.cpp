@@ -7,7 +7,7 @@
 #include "core/weights/weights.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::prediction_test {
 namespace {
 
 struct OneWeightImpl : torch::nn::Module {
@@ -93,4 +93,4 @@ TEST(Prediction, NothingBeforeTheFirstGradientAndSwapsRestore) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::prediction_test

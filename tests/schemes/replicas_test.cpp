@@ -16,7 +16,7 @@
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 
-namespace pipelab {
+namespace pipelab::replicas_test {
 namespace {
 
 TEST(Replicas, TheScheduleIsTheSchemesOnFreshStagesDevicesAndMicroBatches) {
@@ -275,4 +275,4 @@ INSTANTIATE_TEST_SUITE_P(Registry, ReplicaExecutors, ::testing::ValuesIn(testing
                          testing::scheme_case_name);
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::replicas_test

@@ -16,7 +16,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::replicated_stages_test {
 namespace {
 
 TEST(ReplicatedStages, TheLayoutNumbersStagesReplicaByReplica) {
@@ -224,4 +224,4 @@ TEST(ReplicatedStages, UndefinedCombinationsAreRefusedClearly) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::replicated_stages_test

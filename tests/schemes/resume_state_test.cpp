@@ -7,7 +7,7 @@
 
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::resume_state_test {
 namespace {
 
 const char* kMlp = R"(
@@ -60,4 +60,4 @@ TEST(ResumeState, NewSchemesCarryTheirState) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::resume_state_test

@@ -10,7 +10,7 @@
 
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::shadow_sync_test {
 namespace {
 
 const char* kMlp = R"(
@@ -113,4 +113,4 @@ TEST(ShadowSync, RefusesWhatItCannotMirror) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::shadow_sync_test

@@ -8,7 +8,7 @@
 #include "core/train/runner.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::skip_connections_test {
 namespace {
 
 // 20 steps of batch 16 of a U-Net of depth 2 on 3x8x8 images: blocks enc1, enc2, bottom,
@@ -142,4 +142,4 @@ run:       {epochs: 1, batch_size: 8, seed: 3, dtype: float64, threads: 1}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::skip_connections_test

@@ -8,7 +8,7 @@
 #include "schemes/schedules/modern.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::sync_schedules_test {
 namespace {
 
 // 20 steps of batch 16 of an MLP with 4 blocks: 4 stages of one block, 4 micro-batches of 4.
@@ -99,4 +99,4 @@ TEST(SyncSchedules, FileErrorsNameTheFileAndThePlace) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::sync_schedules_test

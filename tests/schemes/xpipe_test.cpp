@@ -17,7 +17,7 @@
 #include "schemes/xpipe.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::xpipe_test {
 namespace {
 
 using xpipe::HalfStage;
@@ -446,4 +446,4 @@ TEST(Xpipe, RunsThroughTheRunnerAndReportsStaleness) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::xpipe_test

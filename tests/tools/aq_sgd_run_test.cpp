@@ -11,7 +11,7 @@
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 
-namespace pipelab {
+namespace pipelab::aq_sgd_run_test {
 namespace {
 
 using testing::expect_same_run;
@@ -99,4 +99,4 @@ TEST(AqSgdRun, ADiskHistoryGivesTheMemoryOnesBits) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::aq_sgd_run_test

@@ -5,7 +5,7 @@
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 
-namespace pipelab {
+namespace pipelab::check_test {
 namespace {
 
 TEST(Check, ABuiltInSchemePassesEveryCheck) {
@@ -32,4 +32,4 @@ TEST(Check, MistakesAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::check_test

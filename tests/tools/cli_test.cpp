@@ -4,7 +4,7 @@
 
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::cli_test {
 namespace {
 
 std::pair<int, std::string> pipelab(const std::string& args) { return testing::shell(std::string(PIPELAB_BINARY) + " " + args); }
@@ -85,4 +85,4 @@ TEST(Cli, QuickstartRuns) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::cli_test

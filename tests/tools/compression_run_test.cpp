@@ -11,7 +11,7 @@
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 
-namespace pipelab {
+namespace pipelab::compression_run_test {
 namespace {
 
 using testing::expect_same_run;
@@ -79,4 +79,4 @@ TEST(CompressionRun, ABoundaryThePipelineLacksIsAClearError) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::compression_run_test

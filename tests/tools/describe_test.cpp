@@ -9,7 +9,7 @@
 #include "core/model/flop_counter.h"
 #include "tools/describe/model_profile.h"
 
-namespace pipelab {
+namespace pipelab::describe_test {
 namespace {
 
 DataSpec flat(int64_t features, int64_t classes) {
@@ -163,4 +163,4 @@ TEST(Describe, ASweepFileDescribesItsFirstCell) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::describe_test

@@ -8,7 +8,7 @@
 
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::docs_test {
 namespace {
 
 const std::string kRoot = PIPELAB_SOURCE_DIR;
@@ -54,4 +54,4 @@ TEST(Docs, EveryCitedDocumentIsInTheTree) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::docs_test

@@ -8,7 +8,7 @@
 #include "tests/support/helpers.h"
 #include "tools/sweep/plan.h"
 
-namespace pipelab {
+namespace pipelab::experiments_test {
 namespace {
 
 TEST(Experiments, EveryShippedFileParsesAndPlans) {
@@ -35,4 +35,4 @@ TEST(Experiments, EveryShippedFileParsesAndPlans) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::experiments_test

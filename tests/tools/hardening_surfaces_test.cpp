@@ -14,7 +14,7 @@
 #include "core/dist/process_group.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::hardening_surfaces_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -214,4 +214,4 @@ TEST(HardeningSurfaces, RankKeepsTheFilesDistributedOptions) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::hardening_surfaces_test

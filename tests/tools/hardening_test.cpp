@@ -18,7 +18,7 @@
 #include "core/train/run_record.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::hardening_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -216,4 +216,4 @@ TEST(Hardening, APortInUseIsOneLine) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::hardening_test

@@ -10,7 +10,7 @@
 #include "tests/tools/launch_support.h"
 #include "tools/sweep/plan.h"
 
-namespace pipelab {
+namespace pipelab::input_paths_test {
 namespace {
 
 const char* kExperiment = R"(
@@ -61,4 +61,4 @@ TEST(InputPaths, ASweepChecksEveryCellsFilesBeforeAnythingRuns) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::input_paths_test

@@ -7,7 +7,7 @@
 #include "core/io/json.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::json_files_test {
 namespace {
 
 TEST(Json, ObjectsKeepOrderNestAndRefuseARepeatedKey) {
@@ -57,4 +57,4 @@ print("ok", len(files))
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::json_files_test

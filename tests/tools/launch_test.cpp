@@ -17,7 +17,7 @@
 #include "tests/support/scheme_cases.h"
 #include "tests/tools/launch_support.h"
 
-namespace pipelab {
+namespace pipelab::launch_test {
 namespace {
 
 using testing::expect_same_run;
@@ -318,4 +318,4 @@ run:       {{epochs: 2, batch_size: 8, seed: 1, threads: 1, progress: false}}
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::launch_test

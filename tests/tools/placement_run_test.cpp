@@ -9,7 +9,7 @@
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 
-namespace pipelab {
+namespace pipelab::placement_run_test {
 namespace {
 
 using testing::expect_same_run;
@@ -76,4 +76,4 @@ TEST(PlacementRun, ABadPlacementNamesTheKey) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::placement_run_test

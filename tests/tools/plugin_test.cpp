@@ -11,7 +11,7 @@
 
 namespace fs = std::filesystem;
 
-namespace pipelab {
+namespace pipelab::plugin_test {
 namespace {
 
 TEST(Plugin, TheExampleBuildsOutOfTreeLoadsAndPassesTheChecks) {
@@ -56,4 +56,4 @@ TEST(Plugin, TheExampleBuildsOutOfTreeLoadsAndPassesTheChecks) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::plugin_test

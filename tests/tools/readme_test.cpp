@@ -12,7 +12,7 @@
 #include "core/scheme/scheme.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::readme_test {
 namespace {
 
 std::string emit(const YAML::Node& n) {
@@ -97,4 +97,4 @@ TEST(Readme, TheSchemeTableNamesEveryRegisteredScheme) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::readme_test

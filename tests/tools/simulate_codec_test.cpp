@@ -13,7 +13,7 @@
 #include "tools/simulate/codec_costs.h"
 #include "tools/simulate/simulate.h"
 
-namespace pipelab {
+namespace pipelab::simulate_codec_test {
 namespace {
 
 CompressionSection section(const std::string& yaml) {
@@ -102,4 +102,4 @@ TEST(SimulateCodecs, ACompressedRunsCostsCarryTheCodecs) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::simulate_codec_test

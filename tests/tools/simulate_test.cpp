@@ -16,7 +16,7 @@
 #include "tools/simulate/report.h"
 #include "tools/simulate/svg_timeline.h"
 
-namespace pipelab {
+namespace pipelab::simulate_test {
 namespace {
 
 std::unique_ptr<Scheme> scheme(const std::string& yaml) {
@@ -265,4 +265,4 @@ TEST(Simulate, Command) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::simulate_test

@@ -11,7 +11,7 @@
 #include "tools/report/curves.h"
 #include "tools/report/ticks.h"
 
-namespace pipelab::tools {
+namespace pipelab::tools::svg_plot_test {
 namespace {
 
 /// A parsed XML element (enough of XML for the SVG we write: elements, attributes, text).
@@ -271,4 +271,4 @@ TEST_F(PlotTest, MistakesAreUserErrors) {
 }
 
 }  // namespace
-}  // namespace pipelab::tools
+}  // namespace pipelab::tools::svg_plot_test

@@ -7,7 +7,7 @@
 #include "tools/sweep/key_paths.h"
 #include "tools/sweep/plan.h"
 
-namespace pipelab::tools {
+namespace pipelab::tools::sweep_plan_test {
 namespace {
 
 const char* kBase = R"(model: {type: mlp, sizes: [8, 16, 16, 16, 3]}
@@ -167,4 +167,4 @@ TEST(SweepPlan, RunSaysToUseSweep) {
 }
 
 }  // namespace
-}  // namespace pipelab::tools
+}  // namespace pipelab::tools::sweep_plan_test

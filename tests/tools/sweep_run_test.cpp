@@ -17,7 +17,7 @@
 
 namespace fs = std::filesystem;
 
-namespace pipelab::tools {
+namespace pipelab::tools::sweep_run_test {
 namespace {
 
 const char* kTiny = R"(model: {type: mlp, sizes: [8, 16, 3]}
@@ -205,4 +205,4 @@ TEST(SweepRun, BadCellFailsUpFrontWritingNothing) {
 }
 
 }  // namespace
-}  // namespace pipelab::tools
+}  // namespace pipelab::tools::sweep_run_test

@@ -8,7 +8,7 @@
 #include "tools/report/csv.h"
 #include "tools/report/table.h"
 
-namespace pipelab::tools {
+namespace pipelab::tools::table_test {
 namespace {
 
 /// Writes a run folder with the config keys the table reads and a summary.json.
@@ -161,4 +161,4 @@ TEST(NaturalOrder, NumbersByValue) {
 }
 
 }  // namespace
-}  // namespace pipelab::tools
+}  // namespace pipelab::tools::table_test

@@ -14,7 +14,7 @@
 #include "schemes/schedules/modern.h"
 #include "tests/support/helpers.h"
 
-namespace pipelab {
+namespace pipelab::torch_csv_test {
 namespace {
 
 // torch 2.15's ScheduleInterleaved1F1B, 2 ranks x 2 stages, 4 micro-batches: _dump_csv's
@@ -141,4 +141,4 @@ TEST(TorchCsv, TorchReadsWhatScheduleWrites) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::torch_csv_test

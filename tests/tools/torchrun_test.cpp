@@ -14,7 +14,7 @@
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 
-namespace pipelab {
+namespace pipelab::torchrun_test {
 namespace {
 
 using testing::expect_same_run;
@@ -152,4 +152,4 @@ TEST(Torchrun, AHalfSetEnvironmentIsAClearError) {
 }
 
 }  // namespace
-}  // namespace pipelab
+}  // namespace pipelab::torchrun_test
