@@ -60,7 +60,11 @@ struct Pipeline {
       stages.back()->set_optimizer(sgd->make(stages.back()->parameters()));
       policies.push_back(scheme->make_policy(*stages.back()));
       routes.push_back(scheme->make_route(*stages.back()));
-      slots.push_back({stages.back().get(), policies.back().get(), routes.back().get()});
+      StageSlot slot;
+      slot.stage = stages.back().get();
+      slot.policy = policies.back().get();
+      slot.route = routes.back().get();
+      slots.push_back(slot);
     }
   }
 };
