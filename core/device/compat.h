@@ -1,7 +1,8 @@
 #pragma once
 /// The one place for LibTorch calls whose spelling changes between versions (this machine
 /// builds against 2.15, the GPU machine's wheel is 2.11): autocast regions and the
-/// determinism switches. Everything else in pipelab uses LibTorch's stable API directly.
+/// determinism switches; CUDA's event type is in core/device/cuda_event.h, so that CPU
+/// sources never see CUDA headers. Everything else uses LibTorch's stable API directly.
 #include <ATen/core/ScalarType.h>
 #include <c10/core/DeviceType.h>
 
