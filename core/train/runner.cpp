@@ -176,15 +176,11 @@ std::vector<StagePolicy*> Runner::policies() const {
 namespace {
 
 /// The stages this process runs, and their policies: what its training state holds.
-struct OwnStages {
-  std::vector<Stage*> stages;
-  std::vector<StagePolicy*> policies;
-};
-
-OwnStages own_stages(const World& world, const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies) {
-  OwnStages out;
+HeldStages own_stages(const World& world, const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies) {
+  HeldStages out;
   for (size_t i = 0; i < stages.size(); ++i) {
     if (!world.runs_stage(static_cast<int>(i))) continue;
+    out.ids.push_back(static_cast<int>(i));
     out.stages.push_back(stages[i]);
     out.policies.push_back(policies[i]);
   }
@@ -220,9 +216,9 @@ void Runner::finish_epoch(RunRecord& record, RunSummary& summary, TrainingProgre
   }
   if (save_state) {
     // Every process its own stages (core/train/resume_point.h).
-    const OwnStages own = own_stages(e_.executor->world(), stages(), policies());
+    const HeldStages own = own_stages(e_.executor->world(), stages(), policies());
     save_state_keeping_previous(record.state_path(), [&](const std::string& path) {
-      save_training_state(path, progress, own.stages, own.policies, codecs_.get());
+      save_training_state(path, progress, own, codecs_.get());
     });
   }
 }
@@ -322,8 +318,8 @@ RunSummary Runner::run() {
   const bool flushless = e_.scheme->span() == Span::Run;
   // Each process restores its own stages, from the newest epoch all of them hold.
   if (options_.resume && !flushless && agree_resume_epoch(e_.executor->world(), record.state_path()) > 0) {
-    const OwnStages own = own_stages(e_.executor->world(), stages(), policies());
-    progress = load_training_state(record.state_path(), own.stages, own.policies, codecs_.get());
+    const HeldStages own = own_stages(e_.executor->world(), stages(), policies());
+    progress = load_training_state(record.state_path(), own, codecs_.get());
     record.resume(resolved_config(), progress.epochs_done);
     if (!options_.quiet) std::cout << fmt::format("resuming {} after epoch {}\n", record.dir(), progress.epochs_done);
   } else {

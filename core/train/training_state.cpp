@@ -35,9 +35,10 @@ c10::IValue at_key(const c10::impl::GenericDict& d, const std::string& key, cons
 
 }  // namespace
 
-void save_training_state(const std::string& path, const TrainingProgress& progress,
-                         const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies,
+void save_training_state(const std::string& path, const TrainingProgress& progress, const HeldStages& held,
                          BoundaryCodecs* codecs) {
+  const std::vector<Stage*>& stages = held.stages;
+  const std::vector<StagePolicy*>& policies = held.policies;
   c10::impl::GenericDict root = dict();
   root.insert("format", std::string(kFormat));
   root.insert("epochs_done", static_cast<int64_t>(progress.epochs_done));
@@ -53,7 +54,7 @@ void save_training_state(const std::string& path, const TrainingProgress& progre
     s.insert("generators", tensors(stages[r]->rng_states()));
     s.insert("policy", policies[r]->state());
     if (const LossScaler* scaler = stages[r]->loss_scaler()) s.insert("loss_scaler", scaler->state());
-    if (codecs) s.insert("codecs", codecs->state(stages[r]->index()));
+    if (codecs) s.insert("codecs", codecs->state(held.ids[r]));
     per_stage.push_back(s);
   }
   root.insert("stages", per_stage);
@@ -75,8 +76,9 @@ int saved_epochs(const std::string& path) {
   return static_cast<int>(at_key(value.toGenericDict(), "epochs_done", path).toInt());
 }
 
-TrainingProgress load_training_state(const std::string& path, const std::vector<Stage*>& stages,
-                                     const std::vector<StagePolicy*>& policies, BoundaryCodecs* codecs) {
+TrainingProgress load_training_state(const std::string& path, const HeldStages& held, BoundaryCodecs* codecs) {
+  const std::vector<Stage*>& stages = held.stages;
+  const std::vector<StagePolicy*>& policies = held.policies;
   const c10::IValue value = load_pt(path);
   if (!value.isGenericDict()) throw UserError(fmt::format("{}: not a pipelab training state.", path));
   const auto root = value.toGenericDict();
@@ -116,7 +118,7 @@ TrainingProgress load_training_state(const std::string& path, const std::vector<
     if (codecs) {
       // Absent when the run was started without compression: its codecs start afresh.
       const auto it = s.find("codecs");
-      if (it != s.end()) codecs->load_state(stages[r]->index(), it->value());
+      if (it != s.end()) codecs->load_state(held.ids[r], it->value());
     }
   }
   TrainingProgress progress;

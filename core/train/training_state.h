@@ -21,17 +21,23 @@ struct TrainingProgress {
   std::vector<EpochMetrics> history;
 };
 
-/// Writes the state of `stages` (their policies, and the ends of the boundary codecs' streams
+/// The stages one process holds, with their policies and their ids in the run (a replica's
+/// stages share positions with replica 0's, so the codecs' stream ends go by id).
+struct HeldStages {
+  std::vector<int> ids;
+  std::vector<Stage*> stages;
+  std::vector<StagePolicy*> policies;
+};
+
+/// Writes the state of `held` (their policies, and the ends of the boundary codecs' streams
 /// they hold, when `codecs` is given) after `progress` to `path`, atomically.
-void save_training_state(const std::string& path, const TrainingProgress& progress,
-                         const std::vector<Stage*>& stages, const std::vector<StagePolicy*>& policies,
+void save_training_state(const std::string& path, const TrainingProgress& progress, const HeldStages& held,
                          BoundaryCodecs* codecs = nullptr);
 
 /// The epochs finished when `path` was saved; -1 when there is no such file.
 int saved_epochs(const std::string& path);
 
-/// Restores what save_training_state wrote into `stages` and `policies`; returns the progress.
-TrainingProgress load_training_state(const std::string& path, const std::vector<Stage*>& stages,
-                                     const std::vector<StagePolicy*>& policies, BoundaryCodecs* codecs = nullptr);
+/// Restores what save_training_state wrote into `held`; returns the progress.
+TrainingProgress load_training_state(const std::string& path, const HeldStages& held, BoundaryCodecs* codecs = nullptr);
 
 }  // namespace pipelab

@@ -2,10 +2,12 @@
 // per-example history gives the same bits under every executor (the middle process of a
 // never-flushed launch included, which reads no inputs and still knows each micro-batch's
 // examples), and the history and top-k's error feedback survive --resume exactly, in one
-// process and across processes.
+// process and across processes, for every replica of the pipeline.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "core/dist/process_group.h"
 #include "tests/support/helpers.h"
@@ -83,6 +85,35 @@ TEST(AqSgdRun, StateSurvivesResumeExactly) {
     ok(fmt::format("launch --nproc 2 {} --set run.output={} --overwrite --stop-after 1", base, dir.file("pcut")));
     ok(fmt::format("launch --nproc 2 {} --set run.output={} --resume", base, dir.file("pcut")));
     expect_same_run(dir.file("whole"), dir.file("pcut"));
+  }
+}
+
+TEST(AqSgdRun, EveryReplicasStreamEndsSurviveResume) {
+  // Each replica's stages hold stream ends of their own (ids, not pipeline positions, name
+  // them): a resume restores every one, whatever the layout, in one process and in several.
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::vector<std::string> codecs{
+      "--set 'compression={activations: {type: topk, fraction: 0.3, error_feedback: ef}, "
+      "gradients: {type: topk, fraction: 0.5, error_feedback: ef21}}'",
+      "--set 'compression={activations: {type: aq_sgd, bits: 4}, "
+      "gradients: {type: topk, fraction: 0.5, error_feedback: ef}}'"};
+  const std::vector<std::string> layouts{"--set partition.replicas=2",
+                                         "--set 'partition.replicas=[2, 1]' --set 'scheme={type: pipedream}'",
+                                         "--set partition.replicas=3 --set 'scheme={type: async}'"};
+  for (const std::string& codec : codecs) {
+    for (const std::string& layout : layouts) {
+      const std::string base = fmt::format("{} {} {} --set run.epochs=3", dir.file("e.yaml"), codec, layout);
+      ok(fmt::format("run --quiet {} --set run.output={} --overwrite", base, dir.file("whole")));
+      ok(fmt::format("run --quiet {} --set run.output={} --overwrite --stop-after 2", base, dir.file("cut")));
+      ok(fmt::format("run --quiet {} --set run.output={} --resume", base, dir.file("cut")));
+      SCOPED_TRACE(codec + " " + layout);
+      expect_same_run(dir.file("whole"), dir.file("cut"));
+      if (layout != layouts.front() || !dist::available()) continue;
+      ok(fmt::format("launch --nproc 2 {} --set run.output={} --overwrite --stop-after 1", base, dir.file("pcut")));
+      ok(fmt::format("launch --nproc 2 {} --set run.output={} --resume", base, dir.file("pcut")));
+      expect_same_run(dir.file("whole"), dir.file("pcut"));
+    }
   }
 }
 
