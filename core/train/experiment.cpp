@@ -50,21 +50,36 @@ void load_listed_plugins(const ConfigNode& node) {
   }
 }
 
-/// dataset.limit and dataset.test_limit, taken out of the dataset section before the dataset
-/// reads it (they are every dataset's keys, not one dataset's options).
-DataLimits take_limits(const ConfigNode& top) {
-  DataLimits limits;
-  if (!top.has("dataset") || !top.child("dataset").is_map()) return limits;
-  const ConfigNode dataset = top.child("dataset");
-  for (const auto& [key, value] : {std::pair<const char*, int64_t*>{"limit", &limits.limit}, {"test_limit", &limits.test_limit}}) {
-    if (!dataset.has(key)) continue;
-    *value = ConfigValue<int64_t>::read(dataset.child(key));
-    if (*value < 0) dataset.child(key).fail("it is negative", "give a number of examples, or 0 for all");
-    YAML::Node node = dataset.yaml();
-    node.remove(key);
+/// dataset.limit and dataset.test_limit: every dataset's keys, not one dataset's options.
+/// They are read here and hidden from the dataset while it reads its own, then put back:
+/// the tree is the caller's (a sweep writes each cell's tree out as its experiment.yaml).
+class DataLimitsTaken {
+ public:
+  explicit DataLimitsTaken(const ConfigNode& top) {
+    if (!top.has("dataset") || !top.child("dataset").is_map()) return;
+    dataset_ = top.child("dataset").yaml();
+    const ConfigNode dataset = top.child("dataset");
+    for (const auto& [key, value] :
+         {std::pair<const char*, int64_t*>{"limit", &limits.limit}, {"test_limit", &limits.test_limit}}) {
+      if (!dataset.has(key)) continue;
+      *value = ConfigValue<int64_t>::read(dataset.child(key));
+      if (*value < 0) dataset.child(key).fail("it is negative", "give a number of examples, or 0 for all");
+      taken_.emplace_back(key, dataset.yaml()[key]);
+      dataset_.remove(key);
+    }
   }
-  return limits;
-}
+  ~DataLimitsTaken() {
+    for (const auto& [key, value] : taken_) dataset_[key] = value;
+  }
+  DataLimitsTaken(const DataLimitsTaken&) = delete;
+  DataLimitsTaken& operator=(const DataLimitsTaken&) = delete;
+
+  DataLimits limits;
+
+ private:
+  YAML::Node dataset_;
+  std::vector<std::pair<std::string, YAML::Node>> taken_;
+};
 
 }  // namespace
 
@@ -86,8 +101,11 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   e.model = required_section<ModelFactory>(top, "model");
   // Plugins first: they may register the types the sections name.
   if (top.has("plugins")) load_listed_plugins(top.child("plugins"));
-  e.limits = take_limits(top);
-  e.dataset = required_section<DatasetFactory>(top, "dataset");
+  {
+    const DataLimitsTaken taken(top);
+    e.limits = taken.limits;
+    e.dataset = required_section<DatasetFactory>(top, "dataset");
+  }
   e.scheme = required_section<Scheme>(top, "scheme");
   e.optimizer = read_optimizer_section(top, e.gradients);
   e.lr_schedule = top.has("lr_schedule") ? Registry<LrSchedule>::get().create(top.child("lr_schedule"))

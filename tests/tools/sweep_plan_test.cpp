@@ -3,6 +3,8 @@
 // section naming file:line:column, the key path and the fix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/support/helpers.h"
 #include "tools/sweep/key_paths.h"
 #include "tools/sweep/plan.h"
@@ -157,6 +159,38 @@ TEST(SweepPlan, ErrorsNameTheLineAndTheFix) {
     plan_sweep_text(std::string(kBase) + "sweep: {grid: {run.seed: [0]}}\n", "demo.yaml", {"sweep.grid={run.seed: 5}"});
   });
   EXPECT_HAS(msg, "--set sweep.grid={run.seed: 5}: sweep.grid.run.seed: expected a list");
+}
+
+TEST(SweepPlan, EveryCellKeepsEveryKeyOfTheExperiment) {
+  // Every section a run reads, dataset.limit and test_limit included (they are read apart
+  // from the dataset's own options, and once were dropped from every cell).
+  const std::string base = R"(model: {type: mlp, sizes: [8, 16, 16, 3], dropout: 0.1}
+dataset: {type: synthetic, samples: 64, test_samples: 32, shape: [8], classes: 3, limit: 48, test_limit: 16}
+partition: {stages: 2, balance: [2, 1]}
+scheme: {type: gpipe, chunks: 2}
+optimizer: {type: sgd, lr: 0.1, momentum: 0.9, clip_grad_norm: 1}
+lr_schedule: {type: step, step_size: 1, gamma: 0.5}
+compression: {activations: {type: cast, dtype: bf16}}
+run: {epochs: 1, batch_size: 16, seed: 3}
+)";
+  const SweepPlan p = plan_sweep_text(base + "sweep:\n  grid: {dataset.limit: [32, 48], run.seed: [0, 1]}\n", "all.yaml",
+                                      {"dataset.test_limit=8"});
+  ASSERT_EQ(ids(p), (std::vector<std::string>{"limit=32,seed=0", "limit=32,seed=1", "limit=48,seed=0", "limit=48,seed=1"}));
+  std::vector<std::pair<std::string, std::string>> leaves;
+  flatten_leaves("", YAML::Load(base), leaves);
+  for (const PlannedRun& r : p.runs) {
+    std::vector<std::pair<std::string, std::string>> cell;
+    flatten_leaves("", YAML::Load(r.experiment), cell);
+    for (const auto& [key, text] : leaves) {
+      const auto it = std::find_if(cell.begin(), cell.end(), [&](const auto& kv) { return kv.first == key; });
+      ASSERT_NE(it, cell.end()) << r.id << " lost " << key << ":\n" << r.experiment;
+      const std::string want = key == "dataset.limit"        ? r.id.substr(6, 2)
+                               : key == "dataset.test_limit" ? "8"
+                               : key == "run.seed"           ? r.id.substr(r.id.size() - 1)
+                                                             : text;
+      EXPECT_EQ(it->second, want) << r.id << " " << key;
+    }
+  }
 }
 
 TEST(SweepPlan, RunSaysToUseSweep) {

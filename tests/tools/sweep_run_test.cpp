@@ -13,6 +13,7 @@
 
 #include "tests/support/helpers.h"
 #include "tools/sweep/plan.h"
+#include "tools/sweep/run_status.h"
 #include "tools/sweep/subprocess.h"
 
 namespace fs = std::filesystem;
@@ -191,6 +192,15 @@ TEST(SweepRun, DivergedCellIsRecordedAndTheOthersFinish) {
   std::tie(code, out) = pipelab("plot " + dir.file("out") + " --metric test_loss --out " + dir.file("loss.svg"));
   EXPECT_EQ(code, 0) << out;
   EXPECT_HAS(testing::read_text(dir.file("loss.svg")), "<polyline class=\"series\" data-label=\"lr=0.1\"");
+}
+
+TEST(SweepRun, ProgressPrintsANonFiniteLossAsNan) {
+  // epochs.csv writes NaN and infinities as null (as JSON does); the progress line must not
+  // turn them into a loss of 0.
+  const EpochProgress p = epoch_progress("epoch,train_loss,train_acc,test_loss,test_acc,seconds", "2,null,10,null,25.5,1.5");
+  EXPECT_EQ(p.epoch, "2");
+  EXPECT_EQ(p.text, "train loss nan  test acc 25.50%  1.5s");
+  EXPECT_EQ(epoch_progress("epoch,train_loss,seconds", "1,0.5,2").text, "train loss 0.5000  test acc nan%  2.0s");
 }
 
 TEST(SweepRun, BadCellFailsUpFrontWritingNothing) {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -10,6 +12,7 @@
 #include "core/config/yaml_file.h"
 #include "core/io/input_file.h"
 #include "core/util/error.h"
+#include "tools/sweep/key_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -110,6 +113,18 @@ RunStatus scan_run(const PlannedRun& run) {
     s.state = RunStatus::State::Interrupted;
   }
   return s;
+}
+
+EpochProgress epoch_progress(const std::string& header, const std::string& row) {
+  std::map<std::string, std::string> v;
+  std::stringstream hs(header), rs(row);
+  for (std::string name; std::getline(hs, name, ',');) std::getline(rs, v[name], ',');
+  // A non-finite value is written as null (core/io/json.h): it prints as nan, never as 0.
+  const auto num = [&](const char* key) {
+    return parse_number(v[key]).value_or(std::numeric_limits<double>::quiet_NaN());
+  };
+  return {v["epoch"], fmt::format("train loss {:.4f}  test acc {:.2f}%  {:.1f}s", num("train_loss"), num("test_acc"),
+                                  num("seconds"))};
 }
 
 }  // namespace pipelab::tools

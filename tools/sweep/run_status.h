@@ -23,6 +23,13 @@ struct RunStatus {
 /// whether experiment.yaml still holds `run.experiment`.
 RunStatus scan_run(const PlannedRun& run);
 
+/// One line of a running cell's metrics/epochs.csv, for the sweep's progress: its epoch and
+/// "train loss 0.4123  test acc 83.41%  2.1s" (a value written as null, a NaN, prints nan).
+struct EpochProgress {
+  std::string epoch, text;
+};
+EpochProgress epoch_progress(const std::string& header, const std::string& row);
+
 /// The `status` of a run folder's summary.json ("finished", "diverged"), "" if there is none.
 std::string summary_status(const std::string& dir);
 

@@ -25,6 +25,7 @@
 #include "core/util/error.h"
 #include "core/util/names.h"
 #include "core/util/progress.h"
+#include "tools/sweep/run_status.h"
 #include "tools/sweep/subprocess.h"
 
 namespace fs = std::filesystem;
@@ -161,20 +162,12 @@ void report_epochs(Report& report, const PlannedRun& run, Job& job) {
   std::ifstream in(fs::path(run.dir) / "metrics" / "epochs.csv");
   std::string header, line;
   if (!std::getline(in, header)) return;
-  std::vector<std::string> names;
-  std::stringstream hs(header);
-  for (std::string f; std::getline(hs, f, ',');) names.push_back(f);
   int n = 0;
   while (std::getline(in, line)) {
     if (line.empty() || ++n <= job.epochs_reported) continue;
     if (job.epochs_reported < 0) continue;  // a resumed run's earlier epochs: not news
-    std::map<std::string, std::string> v;
-    std::stringstream ls(line);
-    for (size_t k = 0; k < names.size() && std::getline(ls, v[names[k]], ','); ++k) {
-    }
-    const auto num = [&](const char* key) { return v.count(key) && !v[key].empty() ? std::atof(v[key].c_str()) : 0.0; };
-    report.line(job.index, "epoch " + v["epoch"], run.id,
-                fmt::format("train loss {:.4f}  test acc {:.2f}%  {:.1f}s", num("train_loss"), num("test_acc"), num("seconds")));
+    const EpochProgress epoch = epoch_progress(header, line);
+    report.line(job.index, "epoch " + epoch.epoch, run.id, epoch.text);
   }
   job.epochs_reported = n;
 }
