@@ -89,6 +89,12 @@ TEST(Simulate, RingAllReduceByHand) {
   EXPECT_NEAR(r.step_seconds, 3 + 5.1 + 0.5, 1e-12);
   EXPECT_NEAR(r.bytes_per_step, 4 * 4.5, 1e-12);
   EXPECT_NEAR(r.samples_per_second, 4 * 8 / 8.6, 1e-9);
+  // dp steps after every unit: 8 units are 8 steps, each with one all-reduce of the
+  // formula's bytes and the same time, however many units the replay holds.
+  const sim::SimResult eight = sim::simulate(*dp, 1, 8, 8, c, four);
+  EXPECT_NEAR(eight.bytes_per_step, 4 * 4.5, 1e-12);
+  EXPECT_NEAR(eight.step_seconds, 3 + 5.1 + 0.5, 1e-9);
+  EXPECT_NEAR(eight.samples_per_second, 4 * 8 / 8.6, 1e-9);
 }
 
 TEST(Simulate, MemoryByHand) {

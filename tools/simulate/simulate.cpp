@@ -167,6 +167,15 @@ SimResult replay_scheme(const Scheme& scheme, int stages, int units, const SimCo
   return r;
 }
 
+/// The optimizer steps stage 0 takes in the replay.
+int updates_of_stage_0(const SimResult& r) {
+  int n = 0;
+  for (const auto& row : r.timeline.devices) {
+    for (const TimedAction& x : row) n += x.action.stage == 0 && x.action.kind == ActionKind::Update ? 1 : 0;
+  }
+  return n;
+}
+
 double total_busy(const SimResult& r, std::vector<double>* per_device) {
   double busy = 0;
   for (size_t d = 0; d < r.timeline.devices.size(); ++d) {
@@ -187,8 +196,11 @@ SimResult simulate(const Scheme& scheme, int stages, int units, double examples,
   const SimCosts costs = replicated_costs(one_replica, options.replicas);
   SimResult r = replay_scheme(scheme, stages, units, costs, options);
   const double busy = total_busy(r, &r.busy);
+  // A flushed replay may hold several optimizer steps (naive, single and dp step after every
+  // unit): its per-step figures divide by them.
+  const int steps = scheme.span() == Span::MiniBatch ? std::max(1, updates_of_stage_0(r)) : 1;
   if (scheme.span() == Span::MiniBatch) {
-    r.step_seconds = r.makespan;
+    r.step_seconds = r.makespan / steps;
     r.samples_per_second = r.makespan > 0 ? units * examples * options.replicas / r.makespan : 0;
     r.bubble = r.makespan > 0 ? 1 - busy / (r.devices * r.makespan) : 0;
   } else {
@@ -212,7 +224,7 @@ SimResult simulate(const Scheme& scheme, int stages, int units, double examples,
     }
   }
   // Per step: a flushed scheme's replay is one step; otherwise units_per_step units' share.
-  r.bytes_per_step = scheme.span() == Span::MiniBatch ? bytes : bytes * units_per_step / units;
+  r.bytes_per_step = scheme.span() == Span::MiniBatch ? bytes / steps : bytes * units_per_step / units;
   add_memory(r, scheme, costs);
   return r;
 }
