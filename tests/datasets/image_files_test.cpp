@@ -37,6 +37,30 @@ TEST(ImageFiles, JpegRoundTripAndErrors) {
   EXPECT_TRUE(contains(testing::user_error([&] { decode_jpeg("GIF89a", "n.jpg"); }), "n.jpg: not a readable JPEG"));
 }
 
+TEST(ImageFiles, CmykJpegsDecodeAsPillowConvertsThem) {
+  SKIP_WITHOUT_JPEG();
+  // libjpeg stores CMYK as given, with Adobe's marker, which readers take as inverted: the
+  // stored (c, m, y, k) = (0, 128, 255, 64) is RGB (c k, m k, y k) / 255 = (0, 32, 64).
+  const at::Tensor cmyk = at::stack({at::full({16, 16}, 0, at::kByte), at::full({16, 16}, 128, at::kByte),
+                                     at::full({16, 16}, 255, at::kByte), at::full({16, 16}, 64, at::kByte)});
+  const at::Tensor rgb = decode_jpeg(encode_jpeg(cmyk, 100), "cmyk.jpg");
+  ASSERT_EQ(rgb.sizes(), (std::vector<int64_t>{3, 16, 16}));
+  EXPECT_LE((rgb.to(at::kInt) - flat(0, 32, 64, 16).to(at::kInt)).abs().max().item<int>(), 2);
+}
+
+TEST(ImageFiles, AHeaderThatClaimsAHugeImageIsRefusedBeforeDecoding) {
+  SKIP_WITHOUT_JPEG();
+  // A few hundred bytes whose frame header (SOF0: FF C0, length, precision, height, width)
+  // says 65000 x 65000: 12.7 GB of pixels if it were believed.
+  std::string bytes = encode_jpeg(flat(1, 2, 3, 8));
+  const size_t sof = bytes.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  for (const size_t at : {sof + 5, sof + 7}) bytes[at] = '\xFD', bytes[at + 1] = '\xE8';
+  const std::string message = testing::user_error([&] { decode_jpeg(bytes, "bomb.jpg"); });
+  EXPECT_TRUE(contains(message, "bomb.jpg: an image too large to decode (its header says 65000x65000")) << message;
+  EXPECT_TRUE(contains(message, "Fix: resize it")) << message;
+}
+
 /// Two classes with two training images each (written n02 first: labels follow the
 /// sorted wnids, not the order on disk) and three validation images.
 void write_tiny_imagenet(const std::string& root) {
