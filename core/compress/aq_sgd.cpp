@@ -19,8 +19,12 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/compress/codec.h"
 #include "core/compress/fixpoint.h"
@@ -28,6 +32,27 @@
 
 namespace pipelab {
 namespace {
+
+/// Creates `folder`/`name` with `bytes` of disk reserved (posix_fallocate), so that a full
+/// disk is an error here, naming the file, rather than a SIGBUS when a page of the mapping is
+/// first written.
+std::string reserve_file(const std::string& folder, const std::string& name, int64_t bytes) {
+  const std::string fix = "Fix: free space there, set run.output elsewhere, or use storage: memory";
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) throw WriteError(fmt::format("{}: cannot create AQ-SGD's history folder ({}). {}", folder, ec.message(), fix));
+  const std::string path = (std::filesystem::path(folder) / name).string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw WriteError(fmt::format("{}: cannot create AQ-SGD's history ({}). {}", path, std::strerror(errno), fix));
+  const int err = bytes > 0 ? ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0;
+  ::close(fd);
+  if (err != 0) {
+    ::unlink(path.c_str());
+    throw WriteError(fmt::format("{}: cannot reserve {} bytes for AQ-SGD's history ({}). {}", path, bytes,
+                                 std::strerror(err), fix));
+  }
+  return path;
+}
 
 struct AqSgdOptions {
   enum class Cache { Fp16, Full };
@@ -148,13 +173,9 @@ class AqSgd : public CodecWith<AqSgd, AqSgdOptions> {
       return;
     }
     // A file mapped shared (LibTorch's MapAllocator): the history costs disk, not memory.
-    const std::filesystem::path dir(stream_.folder);
-    std::filesystem::create_directories(dir);
-    const std::string path = (dir / (stream_.name + ".bin")).string();
-    const int64_t count = examples * per;
-    { std::ofstream create(path, std::ios::binary | std::ios::trunc); }
-    std::filesystem::resize_file(path, static_cast<uintmax_t>(count) * c10::elementSize(type));
-    store_ = at::from_file(path, true, count, at::TensorOptions().dtype(type)).view({examples, per});
+    const std::string path = reserve_file(stream_.folder, stream_.name + ".bin",
+                                          examples * per * static_cast<int64_t>(c10::elementSize(type)));
+    store_ = at::from_file(path, true, examples * per, at::TensorOptions().dtype(type)).view({examples, per});
   }
 
   bool warm(const at::Tensor& ids) const {

@@ -129,5 +129,29 @@ TEST(AqSgdRun, ADiskHistoryGivesTheMemoryOnesBits) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("disk/codec_cache/0-1.F.t0.send.bin")));
 }
 
+TEST(AqSgdRun, ADiskHistoryThatDoesNotFitIsAnErrorNamingTheFile) {
+  // The history's blocks are reserved when it is made: with too little room (here a file
+  // size limit, whose signal the shell ignores, as a full disk would refuse) the run stops
+  // with the file's name, where writing into a sparse mapping would have died of SIGBUS.
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::string disk = "--set 'compression={activations: {type: aq_sgd, bits: 4, storage: disk, cache: full}}' "
+                           "--set 'model.sizes=[12, 1024, 4]'";
+  const auto [code, out] = testing::shell(fmt::format("trap '' XFSZ; ulimit -f 256; OMP_NUM_THREADS=1 {} run --quiet {} {} "
+                                                      "--set run.output={}",
+                                                      PIPELAB_BINARY, dir.file("e.yaml"), disk, dir.file("full")));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("full/codec_cache/0-1.F.t0.send.bin: cannot reserve 524288 bytes for AQ-SGD's history"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Fix: free space there"), std::string::npos) << out;
+  // A folder that cannot be made (run.output/codec_cache under a file) names it too.
+  testing::write_text(dir.file("file"), "x");
+  const auto [code2, out2] = pipelab(fmt::format("run --quiet {} {} --set run.output={}", dir.file("e.yaml"), disk,
+                                                 dir.file("file/run")));
+  EXPECT_NE(code2, 0);
+  EXPECT_EQ(out2.find("filesystem error"), std::string::npos) << out2;
+}
+
 }  // namespace
 }  // namespace pipelab::aq_sgd_run_test
