@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/config/fields.h"
+#include "core/util/plugins.h"
 
 namespace pipelab {
 
@@ -68,8 +69,14 @@ class Registry {
     return registry;
   }
 
+  /// Adds `entry`; a name already taken keeps its first entry and is noted as a conflict
+  /// (registration_conflicts()), not thrown: registrations run while a plugin's library is
+  /// being loaded, where no exception may unwind through the loader.
   bool add(Entry entry) {
-    PIPELAB_ASSERT(!entries_.count(entry.name), "{} '{}' registered twice", Base::kKind, entry.name);
+    if (entries_.count(entry.name)) {
+      note_registration_conflict(fmt::format("{} '{}'", Base::kKind, entry.name));
+      return false;
+    }
     entries_.emplace(entry.name, std::move(entry));
     return true;
   }

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -17,10 +18,39 @@ std::vector<std::string>& plugins() {
   return loaded;
 }
 
+std::vector<std::string>& conflicts() {
+  static std::vector<std::string> noted;
+  return noted;
+}
+
+/// A path as one entry of PIPELAB_PLUGINS: ':' separates entries, so a ':' inside a path is
+/// escaped (and '%', the escape itself).
+std::string escaped(const std::string& path) {
+  std::string out;
+  for (const char c : path) out += c == ':' ? "%3A" : c == '%' ? "%25" : std::string(1, c);
+  return out;
+}
+
+std::string unescaped(const std::string& entry) {
+  std::string out;
+  for (size_t i = 0; i < entry.size(); ++i) {
+    if (entry.compare(i, 3, "%3A") == 0 || entry.compare(i, 3, "%3a") == 0) {
+      out += ':';
+      i += 2;
+    } else if (entry.compare(i, 3, "%25") == 0) {
+      out += '%';
+      i += 2;
+    } else {
+      out += entry[i];
+    }
+  }
+  return out;
+}
+
 /// PIPELAB_PLUGINS for the processes this one starts.
 void export_plugins() {
   std::string list;
-  for (const std::string& p : plugins()) list += (list.empty() ? "" : ":") + p;
+  for (const std::string& p : plugins()) list += (list.empty() ? "" : ":") + escaped(p);
   ::setenv("PIPELAB_PLUGINS", list.c_str(), 1);
 }
 
@@ -41,15 +71,28 @@ void load_plugin(const std::string& path) {
   }
   // RTLD_GLOBAL: a later plugin may use what this one defines. The symbols a plugin uses
   // from pipelab resolve against the pipelab command, which exports them.
+  const size_t conflicts_before = conflicts().size();
   if (!::dlopen(absolute.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
     const char* why = ::dlerror();
     throw UserError(fmt::format("plugin {} cannot be loaded: {}. Fix: build it with find_package(pipelab) against "
                                 "this pipelab and the same LibTorch (docs/adding-a-scheme.md)",
                                 path, why ? why : "unknown reason"));
   }
+  if (conflicts().size() > conflicts_before) {
+    // Its other registrations stay (their code is in the library, which stays loaded); the
+    // command stops here, so none of them is used.
+    const std::vector<std::string> taken(conflicts().begin() + static_cast<int64_t>(conflicts_before), conflicts().end());
+    throw UserError(fmt::format("plugin {} registers {}, a name pipelab or an earlier plugin already has. Fix: give "
+                                "it another name in the plugin's PIPELAB_REGISTER line",
+                                path, fmt::join(taken, ", ")));
+  }
   plugins().push_back(absolute);
   export_plugins();
 }
+
+void note_registration_conflict(const std::string& what) { conflicts().push_back(what); }
+
+const std::vector<std::string>& registration_conflicts() { return conflicts(); }
 
 const std::vector<std::string>& loaded_plugins() { return plugins(); }
 
@@ -61,7 +104,7 @@ void load_inherited_plugins() {
   while (start <= list.size()) {
     const size_t colon = list.find(':', start);
     const std::string one = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    if (!one.empty()) load_plugin(one);
+    if (!one.empty()) load_plugin(unescaped(one));
     if (colon == std::string::npos) break;
     start = colon + 1;
   }

@@ -53,6 +53,22 @@ TEST(Plugin, TheExampleBuildsOutOfTreeLoadsAndPassesTheChecks) {
   std::tie(code, out) = testing::pipelab("list scheme micro_naive --plugin " + dir.file("example/CMakeLists.txt"));
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("cannot be loaded"), std::string::npos) << out;
+  // A path with ':' (PIPELAB_PLUGINS' separator) reaches the processes launch starts.
+  fs::create_directories(dir.file("a:b"));
+  fs::copy_file(library, dir.file("a:b/libmicro_naive.so"));
+  std::tie(code, out) = testing::pipelab(fmt::format("launch --nproc 2 '{}' --plugin '{}' --set 'plugins=[]' "
+                                                     "--set run.output='{}' --quiet",
+                                                     dir.file("example/experiment.yaml"),
+                                                     dir.file("a:b/libmicro_naive.so"), dir.file("colon")));
+  EXPECT_EQ(code, 0) << out;
+  // A second library registering the same names: the plugin, the name and the fix.
+  std::tie(code, out) = testing::pipelab(
+      fmt::format("list scheme --plugin '{}' --plugin '{}'", library, dir.file("a:b/libmicro_naive.so")));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("libmicro_naive.so registers scheme 'micro_naive', a name pipelab or an earlier plugin already "
+                     "has. Fix: give it another name"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace

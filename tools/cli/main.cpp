@@ -10,10 +10,12 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/config/config_node.h"
 #include "core/util/allocator.h"
 #include "core/util/names.h"
+#include "core/util/error.h"
 #include "core/util/plugins.h"
 #include "core/util/provenance.h"
 #include "tools/cli/commands.h"
@@ -91,6 +93,9 @@ int main(int argc, char** argv) {
   // Messages quote user input: control bytes are shown escaped, never sent to the terminal.
   using pipelab::printable;
   try {
+    // pipelab's own registrations take distinct names (tests/core/registry_test.cpp).
+    PIPELAB_ASSERT(pipelab::registration_conflicts().empty(), "names registered twice: {}",
+                   fmt::join(pipelab::registration_conflicts(), ", "));
     pipelab::load_inherited_plugins();
     for (const std::string& f : plugin_files) pipelab::load_plugin(f);
     return it->second.fn(args);
