@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "core/util/error.h"
@@ -32,6 +34,20 @@ int number(const Getenv& get, const char* name, int minimum, int maximum = 1 << 
                               name, text, range));
 }
 
+/// MASTER_ADDR: a host name or an address (IPv6 in brackets or bare), checked here so that a
+/// damaged value is named as the variable it came from.
+std::string master_host(const std::string& text) {
+  const bool ok = text.size() <= 253 && std::all_of(text.begin(), text.end(), [](unsigned char c) {
+                    return std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '[' || c == ']';
+                  });
+  if (!ok) {
+    throw UserError(fmt::format("the environment variable MASTER_ADDR='{}' is not a host name or address. Fix: set "
+                                "it to rank 0's host, as the launcher does (e.g. 127.0.0.1), or unset it.",
+                                text.substr(0, 80)));
+  }
+  return text;
+}
+
 /// MASTER_PORT, a TCP port.
 int master_port(const Getenv& get) { return number(get, "MASTER_PORT", 1, 65535); }
 
@@ -57,7 +73,7 @@ std::optional<LaunchEnv> torchrun(const Getenv& get) {
   }
   if (value(get, "LOCAL_RANK")) env.local_rank = number(get, "LOCAL_RANK", 0);
   if (value(get, "LOCAL_WORLD_SIZE")) env.local_world_size = number(get, "LOCAL_WORLD_SIZE", 1);
-  env.master.host = *value(get, "MASTER_ADDR");
+  env.master.host = master_host(*value(get, "MASTER_ADDR"));
   env.master.port = master_port(get);
   env.agent_store = value(get, "TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
   if (value(get, "TORCHELASTIC_RESTART_COUNT")) env.restart_count = number(get, "TORCHELASTIC_RESTART_COUNT", 0);
@@ -85,7 +101,7 @@ std::optional<LaunchEnv> slurm(const Getenv& get) {
   if (value(get, "SLURM_LOCALID")) env.local_rank = number(get, "SLURM_LOCALID", 0);
   env.local_world_size = slurm_tasks_per_node(get);
   if (const auto addr = value(get, "MASTER_ADDR")) {
-    env.master.host = *addr;
+    env.master.host = master_host(*addr);
   } else if (const auto nodes = value(get, "SLURM_JOB_NODELIST") ? value(get, "SLURM_JOB_NODELIST")
                                                                  : value(get, "SLURM_NODELIST")) {
     env.master.host = first_slurm_host(*nodes);

@@ -141,7 +141,13 @@ ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options), imp
   impl_->timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(options.master.port);
-  const std::optional<LaunchEnv> env = launch_env();
+  // The launcher's store and restart count. An environment that does not add up was refused
+  // by `pipelab run` already, unless --rank and --world-size overrode it: then it is not read.
+  std::optional<LaunchEnv> env;
+  try {
+    env = launch_env();
+  } catch (const UserError&) {
+  }
   so.isServer = options.rank == 0 && !agent_serves(env, options.master);
   so.numWorkers = static_cast<size_t>(options.world_size);
   so.waitWorkers = true;

@@ -72,7 +72,8 @@ TEST(LaunchEnv, AHalfSetTorchrunEnvironmentNamesWhatIsMissing) {
 TEST(LaunchEnv, BadValuesAreNamed) {
   for (const auto& [name, bad] : std::vector<std::pair<std::string, std::string>>{
            {"RANK", "one"}, {"RANK", "-1"}, {"WORLD_SIZE", "0"}, {"MASTER_PORT", "70000"}, {"MASTER_PORT", "29x"},
-           {"LOCAL_RANK", "1.5"}, {"TORCHELASTIC_RESTART_COUNT", "x"}}) {
+           {"LOCAL_RANK", "1.5"}, {"TORCHELASTIC_RESTART_COUNT", "x"}, {"MASTER_ADDR", "a b"},
+           {"MASTER_ADDR", "host/x"}, {"MASTER_ADDR", std::string(300, 'h')}}) {
     Vars vars = kTorchrun;
     vars[name] = bad;
     const std::string e = error_of(vars);

@@ -149,6 +149,18 @@ TEST(Torchrun, AHalfSetEnvironmentIsAClearError) {
                                                      PIPELAB_BINARY, dir.file("e.yaml"), dir.file("run")));
   EXPECT_EQ(c3, 0) << out3;
   EXPECT_FALSE(std::filesystem::exists(dir.file("run/ranks")));
+  // --rank and --world-size override the environment, even one that does not add up.
+  const auto [c4, out4] = testing::shell(fmt::format("RANK=5 WORLD_SIZE=2 {} run {} --rank 0 --world-size 1 --quiet "
+                                                     "--set run.epochs=1 --set run.output={} --overwrite",
+                                                     PIPELAB_BINARY, dir.file("e.yaml"), dir.file("run")));
+  EXPECT_EQ(c4, 0) << out4;
+  // A damaged MASTER_ADDR is named as the variable, not as a --set nobody passed.
+  const auto [c5, out5] = testing::shell(fmt::format("RANK=0 WORLD_SIZE=2 MASTER_ADDR='no such host' MASTER_PORT=29400 "
+                                                     "{} run {} --set run.output={}",
+                                                     PIPELAB_BINARY, dir.file("e.yaml"), dir.file("run")));
+  EXPECT_EQ(c5, 2) << out5;
+  EXPECT_NE(out5.find("MASTER_ADDR='no such host' is not a host name or address. Fix:"), std::string::npos) << out5;
+  EXPECT_EQ(out5.find("--set"), std::string::npos) << out5;
 }
 
 }  // namespace

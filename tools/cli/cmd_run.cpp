@@ -38,8 +38,15 @@ struct Place {
 /// each flag overriding its variable; nothing for a one-process run. Processes on this
 /// machine share its cores as under `pipelab launch` (PIPELAB_LOCAL_PROCESSES).
 std::optional<Place> place_in_run(const po::variables_map& vm) {
-  const std::optional<dist::LaunchEnv> env = dist::launch_env();
   const bool flags = vm.count("rank") || vm.count("world-size");
+  std::optional<dist::LaunchEnv> env;
+  try {
+    env = dist::launch_env();
+  } catch (const UserError&) {
+    // --rank and --world-size override the environment, even a launcher's that does not add
+    // up (RANK=5 WORLD_SIZE=2): it is not read (the master is then --master's, or the default).
+    if (!(vm.count("rank") && vm.count("world-size"))) throw;
+  }
   if (!flags && !env) return std::nullopt;
   if (vm.count("rank") != vm.count("world-size") && !env) throw UsageError{"--rank and --world-size go together"};
   Place p;
