@@ -123,6 +123,20 @@ TEST(Launch, NeverFlushedAcrossProcessesEqualsOneProcessWithEveryStagesStaleness
   EXPECT_NE(testing::read_text(dir.file("two/summary.json")).find("forward_gap"), std::string::npos);
 }
 
+TEST(Launch, MoreProcessesThanDevicesAreRefusedBeforeAnyStarts) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const auto start = std::chrono::steady_clock::now();
+  const auto [code, out] = pipelab(fmt::format("launch --nproc 1000 {} --set run.output={}", dir.file("e.yaml"),
+                                               dir.file("run")));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("--nproc 1000: " + dir.file("e.yaml") + " runs on at most 2 devices"), std::string::npos) << out;
+  EXPECT_NE(out.find("Fix: use --nproc 2 or fewer"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[rank"), std::string::npos) << out;  // no rank was started
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run")));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+}
+
 TEST(Launch, NcclForStagesOnTheCpuIsAClearError) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   testing::TempDir dir;

@@ -7,7 +7,9 @@
 
 #include <cerrno>
 
+#include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -15,12 +17,26 @@
 #include <fmt/format.h>
 
 #include "core/dist/process_group.h"
+#include "core/train/experiment.h"
 #include "tools/cli/options.h"
 #include "tools/cli/stop_signals.h"
 #include "tools/sweep/subprocess.h"
 
 namespace pipelab::cli {
 namespace {
+
+/// The most devices FILE's run can have: every stage of every replica on one of its own (the
+/// scheme's placement and Chimera's shared devices only lower it). Checked before any rank
+/// starts, so that `--nproc 1000` does not start 1000 processes to be told so by each; the
+/// ranks check the exact count.
+int most_devices(const Experiment& e) {
+  const int stages = e.scheme->stages(e.partition.stages);
+  const std::vector<int> placement = e.scheme->placement(stages);
+  const int pipeline = placement.empty() ? stages : *std::max_element(placement.begin(), placement.end()) + 1;
+  const std::vector<int>& per_stage = e.partition.replicas.per_stage;
+  if (!per_stage.empty()) return std::accumulate(per_stage.begin(), per_stage.end(), 0);
+  return pipeline * std::max(1, e.scheme->replicas(e.partition.replicas.count));
+}
 
 /// Removes the output folders of launchers that no longer run (killed with -9).
 void remove_stale_launch_folders() {
@@ -124,6 +140,12 @@ int launch(const Args& args) {
   }
   if (nproc < 1) throw UsageError{"--nproc must be >= 1"};
   if (vm["stop-after"].as<int>() < 0) throw UsageError{"--stop-after must be >= 0"};
+  const int most = most_devices(Experiment::load(file, sets));
+  if (nproc > most) {
+    throw UsageError{fmt::format("--nproc {}: {} runs on at most {} device{}, and each process needs one. Fix: use "
+                                 "--nproc {} or fewer",
+                                 nproc, file, most, most == 1 ? "" : "s", most)};
+  }
   if (port == 0) port = dist::free_port();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   remove_stale_launch_folders();
