@@ -125,7 +125,9 @@ TEST(HardeningSurfaces, OutputFoldersAndAbsurdValuesAreRefusedFirst) {
            {"run " + e + " --set run.eval_batch_size=2000000000", "run.eval_batch_size"},
            {"run " + e + " --set 'run.output=\"a\tb\"'", "run.output: the folder name holds a control character"},
            {"schedule --scheme interleaved_1f1b --stages 4 --virtual-stages 1000000", "--virtual-stages 1000000"},
-           {"schedule --scheme gpipe --set scheme.chunks=2000000000", "(scheme.chunks) 2000000000"}}) {
+           {"schedule --scheme gpipe --set scheme.chunks=2000000000", "(scheme.chunks) 2000000000"},
+           {"schedule --scheme zbv --stages 2000 --microbatches 2000 --lowered",
+            "--microbatches 2000: give a number from 1 to 500 (at most 1000000 stages x micro-batches)"}}) {
     const auto [code, out] = pipelab(args);
     EXPECT_EQ(code, 2) << args << "\n" << out;
     EXPECT_NE(out.find(expected), std::string::npos) << args << "\n" << out;

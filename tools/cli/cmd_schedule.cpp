@@ -47,7 +47,7 @@ std::vector<double> parse_costs(const std::string& text) {
 
 /// The most actions `pipelab schedule` lays out (stages x micro-batches), so that a typo
 /// cannot ask for gigabytes; generation and validation are O(n log n) below it.
-constexpr int64_t kMaxCells = 4'000'000;
+constexpr int64_t kMaxCells = 1'000'000;
 
 /// partition.stages of the experiment file, if it sets one.
 /// The file's partition.<key> (0 when it has none).
