@@ -18,6 +18,7 @@
 /// genotype's max_pool_3x3 is a max-pool, where torchgpipe's code builds an average pool
 /// (`avg_pool_quirk: true` restores that). Initialisation is LibTorch's default, as
 /// torchgpipe leaves PyTorch's.
+#include "core/config/bounds.h"
 #include "models/amoebanet_cell.h"
 
 #include "models/blocks/conv_bn.h"
@@ -32,8 +33,8 @@ struct AmoebanetOptions {
   bool avg_pool_quirk = false;
   template <class V>
   void fields(V& v) {
-    v("layers", layers, "normal cells L (a multiple of 3: L/3 between each pair of reductions)", positive);
-    v("filters", filters, "filters F (a multiple of 8); the first cells have F/4 channels per state", positive);
+    v("layers", layers, "normal cells L (a multiple of 3: L/3 between each pair of reductions)", repeats_bound());
+    v("filters", filters, "filters F (a multiple of 8); the first cells have F/4 channels per state", width_bound());
     v("avg_pool_quirk", avg_pool_quirk, "average-pool where the genotype says max_pool_3x3, as torchgpipe's code does");
   }
   void check(const ConfigNode& node) const {

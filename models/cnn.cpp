@@ -6,6 +6,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 
+#include "core/config/bounds.h"
 #include "core/model/model.h"
 #include "core/nn/batch_norm.h"
 #include "core/nn/dropout.h"
@@ -20,8 +21,8 @@ struct CnnOptions {
   double dropout = 0;
   template <class V>
   void fields(V& v) {
-    v("channels", channels, "output channels of each conv stage (each halves the resolution)", each(positive));
-    v("hidden", hidden, "width of the fully connected layer", positive);
+    v("channels", channels, "output channels of each conv stage (each halves the resolution)", each(width_bound()));
+    v("hidden", hidden, "width of the fully connected layer", width_bound());
     v("batch_norm", batch_norm, "batch norm after each convolution");
     v("dropout", dropout, "dropout before the output layer", in_half_open(0, 1));
   }

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/config/bounds.h"
 #include "models/blocks/conv_bn.h"
 #include "models/blocks/init.h"
 #include "models/blocks/vision.h"
@@ -42,10 +43,10 @@ struct DensenetOptions {
   DenseStem stem = DenseStem::Cifar;
   template <class V>
   void fields(V& v) {
-    v("growth", growth, "growth rate k: channels each dense layer adds", positive);
-    v("blocks", blocks, "dense layers per dense block (121: [6, 12, 24, 16])", each(positive));
+    v("growth", growth, "growth rate k: channels each dense layer adds", width_bound());
+    v("blocks", blocks, "dense layers per dense block (121: [6, 12, 24, 16])", each(repeats_bound()));
     v("reduction", reduction, "share of channels a transition keeps", in_range(0, 1));
-    v("bn_size", bn_size, "bottleneck width of a dense layer, in multiples of growth", positive);
+    v("bn_size", bn_size, "bottleneck width of a dense layer, in multiples of growth", width_bound());
     v.choice("stem", stem, Choices<DenseStem>{{"cifar", DenseStem::Cifar}, {"imagenet", DenseStem::Imagenet}},
              "cifar: a 3x3 conv; imagenet: 7x7/2 conv, bn, ReLU and 3x3/2 max-pool");
   }

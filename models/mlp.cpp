@@ -6,6 +6,7 @@
 
 #include <numeric>
 
+#include "core/config/bounds.h"
 #include "core/model/model.h"
 #include "core/nn/batch_norm.h"
 #include "core/nn/dropout.h"
@@ -22,7 +23,7 @@ struct MlpOptions {
   bool batch_norm = false;
   template <class V>
   void fields(V& v) {
-    v.required("sizes", sizes, "layer widths [inputs, hidden..., classes]", each(positive));
+    v.required("sizes", sizes, "layer widths [inputs, hidden..., classes]", each(width_bound()));
     v.choice("activation", activation, activation_choices(), "activation after each hidden layer");
     v("dropout", dropout, "dropout after each hidden activation", in_half_open(0, 1));
     v("batch_norm", batch_norm, "batch norm after each hidden linear layer");

@@ -34,7 +34,7 @@ struct MobilenetV2Options {
   double dropout = 0.2;
   template <class V>
   void fields(V& v) {
-    v("width", width, "width multiplier applied to every layer", positive);
+    v("width", width, "width multiplier applied to every layer", in_open_low(0, 64));
     v("dropout", dropout, "dropout before the classifier", in_half_open(0, 1));
   }
 };

@@ -17,6 +17,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/rnn.h>
 
+#include "core/config/bounds.h"
 #include "models/blocks/init.h"
 #include "models/blocks/text.h"
 
@@ -30,10 +31,10 @@ struct ResidualLstmOptions {
   int64_t layers = 4;
   template <class V>
   void fields(V& v) {
-    v("num_words", num_words, "vocabulary size of the embedding (at least the dataset's num_words)", positive);
-    v("d_model", d_model, "embedding width, kept by every residual block", positive);
-    v("hidden", hidden, "LSTM hidden size", positive);
-    v("layers", layers, "residual LSTM blocks", positive);
+    v("num_words", num_words, "vocabulary size of the embedding (at least the dataset's num_words)", width_bound());
+    v("d_model", d_model, "embedding width, kept by every residual block", width_bound());
+    v("hidden", hidden, "LSTM hidden size", width_bound());
+    v("layers", layers, "residual LSTM blocks", repeats_bound());
   }
 };
 

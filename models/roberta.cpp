@@ -20,6 +20,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/config/bounds.h"
 #include "core/model/model.h"
 #include "core/nn/dropout.h"
 
@@ -34,13 +35,13 @@ struct RobertaOptions {
   double dropout = 0.1, attention_dropout = 0.1, eps = 1e-5, init_std = 0.02;
   template <class V>
   void fields(V& v) {
-    v("vocab", vocab, "vocabulary size (roberta-base: 50265)", positive);
-    v("hidden", hidden, "hidden size (roberta-base: 768)", positive);
-    v("layers", layers, "encoder layers (roberta-base: 12)", positive);
-    v("heads", heads, "attention heads (roberta-base: 12)", positive);
-    v("intermediate", intermediate, "feed-forward width (roberta-base: 3072)", positive);
-    v("max_positions", max_positions, "position embeddings (roberta-base: 514 = 512 + padding_idx + 1)", positive);
-    v("type_vocab", type_vocab, "token-type embeddings (roberta-base: 1)", positive);
+    v("vocab", vocab, "vocabulary size (roberta-base: 50265)", width_bound());
+    v("hidden", hidden, "hidden size (roberta-base: 768)", width_bound());
+    v("layers", layers, "encoder layers (roberta-base: 12)", repeats_bound());
+    v("heads", heads, "attention heads (roberta-base: 12)", width_bound());
+    v("intermediate", intermediate, "feed-forward width (roberta-base: 3072)", width_bound());
+    v("max_positions", max_positions, "position embeddings (roberta-base: 514 = 512 + padding_idx + 1)", width_bound());
+    v("type_vocab", type_vocab, "token-type embeddings (roberta-base: 1)", width_bound());
     v("pad_id", pad_id, "the padding token's id (roberta-base: 1)", non_negative);
     v("dropout", dropout, "hidden dropout", in_half_open(0.0, 1.0));
     v("attention_dropout", attention_dropout, "dropout on the attention weights", in_half_open(0.0, 1.0));

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "core/model/model.h"
+#include "core/util/memory_size.h"
 #include "models/sequential_layers.h"
 
 namespace pipelab::models {
@@ -46,11 +47,20 @@ class Sequential : public Configured<ModelFactory, SequentialOptions> {
     ModelDef def;
     // Walk the shapes once, building each layer with throwaway weights; the blocks are
     // built again under their own seeds when the run makes its stages.
+    // Each layer was checked against the machine alone; their sum is checked as it grows.
     LayerInput in{data.input_shape, data.integer_input};
+    double weights = 0;
     for (size_t i = 0; i < options_.layers.size(); ++i) {
       const LayerSpec& spec = options_.layers[i];
       def.blocks.push_back(BlockRecipe(std::to_string(i), [spec, in] { return make_layer(spec, in); }));
-      in = infer_output(spec, in);
+      in = infer_output(spec, in, &weights);
+      const std::string problem = memory_problem(weights * 4 * 4);
+      if (!problem.empty()) {
+        spec.at->fail(fmt::format("the layers up to this one hold {:.3g} weights, which with their gradients and "
+                                  "optimizer state {}",
+                                  weights, problem),
+                      "use fewer or smaller layers");
+      }
     }
     check_logits(options_.layers.back(), in, data);
     def.loss = std::make_shared<CrossEntropyLoss>();

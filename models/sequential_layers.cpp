@@ -17,6 +17,7 @@
 #include "core/config/fields.h"
 #include "core/nn/batch_norm.h"
 #include "core/nn/dropout.h"
+#include "core/util/memory_size.h"
 #include "core/util/names.h"
 #include "models/sequential_options.h"
 
@@ -83,6 +84,23 @@ O opts(const ConfigNode& n) {
   return read_options<O>(n);
 }
 
+/// Refuses a layer of `weights` weights that this machine could not train (the weights, their
+/// gradients and an optimizer state or two: four float32 copies), before LibTorch allocates it.
+void check_fits(const ConfigNode& n, const std::string& kind, double weights) {
+  const std::string problem = memory_problem(weights * 4 * 4);
+  if (!problem.empty()) {
+    n.fail(fmt::format("this {} has {:.3g} weights, which {}", kind, weights, problem), "make it smaller");
+  }
+}
+
+/// The options of a layer with weights, checked against the machine for input size `in`.
+template <class O, class... Extra>
+O sized(const ConfigNode& n, const std::string& kind, double in, Extra... extra) {
+  O o = opts<O>(n);
+  check_fits(n, kind, o.weights(in, extra...));
+  return o;
+}
+
 /// A layer without options: any key given is unknown.
 struct NoOptions {
   template <class V>
@@ -91,7 +109,7 @@ struct NoOptions {
 void none(const ConfigNode& n) { (void)opts<NoOptions>(n); }
 
 AnyModule conv(const ConfigNode& n, const LayerInput& in, int dims) {
-  const auto o = opts<ConvOptions>(n);
+  const auto o = sized<ConvOptions>(n, dims == 1 ? "conv1d" : "conv2d", static_cast<double>(channels(in)), dims);
   if (dims == 1) {
     return AnyModule(torch::nn::Conv1d(torch::nn::Conv1dOptions(channels(in), o.out, o.kernel)
                                            .stride(o.stride)
@@ -109,10 +127,7 @@ AnyModule conv(const ConfigNode& n, const LayerInput& in, int dims) {
 }
 
 AnyModule pool(const ConfigNode& n, const std::string& kind) {
-  const auto o = opts<PoolOptions>(n);
-  const bool adaptive = kind.rfind("adaptive", 0) == 0;
-  if (adaptive && o.out.empty()) n.fail(kind + " needs its output size", "add out: [1, 1] (or [1] for 1-d)");
-  if (!adaptive && o.kernel == 0) n.fail(kind + " needs its window", "add kernel: 2");
+  const auto o = opts<WindowPoolOptions>(n);
   const int64_t stride = o.stride ? o.stride : o.kernel;
   if (kind == "max_pool1d")
     return AnyModule(torch::nn::MaxPool1d(torch::nn::MaxPool1dOptions(o.kernel).stride(stride).padding(o.padding)));
@@ -120,15 +135,21 @@ AnyModule pool(const ConfigNode& n, const std::string& kind) {
     return AnyModule(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(o.kernel).stride(stride).padding(o.padding)));
   if (kind == "avg_pool1d")
     return AnyModule(torch::nn::AvgPool1d(torch::nn::AvgPool1dOptions(o.kernel).stride(stride).padding(o.padding)));
-  if (kind == "avg_pool2d")
-    return AnyModule(torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(o.kernel).stride(stride).padding(o.padding)));
-  if (kind == "adaptive_avg_pool1d") return AnyModule(torch::nn::AdaptiveAvgPool1d(o.out.front()));
-  if (o.out.size() != 2) n.child("out").fail("adaptive_avg_pool2d's size has two entries", "write out: [H, W]");
+  return AnyModule(torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(o.kernel).stride(stride).padding(o.padding)));
+}
+
+AnyModule adaptive_pool(const ConfigNode& n, int dims) {
+  const auto o = opts<AdaptivePoolOptions>(n);
+  if (o.out.size() != static_cast<size_t>(dims)) {
+    n.child("out").fail(fmt::format("adaptive_avg_pool{}d's size has {} entr{}", dims, dims, dims == 1 ? "y" : "ies"),
+                        dims == 1 ? "write out: [L]" : "write out: [H, W]");
+  }
+  if (dims == 1) return AnyModule(torch::nn::AdaptiveAvgPool1d(o.out.front()));
   return AnyModule(torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions({o.out[0], o.out[1]})));
 }
 
 AnyModule recurrent(const ConfigNode& n, const LayerInput& in, bool lstm) {
-  const auto o = opts<RecurrentOptions>(n);
+  const auto o = sized<RecurrentOptions>(n, lstm ? "lstm" : "gru", static_cast<double>(features(in)), lstm ? 4 : 3);
   if (lstm) {
     auto m = torch::nn::LSTM(torch::nn::LSTMOptions(features(in), o.hidden)
                                  .num_layers(o.layers)
@@ -143,20 +164,33 @@ AnyModule recurrent(const ConfigNode& n, const LayerInput& in, bool lstm) {
   return AnyModule(Adopted(m.ptr(), [m](const at::Tensor& x) mutable { return std::get<0>(m->forward(x)); }));
 }
 
-AnyModule attention(const ConfigNode& n, const LayerInput& in, bool transformer) {
-  const auto o = opts<AttentionOptions>(n);
+/// LibTorch asserts (an internal assert) where the heads do not divide the width.
+void check_heads(const ConfigNode& n, const LayerInput& in, int64_t heads) {
+  const int64_t width = features(in);
+  if (!in.stand_in && width % heads != 0) {
+    n.child("heads").fail(fmt::format("{} heads do not divide the width {} of the examples that reach it", heads, width),
+                          "use a number of heads that divides the width");
+  }
+}
+
+AnyModule attention(const ConfigNode& n, const LayerInput& in) {
+  const int64_t e = features(in);
+  const auto o = sized<AttentionOptions>(n, "attention", static_cast<double>(e));
+  check_heads(n, in, o.heads);
   // LibTorch's layers take [T, N, E]; the examples here are [N, T, E] (batch first, as
   // Python's batch_first=True layers take them).
-  if (!transformer) {
-    auto m = torch::nn::MultiheadAttention(torch::nn::MultiheadAttentionOptions(features(in), o.heads));
-    return AnyModule(Adopted(m.ptr(), [m](const at::Tensor& x) mutable {
-      const at::Tensor t = x.transpose(0, 1);
-      return std::get<0>(m->forward(t, t, t, {}, false)).transpose(0, 1);
-    }));
-  }
-  if (o.ff == 0)
-    n.fail("transformer_encoder_layer needs its feed-forward width", "add ff: 2048 (4 x the width is usual)");
-  auto options = torch::nn::TransformerEncoderLayerOptions(features(in), o.heads).dim_feedforward(o.ff).dropout(0);
+  auto m = torch::nn::MultiheadAttention(torch::nn::MultiheadAttentionOptions(e, o.heads));
+  return AnyModule(Adopted(m.ptr(), [m](const at::Tensor& x) mutable {
+    const at::Tensor t = x.transpose(0, 1);
+    return std::get<0>(m->forward(t, t, t, {}, false)).transpose(0, 1);
+  }));
+}
+
+AnyModule transformer_layer(const ConfigNode& n, const LayerInput& in) {
+  const int64_t e = features(in);
+  const auto o = sized<TransformerLayerOptions>(n, "transformer_encoder_layer", static_cast<double>(e));
+  check_heads(n, in, o.heads);
+  auto options = torch::nn::TransformerEncoderLayerOptions(e, o.heads).dim_feedforward(o.ff).dropout(0);
   if (o.activation == "gelu") options.activation(torch::kGELU);
   auto m = torch::nn::TransformerEncoderLayer(options);
   return AnyModule(
@@ -170,7 +204,7 @@ const std::map<std::string, Kind>& kinds() {
       {"linear",
        {true,
         [](N n, I in) {
-          const auto o = opts<LinearOptions>(n);
+          const auto o = sized<LinearOptions>(n, "linear", static_cast<double>(features(in)));
           return AnyModule(torch::nn::Linear(torch::nn::LinearOptions(features(in), o.out).bias(o.bias)));
         }}},
       {"conv1d", {true, [](N n, I in) { return conv(n, in, 1); }}},
@@ -178,20 +212,24 @@ const std::map<std::string, Kind>& kinds() {
       {"batch_norm",
        {false,
         [](N n, I in) {
-          const auto o = opts<NormOptions>(n);
+          const auto o = opts<BatchNormOptions>(n);
           return AnyModule(pipelab::nn::BatchNorm(pipelab::nn::BatchNormOptions{channels(in), o.eps, o.momentum}));
         }}},
       {"layer_norm",
        {false,
         [](N n, I in) {
-          const auto o = opts<NormOptions>(n);
+          const auto o = opts<LayerNormOptions>(n);
           return AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({features(in)}).eps(o.eps)));
         }}},
       {"group_norm",
        {true,
         [](N n, I in) {
-          const auto o = opts<NormOptions>(n);
-          if (o.groups == 0) n.fail("group_norm needs its number of groups", "add groups: 8");
+          const auto o = opts<GroupNormOptions>(n);
+          if (!in.stand_in && channels(in) % o.groups != 0) {
+            n.child("groups").fail(fmt::format("{} groups do not divide the {} channels that reach it", o.groups,
+                                               channels(in)),
+                                   "use a number of groups that divides the channels");
+          }
           return AnyModule(torch::nn::GroupNorm(torch::nn::GroupNormOptions(o.groups, channels(in)).eps(o.eps)));
         }}},
       {"relu", {false, [](N n, I) { return none(n), AnyModule(torch::nn::ReLU()); }}},
@@ -215,18 +253,18 @@ const std::map<std::string, Kind>& kinds() {
       {"max_pool2d", {true, [](N n, I) { return pool(n, "max_pool2d"); }}},
       {"avg_pool1d", {true, [](N n, I) { return pool(n, "avg_pool1d"); }}},
       {"avg_pool2d", {true, [](N n, I) { return pool(n, "avg_pool2d"); }}},
-      {"adaptive_avg_pool1d", {true, [](N n, I) { return pool(n, "adaptive_avg_pool1d"); }}},
-      {"adaptive_avg_pool2d", {true, [](N n, I) { return pool(n, "adaptive_avg_pool2d"); }}},
+      {"adaptive_avg_pool1d", {true, [](N n, I) { return adaptive_pool(n, 1); }}},
+      {"adaptive_avg_pool2d", {true, [](N n, I) { return adaptive_pool(n, 2); }}},
       {"embedding",
        {true,
         [](N n, I) {
-          const auto o = opts<EmbeddingOptions>(n);
+          const auto o = sized<EmbeddingOptions>(n, "embedding", 0);
           return AnyModule(torch::nn::Embedding(torch::nn::EmbeddingOptions(o.num, o.dim)));
         }}},
       {"lstm", {true, [](N n, I in) { return recurrent(n, in, true); }}},
       {"gru", {true, [](N n, I in) { return recurrent(n, in, false); }}},
-      {"attention", {true, [](N n, I in) { return attention(n, in, false); }}},
-      {"transformer_encoder_layer", {true, [](N n, I in) { return attention(n, in, true); }}},
+      {"attention", {true, [](N n, I in) { return attention(n, in); }}},
+      {"transformer_encoder_layer", {true, [](N n, I in) { return transformer_layer(n, in); }}},
   };
   return table;
 }
@@ -284,7 +322,7 @@ LayerSpec read_layer(const ConfigNode& n) {
   // Read the options once here, so that a mistake is reported when the file is read; what
   // only the real input can settle (shapes, divisibility) is infer_output's to report.
   try {
-    (void)make_layer(spec, LayerInput{{1}, false});
+    (void)make_layer(spec, LayerInput{{1}, false, true});
   } catch (const c10::Error&) {
   }
   return spec;
@@ -301,20 +339,29 @@ AnyModule make_layer(const LayerSpec& spec, const LayerInput& in) {
   return AnyModule(Chain(std::move(layers), spec.kind == "residual"));
 }
 
-LayerInput infer_output(const LayerSpec& spec, const LayerInput& in) {
-  if (spec.kind == "residual") {  // x + f(x) needs f to keep the shape
+LayerInput infer_output(const LayerSpec& spec, const LayerInput& in, double* weights) {
+  if (spec.kind == "residual") {  // x + f(x) needs f to keep the shape and the kind of values
     LayerInput body = in;
-    for (const LayerSpec& child : spec.children) body = infer_output(child, body);
+    for (const LayerSpec& child : spec.children) body = infer_output(child, body, weights);
     if (body.shape != in.shape) {
       spec.at->fail(fmt::format("the residual's layers turn {} into {}, so x + f(x) does not add",
                                 shape_text(in.shape), shape_text(body.shape)),
                     "keep the shape inside a residual");
+    }
+    if (body.integer != in.integer) {
+      spec.at->fail(fmt::format("the residual's layers turn {} into {}, so x + f(x) would add {}",
+                                in.integer ? "token ids" : "values", body.integer ? "token ids" : "values",
+                                in.integer ? "the ids to the values" : "values to ids"),
+                    "put the embedding before the residual, so that it adds values to values");
     }
     return body;
   }
   at::Tensor y;
   try {
     AnyModule m = make_layer(spec, in);
+    if (weights) {
+      for (const at::Tensor& p : m.ptr()->parameters()) *weights += static_cast<double>(p.numel());
+    }
     m.ptr()->eval();
     at::NoGradGuard no_grad;
     y = m.forward(example(in));

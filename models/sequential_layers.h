@@ -27,6 +27,8 @@ struct LayerSpec {
 struct LayerInput {
   std::vector<int64_t> shape;
   bool integer = false;
+  /// A stand-in while the file is read (the options are checked, the shapes wait for the data).
+  bool stand_in = false;
 };
 
 /// Reads one entry (kind checked against the table, options read and checked).
@@ -37,7 +39,8 @@ torch::nn::AnyModule make_layer(const LayerSpec& spec, const LayerInput& in);
 
 /// What `spec` gives for input `in`, found by running a batch of two zero examples through a
 /// fresh module (eval mode); an input the layer cannot take is a ConfigError at the layer.
-LayerInput infer_output(const LayerSpec& spec, const LayerInput& in);
+/// Adds the module's weights to `*weights` when given.
+LayerInput infer_output(const LayerSpec& spec, const LayerInput& in, double* weights = nullptr);
 
 /// The model's output must be the logits the loss takes: [classes] per example, or
 /// [T, classes] for a target per position. A ConfigError at the last layer otherwise.

@@ -53,6 +53,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/config/bounds.h"
 #include "core/nn/dropout.h"
 #include "models/blocks/containers.h"
 #include "models/blocks/init.h"
@@ -78,11 +79,11 @@ struct TransformerOptions {
   double embedding_std = 1;
   template <class V>
   void fields(V& v) {
-    v("num_words", num_words, "vocabulary size of the embedding (at least the dataset's num_words)", positive);
-    v("d_model", d_model, "embedding and hidden width", positive);
-    v("heads", heads, "attention heads (must divide d_model)", positive);
-    v("ff", ff, "hidden width of each feed-forward sub-layer (the reference uses d_model)", positive);
-    v("layers", layers, "encoder layers", positive);
+    v("num_words", num_words, "vocabulary size of the embedding (at least the dataset's num_words)", width_bound());
+    v("d_model", d_model, "embedding and hidden width", width_bound());
+    v("heads", heads, "attention heads (must divide d_model)", width_bound());
+    v("ff", ff, "hidden width of each feed-forward sub-layer (the reference uses d_model)", width_bound());
+    v("layers", layers, "encoder layers", repeats_bound());
     v("dropout", dropout, "dropout after attention and after each feed-forward sub-layer", in_half_open(0, 1));
     v.choice("ff_residual", ff_residual,
              Choices<FfResidual>{{"input", FfResidual::Input}, {"attention", FfResidual::Attention}},

@@ -22,6 +22,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/pooling.h>
 
+#include "core/config/bounds.h"
 #include "models/blocks/containers.h"
 #include "models/blocks/vision.h"
 
@@ -34,8 +35,8 @@ struct UnetOptions {
   bool batch_norm = true;
   template <class V>
   void fields(V& v) {
-    v("depth", depth, "down-sampling steps D (the image sides must be multiples of 2^D)", positive);
-    v("channels", channels, "channels C of the first level (level k has C * 2^(k-1))", positive);
+    v("depth", depth, "down-sampling steps D (the image sides must be multiples of 2^D)", in_range(1, 30));
+    v("channels", channels, "channels C of the first level (level k has C * 2^(k-1))", width_bound());
     v("batch_norm", batch_norm, "batch norm after every 3x3 conv (off: convs with biases)");
   }
 };

@@ -102,6 +102,50 @@ TEST(SequentialModel, MistakesNameTheirLine) {
   EXPECT_NE(e.find("global generator"), std::string::npos) << e;
 }
 
+TEST(SequentialModel, OptionsALayerDoesNotUseSizesAndKindsAreRefused) {
+  const DataSpec data = testing::images(3, 8, 8, 10);
+  DataSpec text;
+  text.input_shape = {6};
+  text.integer_input = true;
+  text.classes = 10;
+  const auto error = [](const std::string& layers, const DataSpec& d) {
+    return testing::user_error([&] { testing::define_model("{type: sequential, layers: [" + layers + "]}", d); });
+  };
+  // Every layer kind takes only its own options: one struct per kind, unknown keys named.
+  for (const auto& [layers, key] : std::vector<std::pair<std::string, std::string>>{
+           {"flatten, attention: {heads: 2, ff: 8}, linear: {out: 10}", "unknown key 'ff' in 'model.layers[1].attention'"},
+           {"flatten, attention: {heads: 2, activation: gelu}, linear: {out: 10}", "unknown key 'activation'"},
+           {"layer_norm: {groups: 2}, flatten, linear: {out: 10}", "unknown key 'groups' in 'model.layers[0].layer_norm'"},
+           {"layer_norm: {momentum: 0.2}, flatten, linear: {out: 10}", "unknown key 'momentum'"},
+           {"max_pool2d: {kernel: 2, out: [1, 1]}, flatten, linear: {out: 10}", "unknown key 'out'"},
+           {"batch_norm: {groups: 3}, flatten, linear: {out: 10}", "unknown key 'groups' in 'model.layers[0].batch_norm'"},
+           {"adaptive_avg_pool2d: {out: [1, 1], kernel: 2}, flatten, linear: {out: 10}", "unknown key 'kernel'"}}) {
+    const std::string e = error(layers, data);
+    EXPECT_NE(e.find(key), std::string::npos) << layers << "\n" << e;
+    EXPECT_NE(e.find("Fix: remove it"), std::string::npos) << e;
+  }
+  // Sizes and counts are bounded when the file is read, before anything is built.
+  std::string e = error("flatten, lstm: {hidden: 8, layers: 1000000}, linear: {out: 10}", data);
+  EXPECT_NE(e.find("model.layers[1].lstm.layers: must be a number in [1, 4096], got 1000000"), std::string::npos) << e;
+  e = error("flatten, linear: {out: 100000000}, linear: {out: 10}", data);
+  EXPECT_NE(e.find("must be a number in [1, 16777216], got 100000000"), std::string::npos) << e;
+  // Within the bounds but beyond any machine: 2.56e14 weights (4 PB with their gradients).
+  e = error("embedding: {num: 16000000, dim: 16000000}, flatten, linear: {out: 10}", text);
+  EXPECT_NE(e.find("model.layers[0].embedding: this embedding has 2.56e+14 weights, which needs"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("Fix: make it smaller"), std::string::npos) << e;
+  // Heads and groups that do not divide the width: ours, not LibTorch's internal assert.
+  e = error("embedding: {num: 20, dim: 6}, attention: {heads: 4}, flatten, linear: {out: 10}", text);
+  EXPECT_NE(e.find("model.layers[1].attention.heads: 4 heads do not divide the width 6"), std::string::npos) << e;
+  EXPECT_EQ(e.find("INTERNAL ASSERT"), std::string::npos) << e;
+  e = error("group_norm: {groups: 2}, flatten, linear: {out: 10}", data);
+  EXPECT_NE(e.find("2 groups do not divide the 3 channels"), std::string::npos) << e;
+  // x + f(x) with ids in and values out would add token ids to embeddings.
+  e = error("residual: [embedding: {num: 20, dim: 1}, flatten], linear: {out: 10}", text);
+  EXPECT_NE(e.find("the residual's layers turn token ids into values"), std::string::npos) << e;
+  EXPECT_NE(e.find("Fix: put the embedding before the residual"), std::string::npos) << e;
+}
+
 const char* kRun = R"(
 model:
   type: sequential
