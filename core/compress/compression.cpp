@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/schedule/action_kinds.h"
 #include "core/util/error.h"
 
 namespace pipelab {
@@ -91,6 +92,27 @@ void BoundaryCodecs::check() const {
           fmt::format("boundary {} does not exist in a pipeline of {} stages", b, stages_),
           fmt::format("boundaries run from 0 (between stages 0 and 1) to {}", stages_ - 2));
     }
+  }
+}
+
+void BoundaryCodecs::check_used(const Schedule& schedule) const {
+  bool activations = false, gradients = false;
+  for (int d = 0; d < schedule.devices(); ++d) {
+    for (const Action& a : schedule.device(d)) {
+      if (kind_info(a.kind).role != KindRole::Send || !codes(a.stage, a.peer, payload(a.kind))) continue;
+      (payload(a.kind) == 'F' ? activations : gradients) = true;
+    }
+  }
+  const char* fix = "remove it: the run would train exactly as without it";
+  if (section_.activations && !activations) {
+    section_.node->child("activations").fail(
+        "no activation crosses a compressed boundary in this run (one stage, or no boundary listed)", fix);
+  }
+  if (section_.gradients && !gradients) {
+    section_.node->child("gradients").fail(
+        "no gradient crosses a compressed boundary in this run (one stage, no boundary listed, or a scheme that sends "
+        "none back, as dgl)",
+        fix);
   }
 }
 

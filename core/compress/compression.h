@@ -25,6 +25,7 @@
 #include "core/compress/codec.h"
 #include "core/config/config_node.h"
 #include "core/exec/message.h"
+#include "core/schedule/schedule.h"
 
 namespace pipelab {
 
@@ -59,6 +60,10 @@ class BoundaryCodecs {
   BoundaryCodecs(const CompressionSection& section, int stages, std::function<int(int)> position, CodecRun run = {});
   /// Checks the listed boundaries against the pipeline (a UserError naming the key).
   void check() const;
+  /// Checks that each codec the section gives codes some message of `schedule` (the run's
+  /// training schedule, with its messages): a codec that codes nothing (one stage, no
+  /// compressed boundary, a scheme that sends no gradient back) is a ConfigError at its key.
+  void check_used(const Schedule& schedule) const;
   /// The message stage `from` sends to stage `to` with payload `kind` ('F', 'B', 'H'),
   /// encoded by the sender's end of each of its streams; `m` itself when the boundary is not
   /// compressed. `ids`: the micro-batch's example ids (may be undefined).

@@ -142,6 +142,15 @@ class FieldReader {
     reader.finish();
   }
 
+  /// An option that does something only when `used` (another option is set, say): given
+  /// while it is not, it is an error at `key` saying what it needs. The one mechanism by
+  /// which an options struct refuses what it would ignore.
+  void unused_unless(const std::string& key, bool used, const std::string& needs) const {
+    if (used || !node_.has(key)) return;
+    node_.child(key).fail(fmt::format("{} does nothing unless {}", key, needs),
+                          fmt::format("remove {}, or give what it needs", key));
+  }
+
   /// Fails on the first key that no field claimed.
   void finish() const;
 
@@ -179,6 +188,7 @@ class FieldWriter {
       if (v == value) out_[key] = text;
     }
   }
+  void unused_unless(const std::string&, bool, const std::string&) const {}
   template <class S>
   void section(const std::string& key, const S& sub, const char*) {
     FieldWriter w;
@@ -217,6 +227,12 @@ class FieldDoc {
       if (v == value) current = text;
     }
     rows_.push_back({prefix_ + key, join(names, " | "), current, doc, false});
+  }
+  /// Adds "(only when ...)" to the field's description.
+  void unused_unless(const std::string& key, bool, const std::string& needs) {
+    for (FieldInfo& row : rows_) {
+      if (row.key == prefix_ + key) row.doc += " (only when " + needs + ")";
+    }
   }
   template <class S>
   void section(const std::string& key, const S& sub, const char*) {

@@ -21,6 +21,9 @@ struct GradientOptions {
   std::string clip_norm_type = "2";
   ClipScope clip_scope = ClipScope::Auto;
   Tied tied_gradients = Tied::Sum;
+  /// Whether the file gave tied_gradients: a model without tied weights refuses it
+  /// (core/train/runner_build.cpp), since it would do nothing.
+  bool tied_gradients_given = false;
 
   /// The keys this struct reads (the optimizer's own options do not know them).
   static std::set<std::string> keys() {
@@ -41,6 +44,8 @@ struct GradientOptions {
     v.choice("tied_gradients", tied_gradients, Choices<Tied>{{"sum", Tied::Sum}, {"separate", Tied::Separate}},
              "tied weights (model.tie_embeddings): sum: both copies step with the sum of their gradients, as one "
              "shared parameter (Megatron-LM); separate: each copy steps with its own (PipeDream-2BW's code, Q45)");
+    v.unused_unless("clip_norm_type", clip_grad_norm.has_value(), "clip_grad_norm is set");
+    v.unused_unless("clip_scope", clip_grad_norm.has_value(), "clip_grad_norm is set");
   }
   void check(const ConfigNode& node) const {
     if (clip_grad_norm && !(*clip_grad_norm > 0)) {

@@ -18,7 +18,9 @@ std::set<std::string> optimizer_keys(const ConfigNode& section) {
 
 GradientOptions read_gradient_options(const ConfigNode& section) {
   if (!section.is_map()) return {};
-  return read_options<GradientOptions>(section, optimizer_keys(section));
+  GradientOptions g = read_options<GradientOptions>(section, optimizer_keys(section));
+  g.tied_gradients_given = section.has("tied_gradients");
+  return g;
 }
 
 std::unique_ptr<OptimizerFactory> read_optimizer_section(const ConfigNode& root, GradientOptions& gradients) {

@@ -67,6 +67,10 @@ Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), 
     // A model's block list is code, but the file chose it: name both.
     throw ConfigError(fmt::format("{}: {}", e_.source->where("model.type"), err.what()));
   }
+  if (e_.gradients.tied_gradients_given && def_.ties.empty()) {
+    e_.source->fail("optimizer.tied_gradients", "tied_gradients does nothing unless the model ties weights",
+                    "remove tied_gradients, or tie the model's weights (e.g. model.tie_embeddings: true)");
+  }
   build_stages();
   start_shadow();
   const int64_t spe = std::max<int64_t>(data_.train->size() / run.batch_size, 0);
@@ -395,6 +399,7 @@ void Runner::check_schedules() const {
                       fmt::format("use run.batch_size >= {} or fewer micro-batches", m));
     }
     check_schedule(replicated_schedule(*e_.scheme, stages, replica_units(e_.run.batch_size), sync_), bound);
+    if (codecs_) codecs_->check_used(training_schedule(replica_units(e_.run.batch_size)));
   } else {
     // Each mini-batch is split over the replicas (the training loader drops a short last one).
     if (replicas_ > e_.run.batch_size) {
@@ -404,7 +409,9 @@ void Runner::check_schedules() const {
                                   replicas_, e_.run.batch_size),
                       fmt::format("use run.batch_size >= {} or fewer replicas", replicas_));
     }
-    check_schedule(training_schedule(equal_units(static_cast<int>(train_->batches()), replicas_)), bound);
+    const Schedule training = training_schedule(equal_units(static_cast<int>(train_->batches()), replicas_));
+    check_schedule(training, bound);
+    if (codecs_) codecs_->check_used(training);
   }
   validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)),
                                             {placement_.begin(), placement_.begin() + stages}));

@@ -65,7 +65,12 @@ YAML::Node Runner::resolved_config() const {
   const bool set = g.clip_grad_norm || g.clip_norm_type != GradientOptions{}.clip_norm_type ||
                    g.clip_scope != GradientOptions::ClipScope::Auto || g.tied_gradients != GradientOptions::Tied::Sum;
   if (set) {
-    for (const auto& kv : write_options(g)) optimizer[kv.first] = kv.second;
+    YAML::Node written = write_options(g);
+    // The clip's norm and scope mean something only with the clip (they are refused without).
+    if (!g.clip_grad_norm) {
+      for (const char* key : {"clip_grad_norm", "clip_norm_type", "clip_scope"}) written.remove(key);
+    }
+    for (const auto& kv : written) optimizer[kv.first] = kv.second;
   }
   root["optimizer"] = optimizer;
   root["lr_schedule"] = e_.lr_schedule->resolved();

@@ -23,5 +23,6 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/classification_metrics_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/codec_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stage_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unused_options_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/weight_pass_test.cpp
 )

@@ -28,8 +28,17 @@ TEST_P(CompressEveryScheme, ExecutorsAgreeAndTheCodecsAct) {
   if (c.scheme.find("type: single") != std::string::npos || c.scheme.find("type: dp") != std::string::npos) {
     GTEST_SKIP() << "no stage boundary";
   }
-  const std::string codecs =
+  std::string codecs =
       "compression={activations: {type: topk, fraction: 0.5, error_feedback: ef}, gradients: {type: cast}}";
+  // Schemes whose stages send no gradient back (local losses) refuse a gradient codec, which
+  // would code nothing; they compress their activations only.
+  const bool local = c.scheme.find("type: dgl") != std::string::npos || c.scheme.find("mode: local") != std::string::npos;
+  const std::string refused = testing::user_error([&] {
+    testing::train(kSmall, {"scheme=" + c.scheme, "partition.stages=2", codecs});
+  });
+  EXPECT_EQ(refused.find("compression.gradients: no gradient crosses a compressed boundary") != std::string::npos, local)
+      << refused;
+  if (local) codecs = "compression={activations: {type: topk, fraction: 0.5, error_feedback: ef}}";
   const auto with = [&](const std::string& executor, bool compress) {
     std::vector<std::string> o{"scheme=" + c.scheme, "partition.stages=2", "run.executor=" + executor};
     if (compress) o.push_back(codecs);
