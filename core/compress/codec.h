@@ -62,6 +62,12 @@ class Codec : public Component {
   virtual std::unique_ptr<Codec> copy() const = 0;
 };
 
+/// `x` in a type the codecs' CPU kernels compute in: bf16 and fp16 (`run.amp`) widened to
+/// float32, which holds their values exactly; the decoded tensor takes the message's dtype back.
+inline at::Tensor kernel_values(const at::Tensor& x) {
+  return c10::isReducedFloatingType(x.scalar_type()) ? x.to(at::kFloat) : x;
+}
+
 /// Implements copy() for a Configured codec.
 template <class Impl, class O>
 class CodecWith : public Configured<Codec, O> {

@@ -154,7 +154,7 @@ class SortQuant : public CodecWith<SortQuant, SortQuantOptions> {
   int parts() const override { return 2; }
 
   std::vector<at::Tensor> encode(const at::Tensor& x0, const CodecCall&) override {
-    const at::Tensor x = x0.detach().contiguous();
+    const at::Tensor x = kernel_values(x0.detach()).contiguous();
     const at::ScalarType code_type = options_.q + options_.s <= 8 ? at::kChar : at::kShort;
     at::Tensor codes = at::empty(x.sizes(), at::TensorOptions().dtype(code_type));
     at::Tensor side = at::empty({int64_t{1} << options_.s, 2}, x.options());

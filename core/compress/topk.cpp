@@ -65,8 +65,10 @@ class Topk : public CodecWith<Topk, TopkOptions> {
     const int64_t n = target.numel();
     const int64_t k = std::min<int64_t>(n, static_cast<int64_t>(std::ceil(options_.fraction * static_cast<double>(n) - 1e-9)));
     at::Tensor indices = at::empty({k}, at::kInt), values;
-    AT_DISPATCH_FLOATING_TYPES(target.scalar_type(), "topk", [&] {
-      const std::vector<int32_t> idx = largest(target.data_ptr<scalar_t>(), n, k);
+    // Chosen on exact float32 copies of bf16/fp16 values; the values sent keep their dtype.
+    const at::Tensor magnitudes = kernel_values(target).contiguous();
+    AT_DISPATCH_FLOATING_TYPES(magnitudes.scalar_type(), "topk", [&] {
+      const std::vector<int32_t> idx = largest(magnitudes.data_ptr<scalar_t>(), n, k);
       std::copy(idx.begin(), idx.end(), indices.data_ptr<int32_t>());
     });
     values = target.reshape({-1}).index_select(0, indices.to(at::kLong));

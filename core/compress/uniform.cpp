@@ -27,7 +27,7 @@ class Uniform : public CodecWith<Uniform, UniformOptions> {
   int parts() const override { return 2; }
 
   std::vector<at::Tensor> encode(const at::Tensor& x0, const CodecCall&) override {
-    const at::Tensor x = x0.detach().contiguous();
+    const at::Tensor x = kernel_values(x0.detach()).contiguous();
     const at::ScalarType code_type = options_.bits <= 8 ? at::kChar : at::kShort;
     at::Tensor codes = at::empty(x.sizes(), at::TensorOptions().dtype(code_type));
     at::Tensor side = at::empty({2}, x.options());

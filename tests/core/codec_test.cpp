@@ -300,6 +300,27 @@ TEST(Cast, TwoBytesAnElement) {
   EXPECT_EQ(back.scalar_type(), at::kFloat);
 }
 
+TEST(Codecs, HalfPrecisionMessagesAreCodedAsTheirFloat32Values) {
+  // run.amp sends bf16 or fp16 activations: every codec takes them. The ones with kernels of
+  // their own decode a message as its exact float32 widening, back in its own dtype; fixpoint
+  // computes in the message's dtype with tensor operations, as AC-SGD's code does.
+  const at::Tensor x32 = at::randn({4, 6}, at::TensorOptions().dtype(at::kFloat).device(at::kCPU)) * 3;
+  for (const at::ScalarType half : {at::kBFloat16, at::kHalf}) {
+    const at::Tensor x = x32.to(half);
+    for (const std::string& yaml : {"{type: uniform, bits: 4}", "{type: sort_quant, q: 4, s: 2}", "{type: topk, fraction: 0.3}",
+                                    "{type: topk, fraction: 0.3, error_feedback: ef}", "{type: fixpoint, bits: 8}",
+                                    "{type: cast, dtype: bf16}"}) {
+      auto c = make(yaml);
+      const at::Tensor back = roundtrip(*c, x);
+      EXPECT_EQ(back.scalar_type(), half) << yaml;
+      EXPECT_TRUE(back.isfinite().all().item<bool>()) << yaml;
+      if (yaml.find("fixpoint") != std::string::npos) continue;
+      const at::Tensor wide = roundtrip(*make(yaml), x.to(at::kFloat)).to(half);
+      EXPECT_TRUE(back.equal(wide)) << yaml << " " << c10::toString(half);
+    }
+  }
+}
+
 TEST(Codecs, BadOptionsAreClearErrors) {
   EXPECT_NE(testing::user_error([] { make("{type: sort_quant, q: 12, s: 6}"); }).find("codec.q"), std::string::npos);
   EXPECT_NE(testing::user_error([] { make("{type: topk, fraction: 0}"); }).find("fraction"), std::string::npos);
