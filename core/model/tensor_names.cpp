@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -42,9 +43,14 @@ TensorDict rename_tensors(const TensorDict& tensors, const std::vector<NameRule>
   for (const auto& [name, tensor] : tensors) {
     std::string renamed = name;
     for (size_t i = 0; i < rules.size(); ++i) {
-      if (!compiled[i]->ok() || !RE2::FullMatch(name, *compiled[i])) continue;
-      renamed = name;
-      RE2::Replace(&renamed, *compiled[i], rules[i].rewrite);
+      // The pattern matches the whole name, and the rewrite takes the groups of that match:
+      // RE2::Replace would take the first match anywhere, which a lazy group ends early.
+      const RE2& re = *compiled[i];
+      const int groups = 1 + (re.ok() ? re.NumberOfCapturingGroups() : 0);
+      std::vector<re2::StringPiece> found(static_cast<size_t>(groups));
+      if (!re.ok() || !re.Match(name, 0, name.size(), RE2::ANCHOR_BOTH, found.data(), groups)) continue;
+      renamed.clear();
+      re.Rewrite(&renamed, rules[i].rewrite, found.data(), groups);
       break;
     }
     if (renamed.empty()) {

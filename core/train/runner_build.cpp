@@ -178,6 +178,12 @@ void Runner::load_initial_weights() {
   }
   std::vector<std::string> dropped;
   const TensorDict state = rename_tensors(load_weights(path), name_rules(), path, &dropped);
+  if (state.empty() && !dropped.empty()) {
+    e_.source->fail("init.names",
+                    fmt::format("its rules drop every one of the {} entries of {} (an empty rewrite drops a tensor)",
+                                dropped.size(), path),
+                    "give each rule that should keep tensors a rewrite, e.g. 'features\\.(.*)': 'body.\\1'");
+  }
   for (int r = 0; r < std::max(replicas_, layout_.max_replicas()); ++r) {
     LoadReport report = load_model_state(replica_stages(r), state, e_.init.strict, path);
     report.dropped = dropped;

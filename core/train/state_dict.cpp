@@ -53,7 +53,7 @@ LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict&
                             const std::string& file) {
   std::map<std::string, at::Tensor> given(state.begin(), state.end());
   LoadReport report;
-  std::vector<std::string> mismatched;
+  std::vector<std::string> mismatched, wrong_kind;
   std::set<std::string> used;
   const auto mine = named_tensors(stages);
   for (const auto& [name, t] : mine) {
@@ -65,6 +65,11 @@ LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict&
     used.insert(name);
     if (it->second.sizes() != t.sizes()) {
       mismatched.push_back(fmt::format("{} (file {}, model {})", name, shape_text(it->second.sizes()), shape_text(t.sizes())));
+    }
+    // Booleans or integers copied into a float weight would load as 0/1 or whole numbers: a
+    // file of some other tensor, never a checkpoint of this model.
+    if (t.is_floating_point() && !it->second.is_floating_point()) {
+      wrong_kind.push_back(fmt::format("{} ({} in the file)", name, c10::toString(it->second.scalar_type())));
     }
   }
   for (const auto& [name, t] : state) {
@@ -83,6 +88,12 @@ LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict&
     throw UserError(fmt::format("{}: shapes differ from the model for {}. Fix: check that the file was saved "
                                 "from the same model options.",
                                 file, list_some(mismatched)));
+  }
+  if (!wrong_kind.empty()) {
+    throw UserError(fmt::format("{}: the model's floating-point weights would get values that are not: {}. Fix: save "
+                                "the model's weights as floats (float32, bf16 or fp16), or map these names elsewhere "
+                                "with init.names",
+                                file, list_some(wrong_kind)));
   }
   if (strict && !(report.unexpected.empty() && report.missing.empty())) {
     std::string what;

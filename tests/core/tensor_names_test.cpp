@@ -34,6 +34,11 @@ TEST(TensorNames, FirstWholeMatchRewritesAndEmptyDrops) {
   EXPECT_NE(clash.find("f.pt: init.names maps both 'a.w' and 'b.w' to 'x.w'"), std::string::npos) << clash;
   EXPECT_EQ(check_name_rule({"(a", "x"}).rfind("'(a' is not a regular expression", 0), 0u);
   EXPECT_NE(check_name_rule({"(a)", R"(\2)"}).find("rewrite '\\2'"), std::string::npos);
+  // The rewrite takes the groups of the whole-name match: a lazy group still spans what the
+  // whole match needs (`weight.10` is not `1.weight0`).
+  EXPECT_EQ(names_of(rename_tensors({{"weight.10", at::ones(1)}, {"bias.2", at::ones(1)}},
+                                    {{R"((weight|bias)\.(\d+?))", R"(\2.\1)"}}, "f.pt")),
+            (std::vector<std::string>{"10.weight", "2.bias"}));
   // Linear time: the pattern that makes a backtracking engine run for ages returns at once.
   const std::string many(5000, 'a');
   EXPECT_EQ(names_of(rename_tensors({{many, at::ones(1)}}, {{"(a*)*b", "x"}}, "f.pt")), std::vector<std::string>{many});
@@ -70,6 +75,20 @@ TEST(TensorNames, InitNamesInARun) {
   EXPECT_NE(bad_rule.find("'(x' is not a regular expression"), std::string::npos) << bad_rule;
   const std::string bad_preset = testing::user_error([&] { testing::experiment(kMlp, "", {"init.names=timm"}); });
   EXPECT_NE(bad_preset.find("'timm' is not a naming"), std::string::npos) << bad_preset;
+  // Rules that drop every tensor say so, not "none of its 0 entries".
+  const std::string all_dropped = testing::user_error(
+      [&] { testing::train(kMlp, {"init.from=" + dir.file("renamed.pt"), "init.names={'.*': ''}"}); });
+  EXPECT_NE(all_dropped.find("init.names: its rules drop every one of the 5 entries of"), std::string::npos)
+      << all_dropped;
+  // Integers or booleans into float weights: a file of something else, refused by name.
+  TensorDict ints = load_tensor_dict(pt);
+  ints[0].second = ints[0].second.to(at::kBool);
+  save_tensor_dict(dir.file("ints.pt"), ints);
+  const std::string wrong = testing::user_error([&] { testing::train(kMlp, {"init.from=" + dir.file("ints.pt")}); });
+  EXPECT_NE(wrong.find("the model's floating-point weights would get values that are not: " + ints[0].first +
+                       " (Bool in the file)"),
+            std::string::npos)
+      << wrong;
 }
 
 }  // namespace
