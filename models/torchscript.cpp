@@ -15,8 +15,11 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <tuple>
+#include <utility>
 
 #include "core/config/fields.h"
+#include "core/io/input_file.h"
 #include "core/model/model.h"
 
 namespace pipelab::models {
@@ -29,9 +32,11 @@ struct TorchScriptOptions {
     v.required("file", file, "a module saved by torch.jit.script(model).save(path) or torch.jit.trace", non_empty);
   }
   void check(const ConfigNode& node) const {
-    if (!std::filesystem::is_regular_file(file)) {
-      node.child("file").fail(fmt::format("there is no file '{}'", file),
-                              "give the path of a module saved with torch.jit.script(model).save(path)");
+    // A missing file, a folder, a FIFO or a loop of links, each by its name.
+    try {
+      check_input_file(file);
+    } catch (const UserError& e) {
+      throw ConfigError(fmt::format("{}: model.file: {}", node.child("file").where(), e.what()));
     }
   }
 };
@@ -108,36 +113,27 @@ class TorchScript : public Configured<ModelFactory, TorchScriptOptions> {
     }
   }
 
-  /// The whole module's forward must equal its children's, one after the other, and give
-  /// the logits the loss takes.
+  /// The whole module's forward must equal its children's, one after the other, in
+  /// evaluation and in training mode alike, and give the logits the loss takes.
   void check_chain(torch::jit::Module& root, const DataSpec& data) const {
     std::vector<int64_t> shape{2};
     shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
     // A seeded generator of its own: the check draws nothing from the run's.
     at::Generator g = at::make_generator<at::CPUGeneratorImpl>(0);
-    at::Tensor x = data.integer_input ? at::zeros(shape, at::kLong) : at::randn(shape, g, at::kDouble);
-    root.eval();
-    at::NoGradGuard no_grad;
-    at::Tensor whole, chained;
-    try {
-      torch::jit::Module copy = root.clone();
-      copy.to(at::kDouble);
-      whole = copy.forward({x}).toTensor();
-      chained = x;
-      for (const auto& c : copy.named_children()) {
-        torch::jit::Module child = c.value;
-        chained = child.forward({chained}).toTensor();
+    const at::Tensor x = data.integer_input ? at::zeros(shape, at::kLong) : at::randn(shape, g, at::kDouble);
+    at::Tensor whole;
+    for (const bool training : {false, true}) {
+      at::Tensor chained;
+      std::tie(whole, chained) = forwards(root, x, training, data);
+      if (!whole.sizes().equals(chained.sizes()) || !at::allclose(whole, chained, 1e-9, 1e-9)) {
+        fail("file",
+             fmt::format("the module's forward in {} mode is not its children's forwards in their order", training
+                                                                                                             ? "training"
+                                                                                                             : "evaluation"),
+             "script an nn.Sequential of the layers (pipelab cuts the children into stages and chains them)");
       }
-    } catch (const c10::Error& e) {
-      fail("file",
-           fmt::format("the module does not take examples of shape {}{}: {}", shape_text(data.input_shape),
-                       data.integer_input ? " (token ids)" : "", e.what_without_backtrace()),
-           "script a module for this dataset's examples");
     }
-    if (!whole.sizes().equals(chained.sizes()) || !at::allclose(whole, chained, 1e-9, 1e-9)) {
-      fail("file", "the module's forward is not its children's forwards one after the other",
-           "script an nn.Sequential of the layers (pipelab cuts the children into stages and chains them)");
-    }
+    root.eval();
     std::vector<int64_t> want{2};
     want.insert(want.end(), data.target_shape.begin(), data.target_shape.end());
     want.push_back(data.classes);
@@ -147,6 +143,71 @@ class TorchScript : public Configured<ModelFactory, TorchScriptOptions> {
                        shape_text(whole.sizes()), shape_text(want)),
            fmt::format("end the module with a layer to {} classes", data.classes));
     }
+  }
+
+  /// The whole module's output and its children's chained, on a float64 copy in `training`
+  /// mode, both under the same draws of LibTorch's generator (dropout), which is left as it was.
+  std::pair<at::Tensor, at::Tensor> forwards(const torch::jit::Module& root, const at::Tensor& x, bool training,
+                                             const DataSpec& data) const {
+    // Not locked: the forwards' own draws take the generator's lock.
+    at::Generator global = at::detail::getDefaultCPUGenerator();
+    const at::Tensor saved = global.get_state();
+    at::NoGradGuard no_grad;
+    torch::jit::Module copy = root.clone();
+    copy.to(at::kDouble);
+    copy.train(training);
+    global.set_current_seed(0);
+    at::Tensor whole;
+    try {
+      whole = tensor_of(copy.forward({x}), "the module's forward");
+    } catch (const c10::Error& e) {
+      global.set_state(saved);
+      fail("file",
+           fmt::format("the module does not take examples of shape {}{}: {}", shape_text(data.input_shape),
+                       data.integer_input ? " (token ids)" : "", first_line(e.what_without_backtrace())),
+           "script a module for this dataset's examples");
+    }
+    global.set_current_seed(0);
+    at::Tensor chained = x;
+    for (const auto& c : copy.named_children()) {
+      try {
+        torch::jit::Module child = c.value;
+        if (!child.find_method("forward")) TORCH_CHECK(false, "it has no forward (a ModuleList or ModuleDict?)");
+        chained = tensor_of(child.forward({chained}), "its forward");
+      } catch (const c10::Error& e) {
+        global.set_state(saved);
+        fail("file",
+             fmt::format("child '{}', called on what the children before it give (as pipelab's stages call it), fails: "
+                         "{}",
+                         c.name, first_line(e.what_without_backtrace())),
+             "script an nn.Sequential whose children each take one tensor and return one");
+      }
+    }
+    global.set_state(saved);
+    return {whole, chained};
+  }
+
+  /// `v` as a tensor; anything else (an LSTM's tuple) is a c10::Error saying what it is.
+  static at::Tensor tensor_of(const c10::IValue& v, const char* what) {
+    TORCH_CHECK(v.isTensor(), what, " returns a ", v.tagKind(), ", not one tensor (wrap the layer in a module that "
+                "returns its output tensor)");
+    return v.toTensor();
+  }
+
+  /// The reason in a LibTorch message: its first line, or for an error inside the
+  /// TorchScript interpreter (a header, the script's traceback, then the error) its last.
+  static std::string first_line(const std::string& text) {
+    const std::string first = text.substr(0, text.find('\n'));
+    if (first.rfind("The following operation failed", 0) != 0) return first;
+    std::string last;
+    for (size_t p = 0, q; p < text.size(); p = q + 1) {
+      q = text.find('\n', p);
+      if (q == std::string::npos) q = text.size();
+      const std::string line = text.substr(p, q - p);
+      if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+    }
+    const size_t colon = last.find("Error: ");
+    return colon == std::string::npos ? last : last.substr(colon + 7);
   }
 };
 

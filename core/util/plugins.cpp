@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "core/io/input_file.h"
 #include "core/util/error.h"
 
 namespace pipelab {
@@ -65,9 +66,12 @@ void load_plugin(const std::string& path) {
     if (p == absolute) return;
   }
   if (!std::filesystem::is_regular_file(absolute, error)) {
-    throw UserError(fmt::format("plugin {}: there is no such file. Fix: give the shared library your plugin's build "
-                                "made (e.g. build/libmy_scheme.so)",
-                                path));
+    // What is there instead: nothing, a folder, a loop of links (each named by its reader).
+    try {
+      check_input_file(absolute);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("plugin {}: {}", path, e.what()));
+    }
   }
   // RTLD_GLOBAL: a later plugin may use what this one defines. The symbols a plugin uses
   // from pipelab resolve against the pipelab command, which exports them.

@@ -4,6 +4,8 @@
 // executor agrees bitwise; a module that is not its children in order is refused.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <map>
 
 #include "core/io/pt_file.h"
@@ -77,9 +79,25 @@ TEST_F(TorchScriptModel, EveryExecutorAgreesBitwise) {
 
 TEST_F(TorchScriptModel, AModuleThatIsNotItsChildrenInOrderIsRefused) {
   std::string e = testing::user_error([&] { testing::train(experiment_yaml(py(), "not_chain")); });
-  EXPECT_NE(e.find("not its children's forwards one after the other"), std::string::npos) << e;
+  EXPECT_NE(e.find("the module's forward in evaluation mode is not its children's forwards in their order"),
+            std::string::npos)
+      << e;
+  // Children called in another order than declared: the children's chain is named, not the input.
+  e = testing::user_error([&] { testing::train(experiment_yaml(py(), "reversed")); });
+  EXPECT_NE(e.find("child 'body', called on what the children before it give"), std::string::npos) << e;
+  EXPECT_NE(e.find("shapes cannot be multiplied"), std::string::npos) << e;
+  EXPECT_EQ(e.find("Traceback"), std::string::npos) << e;
+  // Equal in evaluation, not in training: the check runs in both modes.
+  e = testing::user_error([&] { testing::train(experiment_yaml(py(), "train_only")); });
+  EXPECT_NE(e.find("the module's forward in training mode is not its children's forwards"), std::string::npos) << e;
+  e = testing::user_error([&] { testing::train(experiment_yaml(py(), "lstm_child")); });
+  EXPECT_NE(e.find("child 'rnn'"), std::string::npos) << e;
   e = testing::user_error([&] { testing::experiment(experiment_yaml(py(), "missing"), "", {}); });
   EXPECT_NE(e.find("model.file"), std::string::npos) << e;
+  EXPECT_NE(e.find("file not found"), std::string::npos) << e;
+  std::filesystem::create_directories(py() + "/folder.pt");
+  e = testing::user_error([&] { testing::experiment(experiment_yaml(py(), "folder"), "", {}); });
+  EXPECT_NE(e.find("is a folder, not a regular file"), std::string::npos) << e;
   e = testing::user_error([&] { testing::train(experiment_yaml(py(), "data")); });
   EXPECT_NE(e.find("is not a TorchScript module"), std::string::npos) << e;
 }
