@@ -16,6 +16,7 @@
 #include "core/io/json.h"
 #include "core/train/metrics_files.h"
 #include "core/util/error.h"
+#include "core/util/error_text.h"
 
 namespace fs = std::filesystem;
 
@@ -123,7 +124,9 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
   std::error_code ec;
   fs::create_directories(fs::path(dir_) / "metrics", ec);
   fs::create_directories(fs::path(dir_) / "checkpoints", ec);
-  if (ec) throw UserError(fmt::format("{}: cannot create the run folder ({}).", dir_, ec.message()));
+  if (ec) {
+    throw UserError("cannot create the run folder: " + filesystem_message(dir_, ec));
+  }
   claim();
   for (const char* stale : {"summary.json", "metrics/steps.jsonl", "metrics/epochs.jsonl", "log.txt",
                             "checkpoints/state.pt", "checkpoints/state.prev.pt"}) {

@@ -146,6 +146,9 @@ int launch(const Args& args) {
                                  "--nproc {} or fewer",
                                  nproc, file, most, most == 1 ? "" : "s", most)};
   }
+  if (port < 0 || port > 65535) {
+    throw UsageError{fmt::format("--master-port {}: give a TCP port from 1 to 65535, or 0 for a free one", port)};
+  }
   if (port == 0) port = dist::free_port();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   remove_stale_launch_folders();

@@ -54,6 +54,14 @@ std::optional<Place> place_in_run(const po::variables_map& vm) {
   p.world_size = vm.count("world-size") ? vm["world-size"].as<int>() : env->world_size;
   // Neither: the distributed executor's own default.
   p.master = vm.count("master") ? vm["master"].as<std::string>() : env ? env->master.str() : "";
+  // Checked here, so that a mistake names the flag the user gave, not the --set it becomes.
+  if (vm.count("master")) {
+    try {
+      (void)dist::Endpoint::parse(p.master, "--master");
+    } catch (const UserError& e) {
+      throw UsageError{e.what()};
+    }
+  }
   p.restarted = env && env->restart_count > 0;
   if (p.world_size < 1 || p.rank < 0 || p.rank >= p.world_size) {
     throw UsageError{fmt::format("rank {} of {} processes: ranks are 0 .. {}{}", p.rank, p.world_size,
