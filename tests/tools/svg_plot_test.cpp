@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/util/names.h"
 #include "tests/support/helpers.h"
 #include "tools/report/curves.h"
 #include "tools/report/ticks.h"
@@ -116,6 +117,12 @@ TEST(Ticks, NiceValues) {
   t = nice_ticks(5, 5);  // one value: widened around it
   EXPECT_LT(t.lo, 5);
   EXPECT_GT(t.hi, 5);
+  // Huge and tiny values: exponent labels with the digits the step needs, not 300 digits.
+  t = nice_ticks(-1e300, 1e300);
+  EXPECT_EQ(t.labels.front(), "-1e+300");
+  for (const std::string& label : t.labels) EXPECT_LE(label.size(), 8u) << label;
+  t = nice_ticks(1.5e-7, 3.2e-7);
+  EXPECT_EQ(t.labels.front(), "1.5e-07");
   EXPECT_EQ(nice_number(3.2, false), 5);
   EXPECT_EQ(nice_number(3.2, true), 5);
   EXPECT_EQ(nice_number(2.9, true), 2);
@@ -175,6 +182,17 @@ TEST_F(PlotTest, OneLinePerRunWithAxesTicksAndLegend) {
   // Series that could lie on top of each other differ in dash pattern too.
   EXPECT_EQ(lines[0]->attrs.count("stroke-dasharray"), 0u);
   EXPECT_NE(lines[1]->attrs.at("stroke-dasharray"), "");
+}
+
+TEST_F(PlotTest, TextAndNonFiniteValuesAreNamedNotDrawnSilently) {
+  fake_curve(dir_.file("runs/t0"), "gpipe", 2, {"50", "abc"});
+  const LineChart c = build_curves(load_runs(dir_.file("runs")), {});
+  const std::string notes = "\n" + join(c.notes, "\n");
+  EXPECT_NE(notes.find("\nleft out t0: " + dir_.file("runs/t0/metrics/epochs.csv") + ": row 3: test_acc 'abc' is not a number"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("\nn0: 1 of 2 values of test_acc are not finite"), std::string::npos) << notes;
+  EXPECT_EQ(c.series.size(), 3u);
 }
 
 TEST_F(PlotTest, TrainingCurvesByStepFromStepsCsv) {

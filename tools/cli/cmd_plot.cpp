@@ -51,7 +51,7 @@ int plot(const Args& args) {
   for (const std::string& s : skipped) std::cerr << "warning: skipped " << s << "\n";
   if (runs.empty()) throw UsageError{"no run matches the --where conditions"};
   tools::LineChart chart = tools::build_curves(runs, co);
-  for (const std::string& note : chart.notes) std::cerr << "warning: left out " << note << "\n";
+  for (const std::string& note : chart.notes) std::cerr << "warning: " << note << "\n";
   if (!title.empty()) chart.title = title;
   const std::string path =
       out.empty() ? tools::sibling_path(dir, co.metric + (co.x == "time" ? ".time" : "") + ".svg") : out;

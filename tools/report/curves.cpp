@@ -76,10 +76,18 @@ Curve load_curve(const RunInfo& run, const CurveOptions& options, std::string& p
                                 : "has no epoch (step) number");
       return {};
     }
+    // A value pipelab wrote is a number or null (NaN, infinity: core/io/json.h); anything
+    // else means the file is not what pipelab wrote, and its curve would be a guess.
+    const std::string& cell = rows[r][y];
+    if (!parse_number(cell) && cell != "null" && !cell.empty()) {
+      problem = fmt::format("{}: row {}: {} '{}' is not a number", path.string(), r + 1,
+                            metric_column(options), cell.substr(0, 40));
+      return {};
+    }
     c.epoch.push_back(static_cast<int64_t>(epoch));
     elapsed += options.x == "time" ? cell_number(rows[r][seconds]) : 0;
     c.x.push_back(options.x == "time" ? elapsed : epoch);
-    c.y.push_back(cell_number(rows[r][y]));
+    c.y.push_back(cell_number(cell));
   }
   return c;
 }
@@ -160,11 +168,19 @@ LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& opt
     std::string problem;
     Curve c = load_curve(run, options, problem);
     if (!problem.empty()) {
-      chart.notes.push_back(fmt::format("{}: {}", run.name, problem));
+      chart.notes.push_back(fmt::format("left out {}: {}", run.name, problem));
     } else if (!c.x.empty()) {
+      // Points that are not finite (a diverged run's nulls, an infinity) are gaps: say so.
+      const auto finite = std::count_if(c.y.begin(), c.y.end(), [](double v) { return std::isfinite(v); });
+      if (finite < static_cast<std::ptrdiff_t>(c.y.size())) {
+        chart.notes.push_back(fmt::format("{}: {} of {} values of {} are not finite (NaN or infinite: the run "
+                                          "diverged?) and are not drawn",
+                                          run.name, c.y.size() - static_cast<size_t>(finite), c.y.size(),
+                                          metric_column(options)));
+      }
       curves.emplace_back(&run, std::move(c));
     } else {
-      chart.notes.push_back(fmt::format("{}: no finished {} in metrics/{}.csv yet", run.name,
+      chart.notes.push_back(fmt::format("left out {}: no finished {} in metrics/{}.csv yet", run.name,
                                         by_step(options) ? "step" : "epoch", by_step(options) ? "steps" : "epochs"));
     }
   }

@@ -36,9 +36,20 @@ Ticks nice_ticks(double lo, double hi, int target, bool integer) {
   t.lo = static_cast<double>(first) * t.step;
   t.hi = static_cast<double>(last) * t.step;
   const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(t.step) + 1e-9)));
+  // Very large or very small values in exponent form with the digits the step needs: a loss
+  // of 1e300 must not make 300-digit labels.
+  const double magnitude = std::max(std::fabs(t.lo), std::fabs(t.hi));
+  const bool exponent = magnitude >= 1e6 || (t.step < 1e-4 && magnitude > 0);
+  const int digits = std::clamp(static_cast<int>(std::floor(std::log10(magnitude) + 1e-9) -
+                                                 std::floor(std::log10(t.step) + 1e-9)) + 1,
+                                1, 15);
   for (long k = first; k <= last; ++k) {
     const double v = static_cast<double>(k) * t.step;
     t.values.push_back(v);
+    if (exponent) {
+      t.labels.push_back(v == 0 ? "0" : fmt::format("{:.{}g}", v, digits));
+      continue;
+    }
     std::string label = fmt::format("{:.{}f}", v, decimals);
     if (label.find_first_not_of("-0.") == std::string::npos)
       label = decimals ? fmt::format("{:.{}f}", 0.0, decimals) : "0";
