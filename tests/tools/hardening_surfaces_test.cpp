@@ -126,6 +126,8 @@ TEST(HardeningSurfaces, OutputFoldersAndAbsurdValuesAreRefusedFirst) {
            {"run " + e + " --set 'run.output=\"a\tb\"'", "run.output: the folder name holds a control character"},
            {"schedule --scheme interleaved_1f1b --stages 4 --virtual-stages 1000000", "--virtual-stages 1000000"},
            {"schedule --scheme gpipe --set scheme.chunks=2000000000", "(scheme.chunks) 2000000000"},
+           {"schedule " + e + " --set 'partition=[2]'", "partition: expected a mapping (options), got a list"},
+           {"schedule " + e + " --set partition.stagez=2", "unknown key 'stagez' in 'partition'"},
            {"schedule --scheme zbv --stages 2000 --microbatches 2000 --lowered",
             "--microbatches 2000: give a number from 1 to 500 (at most 1000000 stages x micro-batches)"}}) {
     const auto [code, out] = pipelab(args);

@@ -197,6 +197,9 @@ int schedule(const Args& args) {
   top.expect_map("an experiment");
   if (!top.has("scheme")) top.fail("no scheme section", "add `scheme: {type: NAME}` or pass --scheme NAME");
   std::unique_ptr<Scheme> scheme = Registry<Scheme>::get().create(top.child("scheme"));
+  // The file's partition is read as `run` reads it: a list, a scalar or an unknown key is the
+  // same error here, not a section silently passed over.
+  if (top.has("partition")) (void)read_options<PartitionOptions>(top.child("partition"));
   // The file's partition.placement (client_server, a device per stage) places the drawing too.
   if (top.has("partition") && top.child("partition").yaml().IsMap() && top.child("partition").has("placement")) {
     const ConfigNode where = top.child("partition").child("placement");
