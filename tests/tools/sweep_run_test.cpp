@@ -5,6 +5,7 @@
 // half-written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -174,6 +175,9 @@ TEST(SweepRun, DivergedCellIsRecordedAndTheOthersFinish) {
   auto [code, out] = pipelab("sweep " + file + " --jobs 2 --set run.epochs=2");
   EXPECT_EQ(code, 0) << out;
   EXPECT_HAS(out, "DIVERGED lr=1.0e+30  in epoch 1");
+  // Each job's budget is half the cores shared among the jobs, as run.threads: 0 takes.
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_HAS(out, fmt::format("each with OMP_NUM_THREADS={} ", std::max(1, cores / 4)));
   EXPECT_HAS(out, "done     lr=0.1");
   EXPECT_HAS(out, "1 done, 0 skipped (had results), 1 diverged, 0 failed");
   EXPECT_HAS(testing::read_text(dir.file("out/lr=1.0e+30/summary.json")), "\"status\": \"diverged\"");

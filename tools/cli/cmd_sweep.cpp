@@ -55,7 +55,7 @@ int sweep(const Args& args) {
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file with a sweep: section")(
       "jobs,j", po::value(&jobs)->default_value(1), "runs at once")(
       "threads", po::value(&threads)->default_value(0),
-      "intra-op threads per run when the file leaves run.threads at 0 (default: cores / jobs)")(
+      "intra-op threads per run when the file leaves run.threads at 0 (default: cores / (2 x jobs), at least 1)")(
       "dry-run,n", "list the runs and their status (done, interrupted after epoch k, to do) without running anything")(
       "set", po::value(&sets)->composing(), "override a value of the file: --set run.epochs=2 (repeatable)")(
       "rerun-changed", "run again, from scratch, runs whose cell changed since they ran");

@@ -16,8 +16,8 @@ namespace pipelab::tools {
 struct SweepRunOptions {
   std::string pipelab;  ///< the `pipelab` executable that runs each cell
   int jobs = 1;         ///< runs at once
-  /// Intra-op threads per run when its file leaves run.threads at 0 (0: cores / jobs, so
-  /// parallel runs do not oversubscribe the machine).
+  /// Intra-op threads per run when its file leaves run.threads at 0 (0: half the cores over
+  /// the jobs, cores / (2 jobs), at least 1: safe on a machine shared with other work).
   int threads = 0;
   bool rerun_changed = false;  ///< rerun (from scratch) runs whose cell changed since they ran
   bool bar = false;            ///< draw a progress bar on stderr (a terminal)
