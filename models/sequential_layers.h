@@ -5,6 +5,8 @@
 /// whose randomness and statistics every executor reproduces), named as PyTorch names them.
 #include <torch/nn/modules/container/any.h>
 
+#include <fmt/format.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,10 @@
 #include "core/model/model.h"
 
 namespace pipelab::models {
+
+/// The most entries a list of layers may have (the model's, or a block's): each is built as
+/// it is read, so the bound is checked first (docs/models.md, "Bounds").
+inline constexpr size_t kMaxLayerEntries = 16384;
 
 /// One entry of `layers`: `relu`, `linear: {out: 10}`, or `block:` / `residual:` with a list.
 struct LayerSpec {
@@ -58,6 +64,30 @@ struct ConfigValue<models::LayerSpec> {
     if (!v.at->yaml().IsMap()) return YAML::Node(v.kind);  // written as a bare name
     YAML::Node out(YAML::NodeType::Map);
     out[v.kind] = v.options->yaml();
+    return out;
+  }
+};
+
+/// A list of layers, its length checked before any entry is read.
+template <>
+struct ConfigValue<std::vector<models::LayerSpec>> {
+  static std::string type() { return "a list of layers"; }
+  static std::vector<models::LayerSpec> read(const ConfigNode& n) {
+    if (!n.yaml().IsSequence()) detail::fail_type(n, "a list of layers like [linear: {out: 10}, relu]");
+    if (n.yaml().size() > models::kMaxLayerEntries) {
+      n.fail(fmt::format("{} layers, more than the {} a list may have", n.yaml().size(), models::kMaxLayerEntries),
+             "use fewer layers (a layer with more weights, or a block of several)");
+    }
+    std::vector<models::LayerSpec> out;
+    for (size_t i = 0; i < n.yaml().size(); ++i) {
+      out.push_back(models::read_layer(ConfigNode(n.yaml()[i], n.source(), fmt::format("{}[{}]", n.path(), i))));
+    }
+    return out;
+  }
+  static YAML::Node write(const std::vector<models::LayerSpec>& v) {
+    YAML::Node out(YAML::NodeType::Sequence);
+    for (const models::LayerSpec& x : v) out.push_back(ConfigValue<models::LayerSpec>::write(x));
+    out.SetStyle(YAML::EmitterStyle::Flow);
     return out;
   }
 };

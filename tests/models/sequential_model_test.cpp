@@ -134,6 +134,11 @@ TEST(SequentialModel, OptionsALayerDoesNotUseSizesAndKindsAreRefused) {
   EXPECT_NE(e.find("model.layers[0].embedding: this embedding has 2.56e+14 weights, which needs"), std::string::npos)
       << e;
   EXPECT_NE(e.find("Fix: make it smaller"), std::string::npos) << e;
+  // The length of a list of layers, before any is built.
+  std::string many;
+  for (int i = 0; i < 16385; ++i) many += "relu, ";
+  e = error("flatten, block: [" + many + "relu], linear: {out: 10}", data);
+  EXPECT_NE(e.find("model.layers[1].block: 16386 layers, more than the 16384 a list may have"), std::string::npos) << e;
   // Heads and groups that do not divide the width: ours, not LibTorch's internal assert.
   e = error("embedding: {num: 20, dim: 6}, attention: {heads: 4}, flatten, linear: {out: 10}", text);
   EXPECT_NE(e.find("model.layers[1].attention.heads: 4 heads do not divide the width 6"), std::string::npos) << e;
