@@ -17,6 +17,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/io/input_file.h"
 #include "core/util/error.h"
 #include "datasets/image_dataset.h"
 #include "datasets/io/files.h"
@@ -57,7 +58,12 @@ bool is_jpeg(const fs::path& p) {
 std::vector<std::string> class_images(const fs::path& folder) {
   std::vector<std::string> out, others;
   for (const auto& entry : fs::directory_iterator(folder)) {
-    if (!entry.is_regular_file()) continue;
+    std::error_code ec;
+    const bool regular = entry.is_regular_file(ec);
+    // A .jpg that is not a readable file (a dangling link, a loop, a folder) is named, not
+    // passed over: the split would silently train on fewer images than the folder shows.
+    if (!regular && is_jpeg(entry.path())) check_input_file(entry.path().string());
+    if (!regular) continue;
     (is_jpeg(entry.path()) ? out : others).push_back(entry.path().string());
   }
   std::sort(out.begin(), out.end());

@@ -2,6 +2,8 @@
 // written with libjpeg in a temp folder.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <ATen/ATen.h>
 
 #include "datasets/io/jpeg.h"
@@ -151,6 +153,11 @@ TEST(ImageFiles, ImageFolderAndFood101Layouts) {
   EXPECT_EQ(splits.spec.input_shape, (std::vector<int64_t>{3, 16, 16}));
   EXPECT_TRUE(at::equal(testing::whole(*splits.train).y, at::tensor({0, 1, 1}, at::kLong)));  // bread first
   EXPECT_TRUE(at::equal(testing::whole(*splits.test).y, at::tensor({1}, at::kLong)));
+  // A .jpg that is a dangling link is named, not passed over (the split would shrink silently).
+  std::filesystem::create_symlink(dir.file("gone.jpg"), dir.file("folder/train/pizza/c.jpg"));
+  EXPECT_TRUE(contains(testing::load_error("{type: image_folder, path: " + dir.file("folder") + "}", ""),
+                       "c.jpg: a symbolic link to a file that does not exist"));
+  std::filesystem::remove(dir.file("folder/train/pizza/c.jpg"));
   put("folder/val/cake/d.jpg", flat(0, 250, 0, 16));
   EXPECT_TRUE(contains(testing::load_error("{type: image_folder, path: " + dir.file("folder") + "}", ""),
                        "cake is a class the training split does not have"));
