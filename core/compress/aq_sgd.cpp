@@ -29,27 +29,35 @@
 #include "core/compress/codec.h"
 #include "core/compress/fixpoint.h"
 #include "core/util/error.h"
+#include "core/util/error_text.h"
 
 namespace pipelab {
 namespace {
+
+/// A failure to make AQ-SGD's history file: the path's problem is the user's to fix (exit 2),
+/// a full disk the machine's (a WriteError: `--resume` continues).
+[[noreturn]] void history_failed(const std::string& path, int error) {
+  const std::error_code code(error, std::generic_category());
+  const std::string text = "AQ-SGD's history (compression: {storage: disk}) cannot be made: " + filesystem_message(path, code);
+  if (filesystem_error_is_users(std::filesystem::filesystem_error("", code))) throw UserError(text);
+  throw WriteError(text + " (or use storage: memory)");
+}
 
 /// Creates `folder`/`name` with `bytes` of disk reserved (posix_fallocate), so that a full
 /// disk is an error here, naming the file, rather than a SIGBUS when a page of the mapping is
 /// first written.
 std::string reserve_file(const std::string& folder, const std::string& name, int64_t bytes) {
-  const std::string fix = "Fix: free space there, set run.output elsewhere, or use storage: memory";
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
-  if (ec) throw WriteError(fmt::format("{}: cannot create AQ-SGD's history folder ({}). {}", folder, ec.message(), fix));
+  if (ec) history_failed(folder, ec.value());
   const std::string path = (std::filesystem::path(folder) / name).string();
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw WriteError(fmt::format("{}: cannot create AQ-SGD's history ({}). {}", path, std::strerror(errno), fix));
+  if (fd < 0) history_failed(path, errno);
   const int err = bytes > 0 ? ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0;
   ::close(fd);
   if (err != 0) {
     ::unlink(path.c_str());
-    throw WriteError(fmt::format("{}: cannot reserve {} bytes for AQ-SGD's history ({}). {}", path, bytes,
-                                 std::strerror(err), fix));
+    history_failed(path, err);
   }
   return path;
 }

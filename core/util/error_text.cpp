@@ -71,6 +71,10 @@ std::string filesystem_message(const std::string& path, std::error_code error) {
       reason = "no space left on the device";
       fix = "free space there, or write elsewhere; `--resume` continues an interrupted run";
       break;
+    case EFBIG:
+      reason = "the file would pass the largest size this process may write (a file size limit)";
+      fix = "raise the limit (ulimit -f), or write elsewhere; `--resume` continues an interrupted run";
+      break;
     case ENAMETOOLONG:
       reason = "the name is too long";
       fix = "use a shorter path";
@@ -84,7 +88,7 @@ std::string filesystem_message(const std::string& path, std::error_code error) {
 
 bool filesystem_error_is_users(const std::filesystem::filesystem_error& e) {
   const int code = e.code().value();
-  return code != ENOSPC && code != EDQUOT && code != EIO;
+  return code != ENOSPC && code != EDQUOT && code != EFBIG && code != EIO;
 }
 
 }  // namespace pipelab
