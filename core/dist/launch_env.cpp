@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -37,9 +40,17 @@ int number(const Getenv& get, const char* name, int minimum, int maximum = 1 << 
 /// MASTER_ADDR: a host name or an address (IPv6 in brackets or bare), checked here so that a
 /// damaged value is named as the variable it came from.
 std::string master_host(const std::string& text) {
-  const bool ok = text.size() <= 253 && std::all_of(text.begin(), text.end(), [](unsigned char c) {
-                    return std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '[' || c == ']';
-                  });
+  bool ok = text.size() <= 253 && std::all_of(text.begin(), text.end(), [](unsigned char c) {
+              return std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '[' || c == ']';
+            });
+  // An address must be one: with a ':' an IPv6 address, and four numbers an IPv4 one.
+  const bool numeric = text.find_first_not_of("0123456789.") == std::string::npos;
+  if (ok && (text.find(':') != std::string::npos || numeric)) {
+    std::string bare = text;
+    if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+    unsigned char address[sizeof(in6_addr)];
+    ok = ::inet_pton(bare.find(':') != std::string::npos ? AF_INET6 : AF_INET, bare.c_str(), address) == 1;
+  }
   if (!ok) {
     throw UserError(fmt::format("the environment variable MASTER_ADDR='{}' is not a host name or address. Fix: set "
                                 "it to rank 0's host, as the launcher does (e.g. 127.0.0.1), or unset it.",

@@ -54,6 +54,11 @@ TEST(LaunchEnv, TorchrunsVariables) {
   plain.erase("TORCHELASTIC_RESTART_COUNT");
   EXPECT_FALSE(read(plain)->agent_store);
   EXPECT_EQ(read(plain)->restart_count, 0);
+  // Addresses as launchers write them: IPv4, IPv6 (bare or bracketed), host names.
+  for (const std::string host : {"10.0.0.7", "::1", "[fe80::1]", "node-07.cluster_a"}) {
+    plain["MASTER_ADDR"] = host;
+    EXPECT_EQ(read(plain)->master.host, host);
+  }
 }
 
 TEST(LaunchEnv, AHalfSetTorchrunEnvironmentNamesWhatIsMissing) {
@@ -73,7 +78,8 @@ TEST(LaunchEnv, BadValuesAreNamed) {
   for (const auto& [name, bad] : std::vector<std::pair<std::string, std::string>>{
            {"RANK", "one"}, {"RANK", "-1"}, {"WORLD_SIZE", "0"}, {"MASTER_PORT", "70000"}, {"MASTER_PORT", "29x"},
            {"LOCAL_RANK", "1.5"}, {"TORCHELASTIC_RESTART_COUNT", "x"}, {"MASTER_ADDR", "a b"},
-           {"MASTER_ADDR", "host/x"}, {"MASTER_ADDR", std::string(300, 'h')}}) {
+           {"MASTER_ADDR", "host/x"}, {"MASTER_ADDR", std::string(300, 'h')}, {"MASTER_ADDR", "a:b:c"},
+           {"MASTER_ADDR", "256.1.1.1"}}) {
     Vars vars = kTorchrun;
     vars[name] = bad;
     const std::string e = error_of(vars);

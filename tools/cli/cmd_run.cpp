@@ -67,8 +67,9 @@ std::optional<Place> place_in_run(const po::variables_map& vm) {
     throw UsageError{fmt::format("rank {} of {} processes: ranks are 0 .. {}{}", p.rank, p.world_size,
                                  p.world_size - 1, env ? fmt::format(" (from {}'s environment and the flags)", env->launcher) : "")};
   }
-  // One process: a plain run, whatever launched it (torchrun --nproc-per-node 1, srun -n 1).
-  if (!flags && p.world_size == 1) return std::nullopt;
+  // One process: a plain run, whatever launched it (torchrun --nproc-per-node 1, srun -n 1,
+  // --world-size 1): there is no one to meet, so no rendezvous to wait for.
+  if (p.world_size == 1) return std::nullopt;
   if (env && env->local_world_size > 0) ::setenv("PIPELAB_LOCAL_PROCESSES", std::to_string(env->local_world_size).c_str(), 0);
   return p;
 }
