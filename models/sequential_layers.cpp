@@ -164,10 +164,18 @@ AnyModule recurrent(const ConfigNode& n, const LayerInput& in, bool lstm) {
   return AnyModule(Adopted(m.ptr(), [m](const at::Tensor& x) mutable { return std::get<0>(m->forward(x)); }));
 }
 
-/// LibTorch asserts (an internal assert) where the heads do not divide the width.
+/// Attention takes sequences, [T, E] per example, and LibTorch asserts (an internal assert)
+/// where the heads do not divide the width E.
 void check_heads(const ConfigNode& n, const LayerInput& in, int64_t heads) {
+  if (in.stand_in) return;
+  if (in.shape.size() != 2 || in.integer) {
+    n.fail(fmt::format("attention takes sequences of vectors, [T, E] per example, and the examples that reach it are "
+                       "{}{}",
+                       in.integer ? "token ids " : "", shape_text(in.shape)),
+           in.integer ? "put an embedding before it" : "give it [T, E] examples (an embedding of token ids, say)");
+  }
   const int64_t width = features(in);
-  if (!in.stand_in && width % heads != 0) {
+  if (width % heads != 0) {
     n.child("heads").fail(fmt::format("{} heads do not divide the width {} of the examples that reach it", heads, width),
                           "use a number of heads that divides the width");
   }

@@ -172,13 +172,16 @@ class TorchScript : public Configured<ModelFactory, TorchScriptOptions> {
     for (const auto& c : copy.named_children()) {
       try {
         torch::jit::Module child = c.value;
-        if (!child.find_method("forward")) TORCH_CHECK(false, "it has no forward (a ModuleList or ModuleDict?)");
+        if (!child.find_method("forward")) {
+          TORCH_CHECK(false, "it has no forward pipelab can call with one tensor (an nn.LSTM's is overloaded and "
+                             "returns a tuple; a ModuleList has none)");
+        }
         chained = tensor_of(child.forward({chained}), "its forward");
       } catch (const c10::Error& e) {
         global.set_state(saved);
         fail("file",
-             fmt::format("child '{}', called on what the children before it give (as pipelab's stages call it), fails: "
-                         "{}",
+             fmt::format("child '{}', called in the order the children are declared on what those before it give (as "
+                         "pipelab's stages call them), fails: {}",
                          c.name, first_line(e.what_without_backtrace())),
              "script an nn.Sequential whose children each take one tensor and return one");
       }

@@ -125,7 +125,7 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
   fs::create_directories(fs::path(dir_) / "metrics", ec);
   fs::create_directories(fs::path(dir_) / "checkpoints", ec);
   if (ec) {
-    throw UserError("cannot create the run folder: " + filesystem_message(dir_, ec));
+    throw UserError("cannot create the run folder (run.output): " + filesystem_message(dir_, ec));
   }
   claim();
   for (const char* stale : {"summary.json", "metrics/steps.jsonl", "metrics/epochs.jsonl", "log.txt",

@@ -185,7 +185,9 @@ void Runner::load_initial_weights() {
                     "give each rule that should keep tensors a rewrite, e.g. 'features\\.(.*)': 'body.\\1'");
   }
   for (int r = 0; r < std::max(replicas_, layout_.max_replicas()); ++r) {
-    LoadReport report = load_model_state(replica_stages(r), state, e_.init.strict, path);
+    // Messages about the file's names say when they are init.names' rewrites, not the file's own.
+    const std::string label = name_rules().empty() ? path : path + " (its names as init.names' rules rewrote them)";
+    LoadReport report = load_model_state(replica_stages(r), state, e_.init.strict, label);
     report.dropped = dropped;
     if (r == 0) init_report_ = report.describe(path);
   }

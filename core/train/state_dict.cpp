@@ -69,7 +69,7 @@ LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict&
     // Booleans or integers copied into a float weight would load as 0/1 or whole numbers: a
     // file of some other tensor, never a checkpoint of this model.
     if (t.is_floating_point() && !it->second.is_floating_point()) {
-      wrong_kind.push_back(fmt::format("{} ({} in the file)", name, c10::toString(it->second.scalar_type())));
+      wrong_kind.push_back(fmt::format("{} (dtype {} in the file)", name, c10::toString(it->second.scalar_type())));
     }
   }
   for (const auto& [name, t] : state) {

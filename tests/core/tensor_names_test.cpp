@@ -86,7 +86,7 @@ TEST(TensorNames, InitNamesInARun) {
   save_tensor_dict(dir.file("ints.pt"), ints);
   const std::string wrong = testing::user_error([&] { testing::train(kMlp, {"init.from=" + dir.file("ints.pt")}); });
   EXPECT_NE(wrong.find("the model's floating-point weights would get values that are not: " + ints[0].first +
-                       " (Bool in the file)"),
+                       " (dtype Bool in the file)"),
             std::string::npos)
       << wrong;
 }
