@@ -175,6 +175,9 @@ TEST(SweepRun, DivergedCellIsRecordedAndTheOthersFinish) {
   auto [code, out] = pipelab("sweep " + file + " --jobs 2 --set run.epochs=2");
   EXPECT_EQ(code, 0) << out;
   EXPECT_HAS(out, "DIVERGED lr=1.0e+30  in epoch 1");
+  // Every epoch is shown, however fast the cell: the diverged one's loss as nan, not 0.
+  EXPECT_HAS(out, "lr=1.0e+30  train loss nan");
+  EXPECT_HAS(out, "lr=0.1  train loss ");
   // Each job's budget is half the cores shared among the jobs, as run.threads: 0 takes.
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   EXPECT_HAS(out, fmt::format("each with OMP_NUM_THREADS={} ", std::max(1, cores / 4)));

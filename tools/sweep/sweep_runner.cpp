@@ -149,15 +149,16 @@ struct Job {
   size_t index;
   ChildProcess child;
   Clock::time_point start;
-  int epochs_reported = -1;  ///< epoch lines of metrics/epochs.csv already shown (-1: not yet read)
+  int epochs_reported = 0;  ///< epoch lines of metrics/epochs.csv shown, or there before it started
   Clock::time_point last_look{};
 };
 
 /// Shows the epochs a running cell finished since the last look (its metrics/epochs.csv),
-/// at most once a second, so a long sweep is never silent between `start` and `done`.
+/// at most once a second, so a long sweep is never silent between `start` and `done`; and
+/// once more (`last`) when the cell ends, so that every epoch is shown whatever the timing.
 template <class Report>
-void report_epochs(Report& report, const PlannedRun& run, Job& job) {
-  if (seconds_since(job.last_look) < 1) return;
+void report_epochs(Report& report, const PlannedRun& run, Job& job, bool last = false) {
+  if (!last && seconds_since(job.last_look) < 1) return;
   job.last_look = Clock::now();
   std::ifstream in(fs::path(run.dir) / "metrics" / "epochs.csv");
   std::string header, line;
@@ -165,7 +166,6 @@ void report_epochs(Report& report, const PlannedRun& run, Job& job) {
   int n = 0;
   while (std::getline(in, line)) {
     if (line.empty() || ++n <= job.epochs_reported) continue;
-    if (job.epochs_reported < 0) continue;  // a resumed run's earlier epochs: not news
     const EpochProgress epoch = epoch_progress(header, line);
     report.line(job.index, "epoch " + epoch.epoch, run.id, epoch.text);
   }
@@ -254,7 +254,8 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
                                    join(std::vector<std::string>(argv.begin() + 1, argv.end()), " "), threads));
       const std::vector<std::string> env{fmt::format("OMP_NUM_THREADS={}", threads),
                                          fmt::format("MKL_NUM_THREADS={}", threads)};
-      running.emplace_back(Job{i, ChildProcess(argv, env, log), Clock::now()});
+      // A resumed run's earlier epochs are not news; a rerun starts its file again.
+      running.emplace_back(Job{i, ChildProcess(argv, env, log), Clock::now(), rerun ? 0 : status[i].epochs});
       report.line(
           i,
           rerun                                              ? "rerun"
@@ -270,6 +271,7 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
         continue;
       }
       const PlannedRun& run = plan.runs[it->index];
+      report_epochs(report, run, *it, true);
       const int code = it->child.exit_code();
       const std::string took = format_duration(seconds_since(it->start));
       const std::string summary = summary_status(run.dir);
