@@ -99,7 +99,7 @@ void BoundaryCodecs::check_used(const Schedule& schedule) const {
   bool activations = false, gradients = false;
   for (int d = 0; d < schedule.devices(); ++d) {
     for (const Action& a : schedule.device(d)) {
-      if (kind_info(a.kind).role != KindRole::Send || !codes(a.stage, a.peer, payload(a.kind))) continue;
+      if (kind_info(a.kind).role != KindRole::Send || !codes(a.stage, peer(a), payload(a.kind))) continue;
       (payload(a.kind) == 'F' ? activations : gradients) = true;
     }
   }

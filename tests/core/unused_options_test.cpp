@@ -58,6 +58,9 @@ TEST(UnusedOptions, ACodecThatCodesNoMessageOfThePlan) {
   EXPECT_HAS(e, "compression.gradients: no gradient crosses a compressed boundary in this run");
   EXPECT_EQ(refusal({activations, "scheme={type: dgl}"}), "");
   EXPECT_EQ(refusal({gradients}), "");
+  // A listed boundary that messages cross (the SENDs' peers are the schedule's, not a field).
+  EXPECT_EQ(refusal({activations, "compression.boundaries=client_server"}), "");
+  EXPECT_EQ(refusal({activations, "compression.boundaries=[0]"}), "");
 }
 
 }  // namespace
