@@ -23,6 +23,10 @@ TEST(ErrorText, InternalDetailIsLeftOut) {
             "data. DefaultCPUAllocator: can't allocate memory");
   EXPECT_EQ(without_internals("/work/core/config/registry.h:72: internal error: !entries_.count(name) (x)"),
             "internal error: !entries_.count(name) (x)");
+  // A long message (a 100,000-digit value quoted back) is handled, not a stack overflow.
+  const std::string digits(100000, '1');
+  EXPECT_EQ(without_internals("e.yaml:2:5: optimizer.lr: '" + digits + "' is not a number"),
+            "e.yaml:2:5: optimizer.lr: '" + digits + "' is not a number");
   // A user's own files and numbers stay.
   EXPECT_EQ(without_internals("e.yaml:3:5: run.epochs: must be a number > 0, got 0"),
             "e.yaml:3:5: run.epochs: must be a number > 0, got 0");
