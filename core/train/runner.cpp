@@ -66,7 +66,7 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
       // Each replica's share of the mini-batch, split into its micro-batches, in order.
       std::vector<int64_t> sizes;
       std::vector<int> units;
-      for (const auto& share : replica_chunk_sizes(batch.x.size(0), replicas_, e_.scheme->micro_batches())) {
+      for (const auto& share : replica_chunk_sizes(batch.x.size(0), plan_.replicas(), e_.scheme->micro_batches())) {
         sizes.insert(sizes.end(), share.begin(), share.end());
         units.push_back(static_cast<int>(share.size()));
       }
@@ -84,12 +84,13 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
     LoaderFeed feed(*train_, dtype_, [&](int, const MicroBatchResult& r) {
       if (!finish_step(totals.add(r))) diverged = true;
     });
-    ReplicaFeed shares(feed, replicas_, static_cast<int>(steps), e_.executor->world().process_name().empty());
+    ReplicaFeed shares(feed, plan_.replicas(), static_cast<int>(steps), e_.executor->world().process_name().empty());
     // Replicated stages ask for their mini-batches from several threads: the shares feed
     // (one share each) fetches them and reports their results in order.
-    ShadowFeed shadowed(replicas_ > 1 || layout_.replicated() ? static_cast<Feed&>(shares) : feed, shadow_.get());
+    ShadowFeed shadowed(plan_.copies() > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
     const auto run_start = std::chrono::steady_clock::now();
-    executor.run(train_schedule(equal_units(static_cast<int>(steps), replicas_)), slots_, shadowed, RunMode::Train);
+    executor.run(train_schedule(equal_units(static_cast<int>(steps), plan_.replicas())), slots_, shadowed,
+                 RunMode::Train);
     traced_steps_.add(seconds_since(run_start), steps);
     collect_stage_metrics(record, epoch + 1);
   }
@@ -140,10 +141,10 @@ void Runner::evaluate(EpochMetrics& m) {
   });
   // Replicas of the pipeline hold the same weights: replica 0 evaluates (with its own
   // batch-norm statistics, as DDP's rank 0 does).
-  const int evaluating = pipeline_stages_;
+  const int evaluating = plan_.stages();
   if (!eval_schedule_.stages()) {
     eval_schedule_ = schedules::forward_only(evaluating, static_cast<int>(test_->batches()),
-                                             {placement_.begin(), placement_.begin() + evaluating});
+                                             {plan_.placement().begin(), plan_.placement().begin() + evaluating});
   }
   std::vector<StageSlot> slots(slots_.begin(), slots_.begin() + evaluating);
   if (test_->batches() > 0) e_.executor->run(eval_schedule_, slots, feed, RunMode::Eval);
@@ -373,10 +374,10 @@ void Runner::write_trace(RunRecord& record, bool writer) const {
   if (!writer || !any) return;
   TraceArrows arrows;
   // The trace draws a message from stage s to s + 1; replicas are not told apart there.
-  arrows.activations = replicas_ == 1 && !layout_.replicated();
+  arrows.activations = plan_.replicas() == 1 && !plan_.layout().replicated();
   arrows.gradients = arrows.activations && !e_.scheme->routes_own_gradients();
-  record.file("trace.json", chrome_trace(st, placement_, arrows));
-  record.file("metrics/actions.csv", actions_csv(st, placement_));
+  record.file("trace.json", chrome_trace(st, plan_.placement(), arrows));
+  record.file("metrics/actions.csv", actions_csv(st, plan_.placement()));
   record.file("metrics/costs.json", stage_costs_json(st, stage_cost_inputs(optimizer_bytes)));
 }
 
@@ -405,7 +406,7 @@ StageCostInputs Runner::stage_cost_inputs(std::vector<int64_t> optimizer_bytes) 
   // Per mini-batch: an epoch-long (or run-long) schedule run covers many.
   in.step_seconds = traced_steps_.seconds / static_cast<double>(std::max<int64_t>(traced_steps_.mini_batches, 1));
   in.steps = traced_steps_.runs;
-  in.placement = placement_;
+  in.placement = plan_.placement();
   if (e_.compression.any()) {
     YAML::Emitter flow;
     flow << YAML::Flow << e_.compression.resolved();

@@ -6,12 +6,14 @@
 #include <c10/util/Exception.h>
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/data/loader.h"
 #include "core/exec/gradient_finish.h"
 #include "core/scheme/replicas.h"
 #include "core/train/experiment.h"
+#include "core/train/run_plan.h"
 #include "core/train/run_record.h"
 
 namespace pipelab {
@@ -86,13 +88,13 @@ class Runner {
   std::vector<Stage*> stages() const;
   int stage_count() const { return static_cast<int>(stages_.size()); }
   /// The scheme's stages (one replica's) and the replicas of the pipeline (partition.replicas).
-  int pipeline_stages() const { return pipeline_stages_; }
-  int replicas() const { return replicas_; }
-  const StageLayout& stage_layout() const { return layout_; }
+  int pipeline_stages() const { return plan_.stages(); }
+  int replicas() const { return plan_.replicas(); }
+  const StageLayout& stage_layout() const { return plan_.layout(); }
   /// The devices the scheme places the stages on (threads, processes, run.devices entries).
-  int device_count() const {
-    return placement_.empty() ? 0 : *std::max_element(placement_.begin(), placement_.end()) + 1;
-  }
+  int device_count() const { return plan_.devices(); }
+  /// What the run is: its topology, gradient sync and schedules (core/train/run_plan.h).
+  const RunPlan& plan() const { return plan_; }
   const std::vector<int>& balance() const { return balance_; }
   const DatasetSplits& data() const { return data_; }
   /// The configuration as resolved (defaults filled in, balance as counts), with provenance.
@@ -104,12 +106,8 @@ class Runner {
   /// run.epochs, or fewer when run.max_steps ends the run sooner.
   int epochs_to_run() const;
   void build_stages();
-  /// The copies of the whole pipeline the scheme runs (partition.replicas, or dp's own; 1
-  /// with replicated stages), and layout_; a ConfigError at partition.replicas when the
-  /// scheme cannot take them.
-  int checked_replicas(int stages);
-  /// A ConfigError unless PipeDream's replicated stages (per-stage counts) can run here.
-  void check_replicated_stages(int stages) const;
+  /// What the run plan is compiled from; `ties_cross_stages` once the balance places the ties.
+  PlanRequest plan_request(std::optional<bool> ties_cross_stages) const;
   /// Replica r's stages from the model's blocks (split by balance_), appended to stages_.
   void build_replica(int r, std::vector<Block> blocks, const std::vector<c10::Device>& devices);
   /// Resolves the model's tied parameters (ModelDef::ties) into ties_ and starts every
@@ -125,8 +123,6 @@ class Runner {
   /// Gives every slot the boundaries' codecs when the experiment compresses.
   void connect_codecs();
   std::vector<Stage*> replica_stages(int r) const;
-  /// Micro-batches per replica for a mini-batch of `n` examples (replica_chunk_sizes).
-  std::vector<int> replica_units(int64_t n) const;
   /// run.shadow: sync — a replica of the model observing every stage
   /// (core/train/shadow_sync.h).
   void start_shadow();
@@ -151,7 +147,6 @@ class Runner {
   /// The training schedule with units[r] micro-batches (or mini-batches) on replica r
   /// (with replicated stages: their sum, dealt round robin), kept for the next steps.
   const Schedule& train_schedule(const std::vector<int>& units);
-  Schedule training_schedule(const std::vector<int>& units) const;
   double lr_at(int64_t step) const;
   EpochMetrics train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged);
   /// flush: never — every epoch in one pipeline; returns the epochs' training figures.
@@ -200,11 +195,9 @@ class Runner {
   std::unique_ptr<BoundaryCodecs> codecs_;
   std::unique_ptr<DataLoader> train_, test_;
   std::map<std::vector<int>, Schedule> schedules_;
-  int pipeline_stages_ = 0, replicas_ = 1;
-  /// Every stage's (pipeline stage, replica): replicas_ copies of the pipeline, or
-  /// PipeDream's replicated stages (core/schedule/stage_layout.h).
-  StageLayout layout_;
-  GradientSync sync_;                      ///< the ALLREDUCE before each update (connect_gradients)
+  /// The run plan: stages, replicas or replicated stages, placement, gradient sync, and the
+  /// schedules every step runs (compiled in build_stages, its sync again once the ties are known).
+  RunPlan plan_;
   std::vector<GradientPlan::Tie> ties_;    ///< the model's tied parameters, by pipeline stage
   ExecStats last_train_stats_;  ///< what the executor measured in the last training epoch
   /// Wall time of the executor runs of the last training epoch (costs.json's step_seconds).
@@ -225,7 +218,6 @@ class Runner {
   std::vector<KeptMetric> kept_metrics_;
   int metric_rounds_ = 0;  ///< gather_stage_metrics calls so far (the same on every process)
   Schedule eval_schedule_;
-  std::vector<int> placement_;  ///< the device of each stage (Scheme::placement)
   std::unique_ptr<class ShadowSync> shadow_;  ///< null unless run.shadow: sync
 };
 

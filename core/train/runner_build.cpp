@@ -184,7 +184,7 @@ void Runner::load_initial_weights() {
                                 dropped.size(), path),
                     "give each rule that should keep tensors a rewrite, e.g. 'features\\.(.*)': 'body.\\1'");
   }
-  for (int r = 0; r < std::max(replicas_, layout_.max_replicas()); ++r) {
+  for (int r = 0; r < plan_.copies(); ++r) {
     // Messages about the file's names say when they are init.names' rewrites, not the file's own.
     const std::string label = name_rules().empty() ? path : path + " (its names as init.names' rules rewrote them)";
     LoadReport report = load_model_state(replica_stages(r), state, e_.init.strict, label);
@@ -214,10 +214,10 @@ void Runner::check_processes_agree() const {
 void Runner::build_stages() {
   const RunOptions& run = e_.run;
   const int requested = e_.partition.stages;
-  const int stages = e_.scheme->stages(requested);
-  const int replicas = checked_replicas(stages);
-  pipeline_stages_ = stages;
-  replicas_ = replicas;
+  // The plan's topology and placement now; its sync again once the balance places the ties.
+  plan_ = RunPlan::compile(plan_request(std::nullopt));
+  const int stages = plan_.stages();
+  const int replicas = plan_.replicas();
   const uint64_t seed = static_cast<uint64_t>(run.seed);
   check_scheme_fits(e_, dataflow_);
   const auto build_all = [&](uint64_t from) {
@@ -229,9 +229,7 @@ void Runner::build_stages() {
   // The scheme's placement puts stage r on device placement[r]: one thread or process each,
   // and run.devices[placement[r]] when several devices are listed. Replica k's copy of the
   // pipeline takes the next devices (core/scheme/replicas.h).
-  const std::vector<int> placement = layout_.uniform() ? replicated_placement(*e_.scheme, stages, replicas)
-                                                       : replicated_stages_placement(layout_.counts());
-  placement_ = placement;
+  const std::vector<int>& placement = plan_.placement();
   const std::vector<c10::Device> devices = run_devices(e_, stages, replicas, placement);
   // Measured balances run the blocks over one micro-batch of real training examples.
   const auto costs = [&](Balance::Kind kind) {
@@ -257,7 +255,7 @@ void Runner::build_stages() {
     // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
     balance_ = balance_by_weight(std::vector<double>(blocks.size(), 1.0), stages);
   }
-  for (int r = 0; r < std::max(replicas, layout_.max_replicas()); ++r) {
+  for (int r = 0; r < plan_.copies(); ++r) {
     // Every replica starts from the same weights, the same blocks under the same seeds,
     // unless the scheme draws them apart (Scheme::replica_seed).
     build_replica(r, r == 0 ? std::move(blocks) : build_all(e_.scheme->replica_seed(r, seed)), devices);
@@ -271,7 +269,7 @@ void Runner::build_stages() {
     s.set_optimizer(e_.optimizer->make(s.parameters()));
     // PipeDream's replicated stages: stage p's rate is lr R_p / R_0 (its runtime's
     // get_adjusted_learning_rate), on the mean of its replicas' gradients.
-    const std::vector<int>& counts = layout_.uniform() ? std::vector<int>{} : layout_.counts();
+    const std::vector<int>& counts = plan_.layout().uniform() ? std::vector<int>{} : plan_.layout().counts();
     const double factor = counts.empty() ? 1.0 : static_cast<double>(counts[static_cast<size_t>(s.index())]) / counts[0];
     s.set_lr_schedule([this, factor](int64_t step) { return lr_at(step) * factor; });
     policies_.push_back(e_.scheme->make_policy(s));
@@ -288,7 +286,7 @@ void Runner::build_stages() {
 
 void Runner::connect_codecs() {
   if (!e_.compression.any()) return;
-  const StageLayout layout = layout_;
+  const StageLayout layout = plan_.layout();
   const int positions = layout.replicated() ? static_cast<int>(layout.counts().size()) : static_cast<int>(stages_.size());
   const CodecRun run{data_.train->size(), e_.run.output + "/codec_cache"};
   codecs_ = std::make_unique<BoundaryCodecs>(e_.compression, positions, [layout](int stage) { return layout.position(stage); },
@@ -384,45 +382,46 @@ void Runner::model_data_mismatch(const c10::Error& err) const {
 void Runner::check_schedule(const Schedule& s, const ValidateOptions& rules) const {
   validate_schedule(s, rules);
   std::vector<int> placed = s.placement();
-  for (size_t r = 0; r < placed.size() && r < placement_.size(); ++r) {
-    if (placed[r] >= 0 && placed[r] != placement_[r]) {
+  for (size_t r = 0; r < placed.size() && r < plan_.placement().size(); ++r) {
+    if (placed[r] >= 0 && placed[r] != plan_.placement()[r]) {
       throw UserError(fmt::format("scheme {} places stage {} on device {}, but its schedule runs it on device d{}. Fix: "
                                   "make the scheme's placement and its schedule agree",
-                                  e_.scheme->type(), r, placement_[r], placed[r]));
+                                  e_.scheme->type(), r, plan_.placement()[r], placed[r]));
     }
   }
 }
 
 void Runner::check_schedules() const {
-  const int stages = pipeline_stages_;
-  const ValidateOptions bound = layout_.uniform() ? replicated_rules(*e_.scheme, stages, replicas_, sync_)
-                                                  : replicated_stages_rules(*e_.scheme, layout_.counts());
+  const int stages = plan_.stages();
+  const ValidateOptions bound = plan_.rules();
   if (e_.scheme->span() == Span::MiniBatch) {
-    const int m = e_.scheme->micro_batches() * replicas_;
+    const int m = e_.scheme->micro_batches() * plan_.replicas();
     if (m > e_.run.batch_size) {
       e_.source->fail("run.batch_size",
                       fmt::format("scheme {} splits each mini-batch into {} micro-batches{}, but a mini-batch has "
                                   "only {} examples",
-                                  e_.scheme->type(), m, replicas_ > 1 ? " over its replicas" : "", e_.run.batch_size),
+                                  e_.scheme->type(), m, plan_.replicas() > 1 ? " over its replicas" : "",
+                                  e_.run.batch_size),
                       fmt::format("use run.batch_size >= {} or fewer micro-batches", m));
     }
-    check_schedule(replicated_schedule(*e_.scheme, stages, replica_units(e_.run.batch_size), sync_), bound);
-    if (codecs_) codecs_->check_used(training_schedule(replica_units(e_.run.batch_size)));
+    const std::vector<int> units = plan_.units_for_batch(e_.run.batch_size);
+    check_schedule(plan_.program(units), bound);
+    if (codecs_) codecs_->check_used(plan_.training(units));
   } else {
     // Each mini-batch is split over the replicas (the training loader drops a short last one).
-    if (replicas_ > e_.run.batch_size) {
+    if (plan_.replicas() > e_.run.batch_size) {
       e_.source->fail("run.batch_size",
                       fmt::format("{} replicas each take a share of every mini-batch, but a mini-batch has only {} "
                                   "examples",
-                                  replicas_, e_.run.batch_size),
-                      fmt::format("use run.batch_size >= {} or fewer replicas", replicas_));
+                                  plan_.replicas(), e_.run.batch_size),
+                      fmt::format("use run.batch_size >= {} or fewer replicas", plan_.replicas()));
     }
-    const Schedule training = training_schedule(equal_units(static_cast<int>(train_->batches()), replicas_));
+    const Schedule training = plan_.training(equal_units(static_cast<int>(train_->batches()), plan_.replicas()));
     check_schedule(training, bound);
     if (codecs_) codecs_->check_used(training);
   }
   validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)),
-                                            {placement_.begin(), placement_.begin() + stages}));
+                                            {plan_.placement().begin(), plan_.placement().begin() + stages}));
 }
 
 double Runner::lr_at(int64_t step) const {

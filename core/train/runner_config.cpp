@@ -52,7 +52,7 @@ YAML::Node Runner::resolved_config() const {
     if (e_.limits.test_limit) root["dataset"]["test_limit"] = e_.limits.test_limit;
   }
   PartitionOptions partition;
-  partition.stages = pipeline_stages_;
+  partition.stages = plan_.stages();
   partition.replicas = e_.partition.replicas;  // as asked (dp's own count is its scheme's)
   partition.balance.kind = Balance::Kind::Counts;
   partition.balance.counts = balance_;

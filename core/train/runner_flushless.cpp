@@ -65,8 +65,8 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   std::vector<std::unique_ptr<EpochSnapshot>> snapshots;
   std::vector<size_t> observed;
   const World& world = e_.executor->world();
-  for (int p = 0; p < pipeline_stages_; ++p) {
-    for (size_t i = static_cast<size_t>(p); i < slots_.size(); i += static_cast<size_t>(pipeline_stages_)) {
+  for (int p = 0; p < plan_.stages(); ++p) {
+    for (size_t i = static_cast<size_t>(p); i < slots_.size(); i += static_cast<size_t>(plan_.stages())) {
       if (!world.runs_stage(static_cast<int>(i))) continue;
       snapshots.push_back(std::make_unique<EpochSnapshot>(snapshot_folder(record), per_epoch));
       slots_[i].observers.push_back(snapshots.back().get());
@@ -98,13 +98,13 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
     }
   }, per_epoch);
   const int units = static_cast<int>(per_epoch * epochs);
-  ReplicaFeed shares(feed, replicas_, units, e_.executor->world().process_name().empty());
+  ReplicaFeed shares(feed, plan_.replicas(), units, e_.executor->world().process_name().empty());
   // Replicated stages ask for their mini-batches from several threads: the shares feed
   // (one share each) fetches them and reports their results in order.
-  ShadowFeed shadowed(replicas_ > 1 || layout_.replicated() ? static_cast<Feed&>(shares) : feed, shadow_.get());
+  ShadowFeed shadowed(plan_.copies() > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
   traced_steps_ = {};
   const auto run_start = std::chrono::steady_clock::now();
-  executor.run(train_schedule(equal_units(units, replicas_)), slots_, shadowed, RunMode::Train);
+  executor.run(train_schedule(equal_units(units, plan_.replicas())), slots_, shadowed, RunMode::Train);
   traced_steps_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(),
                     per_epoch * epochs);
   executor.stats().read_memory_peaks();
@@ -133,7 +133,9 @@ void Runner::load_flushless_snapshot(const RunRecord& record, int epoch) {
     const std::string path = EpochSnapshot::path(snapshot_folder(record), epoch, s->index());
     load_model_state({s}, load_tensor_dict(path), true, path);
   }
-  for (int p = 0; p < pipeline_stages_; ++p) std::filesystem::remove(EpochSnapshot::path(snapshot_folder(record), epoch, p));
+  for (int p = 0; p < plan_.stages(); ++p) {
+    std::filesystem::remove(EpochSnapshot::path(snapshot_folder(record), epoch, p));
+  }
   if (epoch == e_.run.epochs) std::filesystem::remove_all(snapshot_folder(record));
 }
 

@@ -32,7 +32,7 @@ void Runner::tie_parameters() {
     ties_.push_back({a->first, a->second, b->first, b->second});
     // The second copy starts as the first (Megatron's setup all-reduce of the zeroed copy).
     at::NoGradGuard no_grad;
-    for (int r = 0; r < replicas_; ++r) {
+    for (int r = 0; r < plan_.replicas(); ++r) {
       const std::vector<Stage*> stages = replica_stages(r);
       const at::Tensor from = stages[static_cast<size_t>(a->first)]->parameters().at(a->second);
       at::Tensor to = stages[static_cast<size_t>(b->first)]->parameters().at(b->second);
@@ -52,19 +52,18 @@ void Runner::connect_gradients() {
   }
   bool cross = false;
   for (const GradientPlan::Tie& t : ties_) cross = cross || t.first_stage != t.second_stage;
-  const int copies = std::max(replicas_, layout_.max_replicas());
-  sync_ = gradient_sync(o, *e_.scheme, pipeline_stages_, copies, !ties_.empty(), cross);
-  if (!sync_.always) return;
+  plan_ = RunPlan::compile(plan_request(cross));
+  if (!plan_.sync().always) return;
   GradientPlan rules;
   rules.sum_ties = o.tied_gradients == GradientOptions::Tied::Sum;
   rules.clip_max_norm = o.clip_grad_norm.value_or(0.0);
   rules.clip_norm_type = o.norm_type();
   rules.clip_per_stage = clips_per_stage(o, *e_.scheme);
   rules.clip_per_tensor = o.clip_scope == GradientOptions::ClipScope::PerTensor;
-  const int stages = pipeline_stages_;
+  const int stages = plan_.stages();
   // One collective per group of stages: all of them, or each stage's replicas.
-  const bool model = sync_.scope == CollectiveScope::Model;
-  const StageLayout layout = layout_.replicated() ? layout_ : StageLayout::uniform(stages, 1);
+  const bool model = plan_.sync().scope == CollectiveScope::Model;
+  const StageLayout layout = plan_.layout().replicated() ? plan_.layout() : StageLayout::uniform(stages, 1);
   for (int group = 0; group < (model ? 1 : stages); ++group) {
     GradientPlan plan = rules;
     // PipeDream's replicated stages average (DDP); whole pipelines sum their shares.

@@ -12,10 +12,10 @@ namespace pipelab {
 void Runner::start_shadow() {
   const RunOptions& run = e_.run;
   if (run.shadow == RunOptions::Shadow::Off) return;
-  if (replicas_ > 1 || layout_.replicated()) {
+  if (plan_.copies() > 1) {
     e_.source->fail("run.shadow",
                     fmt::format("scheme {} runs {} replicas of its pipeline, and the shadow replays one",
-                                e_.scheme->type(), std::max(replicas_, layout_.max_replicas())),
+                                e_.scheme->type(), plan_.copies()),
                     "use run.shadow: off with replicas, or partition.replicas: 1");
   }
   if (!e_.executor->world().process_name().empty()) {

@@ -1,0 +1,136 @@
+#include "core/train/run_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/config/config_node.h"
+#include "core/schedule/lower.h"
+#include "core/train/feeds.h"
+#include "core/util/error.h"
+
+namespace pipelab {
+namespace {
+
+const char* const kReplicas = "partition.replicas";
+
+/// Copies of the whole pipeline: the scheme's own (dp) or partition.replicas, never both.
+int whole_pipeline_replicas(const PlanRequest& r, int stages) {
+  const Scheme& scheme = *r.scheme;
+  const int requested = r.replicas.count;
+  const int replicas = scheme.replicas(requested);
+  if (requested != 1 && replicas != requested) {
+    r.source->fail(kReplicas,
+                   fmt::format("scheme {} sets its own replicas ({}), and partition.replicas asks for {}",
+                               scheme.type(), replicas, requested),
+                   "set the replicas in one place");
+  }
+  const std::string refused = replicas_refused(scheme, replicas);
+  if (!refused.empty()) r.source->fail(kReplicas, refused, "use partition.replicas: 1");
+  if (static_cast<int64_t>(stages) * replicas >= kMaxScheduleStages) {
+    r.source->fail(
+        kReplicas,
+        fmt::format("{} stages x {} replicas is too many (fewer than {} in all)", stages, replicas, kMaxScheduleStages),
+        "use fewer replicas");
+  }
+  return replicas;
+}
+
+/// PipeDream's replicated stages (one count per stage): what can run them.
+void check_replicated_stages(const PlanRequest& r, int stages) {
+  const Scheme& scheme = *r.scheme;
+  const std::vector<int>& counts = r.replicas.per_stage;
+  if (static_cast<int>(counts.size()) != stages) {
+    r.source->fail(kReplicas, fmt::format("{} replica counts for {} pipeline stages", counts.size(), stages),
+                   fmt::format("give one count per stage (a list of {})", stages));
+  }
+  const std::string refused = scheme.replicated_stages_refused();
+  if (!refused.empty()) {
+    r.source->fail(kReplicas, fmt::format("scheme {} cannot run replicated stages: {}", scheme.type(), refused),
+                   "give one count (copies of the whole pipeline), or use scheme: {type: pipedream} with its "
+                   "defaults");
+  }
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  if (total >= kMaxScheduleStages) {
+    r.source->fail(kReplicas, fmt::format("{} stages in all is too many (fewer than {})", total, kMaxScheduleStages),
+                   "use fewer replicas");
+  }
+  if (scheme.span() == Span::MiniBatch) {
+    r.source->fail(kReplicas,
+                   fmt::format("scheme {} flushes every mini-batch, and replicated stages deal whole mini-batches "
+                               "round robin",
+                               scheme.type()),
+                   "give one count (copies of the whole pipeline)");
+  }
+  if (scheme.span() == Span::Run) {
+    // The epoch snapshots of a never-flushed pipeline are taken by replica 0, which does not
+    // see every epoch's last mini-batch when the stage deals them round robin.
+    r.source->fail("scheme.flush", "replicated stages run one pipeline per epoch (flush: never is not modelled)",
+                   "use flush: epoch with replicated stages");
+  }
+  if (r.several_processes) {
+    r.source->fail(kReplicas, "replicated stages run in one process (threaded or sequential executor) for now",
+                   "use run.executor: threaded, or one count per stage");
+  }
+  if (r.gradients.clip_grad_norm || r.tied_weights) {
+    r.source->fail(kReplicas,
+                   fmt::format("replicated stages update at different times, so {} has no one moment to meet",
+                               r.gradients.clip_grad_norm ? "optimizer.clip_grad_norm" : "the model's tied weights"),
+                   "give one count per stage, or train without the clip and the ties");
+  }
+}
+
+}  // namespace
+
+RunPlan RunPlan::compile(const PlanRequest& request) {
+  PIPELAB_ASSERT(request.scheme && request.source, "a run plan needs a scheme and the file it came from");
+  RunPlan plan;
+  plan.scheme_ = request.scheme;
+  plan.stages_ = request.scheme->stages(request.stages);
+  if (!request.replicas.per_stage.empty()) {
+    check_replicated_stages(request, plan.stages_);
+    plan.layout_ = StageLayout(request.replicas.per_stage);
+    plan.placement_ = replicated_stages_placement(plan.layout_.counts());
+  } else {
+    plan.replicas_ = whole_pipeline_replicas(request, plan.stages_);
+    plan.layout_ = plan.replicas_ > 1 ? StageLayout::uniform(plan.stages_, plan.replicas_) : StageLayout();
+    plan.placement_ = replicated_placement(*plan.scheme_, plan.stages_, plan.replicas_);
+  }
+  const bool cross = request.ties_cross_stages.value_or(plan.stages_ > 1);
+  plan.sync_ = gradient_sync(request.gradients, *plan.scheme_, plan.stages_, plan.copies(), request.tied_weights,
+                             request.tied_weights && cross);
+  return plan;
+}
+
+int RunPlan::copies() const { return std::max(replicas_, layout_.max_replicas()); }
+
+int RunPlan::devices() const {
+  return placement_.empty() ? 0 : *std::max_element(placement_.begin(), placement_.end()) + 1;
+}
+
+ValidateOptions RunPlan::rules() const {
+  return layout_.uniform() ? replicated_rules(*scheme_, stages_, replicas_, sync_)
+                           : replicated_stages_rules(*scheme_, layout_.counts());
+}
+
+std::vector<int> RunPlan::units_for_batch(int64_t n) const {
+  std::vector<int> units;
+  for (const auto& sizes : replica_chunk_sizes(n, replicas_, scheme_->micro_batches())) {
+    units.push_back(static_cast<int>(sizes.size()));
+  }
+  return units;
+}
+
+Schedule RunPlan::program(const std::vector<int>& units) const {
+  if (layout_.uniform()) return replicated_schedule(*scheme_, stages_, units, sync_);
+  // Replicated stages: one pipeline whose stages deal the mini-batches round robin.
+  return replicated_stages_schedule(layout_.counts(), std::accumulate(units.begin(), units.end(), 0));
+}
+
+Schedule RunPlan::training(const std::vector<int>& units) const {
+  Schedule s = program(units);
+  return layout_.uniform() ? with_communication(s) : s;
+}
+
+}  // namespace pipelab

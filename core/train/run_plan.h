@@ -1,0 +1,79 @@
+#pragma once
+/// The run plan: what a run of a scheme is, compiled once from the scheme, the topology
+/// (stages, copies of the whole pipeline or PipeDream's replicated stages, their devices) and
+/// the gradient sync (replicas' sums, a global clip, tied weights). `pipelab run` trains by
+/// it, and `pipelab schedule` and `pipelab simulate` print and replay its schedules, so what
+/// they show is what runs. The refusals a topology meets (a scheme that cannot take replicas,
+/// replicated stages with a clip) are here too, with one message for every command.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model/partition.h"
+#include "core/optim/gradient_options.h"
+#include "core/schedule/stage_layout.h"
+#include "core/scheme/replicas.h"
+
+namespace pipelab {
+
+class ConfigSource;
+
+/// What a plan is compiled from: plain values a command reads from its file and flags.
+struct PlanRequest {
+  const Scheme* scheme = nullptr;
+  int stages = 1;             ///< partition.stages as asked (a scheme may fix its own)
+  Replicas replicas;          ///< partition.replicas: one count, or one per stage
+  GradientOptions gradients;  ///< the optimizer section's clip and tie options
+  bool tied_weights = false;  ///< the model ties parameters (ModelFactory::ties_weights)
+  /// Whether a tie spans two pipeline stages. Unset: when there are several stages, since
+  /// the ties pipelab's models make (an embedding and the output head) sit in the first and
+  /// the last block; the run sets it from its balance.
+  std::optional<bool> ties_cross_stages;
+  bool several_processes = false;  ///< a multi-process executor
+  /// Where the file's keys are (errors at partition.replicas name the file and line).
+  std::shared_ptr<const ConfigSource> source;
+};
+
+class RunPlan {
+ public:
+  /// Compiles the plan, refusing (ConfigErrors at partition.replicas or scheme.flush) what
+  /// no run of it could do.
+  static RunPlan compile(const PlanRequest& request);
+
+  const Scheme& scheme() const { return *scheme_; }
+  /// One pipeline's stages (the scheme's count).
+  int stages() const { return stages_; }
+  /// Copies of the whole pipeline (1 with replicated stages).
+  int replicas() const { return replicas_; }
+  /// Every stage's (pipeline stage, replica), numbered replica by replica.
+  const StageLayout& layout() const { return layout_; }
+  /// The most copies of one pipeline stage: the replicas, or the largest per-stage count.
+  int copies() const;
+  /// The device of every stage (stage ids as layout() numbers them).
+  const std::vector<int>& placement() const { return placement_; }
+  int devices() const;
+  /// The ALLREDUCE before each update: the replicas' sums, a global clip, tied weights.
+  const GradientSync& sync() const { return sync_; }
+  /// What the training schedules are validated against.
+  ValidateOptions rules() const;
+  /// Micro-batches each replica runs for a mini-batch of `n` examples (a replica's share of
+  /// it, split into the scheme's micro-batches).
+  std::vector<int> units_for_batch(int64_t n) const;
+  /// The training schedule with `units[r]` micro-batches (or mini-batches) on replica r
+  /// (with replicated stages: their sum, dealt round robin), with its messages: what the
+  /// executors run.
+  Schedule training(const std::vector<int>& units) const;
+  /// The same before lowering (the scheme's compute schedule over the replicas; replicated
+  /// stages have no other form): what the schedule's validation and the ideal bubble read.
+  Schedule program(const std::vector<int>& units) const;
+
+ private:
+  const Scheme* scheme_ = nullptr;
+  int stages_ = 1, replicas_ = 1;
+  StageLayout layout_;
+  std::vector<int> placement_;
+  GradientSync sync_;
+};
+
+}  // namespace pipelab
