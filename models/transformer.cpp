@@ -236,6 +236,7 @@ TORCH_MODULE(MaskedEncoderLayer);
 class Transformer : public Configured<ModelFactory, TransformerOptions> {
  public:
   using Configured::Configured;
+  bool ties_weights() const override { return options_.tie_embeddings; }
   ModelDef define(const DataSpec& data) const override {
     const int64_t maxlen = text_input(*this, data), classes = data.classes;
     check_targets(data, maxlen);

@@ -111,6 +111,9 @@ class ModelFactory : public Component {
   static constexpr const char* kKind = "model";
   /// The blocks and loss for data described by `data`. Mismatches are UserErrors.
   virtual ModelDef define(const DataSpec& data) const = 0;
+  /// Whether define() ties parameters (ModelDef::ties), known without the data: the run plan
+  /// of `pipelab schedule` and `simulate` needs it for the ALLREDUCE that ties add.
+  virtual bool ties_weights() const { return false; }
 };
 
 }  // namespace pipelab

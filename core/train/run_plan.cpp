@@ -7,6 +7,7 @@
 
 #include "core/config/config_node.h"
 #include "core/schedule/lower.h"
+#include "core/train/experiment.h"
 #include "core/train/feeds.h"
 #include "core/util/error.h"
 
@@ -101,6 +102,29 @@ RunPlan RunPlan::compile(const PlanRequest& request) {
   plan.sync_ = gradient_sync(request.gradients, *plan.scheme_, plan.stages_, plan.copies(), request.tied_weights,
                              request.tied_weights && cross);
   return plan;
+}
+
+RunPlan RunPlan::whole_pipelines(const Scheme& scheme, int stages, int replicas, const GradientSync& sync) {
+  RunPlan plan;
+  plan.scheme_ = &scheme;
+  plan.stages_ = stages;
+  plan.replicas_ = replicas;
+  plan.layout_ = replicas > 1 ? StageLayout::uniform(stages, replicas) : StageLayout();
+  plan.placement_ = replicated_placement(scheme, stages, replicas);
+  plan.sync_ = sync;
+  return plan;
+}
+
+PlanRequest plan_request(const Experiment& e, int stages) {
+  PlanRequest r;
+  r.scheme = e.scheme.get();
+  r.stages = stages > 0 ? stages : e.partition.stages;
+  r.replicas = e.partition.replicas;
+  r.gradients = e.gradients;
+  r.tied_weights = e.model->ties_weights();
+  r.several_processes = !e.executor->world().process_name().empty();
+  r.source = e.source;
+  return r;
 }
 
 int RunPlan::copies() const { return std::max(replicas_, layout_.max_replicas()); }

@@ -18,6 +18,7 @@
 namespace pipelab {
 
 class ConfigSource;
+struct Experiment;
 
 /// What a plan is compiled from: plain values a command reads from its file and flags.
 struct PlanRequest {
@@ -35,11 +36,19 @@ struct PlanRequest {
   std::shared_ptr<const ConfigSource> source;
 };
 
+/// What `e`'s run would compile its plan from, before its balance: for the tools that show
+/// the run without building it (`pipelab schedule`, `simulate`). `stages` replaces
+/// partition.stages when non-zero (a tool's what-if).
+PlanRequest plan_request(const Experiment& e, int stages = 0);
+
 class RunPlan {
  public:
   /// Compiles the plan, refusing (ConfigErrors at partition.replicas or scheme.flush) what
   /// no run of it could do.
   static RunPlan compile(const PlanRequest& request);
+  /// `replicas` copies of the whole pipeline with a sync given as it is (the simulator's
+  /// what-ifs and its tests, which name a sync rather than a file's options).
+  static RunPlan whole_pipelines(const Scheme& scheme, int stages, int replicas, const GradientSync& sync);
 
   const Scheme& scheme() const { return *scheme_; }
   /// One pipeline's stages (the scheme's count).

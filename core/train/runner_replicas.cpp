@@ -13,15 +13,9 @@
 namespace pipelab {
 
 PlanRequest Runner::plan_request(std::optional<bool> ties_cross_stages) const {
-  PlanRequest r;
-  r.scheme = e_.scheme.get();
-  r.stages = e_.partition.stages;
-  r.replicas = e_.partition.replicas;
-  r.gradients = e_.gradients;
+  PlanRequest r = ::pipelab::plan_request(e_);
   r.tied_weights = !def_.ties.empty();
   r.ties_cross_stages = ties_cross_stages;
-  r.several_processes = !e_.executor->world().process_name().empty();
-  r.source = e_.source;
   return r;
 }
 

@@ -20,6 +20,7 @@
 #include "core/scheme/placed_scheme.h"
 #include "core/scheme/replicas.h"
 #include "core/train/optimizer_section.h"
+#include "core/train/run_plan.h"
 #include "tools/cli/options.h"
 
 namespace pipelab::cli {
@@ -71,45 +72,31 @@ std::vector<int> file_stage_replicas(const YAML::Node& root, const std::shared_p
   return ConfigValue<Replicas>::read(ConfigNode(n, source, "partition.replicas")).per_stage;
 }
 
-/// A schedule to draw: the scheme's (with replicas), its rules and the heading's layout.
-struct Drawn {
-  Schedule schedule;
-  ValidateOptions rules;
-  std::string layout;  ///< " x 2 replicas", " with replicated stages [2, 1, 1]"
-  std::string note;    ///< how the stages are numbered ("" for one pipeline)
-  bool synced_over_model = false;
-};
-
-Drawn whole_pipelines(const Scheme& scheme, int d, int micro, int replicas, const GradientOptions& gradients) {
-  const GradientSync sync = gradient_sync(gradients, scheme, d, replicas, false, false);
-  Drawn out{with_communication(replicated_schedule(scheme, d, equal_units(micro, replicas), sync)),
-            replicated_rules(scheme, d, replicas, sync), "", ""};
-  if (replicas > 1) {
-    out.layout = fmt::format(" x {} replicas", replicas);
-    out.note = " per replica (replica r's stage p is stage r*D+p; ALLREDUCE sums a stage's replicas)";
+/// The heading's words for the plan's layout: " x 2 replicas" and how stages are numbered.
+std::pair<std::string, std::string> layout_words(const RunPlan& plan) {
+  if (!plan.layout().uniform()) {
+    const std::vector<int>& counts = plan.layout().counts();
+    return {fmt::format(" with replicated stages {}", shape_text(std::vector<int64_t>(counts.begin(), counts.end()))),
+            " dealt round robin to each stage's replicas (PipeDream's 1F1B-RR; stages numbered replica by replica; "
+            "ALLREDUCE averages a stage's replicas)"};
   }
-  out.synced_over_model = sync.scope == CollectiveScope::Model;
-  return out;
+  if (plan.replicas() == 1) return {"", ""};
+  return {fmt::format(" x {} replicas", plan.replicas()),
+          " per replica (replica r's stage p is stage r*D+p; ALLREDUCE sums a stage's replicas)"};
 }
 
-Drawn replicated_stages(const Scheme& scheme, int d, int micro, const std::vector<int>& counts) {
-  const std::string refused = scheme.replicated_stages_refused();
-  if (!refused.empty()) {
-    throw UsageError{fmt::format("partition.replicas {}: scheme {} cannot run replicated stages: {}",
-                                 shape_text(std::vector<int64_t>(counts.begin(), counts.end())), scheme.type(), refused)};
-  }
-  if (static_cast<int>(counts.size()) != d) {
-    throw UsageError{fmt::format("partition.replicas: {} counts for {} stages; give one per stage", counts.size(), d)};
-  }
-  const StageLayout layout(counts);
-  if (static_cast<int64_t>(layout.stages()) * micro > kMaxCells) {
-    throw UsageError{fmt::format("partition.replicas: {} stages x {} mini-batches is more than {}", layout.stages(),
-                                 micro, kMaxCells)};
-  }
-  return {replicated_stages_schedule(counts, micro), replicated_stages_rules(scheme, counts),
-          fmt::format(" with replicated stages {}", shape_text(std::vector<int64_t>(counts.begin(), counts.end()))),
-          " dealt round robin to each stage's replicas (PipeDream's 1F1B-RR; stages numbered replica by replica; "
-          "ALLREDUCE averages a stage's replicas)"};
+/// Whether the file's model ties weights (the ALLREDUCE it adds is drawn): its section read as
+/// `run` reads it, without its data.
+bool file_model_ties(const ConfigNode& top) {
+  return top.has("model") && Registry<ModelFactory>::get().create(top.child("model"))->ties_weights();
+}
+
+/// Whether the file's run goes over several processes (replicated stages refuse it).
+bool file_runs_processes(const YAML::Node& root) {
+  if (!root.IsMap() || !root["run"] || !root["run"].IsMap() || !root["run"]["executor"]) return false;
+  const YAML::Node executor = root["run"]["executor"];
+  const YAML::Node type = executor.IsMap() && executor["type"] ? executor["type"] : executor;
+  return type.IsScalar() && type.Scalar() == "distributed";
 }
 
 /// The experiment to draw: FILE (a sweep's base) or an empty one, with --scheme,
@@ -235,35 +222,41 @@ int schedule(const Args& args) {
   // A scheme that fixes its stages (a custom file) answers 0 with its own count.
   int d = scheme->stages(given ? stages : 0);
   if (d == 0) d = scheme->stages(stages);
-  replicas = scheme->replicas(replicas);
-  if (static_cast<int64_t>(d) * micro * replicas > kMaxCells) {
-    throw UsageError{fmt::format("--replicas {}: {} stages x {} micro-batches x {} replicas is more than {}", replicas,
-                                 d, micro, replicas, kMaxCells)};
+  // The plan `run` compiles from this file (and the flags in place of its keys): what is
+  // drawn is what runs, ALLREDUCEs of replicas, a global clip and tied weights included.
+  PlanRequest request;
+  request.scheme = scheme.get();
+  request.stages = d;
+  request.replicas = per_stage.empty() ? Replicas{replicas, {}} : Replicas{1, per_stage};
+  request.gradients = top.has("optimizer") ? read_gradient_options(top.child("optimizer")) : GradientOptions{};
+  request.tied_weights = file_model_ties(top);
+  request.several_processes = file_runs_processes(root);
+  request.source = source;
+  if (vm.count("replicas")) source->remember("partition.replicas", fmt::format("--replicas {}", replicas));
+  const RunPlan plan = RunPlan::compile(request);
+  if (static_cast<int64_t>(plan.layout().uniform() ? plan.stages() * plan.replicas() : plan.layout().stages()) *
+          micro > kMaxCells) {
+    throw UsageError{fmt::format("{} stages x {} micro-batches{} is more than {}", plan.stages(), micro,
+                                 plan.copies() > 1 ? fmt::format(" x {} replicas", plan.copies()) : "", kMaxCells)};
   }
-  const std::string refused = replicas_refused(*scheme, replicas);
-  if (!refused.empty()) throw UsageError{refused};
-  // The file's gradient clip: a global one makes every stage's update wait for all stages.
-  const GradientOptions gradients = top.has("optimizer") ? read_gradient_options(top.child("optimizer")) : GradientOptions{};
-  const Drawn drawn = per_stage.empty() ? whole_pipelines(*scheme, d, micro, replicas, gradients)
-                                        : replicated_stages(*scheme, d, micro, per_stage);
-  const Schedule& s = drawn.schedule;
-  validate_schedule(s, drawn.rules);
+  const Schedule s =
+      plan.training(plan.layout().uniform() ? equal_units(micro, plan.replicas()) : std::vector<int>{micro});
+  validate_schedule(s, plan.rules());
+  const auto [layout, note] = layout_words(plan);
   CostModel model = CostModel::split(s.stages(), costs[0], costs[1], costs[2]);
   const Timeline t = simulate_timeline(s, model);
   YAML::Emitter resolved;
   resolved << YAML::Flow << scheme->resolved();
-  fmt::print("{} schedule, {} stage{}{} on {} device{}, {} {}{}\n\n", resolved.c_str(), d, d == 1 ? "" : "s",
-             drawn.layout, s.devices(), s.devices() == 1 ? "" : "s", micro,
-             scheme->span() == Span::MiniBatch ? "micro-batches of one mini-batch" : "mini-batches of one epoch",
-             drawn.note);
+  fmt::print("{} schedule, {} stage{}{} on {} device{}, {} {}{}\n\n", resolved.c_str(), d, d == 1 ? "" : "s", layout,
+             s.devices(), s.devices() == 1 ? "" : "s", micro,
+             scheme->span() == Span::MiniBatch ? "micro-batches of one mini-batch" : "mini-batches of one epoch", note);
   fmt::print("per-device actions, written <stage><action><micro-batch> (docs/schedules.md):\n"
              "  F forward                 B backward (input and weights)   I, W: B split into input, weights\n"
              "  H auxiliary head's backward (interlocking)                 U optimizer step\n{}\n",
              s.compute_only().to_text());
-  if (drawn.synced_over_model) {
-    fmt::print("optimizer.clip_grad_norm clips over every stage: each U waits for an ALLREDUCE of all {} stages (shown "
-               "with --lowered)\n\n",
-               s.stages());
+  if (plan.sync().scope == CollectiveScope::Model) {
+    fmt::print("{} over every stage: each U waits for an ALLREDUCE of all {} stages (shown with --lowered)\n\n",
+               request.tied_weights ? "the model's tied weights meet" : "optimizer.clip_grad_norm clips", s.stages());
   }
   if (lowered) fmt::print("with its messages (lowered):\n{}\n", s.to_text());
   print_timeline(s, t, costs);

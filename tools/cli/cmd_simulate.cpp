@@ -11,6 +11,7 @@
 #include "core/io/atomic_file.h"
 #include "core/model/block_costs.h"
 #include "core/scheme/placed_scheme.h"
+#include "core/train/run_plan.h"
 #include "tools/cli/model_input.h"
 #include "tools/simulate/block_memory.h"
 #include "tools/simulate/codec_costs.h"
@@ -285,8 +286,13 @@ int simulate(const Args& args) {
                                     "replicated stages (a count per stage). Fix: give one count to simulate",
                                     e.source->file()));
       }
-      row_options.replicas = scheme->replicas(e.partition.replicas.count);
-      row_options.sync = gradient_sync(e.gradients, *scheme, d, row_options.replicas, false, false);
+      // The plan `run` compiles for this scheme: its replicas and its sync (replicas' sums, a
+      // global clip, tied weights), refused where the run would refuse them.
+      PlanRequest request = plan_request(e, d);
+      request.scheme = scheme.get();
+      const RunPlan plan = RunPlan::compile(request);
+      row_options.replicas = plan.replicas();
+      row_options.sync = plan.sync();
       const double examples = batch / m / row_options.replicas;
       sim::SimCosts costs = source.costs(d, examples);
       // Costs measured with replicas list every replica's stages: one replica's are enough.

@@ -6,6 +6,7 @@
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
+#include "core/train/run_plan.h"
 #include "core/util/error.h"
 
 namespace pipelab::sim {
@@ -150,8 +151,10 @@ SimResult replay_scheme(const Scheme& scheme, int stages, int units, const SimCo
   SimResult r;
   const std::string refused = replicas_refused(scheme, o.replicas);
   if (!refused.empty()) throw UserError(refused + ". Fix: simulate it without replicas");
-  r.schedule = with_communication(replicated_schedule(scheme, stages, equal_units(units, o.replicas), o.sync));
-  validate_schedule(r.schedule, replicated_rules(scheme, stages, o.replicas, o.sync));
+  // The run plan's own training schedule (core/train/run_plan.h): what a run executes.
+  const RunPlan plan = RunPlan::whole_pipelines(scheme, stages, o.replicas, o.sync);
+  r.schedule = plan.training(equal_units(units, o.replicas));
+  validate_schedule(r.schedule, plan.rules());
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
