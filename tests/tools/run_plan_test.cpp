@@ -1,0 +1,156 @@
+// One run plan for every command (core/train/run_plan.h): what `pipelab schedule FILE
+// --lowered` prints is what `pipelab run FILE` executes (metrics/actions.csv with
+// run.trace: true records its compute actions and collectives, in order, per device), with
+// replicas, replicated stages, a global clip and tied weights; and the schedule `simulate`
+// replays is the plan's own.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/config/yaml_file.h"
+#include "core/io/pt_file.h"
+#include "core/train/experiment.h"
+#include "core/train/run_plan.h"
+#include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
+#include "tools/simulate/simulate.h"
+
+namespace pipelab::run_plan_test {
+namespace {
+
+using Lists = std::map<int, std::vector<std::string>>;  // device -> actions
+
+bool traced(const std::string& token) {
+  return token.find("SEND") == std::string::npos && token.find("RECV") == std::string::npos;
+}
+
+/// The lowered lists `pipelab schedule --lowered` printed, without the messages (the trace
+/// records compute actions and collectives only).
+Lists printed(const std::string& out) {
+  Lists lists;
+  std::istringstream in(out.substr(out.find("with its messages (lowered):")));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line) && line.rfind("d", 0) == 0) {
+    std::istringstream tokens(line);
+    std::string device, token;
+    tokens >> device;
+    const int d = std::stoi(device.substr(1));
+    while (tokens >> token) {
+      if (traced(token)) lists[d].push_back(token);
+    }
+  }
+  return lists;
+}
+
+/// The first `n[d]` actions each device ran, from metrics/actions.csv, written as schedules
+/// write them ("0F1", "1ALLREDUCE", "0U").
+Lists executed(const std::string& run, const Lists& like) {
+  Lists lists;
+  std::ifstream in(run + "/metrics/actions.csv");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string device, stage, action, mb;
+    std::getline(fields, device, ',');
+    std::getline(fields, stage, ',');
+    std::getline(fields, action, ',');
+    std::getline(fields, mb, ',');
+    const int d = std::stoi(device);
+    const auto want = like.find(d);
+    if (want == like.end() || lists[d].size() >= want->second.size()) continue;
+    lists[d].push_back(stage + action + (mb.empty() || mb == "-1" ? "" : mb));
+  }
+  return lists;
+}
+
+const char* kLanguageModel = R"(
+model:     {type: transformer, num_words: 40, d_model: 16, heads: 2, ff: 16, layers: 2, head: lm, tie_embeddings: true}
+dataset:   {type: tensors, path: lm.pt}
+partition: {stages: 2}
+scheme:    {type: gpipe, chunks: 2}
+optimizer: {type: sgd, lr: 0.05}
+run:       {epochs: 1, batch_size: 8, seed: 0, threads: 1, trace: true, max_steps: 1}
+)";
+
+/// Writes lm.pt (token windows and next-token targets) beside the experiment.
+void write_windows(const testing::TempDir& dir) {
+  const at::Tensor x = at::arange(32 * 6, at::kLong).reshape({32, 6}).remainder(40);
+  save_tensor_dict(dir.file("lm.pt"), {{"x", x}, {"y", x.roll(-1, 1)}});
+}
+
+/// `schedule_flags`: what the run's file fixes and `schedule` asks as a flag (the mini-batches
+/// of a schedule that runs an epoch's worth).
+void expect_printed_is_run(const testing::TempDir& dir, const std::string& experiment, const std::string& sets,
+                           const std::string& schedule_flags = "") {
+  SCOPED_TRACE(sets);
+  testing::write_text(dir.file("e.yaml"), experiment);
+  const auto [code, out] =
+      testing::pipelab(fmt::format("schedule {} --lowered {} {}", dir.file("e.yaml"), sets, schedule_flags));
+  ASSERT_EQ(code, 0) << out;
+  const Lists want = printed(out);
+  ASSERT_FALSE(want.empty()) << out;
+  const auto [rc, run] =
+      testing::pipelab(fmt::format("run --quiet {} {} --overwrite --set run.output={}", dir.file("e.yaml"), sets,
+                                   dir.file("run")));
+  ASSERT_EQ(rc, 0) << run;
+  EXPECT_EQ(executed(dir.file("run"), want), want) << out;
+}
+
+TEST(RunPlan, WhatScheduleShowsIsWhatRunExecutes) {
+  testing::TempDir dir;
+  write_windows(dir);
+  // Tied weights across two stages: a model-wide ALLREDUCE before every update.
+  expect_printed_is_run(dir, kLanguageModel, "");
+  // With replicas, and a global clip on top.
+  expect_printed_is_run(dir, kLanguageModel, "--set partition.replicas=2");
+  expect_printed_is_run(dir, kLanguageModel, "--set partition.replicas=2 --set optimizer.clip_grad_norm=1");
+  // 1F1B and a zero-bubble schedule, tied.
+  expect_printed_is_run(dir, kLanguageModel, "--set 'scheme={type: pipedream_flush, chunks: 2}'");
+  expect_printed_is_run(dir, kLanguageModel, "--set 'scheme={type: zb_h1, chunks: 2}'");
+  // PipeDream's replicated stages on an untied model.
+  expect_printed_is_run(dir, testing::kExperiment,
+                        "--set run.trace=true --set run.epochs=1 --set 'partition.replicas=[2, 1]' --set "
+                        "'scheme={type: pipedream}'",
+                        "--microbatches 8");
+}
+
+TEST(RunPlan, ScheduleRefusesWhatRunRefusesWithTheSameMessage) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const std::string sets =
+      "--set 'partition.replicas=[2, 1]' --set 'scheme={type: pipedream}' --set optimizer.clip_grad_norm=1";
+  const auto [c1, schedule] = testing::pipelab(fmt::format("schedule {} {}", dir.file("e.yaml"), sets));
+  const auto [c2, run] = testing::pipelab(fmt::format("run {} {} --set run.output={}", dir.file("e.yaml"), sets,
+                                                      dir.file("run")));
+  EXPECT_EQ(c1, 2) << schedule;
+  EXPECT_EQ(c2, 2) << run;
+  const std::string message = "replicated stages update at different times, so optimizer.clip_grad_norm has no one "
+                              "moment to meet";
+  EXPECT_NE(schedule.find(message), std::string::npos) << schedule;
+  EXPECT_NE(run.find(message), std::string::npos) << run;
+}
+
+TEST(RunPlan, SimulateReplaysThePlansTrainingSchedule) {
+  testing::TempDir dir;
+  write_windows(dir);
+  testing::write_text(dir.file("e.yaml"), kLanguageModel);
+  const Experiment e = Experiment::load(dir.file("e.yaml"));
+  const RunPlan plan = RunPlan::compile(plan_request(e));
+  EXPECT_EQ(plan.sync().scope, CollectiveScope::Model);  // the tie spans the two stages
+  sim::SimOptions o;
+  o.replicas = plan.replicas();
+  o.sync = plan.sync();
+  sim::SimCosts costs;
+  costs.stages.resize(2);
+  for (sim::StageCosts& k : costs.stages) k.seconds[ActionKind::Forward] = k.seconds[ActionKind::Backward] = 1;
+  const sim::SimResult r = sim::simulate(*e.scheme, plan.stages(), 2, 4, costs, o, 2);
+  EXPECT_EQ(r.schedule.to_text(), plan.training({2}).to_text());
+  EXPECT_NE(r.schedule.to_text().find("ALLREDUCE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipelab::run_plan_test
