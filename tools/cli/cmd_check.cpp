@@ -15,6 +15,7 @@
 #include "core/io/atomic_file.h"
 #include "core/io/pt_file.h"
 #include "core/scheme/replicas.h"
+#include "core/train/run_plan.h"
 #include "core/train/runner.h"
 #include "core/util/error.h"
 #include "core/util/names.h"
@@ -141,8 +142,7 @@ std::string check_schedules(Checker& c, const std::vector<std::string>& sets) {
 void check_processes(Checker& c, const std::vector<std::string>& sets, const TensorDict& sequential, Report& report) {
   const std::string file = c.write("launched", 2, "float32", c.scheme());
   const Experiment e = Experiment::load(file, sets);
-  const std::vector<int> placement = replicated_placement(*e.scheme, e.scheme->stages(2), e.scheme->replicas(1));
-  const int processes = *std::max_element(placement.begin(), placement.end()) + 1;
+  const int processes = RunPlan::compile(plan_request(e)).devices();
   const int code = c.command(fmt::format("launch --nproc {} '{}'{} --set run.output='{}/launched' --overwrite --quiet",
                                          processes, file, c.sets_args(), c.dir()),
                              "launch");

@@ -9,6 +9,7 @@
 #include "core/model/block_costs.h"
 
 #include "core/train/experiment.h"
+#include "core/train/run_plan.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"
 #include "tools/describe/model_profile.h"
@@ -49,7 +50,9 @@ std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const Mo
     how = fmt::format("scheme {} runs the whole model on one stage", e.scheme->type());
   }
   const std::vector<int64_t> shown(counts.begin(), counts.end());
-  const int replicas = e.scheme->replicas(e.partition.replicas.count);
+  // The copies the run's plan makes (and what it would refuse about them).
+  const RunPlan plan = RunPlan::compile(plan_request(e));
+  const int replicas = plan.replicas();
   const std::vector<int>& per_stage = e.partition.replicas.per_stage;
   const std::string copies =
       !per_stage.empty()

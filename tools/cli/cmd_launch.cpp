@@ -7,9 +7,7 @@
 
 #include <cerrno>
 
-#include <algorithm>
 #include <chrono>
-#include <numeric>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -18,6 +16,7 @@
 
 #include "core/dist/process_group.h"
 #include "core/train/experiment.h"
+#include "core/train/run_plan.h"
 #include "tools/cli/options.h"
 #include "tools/cli/stop_signals.h"
 #include "tools/sweep/subprocess.h"
@@ -25,17 +24,13 @@
 namespace pipelab::cli {
 namespace {
 
-/// The most devices FILE's run can have: every stage of every replica on one of its own (the
-/// scheme's placement and Chimera's shared devices only lower it). Checked before any rank
-/// starts, so that `--nproc 1000` does not start 1000 processes to be told so by each; the
-/// ranks check the exact count.
-int most_devices(const Experiment& e) {
-  const int stages = e.scheme->stages(e.partition.stages);
-  const std::vector<int> placement = e.scheme->placement(stages);
-  const int pipeline = placement.empty() ? stages : *std::max_element(placement.begin(), placement.end()) + 1;
-  const std::vector<int>& per_stage = e.partition.replicas.per_stage;
-  if (!per_stage.empty()) return std::accumulate(per_stage.begin(), per_stage.end(), 0);
-  return pipeline * std::max(1, e.scheme->replicas(e.partition.replicas.count));
+/// The devices FILE's run has, from the plan the run compiles (as several processes): read
+/// before any rank starts, so that `--nproc 1000` does not start 1000 processes to be told so
+/// by each, and what the run refuses (replicated stages in processes) is refused here.
+int plan_devices(const Experiment& e) {
+  PlanRequest request = plan_request(e);
+  request.several_processes = true;
+  return RunPlan::compile(request).devices();
 }
 
 /// Removes the output folders of launchers that no longer run (killed with -9).
@@ -140,9 +135,9 @@ int launch(const Args& args) {
   }
   if (nproc < 1) throw UsageError{"--nproc must be >= 1"};
   if (vm["stop-after"].as<int>() < 0) throw UsageError{"--stop-after must be >= 0"};
-  const int most = most_devices(Experiment::load(file, sets));
+  const int most = plan_devices(Experiment::load(file, sets));
   if (nproc > most) {
-    throw UsageError{fmt::format("--nproc {}: {} runs on at most {} device{}, and each process needs one. Fix: use "
+    throw UsageError{fmt::format("--nproc {}: {} runs on {} device{}, and each process needs one. Fix: use "
                                  "--nproc {} or fewer",
                                  nproc, file, most, most == 1 ? "" : "s", most)};
   }
