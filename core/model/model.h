@@ -112,7 +112,8 @@ class ModelFactory : public Component {
   /// The blocks and loss for data described by `data`. Mismatches are UserErrors.
   virtual ModelDef define(const DataSpec& data) const = 0;
   /// Whether define() ties parameters (ModelDef::ties), known without the data: the run plan
-  /// of `pipelab schedule` and `simulate` needs it for the ALLREDUCE that ties add.
+  /// of `pipelab schedule` and `simulate` needs it for the ALLREDUCE that ties add. A model
+  /// that ties says so here too (a run goes by define()'s ties; the tools by this answer).
   virtual bool ties_weights() const { return false; }
 };
 

@@ -67,8 +67,6 @@ Runner::Runner(Experiment& experiment, RunnerOptions options) : e_(experiment), 
     // A model's block list is code, but the file chose it: name both.
     throw ConfigError(fmt::format("{}: {}", e_.source->where("model.type"), err.what()));
   }
-  PIPELAB_ASSERT(def_.ties.empty() != e_.model->ties_weights(), "model {} ties weights in define() but says {}",
-                 e_.model->type(), e_.model->ties_weights() ? "it does" : "it does not");
   if (e_.gradients.tied_gradients_given && def_.ties.empty()) {
     e_.source->fail("optimizer.tied_gradients", "tied_gradients does nothing unless the model ties weights",
                     "remove tied_gradients, or tie the model's weights (e.g. model.tie_embeddings: true)");

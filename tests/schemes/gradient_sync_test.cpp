@@ -126,6 +126,7 @@ struct NoOptions {
 class TiedOracle : public Configured<ModelFactory, NoOptions> {
  public:
   using Configured::Configured;
+  bool ties_weights() const override { return true; }
   ModelDef define(const DataSpec&) const override {
     ModelDef def;
     def.blocks.push_back({"embed", [] { return torch::nn::AnyModule(Embed()); }});
