@@ -102,13 +102,27 @@ std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placeme
 }
 
 std::string actions_csv(const ExecStats& stats, const std::vector<int>& placement) {
-  std::string out = "device,stage,action,micro_batch,start,end,bytes_sent\n";
+  // Device by device, in the order the device ran them (a device that holds several stages
+  // interleaves them: a V-schedule, Chimera's two pipelines). Host start times order them:
+  // one device's actions run one after another on one thread.
+  struct Row {
+    int device;
+    double start;
+    size_t stage;
+    const ActionRecord* action;
+  };
+  std::vector<Row> rows;
   for (size_t s = 0; s < stats.actions.size(); ++s) {
-    for (const ActionRecord& a : stats.actions[s]) {
-      const auto [start, end] = span_s(a);
-      out += fmt::format("{},{},{},{},{},{},{}\n", device_of(placement, s), s, Action::kind_name(a.kind), a.mb,
-                         json::number(start), json::number(end), a.bytes);
-    }
+    for (const ActionRecord& a : stats.actions[s]) rows.push_back({device_of(placement, s), a.start, s, &a});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return a.device != b.device ? a.device < b.device : a.start < b.start;
+  });
+  std::string out = "device,stage,action,micro_batch,start,end,bytes_sent\n";
+  for (const Row& r : rows) {
+    const auto [start, end] = span_s(*r.action);
+    out += fmt::format("{},{},{},{},{},{},{}\n", r.device, r.stage, Action::kind_name(r.action->kind), r.action->mb,
+                       json::number(start), json::number(end), r.action->bytes);
   }
   return out;
 }

@@ -25,7 +25,8 @@ struct TraceArrows {
 /// trace.json's text for `stats` (traced), with stage s on device placement[s].
 std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placement, TraceArrows arrows = {});
 
-/// metrics/actions.csv's text: device,stage,action,micro_batch,start,end,bytes_sent (seconds
+/// metrics/actions.csv's text, device by device in the order each ran its actions:
+/// device,stage,action,micro_batch,start,end,bytes_sent (seconds
 /// since the epoch's start, device seconds on CUDA where measured; the bytes of the message
 /// the action produced for another stage, ActionRecord::bytes).
 std::string actions_csv(const ExecStats& stats, const std::vector<int>& placement);
