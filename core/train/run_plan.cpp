@@ -101,6 +101,14 @@ RunPlan RunPlan::compile(const PlanRequest& request) {
   const bool cross = request.ties_cross_stages.value_or(plan.stages_ > 1);
   plan.sync_ = gradient_sync(request.gradients, *plan.scheme_, plan.stages_, plan.copies(), request.tied_weights,
                              request.tied_weights && cross);
+  if (request.compression.any()) {
+    // Whether a codec codes a message depends on the plan's shape, not on how many units a
+    // run has: one unit per replica (one per micro-batch of a mini-batch) shows every boundary.
+    const BoundaryCodecs codecs(request.compression, plan.codec_positions(), plan.codec_position());
+    codecs.check();
+    codecs.check_used(plan.training(std::vector<int>(static_cast<size_t>(plan.replicas_),
+                                                     std::max(1, plan.scheme_->micro_batches()))));
+  }
   return plan;
 }
 
@@ -123,8 +131,17 @@ PlanRequest plan_request(const Experiment& e, int stages) {
   r.gradients = e.gradients;
   r.tied_weights = e.model->ties_weights();
   r.several_processes = !e.executor->world().process_name().empty();
+  r.compression = e.compression;
   r.source = e.source;
   return r;
+}
+
+int RunPlan::codec_positions() const {
+  return layout_.replicated() ? static_cast<int>(layout_.counts().size()) : stages_;
+}
+
+std::function<int(int)> RunPlan::codec_position() const {
+  return [layout = layout_](int stage) { return layout.position(stage); };
 }
 
 int RunPlan::copies() const { return std::max(replicas_, layout_.max_replicas()); }

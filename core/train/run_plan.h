@@ -4,12 +4,14 @@
 /// the gradient sync (replicas' sums, a global clip, tied weights). `pipelab run` trains by
 /// it, and `pipelab schedule` and `pipelab simulate` print and replay its schedules, so what
 /// they show is what runs. The refusals a topology meets (a scheme that cannot take replicas,
-/// replicated stages with a clip) are here too, with one message for every command.
+/// replicated stages with a clip, a codec on a boundary no message crosses) are here too,
+/// with one message for every command.
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/compress/compression.h"
 #include "core/model/partition.h"
 #include "core/optim/gradient_options.h"
 #include "core/schedule/stage_layout.h"
@@ -32,6 +34,9 @@ struct PlanRequest {
   /// the last block; the run sets it from its balance.
   std::optional<bool> ties_cross_stages;
   bool several_processes = false;  ///< a multi-process executor
+  /// The boundaries' codecs (the file's compression section; none by default): a codec that
+  /// codes no message of the plan is refused.
+  CompressionSection compression;
   /// Where the file's keys are (errors at partition.replicas name the file and line).
   std::shared_ptr<const ConfigSource> source;
 };
@@ -64,6 +69,10 @@ class RunPlan {
   int devices() const;
   /// The ALLREDUCE before each update: the replicas' sums, a global clip, tied weights.
   const GradientSync& sync() const { return sync_; }
+  /// The pipeline positions the boundaries' codecs number (replicated stages: the pipeline
+  /// stages; else every stage), and stage -> position.
+  int codec_positions() const;
+  std::function<int(int)> codec_position() const;
   /// What the training schedules are validated against.
   ValidateOptions rules() const;
   /// Micro-batches each replica runs for a mini-batch of `n` examples (a replica's share of

@@ -286,12 +286,9 @@ void Runner::build_stages() {
 
 void Runner::connect_codecs() {
   if (!e_.compression.any()) return;
-  const StageLayout layout = plan_.layout();
-  const int positions = layout.replicated() ? static_cast<int>(layout.counts().size()) : static_cast<int>(stages_.size());
   const CodecRun run{data_.train->size(), e_.run.output + "/codec_cache"};
-  codecs_ = std::make_unique<BoundaryCodecs>(e_.compression, positions, [layout](int stage) { return layout.position(stage); },
-                                             run);
-  codecs_->check();
+  // The plan has checked the section against its schedules.
+  codecs_ = std::make_unique<BoundaryCodecs>(e_.compression, plan_.codec_positions(), plan_.codec_position(), run);
   for (StageSlot& slot : slots_) slot.codecs = codecs_.get();
 }
 
@@ -406,7 +403,6 @@ void Runner::check_schedules() const {
     }
     const std::vector<int> units = plan_.units_for_batch(e_.run.batch_size);
     check_schedule(plan_.program(units), bound);
-    if (codecs_) codecs_->check_used(plan_.training(units));
   } else {
     // Each mini-batch is split over the replicas (the training loader drops a short last one).
     if (plan_.replicas() > e_.run.batch_size) {
@@ -418,7 +414,6 @@ void Runner::check_schedules() const {
     }
     const Schedule training = plan_.training(equal_units(static_cast<int>(train_->batches()), plan_.replicas()));
     check_schedule(training, bound);
-    if (codecs_) codecs_->check_used(training);
   }
   validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)),
                                             {plan_.placement().begin(), plan_.placement().begin() + stages}));

@@ -231,6 +231,7 @@ int schedule(const Args& args) {
   request.gradients = top.has("optimizer") ? read_gradient_options(top.child("optimizer")) : GradientOptions{};
   request.tied_weights = file_model_ties(top);
   request.several_processes = file_runs_processes(root);
+  if (top.has("compression")) request.compression = read_compression(top.child("compression"));
   request.source = source;
   if (vm.count("replicas")) source->remember("partition.replicas", fmt::format("--replicas {}", replicas));
   const RunPlan plan = RunPlan::compile(request);
