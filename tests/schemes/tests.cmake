@@ -8,6 +8,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/pipedream_2bw_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipedream_flush_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipelined_backprop_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/plan_equality_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sync_schedules_test.cpp
 )
 list(APPEND PIPELAB_TEST_SOURCES

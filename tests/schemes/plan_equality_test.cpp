@@ -1,0 +1,168 @@
+// What is planned is what runs, for every registered scheme (the registry decides the cases):
+// the lowered schedule the run plan gives for a file (what `pipelab schedule FILE --lowered`
+// prints and `pipelab simulate` replays, core/train/run_plan.h) is, action for action on every
+// device, what the run executes (metrics/actions.csv with run.trace: true) — alone, with
+// copies of the pipeline, with a global clip, with compressed boundaries and with tied
+// weights. Where the plan refuses a combination, the run refuses it with the same message.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/config/config_node.h"
+#include "core/schedule/action_kinds.h"
+#include "core/scheme/replicas.h"
+#include "core/train/run_plan.h"
+#include "core/util/error.h"
+#include "tests/support/helpers.h"
+#include "tests/support/scheme_cases.h"
+
+namespace pipelab::plan_equality_test {
+namespace {
+
+using Lists = std::map<int, std::vector<std::string>>;  // device -> actions
+
+// One batch-norm-free MLP (a tied model is below): 4 mini-batches of 16.
+const char* kMlp = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 4], dropout: 0.1}
+dataset:   {type: synthetic, samples: 64, test_samples: 16, shape: [12], classes: 4}
+partition: {stages: 2}
+scheme:    {type: single}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, trace: true, progress: false}
+)";
+
+// A language model whose embedding and output head share one weight across the stages.
+const char* kTiedLm = R"(
+model:     {type: transformer, num_words: 40, d_model: 16, heads: 2, ff: 16, layers: 2, head: lm, tie_embeddings: true}
+dataset:   {type: tensors, path: lm.pt}
+partition: {stages: 2}
+scheme:    {type: single}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 1, batch_size: 16, seed: 0, threads: 1, trace: true, progress: false}
+)";
+
+/// The actions a trace records (compute and collectives; messages are not traced).
+bool traced(const Action& a) { return !is_send(a.kind) && !is_receive(a.kind); }
+
+/// The planned lists: every traced action of `s`, device by device.
+Lists planned(const Schedule& s) {
+  Lists lists;
+  for (int d = 0; d < s.devices(); ++d) {
+    for (const Action& a : s.device(d)) {
+      if (traced(a)) lists[d].push_back(a.str());
+    }
+  }
+  return lists;
+}
+
+/// The first as many actions per device as `like` holds, from the run's metrics/actions.csv.
+Lists executed(const std::string& run, const Lists& like) {
+  Lists lists;
+  std::ifstream in(run + "/metrics/actions.csv");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string device, stage, action, mb;
+    std::getline(fields, device, ',');
+    std::getline(fields, stage, ',');
+    std::getline(fields, action, ',');
+    std::getline(fields, mb, ',');
+    const int d = std::stoi(device);
+    const auto want = like.find(d);
+    if (want == like.end() || lists[d].size() >= want->second.size()) continue;
+    lists[d].push_back(stage + action + (mb.empty() || mb == "-1" ? "" : mb));
+  }
+  return lists;
+}
+
+/// The units of the run's first schedule run: a mini-batch's micro-batches, or an epoch's
+/// (a whole run's) mini-batches, one each.
+std::vector<int> first_run_units(const RunPlan& plan, const Experiment& e, int64_t mini_batches) {
+  switch (plan.scheme().span()) {
+    case Span::MiniBatch: return plan.units_for_batch(e.run.batch_size);
+    case Span::Epoch: return equal_units(static_cast<int>(mini_batches), plan.replicas());
+    case Span::Run: return equal_units(static_cast<int>(mini_batches * e.run.epochs), plan.replicas());
+  }
+  return {};
+}
+
+/// Compiles the plan of `yaml` with `sets` and runs it: the planned lists are the executed
+/// ones, or the plan and the run refuse with one message. Returns whether it ran.
+bool expect_planned_is_run(const testing::TempDir& dir, const std::string& yaml, std::vector<std::string> sets) {
+  SCOPED_TRACE(::testing::PrintToString(sets));
+  sets.push_back("run.output=" + dir.file("run"));
+  testing::write_text(dir.file("e.yaml"), yaml);
+  Experiment e = Experiment::load(dir.file("e.yaml"), sets);
+  std::string plan_error;
+  std::optional<RunPlan> plan;
+  try {
+    plan = RunPlan::compile(plan_request(e));
+  } catch (const UserError& err) {
+    plan_error = err.what();
+  }
+  RunnerOptions quiet;
+  quiet.quiet = true;
+  quiet.overwrite = true;
+  quiet.summary = false;
+  if (!plan) {
+    const std::string run_error = testing::user_error([&] { Runner(e, quiet).run(); });
+    EXPECT_EQ(run_error, plan_error);
+    return false;
+  }
+  Runner runner(e, quiet);
+  const Lists want = planned(plan->training(first_run_units(*plan, e, runner.data().train->size() / e.run.batch_size)));
+  runner.run();
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(executed(dir.file("run"), want), want);
+  return true;
+}
+
+class PlanEquality : public ::testing::TestWithParam<testing::SchemeCase> {};
+
+TEST_P(PlanEquality, WhatThePlanShowsIsWhatTheRunExecutes) {
+  const testing::SchemeCase& c = GetParam();
+  testing::TempDir dir;
+  const std::vector<std::string> scheme{"scheme=" + c.scheme, fmt::format("partition.stages={}", c.stages)};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), scheme.begin(), scheme.end());
+    return more;
+  };
+  EXPECT_TRUE(expect_planned_is_run(dir, kMlp, with({})));
+  expect_planned_is_run(dir, kMlp, with({"partition.replicas=2"}));
+  expect_planned_is_run(dir, kMlp, with({"optimizer.clip_grad_norm=1"}));
+  expect_planned_is_run(dir, kMlp, with({"partition.replicas=2", "optimizer.clip_grad_norm=1"}));
+  expect_planned_is_run(
+      dir, kMlp, with({"compression={activations: {type: sort_quant, q: 6, s: 2}, gradients: {type: fixpoint, bits: 8}}"}));
+  // Auxiliary heads predict one class per example: a language model's targets are not that.
+  if (testing::experiment(kMlp, "", with({})).scheme->prepares_stages()) return;
+  const at::Tensor x = at::arange(64 * 6, at::kLong).reshape({64, 6}).remainder(40);
+  save_tensor_dict(dir.file("lm.pt"), {{"x", x}, {"y", x.roll(-1, 1)}});
+  expect_planned_is_run(dir, kTiedLm, with({}));
+  expect_planned_is_run(dir, kTiedLm, with({"partition.replicas=2", "optimizer.clip_grad_norm=1"}));
+}
+
+std::vector<testing::SchemeCase> two_stage_cases() {
+  std::vector<testing::SchemeCase> out;
+  for (const testing::SchemeCase& c : testing::scheme_cases()) {
+    if (c.stages == 2) out.push_back(c);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, PlanEquality, ::testing::ValuesIn(two_stage_cases()), testing::scheme_case_name);
+
+// PipeDream's replicated stages: one pipeline whose stages deal the mini-batches round robin.
+TEST(PlanEquality, ReplicatedStages) {
+  testing::TempDir dir;
+  for (const std::string replicas : {"[2, 1]", "[1, 2]", "[2, 2]"}) {
+    EXPECT_TRUE(expect_planned_is_run(dir, kMlp, {"scheme={type: pipedream}", "partition.replicas=" + replicas}));
+  }
+  EXPECT_FALSE(expect_planned_is_run(
+      dir, kMlp, {"scheme={type: pipedream}", "partition.replicas=[2, 1]", "optimizer.clip_grad_norm=1"}));
+}
+
+}  // namespace
+}  // namespace pipelab::plan_equality_test
