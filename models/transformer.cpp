@@ -87,7 +87,7 @@ struct TransformerOptions {
     v("dropout", dropout, "dropout after attention and after each feed-forward sub-layer", in_half_open(0, 1));
     v.choice("ff_residual", ff_residual,
              Choices<FfResidual>{{"input", FfResidual::Input}, {"attention", FfResidual::Attention}},
-             "what the second residual adds: input = the layer's input (SpecTrain's code, docs/schemes.md Q24); "
+             "what the second residual adds: input = the layer's input (SpecTrain's code, docs/schemes.md §7); "
              "attention = the attention sub-layer's output (standard post-LN)");
     v("padding_mask", padding_mask,
       "mask padding (word id 0) in attention and pooling; the mask travels with the hidden state between stages "

@@ -39,19 +39,19 @@ struct ChimeraOptions {
     v.choice("mode", mode,
              Choices<Mode>{{"concat", Mode::Concat}, {"doubling", Mode::Doubling},
                            {"backward_halving", Mode::BackwardHalving}},
-             "m > D: concat (direct concatenation, F40) or doubling (forward doubling, F41); backward_halving is "
+             "m > D: concat (direct concatenation of basic units) or doubling (forward doubling); backward_halving is "
              "unspecified (UNVERIFIED) and refused");
     v.choice("gradient_scale", gradient_scale, Choices<Scale>{{"mean", Scale::Mean}, {"reference", Scale::Reference}},
-             "mean: the mini-batch's mean gradient (F42); reference: (m/2) x it, as the reference code applies "
-             "(fidelity flag, Q53)");
+             "mean: the mini-batch's mean gradient; reference: (m/2) x it, as Chimera's reference code applies "
+             "(fidelity flag)");
     v.choice("replica_init", replica_init, Choices<Init>{{"same", Init::Same}, {"as_built", Init::AsBuilt}},
              "same: both pipelines' copies of a stage start equal; as_built: the up pipeline's are drawn from "
-             "other seeds, as the reference runtime builds them without a broadcast (fidelity flag, Q54)");
+             "other seeds, as the reference runtime builds them without a broadcast (fidelity flag)");
   }
   void check(const ConfigNode& node) const {
     if (mode == Mode::BackwardHalving) {
       node.child("mode").fail("Chimera's backward halving is named in the paper but specified nowhere pipelab's "
-                              "sources read (UNVERIFIED, docs/schemes.md Q56)",
+                              "sources read (UNVERIFIED; docs/schemes.md §3.18)",
                               "use mode: concat or mode: doubling");
     }
     if (chunks % 2 != 0) {

@@ -31,8 +31,8 @@ struct DglOptions {
       "interlocking's heads)",
       non_empty);
     v("buffer", replay.buffer,
-      "0: synchronous (F55); M > 0: asynchronous, a ring buffer of M outputs per boundary (F56, the reference's "
-      "--buffer)",
+      "0: synchronous; M > 0: asynchronous with replay, a ring buffer of M outputs per boundary (the "
+      "reference's --buffer)",
       non_negative);
     v.choice("order", replay.order,
              Choices<dgl::Order>{
@@ -52,7 +52,7 @@ struct DglOptions {
     v.choice("buffer_ranking", replay.ranking,
              Choices<dgl::Ranking>{{"lifo", dgl::Ranking::Lifo}, {"reference", dgl::Ranking::Reference}},
              "among the least-read entries: lifo (the freshest, default) or reference (the reference code's ranking, "
-             "where a full ring's oldest slot counts as freshest; fidelity flag, Q67)");
+             "where a full ring's oldest slot counts as freshest; fidelity flag)");
   }
   void check(const ConfigNode& node) const {
     greedy::check_heads(node, heads);

@@ -127,26 +127,28 @@ struct FtpipeOptions {
     v.choice(
         "predictor", predictor,
         Choices<Predictor>{{"none", Predictor::None}, {"msnag", Predictor::Msnag}, {"aggmsnag", Predictor::Aggmsnag}},
-        "forward weights predicted d = min(j, w_r) steps ahead: msnag (F35, F37, F38) or aggmsnag (F36, with the "
-        "accumulated gradient)");
-    v("nag_with_predictor", nag_with_predictor, "SGD: a forward with d = 0 looks one NAG step ahead (F36)");
+        "forward weights predicted d = min(j, w_r) steps ahead: msnag (from the optimizer's momentum or moments) or "
+        "aggmsnag (simulated steps that include the accumulated gradient)");
+    v("nag_with_predictor", nag_with_predictor, "SGD: a forward with d = 0 looks one NAG step ahead");
     v("nesterov_last_partition", nesterov_last_partition,
       "the last stage drops the predictor and uses SGD with Nesterov momentum (FTPipe's "
       "nesterov_set_for_last_partition)");
     v("stash", stash, "keep each forward's weights (the predicted ones when predicting) for its backward");
     v.choice("gap_aware", gap_aware, gap_aware_stage_choices(),
-             "Gap-Aware penalty on these stages' stale gradients (F33 SGD, F34 Adam/AdamW)");
+             "Gap-Aware penalty on these stages' stale gradients (SGD, Adam or AdamW)");
     v("gap_aware_just_loss", gap_aware_just_loss, "the stash serves only the Gap: the backward reads the real weights");
     v("recompute", recompute, "the backward recomputes its forward on the weights it reads (FTPipe's default)");
     v("stash_aliases_live", stash_aliases_live,
-      "with a predictor the stash aliases the live weights: the backward reads them and the Gap is 0 (fidelity, Q48)");
+      "with a predictor the stash aliases the live weights: the backward reads them and the Gap is 0 (FTPipe's "
+      "code; fidelity)");
     v("gap_aware_raw_normaliser", gap_aware_raw_normaliser,
-      "Adam/AdamW Gap-Aware: C = sqrt(S) + eps without bias correction (fidelity, Q49)");
+      "Adam/AdamW Gap-Aware: C = sqrt(S) + eps without bias correction (FTPipe's code; fidelity)");
     v("sched_aware", sched_aware,
       "predict with the LR schedule's future LRs for the simulated updates (FTPipe's sched_aware; default: "
       "the next update's LR for all of them)");
     v("prediction_writes_grad", prediction_writes_grad,
-      "Adam aggmsnag with L2 decay adds lambda W into the accumulated gradient at each prediction (fidelity, Q51)");
+      "Adam aggmsnag with L2 decay adds lambda W into the accumulated gradient at each prediction (FTPipe's code; "
+      "fidelity)");
   }
   void check(const ConfigNode& node) const {
     const bool predicting = predictor != Predictor::None;
@@ -162,12 +164,12 @@ struct FtpipeOptions {
     }
     if (stash_aliases_live && (!predicting || !stash)) {
       node.child("stash_aliases_live")
-          .fail("the aliasing (Q48) happens only when a predictor and the stash are both on",
+          .fail("the stash aliases the live weights only when a predictor and the stash are both on",
                 "set a predictor and stash: true, or drop stash_aliases_live");
     }
     if (prediction_writes_grad && predictor != Predictor::Aggmsnag) {
       node.child("prediction_writes_grad")
-          .fail("the side effect (Q51) is the aggmsnag predictor's",
+          .fail("writing lambda W into the gradient is a side effect of the aggmsnag predictor only",
                 "set predictor: aggmsnag, or drop prediction_writes_grad");
     }
   }
@@ -197,11 +199,11 @@ class FtpipePolicy : public StagePolicy {
         refuse("its predictors are SGD's, Adam's and AdamW's", "use optimizer sgd, adam or adamw, or predictor: none");
       }
       if (sgd && o.predictor == Predictor::Msnag && sgd->weight_decay != 0) {
-        refuse("predictor msnag (F35) has no weight decay term, and FTPipe refuses it with decay",
-               "use predictor: aggmsnag (F36), or weight_decay: 0");
+        refuse("predictor msnag has no weight decay term, and FTPipe refuses it with decay",
+               "use predictor: aggmsnag, or weight_decay: 0");
       }
       if (o.nag_with_predictor && !sgd) {
-        refuse("nag_with_predictor is SGD's (F36)", "use optimizer sgd, or nag_with_predictor: false");
+        refuse("nag_with_predictor is SGD's", "use optimizer sgd, or nag_with_predictor: false");
       }
     }
     if (o.nesterov_last_partition && last_) {

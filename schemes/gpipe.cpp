@@ -42,7 +42,7 @@ struct GpipeOptions {
              "which micro-batches recompute their forward in backward");
     v("deferred_batch_norm", deferred_batch_norm, "batch norm running statistics over the whole mini-batch");
     v("unbiased_running_var", unbiased_running_var,
-      "deferred running variance with N/(N-1) like nn.BatchNorm (false: torchgpipe's biased variance, Q26)");
+      "deferred running variance with N/(N-1) like nn.BatchNorm (false: torchgpipe's biased variance)");
     v.choice("backward_order", backward_order,
              Choices<BackwardOrder>{{"reverse", BackwardOrder::Reverse}, {"forward", BackwardOrder::Forward}},
              "backwards in reverse micro-batch order (torchgpipe) or in forward order (gpipe_test)");

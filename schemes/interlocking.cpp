@@ -42,7 +42,7 @@ struct InterlockingOptions {
              Choices<Mode>{{"global", Mode::Global}, {"local", Mode::Local}, {"pairwise", Mode::Pairwise},
                            {"pairwise_sum", Mode::PairwiseSum}, {"pairwise_mean", Mode::PairwiseMean},
                            {"nwise", Mode::Nwise}},
-             "which loss trains each component's main net (docs/schemes.md F17)");
+             "which loss trains each component's main net (docs/schemes.md §3.9)");
     v("distance", distance, "nwise: the loss d components further on trains a main net (3-wise: 2)", positive);
     v("heads", heads, "auxiliary heads, e.g. conv128_bn_conv64_bn_gbpl_fc or fc256_fc (auto: by output shape)", non_empty);
   }

@@ -50,9 +50,10 @@ struct NesterovAsyncOptions {
     flush.fields(v);
     v.choice("variant", variant, variant_choices(),
              "reference: the released code (stashing + the configured optimizer, nadam in its runs); paper: the "
-             "paper's delayed Nesterov update (F26, second-hand), needs gamma and optimizer sgd without momentum");
-    v("gamma", gamma, "variant paper: the momentum gamma of F26 (required: 0.99 in the paper's practice, second-hand)",
-      in_half_open(0.0, 1.0));
+             "paper's delayed Nesterov update (known second-hand), needs gamma and optimizer sgd without momentum");
+    v("gamma", gamma,
+      "variant paper: the momentum gamma of the delayed Nesterov update (required: 0.99 in the paper's practice, "
+      "second-hand)", in_half_open(0.0, 1.0));
     v("clip", clip,
       "clip each stage's gradient to this 2-norm before its step, as AsyncPP does (0: no clip; default 10 for "
       "variant reference, 0 for paper)",

@@ -31,16 +31,16 @@ struct PipedreamOptions {
   void fields(V& v) {
     flush.fields(v);
     v.choice("variant", variant, variant_choices(),
-             "paper: backward reads its forward's version; reference: the released ring, not reset at flushes (Q11)");
+             "paper: backward reads its forward's version; reference: the released code's ring, not reset at flushes");
     v("vertical_sync", vertical_sync, "every stage uses the first stage's version of each mini-batch (paper only)");
     v.choice("gap_aware", gap_aware, gap_aware_stage_choices(),
              "Gap-Aware penalty on these stages' stale gradients (FTPipe's policies; SGD, Adam, AdamW)");
     v("gap_aware_raw_normaliser", gap_aware_raw_normaliser,
-      "Adam/AdamW Gap-Aware: C = sqrt(S) + eps as FTPipe's code, without bias correction (fidelity, Q49)");
+      "Adam/AdamW Gap-Aware: C = sqrt(S) + eps as FTPipe's code, without bias correction (a fidelity flag)");
   }
   void check(const ConfigNode& node) const {
     if (vertical_sync && variant == Variant::Reference) {
-      node.child("vertical_sync").fail("the released PipeDream runtime has no vertical sync (Q12)",
+      node.child("vertical_sync").fail("the released PipeDream runtime has no vertical sync",
                                        "use variant: paper with vertical_sync, or vertical_sync: false");
     }
   }

@@ -2,9 +2,9 @@
 /// Training", ICML 2021, arXiv:2006.09503), as the reference code on msr-fiddle/pipedream's
 /// `pipedream_2bw` branch (9fa62318cec0) computes it: Megatron's
 /// `forward_backward_pipelining_no_flushes` and its fp16 optimizer's buffer swaps. Formula and
-/// quirk numbers (F21-F23, Q42-Q45) are those of the project's reference notes on the further
-/// schemes, §8.1 and §8.7. Two weight buffers per stage, the gradient of each mini-batch
-/// accumulated over its micro-batches, one update per mini-batch, never a flush.
+/// quirk numbers (F21-F23, Q42-Q45) are those of docs/schemes.md (§3.11, §3.12 and §7). Two
+/// weight buffers per stage, the gradient of each mini-batch accumulated over its
+/// micro-batches, one update per mini-batch, never a flush.
 ///
 /// Units. A run unit (one `run.batch_size` batch of the loader) is a *micro-batch*, and
 /// `micro_batches` (m) consecutive units make one mini-batch, i.e. one update: the mini-batch
@@ -25,32 +25,33 @@
 /// - update (F22): W_{k+1} = Opt(W_k, mean over B_k of the gradients at W_{max(k-1,0)}): one
 ///   optimizer state, advanced once per mini-batch with a gradient one step stale (zero at
 ///   the first step after a start). The older buffer takes W_k just before the step.
-///   At D = 1 this is still one-step-delayed SGD, not single-device training (§8.6, 1).
+///   At D = 1 this is still one-step-delayed SGD, not single-device training (derived).
 /// - metrics: forward and backward gaps (1 from the second mini-batch on, every stage) and
 ///   `stored_versions` (2) in metrics/stages.csv, as schemes/pipedream.cpp records them.
 ///
-/// How each point of §8.1 became a default or an option:
+/// How each point of the reference code became a default or an option:
 /// - verified in the reference code: the schedule, F21, F22, the clamp w_r <= m, one
 ///   optimizer state, no flush between iterations (Megatron counts iterations) -> the
-///   defaults; `flush: never` (the notes' `twobw_epoch_flush: off`) carries the pipeline
+///   defaults; `flush: never` (the reference's behaviour) carries the pipeline
 ///   across epochs (such runs cannot resume or run as several processes yet).
 ///   `flush: epoch` drains at every epoch end and restarts with both buffers equal to the
 ///   live weights, as the reference code's restart (`first_iteration`) does; its first
 ///   update is then not stale.
-/// - quirks of the reference code (§8.7, where the correct behaviour is the default): Q42
-///   (no unscaling, overflow check or clipping with stashing) — fp16 updates here go through
-///   Stage::step like every scheme's (unscale, skip on overflow; pipelab has no clipping);
-///   no fidelity flag. Q43 (fp16 only, fp32 groups not double-buffered) — any precision,
-///   every parameter. Q44 (evaluation reads W_{k-1}) — evaluation reads the live W_k; no
-///   fidelity flag, since evaluation does not go through the policy. Q45 (tied-embedding
-///   all-reduce skipped) — not applicable: pipelab stages share no parameters.
+/// - quirks of the reference code (docs/schemes.md §7, where the correct behaviour is the
+///   default): Q42 (no unscaling, overflow check or clipping with stashing) — fp16 updates
+///   here go through Stage::step like every scheme's (unscale, skip on overflow), and the
+///   gradient clip applies when set; no fidelity flag. Q43 (fp16 only, fp32 groups not
+///   double-buffered) — any precision, every parameter. Q44 (evaluation reads W_{k-1}) —
+///   evaluation reads the live W_k; no fidelity flag, since evaluation does not go through
+///   the policy. Q45 (tied-embedding all-reduce skipped) — tied copies sum their gradients
+///   (F58); `optimizer.tied_gradients: separate` reproduces the skip.
 /// - UNVERIFIED (the paper's wording of the constraint, m >= D?) -> `require_m_ge_d`, off:
 ///   when on, micro_batches < stages is an error; off, the code's clamp w_r = min(D-1-r, m)
 ///   keeps any m valid (two buffers suffice whenever w_r <= m, derived).
 /// - paper hyperparameters (UNVERIFIED) and the public driver's (Adam, lr 1.5e-5, ...) are
 ///   experiment settings, not scheme options.
 ///
-/// `pipedream_flush` (schemes/pipedream_flush.cpp) checked against §8.1's F23 (Megatron's
+/// `pipedream_flush` (schemes/pipedream_flush.cpp) checked against F23 (Megatron's
 /// `forward_backward_pipelining`): it agrees. Per mini-batch it runs the 1F1B generator,
 /// whose warm-up min(D-1-r, m) is Megatron's, then one update; one weight version; micro-batch
 /// losses scaled by n_i/N, which is Megatron's 1/m when the micro-batches are equal (chunk

@@ -14,7 +14,7 @@
 /// - `prediction: velocity` (F49: the forward of j runs on W - lr D v, D = its delay) or
 ///   `weight_difference` (W + D (W - W_prev)); the backward reads the live weights (F3), the
 ///   update goes to the real ones.
-/// Without them it is `async` with the tick's delays. Tested against §9.3's derived oracle O19.
+/// Without them it is `async` with the tick's delays. Tested against the derived oracle O19 (docs/schemes.md §5.7).
 #include <cmath>
 
 #include "core/scheme/one_f_one_b.h"
@@ -39,13 +39,13 @@ struct PipelinedBackpropOptions {
              "delays: tick (one forward and one backward per stage per tick, 2(D-1-r) updates) or one_f_one_b "
              "(D-1-r); UNVERIFIED as the paper's");
     v.choice("spike_compensation", spike, Choices<Spike>{{"off", Spike::Off}, {"momentum_power", Spike::MomentumPower}},
-             "UNVERIFIED (docs/schemes.md F48): momentum_power applies W -= lr (mu^D v + (1-mu^D)/(1-mu) g) for "
+             "UNVERIFIED (docs/schemes.md §3.19): momentum_power applies W -= lr (mu^D v + (1-mu^D)/(1-mu) g) for "
              "a gradient delayed D updates (SGD with momentum)");
     v.choice("prediction", prediction,
              Choices<Prediction>{{"off", Prediction::Off}, {"velocity", Prediction::Velocity},
                                  {"weight_difference", Prediction::WeightDifference}},
-             "UNVERIFIED (F49): the forward runs on W - lr D v (velocity) or W + D (W - W_prev) (weight_difference), "
-             "D its delay");
+             "UNVERIFIED (docs/schemes.md §3.19): the forward runs on W - lr D v (velocity) or W + D (W - W_prev) "
+             "(weight_difference), D its delay");
   }
 };
 
@@ -129,7 +129,7 @@ class PipelinedBackprop : public OneFOneBScheme<PipelinedBackpropOptions> {
     if (options_.spike != PipelinedBackpropOptions::Spike::Off) {
       const auto sgd = stage.optimizer().sgd_settings();
       if (!sgd || sgd->dampening != 0 || sgd->nesterov) {
-        fail("spike_compensation", "spike compensation (F48) is written for SGD with momentum, no dampening",
+        fail("spike_compensation", "spike compensation is written for SGD with momentum, no dampening",
              "use optimizer: {type: sgd, momentum: 0.9}, or spike_compensation: off");
       }
     }

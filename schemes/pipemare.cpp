@@ -37,7 +37,8 @@ struct PipemareOptions {
   template <class V>
   void fields(V& v) {
     flush.fields(v);
-    v("lr_rescheduling", lr_rescheduling, "T1: scale stage r's LR by tau_r^-(1 - min(k/K, 1)) (F24)");
+    v("lr_rescheduling", lr_rescheduling,
+      "T1, learning-rate rescheduling: scale stage r's LR by tau_r^-(1 - min(k/K, 1))");
     v.required("rescheduling_steps", rescheduling_steps,
                "K, the steps over which T1 fades out (no verified default; AsyncPP uses 7 epochs' worth)", positive);
     v.choice("correction", correction,

@@ -1,8 +1,8 @@
 /// `xpipe`: XPipe (Guan, Yin, Li, Lu, "XPipe: Efficient Pipeline Model Parallelism for
 /// Multi-GPU DNN Training", arXiv:1911.04610, a preprint). Micro-batches flow asynchronously
 /// across mini-batch boundaries; each pass runs on weights predicted from Adam's moments, so
-/// nothing is stashed. Formula labels F30, F31 and oracles O8, O9 are those of the project's
-/// reference notes on the further schemes (§8.4); no XPipe code was found, so nothing here is
+/// nothing is stashed. Formula labels F30, F31 and oracles O8, O9 are defined in docs/schemes.md
+/// (§3.17, §5.7); no XPipe code was found, so nothing here is
 /// verified against code, and the mechanism itself is second-hand (a third-party reading note).
 ///
 /// Units. A run unit (one `run.batch_size` batch) is a micro-batch; `micro_batches` (T)
@@ -83,17 +83,18 @@ struct XpipeOptions {
     v.choice("flush", flush, Choices<Flush>{{"epoch", Flush::Epoch}, {"never", Flush::Never}},
              "epoch: drain at every epoch end, mini-batches restarting; never: one pipeline across epochs "
              "(XPipe's flushes are undescribed: UNVERIFIED). Either way nothing is predicted before a stage's first "
-             "update (Q9)");
+             "update");
     v.choice("half_stage", half_stage, Choices<HalfStage>{{"ceil", HalfStage::Ceil}, {"real", HalfStage::Real}},
-             "F30's r/2 in s_fwd (UNVERIFIED): ceil(r/2), which gives SpecTrain v1's s at T = 1, or the real r/2");
+             "the r/2 in XPipe's version difference s_fwd (UNVERIFIED): ceil(r/2), which gives SpecTrain v1's s at "
+             "T = 1, or the real r/2");
     v.choice("rounding", rounding, Choices<Rounding>{{"half_up", Rounding::HalfUp}, {"half_even", Rounding::HalfEven}},
-             "F30's round() on an exact .5 (UNVERIFIED): up, or to the even integer");
+             "the version difference's round() on an exact .5 (UNVERIFIED): up, or to the even integer");
     v.choice("bellwether", bellwether,
              Choices<Bellwether>{{"per_micro_batch", Bellwether::PerMicroBatch}, {"reuse", Bellwether::Reuse}},
              "per_micro_batch: predict at every forward from the live weights; reuse: every forward of a mini-batch "
              "runs on its first micro-batch's weights (one more copy; UNVERIFIED)");
     v("adam_only", adam_only,
-      "F31 predicts with Adam's moments: require adam, adamw or nadam; false lets any optimizer's own update "
+      "XPipe predicts with Adam's moments: require adam, adamw or nadam; false lets any optimizer's own update "
       "direction stand in (e.g. SGD's momentum buffer; not XPipe)");
     v("measure_prediction", measure_prediction,
       "record ||W_hat - W_target|| / ||W_target - W_now|| (two weight copies)");
@@ -107,7 +108,7 @@ class XpipePolicy : public StagePolicy {
         s_(xpipe::version_difference(stage.index(), stage.count(), o.micro_batches, o.half_stage, o.rounding)) {
     if (o.adam_only && !stage.optimizer().beta1()) {
       throw UserError(
-          "scheme xpipe: F31 predicts the weights with Adam's moments (W - lr s m_hat / (sqrt(u_hat) + eps)), and "
+          "scheme xpipe: XPipe predicts the weights with Adam's moments (W - lr s m_hat / (sqrt(u_hat) + eps)), and "
           "this optimizer has none. Fix: use optimizer adam or adamw (XPipe's), or set adam_only: false to predict "
           "with this optimizer's own update direction (not XPipe)");
     }

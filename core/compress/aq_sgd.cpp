@@ -80,7 +80,7 @@ struct AqSgdOptions {
     v.choice("storage", storage, Choices<Storage>{{"memory", Storage::Memory}, {"disk", Storage::Disk}},
              "where the history lives: memory, or a file per stream end under the run's codec_cache/ (mapped)");
     v("reference_receiver", reference_receiver,
-      "fidelity flag (Q63): the receiver computes with the unrounded m̂ + Q(δ) and stores its fp16 rounding, as "
+      "fidelity flag: the receiver computes with the unrounded m̂ + Q(δ) and stores its fp16 rounding, as "
       "AC-SGD does; off: it computes with what it stores");
   }
 };

@@ -34,8 +34,8 @@ struct SortQuantOptions {
       "gpipe_test's sender-side fast variant: group boundaries are order statistics of sample 0 only "
       "(groups of unequal count)");
     v("reference_decoder", reference_decoder,
-      "fidelity flag (Q27): gpipe_test's fast decoder never writes elements whose code is 0 when q+s is not 8 or 16, "
-      "which decode as 0 (the SQ12 rows of its tables); off: the correct decode");
+      "fidelity flag for a gpipe_test bug: its fast decoder never writes elements whose code is 0 when q+s is not "
+      "8 or 16, which decode as 0 (the SQ12 rows of its tables); off: the correct decode");
   }
   void check(const ConfigNode& node) const {
     if (q + s > 16) node.child("q").fail(fmt::format("q + s = {} bits do not fit the int16 codes", q + s), "keep q + s <= 16");

@@ -3,8 +3,8 @@
 /// indices (ties: the lower index first); the rest decode as zeros. With error feedback per
 /// stream (one boundary, one direction, one tensor): `ef` sends TopK(e + x) and keeps what it
 /// left out, e <- e + x - sent; `ef21` sends TopK(x - g) and both ends move their estimate g
-/// by what was sent, the receiver using g. The operators are the standard forms, which §9.4.2
-/// marks UNVERIFIED as to the paper: `error_feedback` has no silent default beyond none.
+/// by what was sent, the receiver using g. The operators are the standard forms, UNVERIFIED as
+/// to the paper (docs/compression.md): `error_feedback` has no silent default beyond none.
 /// Evaluation compresses with plain TopK and leaves the state alone. A stream whose tensor
 /// changes shape (a smaller last micro-batch) starts its state afresh, at both ends alike.
 #include <ATen/ATen.h>

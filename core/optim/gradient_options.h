@@ -40,10 +40,10 @@ struct GradientOptions {
                                 {"per_stage", ClipScope::PerStage}, {"per_tensor", ClipScope::PerTensor}},
              "global: one norm over every stage's k-th update (the default for schemes that flush every "
              "mini-batch); per_stage: each stage's own norm (the default for asynchronous schemes; AsyncPP's "
-             "clipping); per_tensor: each parameter tensor's own norm (BertAdam's, as Chimera's code clips, Q55)");
+             "clipping); per_tensor: each parameter tensor's own norm (BertAdam's, as Chimera's reference code clips)");
     v.choice("tied_gradients", tied_gradients, Choices<Tied>{{"sum", Tied::Sum}, {"separate", Tied::Separate}},
              "tied weights (model.tie_embeddings): sum: both copies step with the sum of their gradients, as one "
-             "shared parameter (Megatron-LM); separate: each copy steps with its own (PipeDream-2BW's code, Q45)");
+             "shared parameter (Megatron-LM); separate: each copy steps with its own (PipeDream-2BW's reference code)");
     v.unused_unless("clip_norm_type", clip_grad_norm.has_value(), "clip_grad_norm is set");
     v.unused_unless("clip_scope", clip_grad_norm.has_value(), "clip_grad_norm is set");
   }

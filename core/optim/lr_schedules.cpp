@@ -93,7 +93,7 @@ struct PolynomialOptions {
   std::optional<int> total_epochs;
   template <class V>
   void fields(V& v) {
-    v("power", power, "exponent p of (1 - epoch/total)^p (SpecTrain uses 2, F5)", positive);
+    v("power", power, "exponent p of (1 - epoch/total)^p (SpecTrain's schedule uses 2)", positive);
     v("end_factor", end_factor, "factor the LR decays to", in_range(0, 1));
     v("total_epochs", total_epochs, "decay horizon (default: run.epochs)");
     common.fields(v);
@@ -135,7 +135,7 @@ class Cosine : public ScheduleBase<CosineOptions> {
 PIPELAB_REGISTER(LrSchedule, Constant, "constant", "constant LR (after optional warm-up)");
 PIPELAB_REGISTER(LrSchedule, StepDecay, "step", "LR x gamma every step_size epochs");
 PIPELAB_REGISTER(LrSchedule, MultiStep, "multistep", "LR x gamma at each milestone epoch");
-PIPELAB_REGISTER(LrSchedule, Polynomial, "polynomial", "LR x (1 - epoch/total)^power (SpecTrain F5 with power 2)");
+PIPELAB_REGISTER(LrSchedule, Polynomial, "polynomial", "LR x (1 - epoch/total)^power (SpecTrain: power 2)");
 PIPELAB_REGISTER(LrSchedule, Cosine, "cosine", "cosine decay from the base LR to min_factor");
 
 }  // namespace pipelab

@@ -11,7 +11,7 @@
 /// - REDUCE_GRAD, WAIT_REDUCE_GRAD: accepted only after the stage's last backward, and
 ///   dropped: pipelab scales and reduces the gradient at the stage's update;
 /// - UNSHARD, RESHARD: dropped. torch writes them into every compute_comms file and its runtime
-///   skips them for a stage that is not FSDP-sharded, which no pipelab stage is (the §9.2 table
+///   skips them for a stage that is not FSDP-sharded, which no pipelab stage is (a strict reading
 ///   would refuse them, but then no compute_comms file could train);
 /// - torch's optimizer step is outside the schedule: a file without any U gets one per stage,
 ///   right after that stage's last action (pipelab's own files may write U).

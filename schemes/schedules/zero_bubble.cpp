@@ -71,7 +71,7 @@ Schedule interleaved_zero_bubble(int p, int v, int n) {
   const int rounds = std::max(1, n / p);
   if (n % rounds != 0) {
     throw UserError(fmt::format("zb_h1 with virtual_stages: {} micro-batches on {} devices make {} rounds, which {} "
-                                "does not divide (torch's rule, Q60). Fix: use a multiple of {} micro-batches, or of "
+                                "does not divide (torch's rule). Fix: use a multiple of {} micro-batches, or of "
                                 "{}",
                                 n, p, rounds, n, rounds, p));
   }

@@ -1,5 +1,5 @@
 // AQ-SGD's quantizer and its per-example history (core/compress/fixpoint.h, aq_sgd.cpp): the
-// derived oracle O20 of docs/compression.md (direct 4-bit codes, then the epochs that
+// derived oracle O20 of docs/schemes.md §5.7 (direct 4-bit codes, then the epochs that
 // compress the change), its equivalences (the warm-up is exact; the two ends' histories stay
 // bitwise equal; an identity-like quantizer is plain training), bit packing, the state a
 // checkpoint keeps, and its refusals.

@@ -1,6 +1,6 @@
 // The `ftpipe` scheme (schemes/ftpipe.cpp): FTPipe's predictors against oracles O10-O12
-// (float64, docs/schemes.md §5 / the reference notes' §8.5), Gap-Aware inside it against O13
-// and O14, and the equivalences of §8.6: one stage is `single`; no predictor with the stash is
+// (float64, docs/schemes.md §5.7), Gap-Aware inside it against O13
+// and O14, and its equivalences: one stage is `single`; no predictor with the stash is
 // `pipedream`; msnag without momentum predicts nothing; Q48's aliased stash is no stash.
 #include <gtest/gtest.h>
 
@@ -30,7 +30,7 @@ TEST(Ftpipe, MsnagMatchesO10) {
     EXPECT_NEAR(sgd_prediction(0, n), w[n - 1], 1e-12) << n;
     EXPECT_NEAR(1 - 0.1 * ftpipe::msnag_coefficient(0.9, n) * 0.5, w[n - 1], 1e-12) << n;
   }
-  // §8.6 equivalence 4: without momentum msnag predicts nothing.
+  // Without momentum msnag predicts nothing.
   EXPECT_EQ(sgd_prediction(0, 3, 0), 1.0);
 }
 

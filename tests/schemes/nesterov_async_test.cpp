@@ -1,7 +1,7 @@
 // The Nesterov asynchronous scheme (schemes/nesterov_async.cpp) as AsyncPP's code runs it:
 // adaptive momentum against oracle O7, one stage equal to single-device NAdam, and with AdamW
-// exactly PipeDream's weight stashing with the ring reset at every epoch (§8.6's
-// equivalences); clipping and the LR correction change the run. Variant paper (F26) against
+// exactly PipeDream's weight stashing with the ring reset at every epoch (an
+// equivalence); clipping and the LR correction change the run. Variant paper (F26) against
 // oracle O6 on f(w) = w^2 / 2.
 #include <gtest/gtest.h>
 

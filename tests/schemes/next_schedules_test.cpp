@@ -172,7 +172,7 @@ TEST(Chimera, TheGoldenOrdersOfTheReferenceCode) {
 }
 
 TEST(Chimera, BubbleAndMemoryAsDerived) {
-  // §9.1's derived table (unit-cost replay; makespan and idle time per worker) and the peak
+  // The derived figures of docs/schemes.md §3.18 (unit-cost replay; makespan and idle time per worker) and the peak
   // activations h + 1 + min(p, D-1-p), in stage-micro-batches.
   const auto replay = [](int D, int n, bool doubling, double backward) {
     const Schedule s = schedules::chimera(D, n, doubling);

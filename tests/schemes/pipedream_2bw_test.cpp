@@ -1,4 +1,4 @@
-// pipedream_2bw against the reference notes' §8.1 (F21, F22, oracles O1 and O2) and §8.6:
+// pipedream_2bw against docs/schemes.md §3.12 (F21, F22) and oracles O1 and O2 (§5.7):
 // golden schedules written by hand from the reference code, the weight version every F and B
 // reads, one-step-delayed updates equal to a hand-written single-device loop in float64 at
 // D = 1, 2 and 4, the flush: epoch restart, the LR of each update, and whole runs.
@@ -168,7 +168,7 @@ double max_difference(const std::vector<Weights>& a, const std::vector<Weights>&
   return worst;
 }
 
-/// The single-device loop of §8.6 on the same stages, written without the scheme: the mean
+/// The equivalent single-device loop on the same stages, written without the scheme: the mean
 /// gradient of mini-batch k (micro-batches [k m, (k+1) m) of `units`) is taken at
 /// W_{max(k-1,0)} and applied to W_k (`delayed`), or taken at W_k (plain training).
 void reference_loop(Pipe& p, int units, int m, bool delayed) {
@@ -198,7 +198,7 @@ void reference_loop(Pipe& p, int units, int m, bool delayed) {
   }
 }
 
-// §8.6, 1 and F21-F22: every micro-batch of B_k reads W_{max(k-1,0)} on every stage, so at any
+// F21-F22: every micro-batch of B_k reads W_{max(k-1,0)} on every stage, so at any
 // depth 2BW is the single-device loop that applies the previous step's gradient (at D = 1
 // too: it never equals plain training). 10 micro-batches, m = 3: the last mini-batch has one.
 TEST(Pipedream2bw, EqualsTheOneStepDelayedSingleDeviceLoop) {
@@ -306,7 +306,7 @@ void expect_distinct(const std::vector<double>& versions) {
   }
 }
 
-// O1: version tags for D = 2, m = 2 over iterations 0-2, as the reference notes tabulate them
+// O1: version tags for D = 2, m = 2 over iterations 0-2, as docs/schemes.md §5.7 states them
 // (iteration 3, the cool-down, follows F21). Read from the weights each action really saw.
 TEST(Pipedream2bw, OracleO1VersionTagsAtTwoStages) {
   Traced t("{type: pipedream_2bw, micro_batches: 2}", {1.0, 0.5}, 2, 8);
@@ -323,7 +323,7 @@ TEST(Pipedream2bw, OracleO1VersionTagsAtTwoStages) {
             "F3.0@W2 B3.0@W2 F3.1@W2 B3.1@W2 |");
 }
 
-// F21 at 4 stages (derived; the notes give O1 for D = 2 only): every forward and backward of
+// F21 at 4 stages (derived; O1 is for D = 2 only): every forward and backward of
 // mini-batch k reads W_{max(k-1,0)} on every stage, with the warm-up clamped to m = 2.
 // The staleness metrics say the same: gaps of 1 from the second mini-batch on, 2 versions held.
 TEST(Pipedream2bw, EveryActionOfMiniBatchKReadsVersionKMinusOneAtFourStages) {
@@ -401,8 +401,8 @@ TEST(Pipedream2bw, OracleO2OneScalarStage) {
                  {1, 0.95, 0.905, 0.8645, 0.82805}, "Flush (F23)");
 }
 
-// flush: epoch restarts with both buffers equal to the live weights (§8.1, "Flushes and
-// epochs"), so the first update of each run is not stale; each update takes the LR of its
+// flush: epoch restarts with both buffers equal to the live weights (the reference
+// code's restart), so the first update of each run is not stale; each update takes the LR of its
 // mini-batch's first micro-batch, counted across runs (the runner's steps are micro-batches).
 TEST(Pipedream2bw, EpochFlushRestartsAndTheLrFollowsTheMicroBatches) {
   Pipe p = make_pipe("{type: pipedream_2bw, micro_batches: 2, flush: epoch}", "{type: sgd, lr: 0.1}", scalars({1.0}));

@@ -1,4 +1,4 @@
-// xpipe (schemes/xpipe.cpp) against the reference notes' §8.4: F30 held to oracle O8 (and its
+// xpipe (schemes/xpipe.cpp) against docs/schemes.md §3.17: F30 held to oracle O8 (and its
 // flagged readings), F31 through the scheme's own policy to O9 in float64, the schedule (one
 // update per mini-batch of T micro-batches), one stage equal to a hand-written Adam loop with
 // gradient accumulation and prediction (and to `single` at T = 1), T = 1 equal to SpecTrain
@@ -256,7 +256,7 @@ double hand_loop(double w, int t, int s, const std::vector<int>& runs) {
   return w;
 }
 
-// §8.6-style equivalence at D = 1 (derived): s = round((T-1)/T) for both passes, so T = 3
+// An equivalence at D = 1 (derived): s = round((T-1)/T) for both passes, so T = 3
 // predicts one update ahead at every pass after the first update, and T = 2 with
 // rounding: half_even predicts nothing (plain gradient accumulation). Two runs of 4 units
 // (flush: epoch): mini-batches restart per run, the last of each is short at T = 3, and the
