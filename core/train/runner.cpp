@@ -416,6 +416,7 @@ StageCostInputs Runner::stage_cost_inputs(std::vector<int64_t> optimizer_bytes) 
     in.parameter_bytes.push_back(tensor_bytes(s->module().parameters()));
     in.buffer_bytes.push_back(tensor_bytes(s->module().buffers()));
   }
+  in.tied_bytes = cross_stage_tie_bytes();
   in.optimizer_bytes = std::move(optimizer_bytes);
   in.stored_versions = last_stage_metric((std::filesystem::path(e_.run.output) / "metrics/stages.csv").string(), "stored_versions", stage_count(), 1.0);
   return in;

@@ -120,6 +120,8 @@ class Runner {
   /// Decides sync_ (replicas, clip, ties) and gives every stage the collective its
   /// ALLREDUCE joins (StageSlot::all_reduce; core/train/runner_gradients.cpp).
   void connect_gradients();
+  /// Per stage, the bytes of its parameters tied to another pipeline stage's (costs.json).
+  std::vector<int64_t> cross_stage_tie_bytes() const;
   /// Gives every slot the boundaries' codecs when the experiment compresses.
   void connect_codecs();
   std::vector<Stage*> replica_stages(int r) const;

@@ -6,6 +6,7 @@
 
 #include "core/scheme/replicas.h"
 #include "core/train/runner.h"
+#include "core/train/stage_costs.h"
 
 namespace pipelab {
 namespace {
@@ -41,6 +42,20 @@ void Runner::tie_parameters() {
       to.copy_(from);
     }
   }
+}
+
+std::vector<int64_t> Runner::cross_stage_tie_bytes() const {
+  std::vector<int64_t> bytes(stages_.size(), 0);
+  const int pipeline = plan_.stages();
+  for (const GradientPlan::Tie& t : ties_) {
+    if (t.first_stage == t.second_stage) continue;  // summed inside its stage, nothing moves
+    for (size_t s = 0; s < stages_.size(); ++s) {
+      const int p = static_cast<int>(s) % pipeline;  // replicas of whole pipelines: r * S + p
+      if (p == t.first_stage) bytes[s] += tensor_bytes({stages_[s]->parameters().at(t.first)});
+      if (p == t.second_stage) bytes[s] += tensor_bytes({stages_[s]->parameters().at(t.second)});
+    }
+  }
+  return bytes;
 }
 
 void Runner::connect_gradients() {

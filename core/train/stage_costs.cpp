@@ -100,6 +100,7 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
     }
     st["peak_activation_bytes"] = at_or<int64_t>(stats.peak_activation_bytes, s, 0);
     st["parameter_bytes"] = at_or<int64_t>(in.parameter_bytes, s, 0);
+    st["tied_bytes"] = at_or<int64_t>(in.tied_bytes, s, 0);
     st["buffer_bytes"] = at_or<int64_t>(in.buffer_bytes, s, 0);
     st["optimizer_bytes"] = at_or<int64_t>(in.optimizer_bytes, s, 0);
     st["stored_versions"] = number(at_or(in.stored_versions, s, 1.0));

@@ -22,6 +22,8 @@ struct StageCostInputs {
   int64_t steps = 0;             ///< executor runs timed for step_seconds
   std::vector<int> placement;    ///< the device of each stage
   std::vector<int64_t> parameter_bytes, buffer_bytes, optimizer_bytes;
+  /// Per stage, the bytes of its parameters tied to another stage's.
+  std::vector<int64_t> tied_bytes;
   std::vector<double> stored_versions;
   /// The run's `compression:` section in YAML's flow form ("" without one): the message
   /// sizes and codec times are then the encoded ones.

@@ -152,5 +152,69 @@ TEST(RunPlan, SimulateReplaysThePlansTrainingSchedule) {
   EXPECT_NE(r.schedule.to_text().find("ALLREDUCE"), std::string::npos);
 }
 
+// The ALLREDUCE of tied weights moves what the run moves: each holder of a tie sends the ring's
+// 2(n-1)/n of the tied tensor over the n copies of the tie (two per pipeline), per update.
+TEST(RunPlan, SimulateMovesTheTiedWeightsGradients) {
+  testing::TempDir dir;
+  write_windows(dir);
+  testing::write_text(dir.file("e.yaml"), kLanguageModel);
+  sim::SimCosts costs;
+  costs.stages.resize(2);
+  for (sim::StageCosts& k : costs.stages) {
+    k.seconds[ActionKind::Forward] = k.seconds[ActionKind::Backward] = 1;
+    k.tied_bytes = 100;
+  }
+  const auto bytes = [&](const std::vector<std::string>& sets) {
+    const Experiment e = Experiment::load(dir.file("e.yaml"), sets);
+    return sim::simulate(RunPlan::compile(plan_request(e)), 2, 4, costs, {}, 2).bytes_per_step;
+  };
+  EXPECT_DOUBLE_EQ(bytes({}), 2 * 100.0);                               // 2 holders, n = 2: 100 each
+  EXPECT_DOUBLE_EQ(bytes({"partition.replicas=2"}), 4 * (2 * 3 / 4.0) * 100);  // 4 holders, n = 4
+}
+
+// The run writes its tied bytes into costs.json (an embedding of 40 x 16 floats on both
+// stages), and `pipelab simulate --costs` moves them.
+TEST(RunPlan, CostsJsonCarriesTheTiesAndSimulateMovesThem) {
+  testing::TempDir dir;
+  write_windows(dir);
+  testing::write_text(dir.file("e.yaml"), kLanguageModel);
+  const auto [rc, run] = testing::pipelab(fmt::format("run --quiet {} --set run.output={}", dir.file("e.yaml"), dir.file("run")));
+  ASSERT_EQ(rc, 0) << run;
+  const std::string costs = testing::read_text(dir.file("run/metrics/costs.json"));
+  size_t at = 0, seen = 0;
+  while ((at = costs.find("\"tied_bytes\": 2560", at)) != std::string::npos) ++seen, ++at;
+  EXPECT_EQ(seen, 2u) << costs;
+  const auto [code, out] = testing::pipelab(
+      fmt::format("simulate {} --costs {}", dir.file("e.yaml"), dir.file("run/metrics/costs.json")));
+  ASSERT_EQ(code, 0) << out;
+  // The bytes moved per step (the last column): the messages and 2 x 2560 tied bytes.
+  const size_t row = out.find("| gpipe |");
+  ASSERT_NE(row, std::string::npos) << out;
+  const std::string line = out.substr(row, out.find('\n', row) - row);
+  const std::string last = line.substr(line.rfind('|', line.size() - 2) + 1);
+  EXPECT_GE(std::stod(last) * 1024 * 1024, 2 * 2560.0) << out;
+}
+
+// PipeDream's replicated stages, which `run` trains, are simulated as the plan has them.
+TEST(RunPlan, SimulateReplaysReplicatedStages) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const std::vector<std::string> sets{"partition.replicas=[2, 1]", "scheme={type: pipedream}"};
+  const Experiment e = Experiment::load(dir.file("e.yaml"), sets);
+  const RunPlan plan = RunPlan::compile(plan_request(e));
+  sim::SimCosts costs;
+  costs.stages.resize(2);
+  for (sim::StageCosts& k : costs.stages) k.seconds[ActionKind::Forward] = k.seconds[ActionKind::Backward] = 1;
+  const sim::SimResult r = sim::simulate(plan, 8, 4, costs, {}, 1);
+  EXPECT_EQ(r.schedule.to_text(), plan.training({8}).to_text());
+  EXPECT_EQ(r.devices, 3);
+  // Stage 0's two copies take the mini-batches in turn: near twice the throughput of one.
+  const auto [code, out] = testing::pipelab(fmt::format("simulate {} --set 'partition.replicas=[2, 1]' --set "
+                                                        "'scheme={{type: pipedream}}' --device-flops 1",
+                                                        dir.file("e.yaml")));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.find("replicated stages (a count per stage)"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace pipelab::run_plan_test

@@ -118,8 +118,54 @@ class CostSource {
     dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
     blocks_ = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
     memory_ = sim::measure_block_memory(def, spec, static_cast<uint64_t>(e.run.seed));
+    ties_ = tied_blocks(def);
   }
   bool derived() const { return !file_; }
+
+  /// A tie between two blocks' parameters: the blocks and the tensor's elements.
+  struct BlockTie {
+    size_t first = 0, second = 0;
+    int64_t elements = 0;
+  };
+  /// The model's ties (ModelDef::ties, "<block>.<param>") as block indices; the tensor's size
+  /// from the first block, built once.
+  static std::vector<BlockTie> tied_blocks(const ModelDef& def) {
+    std::vector<BlockTie> out;
+    const auto block_of = [&def](const std::string& name) {
+      for (size_t b = 0; b < def.blocks.size(); ++b) {
+        if (name.rfind(def.blocks[b].name + ".", 0) == 0) return b;
+      }
+      return def.blocks.size();
+    };
+    for (const TiedParameter& tie : def.ties) {
+      BlockTie t{block_of(tie.first), block_of(tie.second), 0};
+      if (t.first == def.blocks.size() || t.second == def.blocks.size()) continue;
+      const std::string param = tie.first.substr(def.blocks[t.first].name.size() + 1);
+      for (const auto& kv : def.blocks[t.first].make().ptr()->named_parameters()) {
+        if (kv.key() == param) t.elements = kv.value().numel();
+      }
+      out.push_back(t);
+    }
+    return out;
+  }
+  /// The bytes each stage of `balance` holds of a tie that spans two stages.
+  void add_tied_bytes(sim::SimCosts& c, const std::vector<int>& balance) const {
+    const auto stage_of = [&balance](size_t block) {
+      size_t end = 0;
+      for (size_t p = 0; p < balance.size(); ++p) {
+        end += static_cast<size_t>(balance[p]);
+        if (block < end) return p;
+      }
+      return balance.size() - 1;
+    };
+    for (const BlockTie& t : ties_) {
+      const size_t a = stage_of(t.first), b = stage_of(t.second);
+      if (a == b) continue;
+      const double bytes = static_cast<double>(t.elements) * device_.dtype_bytes;
+      c.stages[a].tied_bytes += bytes;
+      c.stages[b].tied_bytes += bytes;
+    }
+  }
   const std::optional<sim::SimCosts>& file() const { return file_; }
   const sim::BlockMemory& memory() const { return memory_; }
 
@@ -144,6 +190,7 @@ class CostSource {
                                    : balance_by_weight(with_floor(flops), stages);
     sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_);
     c.source = "derived";
+    add_tied_bytes(c, balance);
     sim::apply_compression(c, e_.compression, device_.dtype_bytes);
     return c;
   }
@@ -154,6 +201,7 @@ class CostSource {
   std::optional<sim::SimCosts> file_;
   std::vector<BlockProfile> blocks_;
   sim::BlockMemory memory_;
+  std::vector<BlockTie> ties_;
 };
 
 }  // namespace
@@ -279,27 +327,20 @@ int simulate(const Args& args) {
                     : file_micro > 1            ? file_micro
                                                 : per_step;
       const int units = flushed ? m : ((std::max(4 * d, m) + per_step - 1) / per_step) * per_step;
-      // Replicas of the pipeline (partition.replicas, or dp's own) each take their share.
-      sim::SimOptions row_options = sim_options;
-      if (!e.partition.replicas.per_stage.empty()) {
-        throw UserError(fmt::format("{}: partition.replicas: the simulator models copies of the whole pipeline, not "
-                                    "replicated stages (a count per stage). Fix: give one count to simulate",
-                                    e.source->file()));
-      }
-      // The plan `run` compiles for this scheme: its replicas and its sync (replicas' sums, a
-      // global clip, tied weights), refused where the run would refuse them.
+      // The plan `run` compiles for this scheme: copies of the whole pipeline (partition.replicas,
+      // or dp's own) each taking their share, or PipeDream's replicated stages taking whole
+      // mini-batches in turn; the sync (replicas' sums, a global clip, tied weights). Refused
+      // where the run would refuse it, with the run's message.
       PlanRequest request = plan_request(e, d);
       request.scheme = scheme.get();
       const RunPlan plan = RunPlan::compile(request);
-      row_options.replicas = plan.replicas();
-      row_options.sync = plan.sync();
-      const double examples = batch / m / row_options.replicas;
+      const double examples = batch / m / plan.replicas();
       sim::SimCosts costs = source.costs(d, examples);
-      // Costs measured with replicas list every replica's stages: one replica's are enough.
-      if (row_options.replicas > 1 && costs.stages.size() == static_cast<size_t>(d * row_options.replicas)) {
+      // Costs measured with copies of stages list every copy: one pipeline's are enough.
+      if (plan.layout().replicated() && costs.stages.size() == static_cast<size_t>(plan.layout().stages())) {
         costs.stages.resize(static_cast<size_t>(d));
       }
-      row.result = sim::simulate(*scheme, d, units, examples, costs, row_options, m);
+      row.result = sim::simulate(plan, units, examples, costs, sim_options, m);
     } catch (const UserError& err) {
       row.error = err.what();
     }

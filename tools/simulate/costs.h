@@ -43,6 +43,9 @@ struct StageCosts {
   /// runs (key: "<cost key>_transient_bytes"; I and W without a figure: B's).
   PerKind<double> transient_bytes;
   double parameter_bytes = 0, buffer_bytes = 0, optimizer_bytes = 0;
+  /// Bytes of its parameters tied to another pipeline stage's (an embedding and the output
+  /// head): their gradients meet in the ALLREDUCE before each update.
+  double tied_bytes = 0;
   double stored_versions = 1;  ///< weight versions the measured scheme held (informational)
   /// Seconds per micro-batch the boundary codecs take on the stage's forward (encoding the
   /// activation it sends, decoding the one it receives) and on its backward (the gradients);
@@ -61,6 +64,7 @@ struct StageCosts {
     v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", kBytes);
     for (const KindKeys& k : kind_keys()) v(k.transient, transient_bytes[k.kind], k.transient_doc.c_str(), kBytes);
     v("parameter_bytes", parameter_bytes, "bytes of the stage's parameters", kBytes);
+    v("tied_bytes", tied_bytes, "bytes of its parameters tied to another stage's (summed before each update)", kBytes);
     v("buffer_bytes", buffer_bytes, "bytes of its buffers (batch-norm statistics)", kBytes);
     v("optimizer_bytes", optimizer_bytes, "bytes of its optimizer state", kBytes);
     v("stored_versions", stored_versions, "weight versions the measured scheme held", in_range(0, 1e6));

@@ -20,6 +20,13 @@ std::pair<double, const char*> memory_unit(const std::vector<SchemeRow>& rows) {
   return most >= kGiB ? std::pair{kGiB, "GiB"} : std::pair{kMiB, "MiB"};
 }
 
+/// MiB with one decimal, or two significant digits below 0.1 (a small model's messages and
+/// tied weights would read 0.0 and look like nothing moved).
+std::string mib(double bytes) {
+  const double v = bytes / kMiB;
+  return v == 0 || v >= 0.1 ? fmt::format("{:.1f}", v) : fmt::format("{:.2g}", v);
+}
+
 }  // namespace
 
 std::string markdown_table(const std::vector<SchemeRow>& rows) {
@@ -37,9 +44,9 @@ std::string markdown_table(const std::vector<SchemeRow>& rows) {
     const SimResult& r = row.result;
     const auto peak = std::max_element(r.peak_bytes.begin(), r.peak_bytes.end());
     const size_t d = static_cast<size_t>(peak - r.peak_bytes.begin());
-    out += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.0f} | {:.1f}% | {:.2f} | {:.2f} | {:.1f} |\n", row.name,
+    out += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.0f} | {:.1f}% | {:.2f} | {:.2f} | {} |\n", row.name,
                        r.devices, r.stages, r.units, r.step_seconds * 1e3, r.samples_per_second, 100 * r.bubble,
-                       *peak / unit, r.peak_activation_bytes[d] / unit, r.bytes_per_step / kMiB);
+                       *peak / unit, r.peak_activation_bytes[d] / unit, mib(r.bytes_per_step));
   }
   return out;
 }

@@ -17,15 +17,47 @@ double wire_bytes(const SimCosts& c, const Action& send) {
   return payload(send.kind) == 'F' ? s.activation_bytes : s.gradient_bytes;
 }
 
-/// The costs of one pipeline's stages, repeated for every replica (stage r * S + p costs
-/// what stage p does).
-SimCosts replicated_costs(const SimCosts& c, int replicas) {
+/// The costs of one pipeline's stages, for every stage of the plan: each copy of a pipeline
+/// stage (a replica of the whole pipeline, or one of PipeDream's replicated stages) costs
+/// what that pipeline stage does.
+SimCosts plan_costs(const SimCosts& c, const RunPlan& plan) {
+  const StageLayout& layout = plan.layout();
+  if (static_cast<int>(c.stages.size()) != plan.stages()) {
+    throw UserError(fmt::format("the costs ({}) are for {} stages, the {} schedule has {}. Fix: give costs measured "
+                                "or written for {} stages, or derive them (--device-flops)",
+                                c.source, c.stages.size(), plan.scheme().type(), plan.stages(), plan.stages()));
+  }
+  if (!layout.replicated()) return c;
   SimCosts out = c;
-  for (int r = 1; r < replicas; ++r) out.stages.insert(out.stages.end(), c.stages.begin(), c.stages.end());
+  out.stages.clear();
+  for (int s = 0; s < layout.stages(); ++s) out.stages.push_back(c.stages[static_cast<size_t>(layout.position(s))]);
   return out;
 }
 
-EventCosts event_costs(const SimCosts& c, const SimOptions& o, int replicas) {
+/// What each member of a ring all-reduce over `n` holders of `bytes` sends: 2(n-1)/n of them
+/// (Patarasuk & Yuan 2009; what NCCL's ring does), in 2(n-1) latency-bound steps.
+double ring_bytes(double n, double bytes) { return n < 2 ? 0.0 : 2 * (n - 1) / n * bytes; }
+
+/// The bytes stage `stage`'s ALLREDUCE sends: its gradients over its copies, and the tied
+/// weights it shares with another pipeline stage over every copy of the tie (two per
+/// pipeline); a global clip's norm is a scalar and counts nothing.
+double collective_bytes(const SimCosts& c, const RunPlan& plan, int stage) {
+  const StageCosts& k = c.stages.at(static_cast<size_t>(stage));
+  const int copies = plan.layout().replicated()
+                         ? plan.layout().counts().at(static_cast<size_t>(plan.layout().position(stage)))
+                         : 1;
+  return ring_bytes(copies, k.parameter_bytes) + ring_bytes(2.0 * copies, k.tied_bytes);
+}
+
+int collective_steps(const SimCosts& c, const RunPlan& plan, int stage) {
+  const int copies = plan.layout().replicated()
+                         ? plan.layout().counts().at(static_cast<size_t>(plan.layout().position(stage)))
+                         : 1;
+  const int members = c.stages.at(static_cast<size_t>(stage)).tied_bytes > 0 ? 2 * copies : copies;
+  return members < 2 ? 0 : 2 * (members - 1);
+}
+
+EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& plan) {
   EventCosts e;
   e.overlap = o.overlap;
   e.one_worker = o.one_worker;
@@ -40,13 +72,9 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, int replicas) {
   };
   e.wire = [&c](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a)); };
   e.latency = [&c](const Action&) { return c.link.latency_seconds(); };
-  // A ring all-reduce over the n replicas of a stage: each sends 2(n-1)/n of the stage's
-  // gradient bytes in 2(n-1) latency-bound steps (Patarasuk & Yuan 2009; what NCCL's ring does).
-  e.collective = [&c, replicas](const Action& a) {
-    const double n = replicas;
-    if (n < 2) return 0.0;
-    const double bytes = c.stages.at(static_cast<size_t>(a.stage)).parameter_bytes;
-    return c.link.wire_seconds(2 * (n - 1) / n * bytes) + 2 * (n - 1) * c.link.latency_seconds();
+  e.collective = [&c, &plan](const Action& a) {
+    return c.link.wire_seconds(collective_bytes(c, plan, a.stage)) +
+           collective_steps(c, plan, a.stage) * c.link.latency_seconds();
   };
   return e;
 }
@@ -146,26 +174,16 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   }
 }
 
-/// `costs`: every stage of every replica (replicated_costs).
-SimResult replay_scheme(const Scheme& scheme, int stages, int units, const SimCosts& costs, const SimOptions& o) {
+/// `costs`: every stage of the plan (plan_costs).
+SimResult replay_plan(const RunPlan& plan, int units, const SimCosts& costs, const SimOptions& o) {
   SimResult r;
-  const std::string refused = replicas_refused(scheme, o.replicas);
-  if (!refused.empty()) throw UserError(refused + ". Fix: simulate it without replicas");
   // The run plan's own training schedule (core/train/run_plan.h): what a run executes.
-  const RunPlan plan = RunPlan::whole_pipelines(scheme, stages, o.replicas, o.sync);
-  r.schedule = plan.training(equal_units(units, o.replicas));
+  r.schedule = plan.training(equal_units(units, plan.replicas()));
   validate_schedule(r.schedule, plan.rules());
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
-  const int pipeline = r.schedule.pipeline_stages();
-  if (static_cast<int>(costs.stages.size()) != r.stages) {
-    throw UserError(fmt::format("the costs ({}) are for {} stages, the {} schedule has {}. Fix: give costs measured "
-                                "or written for {} stages, or derive them (--device-flops)",
-                                costs.source, costs.stages.size() / static_cast<size_t>(std::max(o.replicas, 1)),
-                                scheme.type(), pipeline, pipeline));
-  }
-  r.timeline = replay(r.schedule, event_costs(costs, o, o.replicas));
+  r.timeline = replay(r.schedule, event_costs(costs, o, plan));
   r.makespan = r.timeline.makespan;
   return r;
 }
@@ -194,22 +212,23 @@ double total_busy(const SimResult& r, std::vector<double>* per_device) {
 
 }  // namespace
 
-SimResult simulate(const Scheme& scheme, int stages, int units, double examples, const SimCosts& one_replica,
+SimResult simulate(const RunPlan& plan, int units, double examples, const SimCosts& one_pipeline,
                    const SimOptions& options, int units_per_step) {
-  const SimCosts costs = replicated_costs(one_replica, options.replicas);
-  SimResult r = replay_scheme(scheme, stages, units, costs, options);
+  const Scheme& scheme = plan.scheme();
+  const SimCosts costs = plan_costs(one_pipeline, plan);
+  SimResult r = replay_plan(plan, units, costs, options);
   const double busy = total_busy(r, &r.busy);
   // A flushed replay may hold several optimizer steps (naive, single and dp step after every
   // unit): its per-step figures divide by them.
   const int steps = scheme.span() == Span::MiniBatch ? std::max(1, updates_of_stage_0(r)) : 1;
   if (scheme.span() == Span::MiniBatch) {
     r.step_seconds = r.makespan / steps;
-    r.samples_per_second = r.makespan > 0 ? units * examples * options.replicas / r.makespan : 0;
+    r.samples_per_second = r.makespan > 0 ? units * examples * plan.replicas() / r.makespan : 0;
     r.bubble = r.makespan > 0 ? 1 - busy / (r.devices * r.makespan) : 0;
   } else {
     // A pipeline that runs on: the time per unit once it is full, and the idle share of
     // that time, from the difference of two replays (U and 2U units).
-    const SimResult twice = replay_scheme(scheme, stages, 2 * units, costs, options);
+    const SimResult twice = replay_plan(plan, 2 * units, costs, options);
     const double span = twice.makespan - r.makespan;
     const double per_unit = span / units;
     r.step_seconds = per_unit * units_per_step;
@@ -220,16 +239,21 @@ SimResult simulate(const Scheme& scheme, int stages, int units, double examples,
   for (const TimedTransfer& t : r.timeline.transfers) bytes += wire_bytes(costs, t.send);
   for (const auto& row : r.timeline.devices) {
     for (const TimedAction& x : row) {
-      if (kind_info(x.action.kind).role == KindRole::Collective && options.replicas > 1) {
-        const double n = options.replicas;
-        bytes += 2.0 * (n - 1) / n * costs.stages[static_cast<size_t>(x.action.stage)].parameter_bytes;
-      }
+      if (kind_info(x.action.kind).role == KindRole::Collective) bytes += collective_bytes(costs, plan, x.action.stage);
     }
   }
   // Per step: a flushed scheme's replay is one step; otherwise units_per_step units' share.
   r.bytes_per_step = scheme.span() == Span::MiniBatch ? bytes / steps : bytes * units_per_step / units;
   add_memory(r, scheme, costs);
   return r;
+}
+
+SimResult simulate(const Scheme& scheme, int stages, int units, double examples, const SimCosts& one_pipeline,
+                   const SimOptions& options, int units_per_step) {
+  const std::string refused = replicas_refused(scheme, options.replicas);
+  if (!refused.empty()) throw UserError(refused + ". Fix: simulate it without replicas");
+  return simulate(RunPlan::whole_pipelines(scheme, stages, options.replicas, options.sync), units, examples,
+                  one_pipeline, options, units_per_step);
 }
 
 }  // namespace pipelab::sim

@@ -10,6 +10,7 @@
 #include "core/schedule/event_sim.h"
 #include "core/scheme/replicas.h"
 #include "core/scheme/scheme.h"
+#include "core/train/run_plan.h"
 #include "tools/simulate/costs.h"
 
 namespace pipelab::sim {
@@ -49,6 +50,18 @@ struct SimResult {
   std::vector<std::vector<MemoryPoint>> memory;           ///< per device, a step function
 };
 
+/// Replays the plan's training schedule over `units` units (micro-batches of a flushed
+/// scheme's mini-batch, per replica; the run batches of one that is not), with `costs` for
+/// one pipeline's stages (every copy of a stage costs the same) and one unit of `examples`
+/// examples: the plan's replicas, PipeDream's replicated stages and its gradient sync (the
+/// replicas' sums, tied weights) as the run has them. `options.replicas` and `.sync` are
+/// the plan's here. A scheme that is not flushed per mini-batch reports as its step the
+/// steady-state time of `units_per_step` units.
+SimResult simulate(const RunPlan& plan, int units, double examples, const SimCosts& costs, const SimOptions& options,
+                   int units_per_step = 1);
+
+/// The same for `options.replicas` copies of the whole pipeline with `options.sync` (the
+/// what-ifs of tests and benchmarks, which name a sync rather than a file's options).
 /// Replays `scheme` on `stages` stages over `units` units (micro-batches of a flushed
 /// scheme's mini-batch; the run batches of one that is not), with `costs` for one unit of
 /// `examples` examples. A scheme that is not flushed per mini-batch reports as its step the
