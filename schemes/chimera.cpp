@@ -81,31 +81,48 @@ class Chimera : public SyncPipeline<ChimeraOptions> {
   using SyncPipeline::SyncPipeline;
   int micro_batches() const override { return options_.chunks / 2; }
   int replicas(int /*requested*/) const override { return 2; }
-  uint64_t replica_seed(int replica, uint64_t seed) const override {
-    // Q54: one seed, then every worker builds its up-pipeline stage before its down one, so
-    // the copies come from different draws; any other fixed draw stands for them here.
-    if (replica == 0 || options_.replica_init == ChimeraOptions::Init::Same) return seed;
-    return block_seed(seed ^ 0x436869u, static_cast<size_t>(replica));  // "Chi"
-  }
   Schedule schedule(int stages, int units) const override {
     fail("partition.replicas", fmt::format("chimera runs its two pipelines together ({} stages, {} micro-batches)",
                                            stages, units),
          "leave partition.replicas out: chimera sets its own 2");
   }
-  Schedule joint_replicas(int stages, const std::vector<int>& units) const override {
-    if (units.size() != 2 || units[0] != units[1]) {
-      fail("chunks", fmt::format("a mini-batch split into {} and {} micro-batches per pipeline", units.front(), units.back()),
-           "make run.batch_size a multiple of scheme.chunks");
-    }
-    return schedules::chimera(stages, units[0], options_.mode == ChimeraOptions::Mode::Doubling);
-  }
-  std::vector<int> joint_placement(int stages, int /*replicas*/) const override {
-    return schedules::chimera_placement(stages);
+  /// Its two pipelines share the devices, in opposite directions, as one schedule.
+  std::shared_ptr<const ReplicaTopology> topology() const override {
+    return std::make_shared<const Bidirectional>(*this);
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& /*stage*/) const override {
     if (options_.gradient_scale == ChimeraOptions::Scale::Mean) return std::make_unique<StagePolicy>();
     return std::make_unique<ScaledUpdate>(options_.chunks / 2.0);
   }
+
+ private:
+  /// The down and the up pipeline as one schedule on the same devices (Chimera, SC'21 §3.1).
+  class Bidirectional : public ReplicaTopology {
+   public:
+    explicit Bidirectional(const Chimera& scheme) : scheme_(scheme) {}
+    Schedule joint_schedule(int stages, const std::vector<int>& units) const override {
+      if (units.size() != 2 || units[0] != units[1]) {
+        scheme_.fail("chunks",
+                     fmt::format("a mini-batch split into {} and {} micro-batches per pipeline", units.front(),
+                                 units.back()),
+                     "make run.batch_size a multiple of scheme.chunks");
+      }
+      return schedules::chimera(stages, units[0], scheme_.options_.mode == ChimeraOptions::Mode::Doubling);
+    }
+    std::vector<int> joint_placement(int stages, int /*replicas*/) const override {
+      return schedules::chimera_placement(stages);
+    }
+    uint64_t replica_seed(int replica, uint64_t seed) const override {
+      // Chimera's reference runtime seeds once, then every worker builds its up-pipeline
+      // stage before its down one, so the copies come from different draws (docs/schemes.md
+      // Q54); any other fixed draw stands for them here.
+      if (replica == 0 || scheme_.options_.replica_init == ChimeraOptions::Init::Same) return seed;
+      return block_seed(seed ^ 0x436869u, static_cast<size_t>(replica));  // "Chi"
+    }
+
+   private:
+    const Chimera& scheme_;
+  };
 };
 
 }  // namespace

@@ -82,7 +82,6 @@ class Dgl : public Configured<Scheme, DglOptions> {
   /// One step per mini-batch and stage over an epoch: stage k runs mini-batch t + 1 while
   /// stage k + 1 trains on t.
   Span span() const override { return Span::Epoch; }
-  bool routes_own_gradients() const override { return true; }
   Schedule schedule(int stages, int units) const override {
     if (options_.replay.buffer > 0) {
       return dgl::replay_schedule(options_.replay, stages, dgl::pick_sequence(options_.replay, stages, units));
@@ -92,13 +91,27 @@ class Dgl : public Configured<Scheme, DglOptions> {
     return lower(greedy::greedy_steps(stages, units, false), how);
   }
   std::vector<int> max_in_flight(int stages) const override { return std::vector<int>(static_cast<size_t>(stages), 1); }
-  bool prepares_stages() const override { return true; }
-  void prepare_stage(Stage& stage, const std::vector<int64_t>& output_shape, const DataSpec& data) const override {
-    greedy::attach_head(stage, options_.heads, output_shape, data,
-                        "use a dataset with one label per example, or a scheme trained end to end",
-                        [this](const std::string& k, const std::string& p, const std::string& f) { fail(k, p, f); });
-  }
-  std::unique_ptr<GradientRoute> make_route(Stage&) const override { return greedy::local_route(); }
+  /// Each stage's auxiliary net, trained by its own loss; nothing goes back.
+  std::shared_ptr<const StageAddOns> add_ons() const override { return std::make_shared<const LocalHeads>(*this); }
+
+ private:
+  class LocalHeads : public StageAddOns {
+   public:
+    explicit LocalHeads(const Dgl& scheme) : scheme_(scheme) {}
+    bool prepares() const override { return true; }
+    void prepare(Stage& stage, const std::vector<int64_t>& output_shape, const DataSpec& data) const override {
+      greedy::attach_head(stage, scheme_.options_.heads, output_shape, data,
+                          "use a dataset with one label per example, or a scheme trained end to end",
+                          [this](const std::string& k, const std::string& p, const std::string& f) {
+                            scheme_.fail(k, p, f);
+                          });
+    }
+    std::unique_ptr<GradientRoute> route(Stage&) const override { return greedy::local_route(); }
+    bool routes_own_gradients() const override { return true; }
+
+   private:
+    const Dgl& scheme_;
+  };
 };
 
 }  // namespace

@@ -153,8 +153,6 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
   /// One step per mini-batch and component: F, H (modes with heads), B, U, over an epoch,
   /// so components overlap across steps where the routes allow it.
   Span span() const override { return Span::Epoch; }
-  /// Heads and routes call autograd themselves (InterlockingRoute::backward/head).
-  bool routes_own_gradients() const override { return true; }
   /// What goes back is the mode's gradient route, written into the schedule as its SEND and
   /// RECV actions: stage r's B of t takes stage r+1's messages in the order listed.
   Schedule schedule(int stages, int units) const override {
@@ -178,18 +176,35 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
     o.kinds.push_back(ActionKind::Head);
     return o;
   }
-  bool prepares_stages() const override { return options_.uses_heads(); }
-  void prepare_stage(Stage& stage, const std::vector<int64_t>& output_shape, const DataSpec& data) const override {
-    if (!options_.uses_heads()) return;
-    greedy::attach_head(stage, options_.heads, output_shape, data, "use mode: global, or a dataset with one label per example",
-                        [this](const std::string& k, const std::string& p, const std::string& f) { fail(k, p, f); });
-  }
-  std::unique_ptr<GradientRoute> make_route(Stage&) const override {
-    if (options_.mode == Mode::Global) return nullptr;  // end-to-end backprop
-    // Trained by its own head (or, last, by the true loss); nothing goes back.
-    if (options_.mode == Mode::Local) return greedy::local_route();
-    return std::make_unique<InterlockingRoute>(options_);
-  }
+  /// Each component's auxiliary head and the mode's gradient route.
+  std::shared_ptr<const StageAddOns> add_ons() const override { return std::make_shared<const HeadsAndRoutes>(*this); }
+
+ private:
+  class HeadsAndRoutes : public StageAddOns {
+   public:
+    explicit HeadsAndRoutes(const Interlocking& scheme) : scheme_(scheme), options_(scheme.options_) {}
+    bool prepares() const override { return options_.uses_heads(); }
+    void prepare(Stage& stage, const std::vector<int64_t>& output_shape, const DataSpec& data) const override {
+      if (!options_.uses_heads()) return;
+      greedy::attach_head(stage, options_.heads, output_shape, data,
+                          "use mode: global, or a dataset with one label per example",
+                          [this](const std::string& k, const std::string& p, const std::string& f) {
+                            scheme_.fail(k, p, f);
+                          });
+    }
+    std::unique_ptr<GradientRoute> route(Stage&) const override {
+      if (options_.mode == Mode::Global) return nullptr;  // end-to-end backprop
+      // Trained by its own head (or, last, by the true loss); nothing goes back.
+      if (options_.mode == Mode::Local) return greedy::local_route();
+      return std::make_unique<InterlockingRoute>(options_);
+    }
+    /// Heads and routes call autograd themselves (InterlockingRoute::backward/head).
+    bool routes_own_gradients() const override { return true; }
+
+   private:
+    const Interlocking& scheme_;
+    const InterlockingOptions& options_;
+  };
 };
 
 }  // namespace

@@ -110,17 +110,30 @@ class Pipedream : public OneFOneBScheme<PipedreamOptions> {
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<PipedreamPolicy>(stage, options_);
   }
+  /// Its stages replicate (PipeDream's 2-1-1 configurations).
+  std::shared_ptr<const ReplicaTopology> topology() const override {
+    return std::make_shared<const ReplicatedStages>(options_);
+  }
+
+ private:
   /// 1F1B-RR (SOSP'19 §3.2) with the paper's stashing: a replica's backward reads the version
   /// its forward used, whichever micro-batches it takes. The released ring (sized D - r), the
   /// first stage's version as a tag (counted in the first stage's updates, which replicated
   /// stages take every R-th mini-batch) and Gap-Aware's staleness min(j, D - 1 - r) all assume
   /// one replica per stage.
-  std::string replicated_stages_refused() const override {
-    if (options_.variant == Variant::Reference) return "variant: reference sizes its ring for one replica per stage";
-    if (options_.vertical_sync) return "vertical_sync counts versions in the first stage's updates";
-    if (options_.gap_aware != GapAwareStages::Off) return "gap_aware's staleness assumes one replica per stage";
-    return "";
-  }
+  class ReplicatedStages : public ReplicaTopology {
+   public:
+    explicit ReplicatedStages(PipedreamOptions options) : options_(std::move(options)) {}
+    std::string replicated_stages_refused(const std::string& /*scheme*/) const override {
+      if (options_.variant == Variant::Reference) return "variant: reference sizes its ring for one replica per stage";
+      if (options_.vertical_sync) return "vertical_sync counts versions in the first stage's updates";
+      if (options_.gap_aware != GapAwareStages::Off) return "gap_aware's staleness assumes one replica per stage";
+      return "";
+    }
+
+   private:
+    PipedreamOptions options_;
+  };
 };
 
 }  // namespace

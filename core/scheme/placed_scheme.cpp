@@ -5,7 +5,20 @@
 namespace pipelab {
 namespace {
 
-/// Forwards everything to the scheme it wraps, except placement() and schedule().
+class PlacedTopology : public ReplicaTopology {
+ public:
+  explicit PlacedTopology(std::shared_ptr<const ReplicaTopology> inner) : inner_(std::move(inner)) {}
+  uint64_t replica_seed(int replica, uint64_t seed) const override { return inner_->replica_seed(replica, seed); }
+  std::string replicated_stages_refused(const std::string& /*scheme*/) const override {
+    return "partition.placement re-places one pipeline's stages, and PipeDream's replicated stages place their own";
+  }
+
+ private:
+  std::shared_ptr<const ReplicaTopology> inner_;
+};
+
+/// Forwards everything to the scheme it wraps, except placement(), schedule() and the
+/// replica topology.
 class PlacedScheme : public Scheme {
  public:
   PlacedScheme(std::unique_ptr<Scheme> inner, Placement placement, ConfigNode where)
@@ -24,25 +37,20 @@ class PlacedScheme : public Scheme {
   Schedule schedule(int stages, int units) const override {
     return place_stages(inner_->schedule(stages, units), placement(stages));
   }
-  std::string replicated_stages_refused() const override {
-    return "partition.placement re-places one pipeline's stages, and PipeDream's replicated stages place their own";
+  /// The placement re-places the scheme's own schedule: copies keep to devices of their own
+  /// (a joint schedule would place itself), their seeds are the scheme's.
+  std::shared_ptr<const ReplicaTopology> topology() const override {
+    return std::make_shared<const PlacedTopology>(inner_->topology());
   }
-
-  void prepare_stage(Stage& stage, const std::vector<int64_t>& shape, const DataSpec& data) const override {
-    inner_->prepare_stage(stage, shape, data);
-  }
-  bool routes_own_gradients() const override { return inner_->routes_own_gradients(); }
-  bool prepares_stages() const override { return inner_->prepares_stages(); }
+  std::shared_ptr<const StageAddOns> add_ons() const override { return inner_->add_ons(); }
   int stages(int requested) const override { return inner_->stages(requested); }
   int replicas(int requested) const override { return inner_->replicas(requested); }
-  uint64_t replica_seed(int replica, uint64_t seed) const override { return inner_->replica_seed(replica, seed); }
   Span span() const override { return inner_->span(); }
   int micro_batches() const override { return inner_->micro_batches(); }
   std::vector<int> max_in_flight(int stages) const override { return inner_->max_in_flight(stages); }
   ValidateOptions schedule_rules(int stages) const override { return inner_->schedule_rules(stages); }
   StageMemory stage_memory(int stage, int stages) const override { return inner_->stage_memory(stage, stages); }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override { return inner_->make_policy(stage); }
-  std::unique_ptr<GradientRoute> make_route(Stage& stage) const override { return inner_->make_route(stage); }
 
  private:
   std::unique_ptr<Scheme> inner_;

@@ -32,7 +32,7 @@ Schedule replicated_schedule(const Scheme& scheme, int stages, const std::vector
                              const GradientSync& sync) {
   const bool model = sync.scope == CollectiveScope::Model;
   if (units.size() > 1) {
-    const Schedule joint = scheme.joint_replicas(stages, units);
+    const Schedule joint = scheme.topology()->joint_schedule(stages, units);
     // Every stage's k-th update meets under a global clip or a tie: none may come before
     // another stage's last backward.
     if (joint.devices() > 0) return synchronize_updates(with_communication(model ? updates_last(joint) : joint), sync.scope);
@@ -75,7 +75,7 @@ std::vector<int> equal_units(int units, int replicas) {
 
 std::vector<int> replicated_placement(const Scheme& scheme, int stages, int replicas) {
   if (replicas > 1) {
-    const std::vector<int> joint = scheme.joint_placement(stages, replicas);
+    const std::vector<int> joint = scheme.topology()->joint_placement(stages, replicas);
     if (!joint.empty()) return joint;
   }
   const std::vector<int> one = scheme.placement(stages);
@@ -121,10 +121,10 @@ ValidateOptions replicated_stages_rules(const Scheme& scheme, const std::vector<
 }
 
 std::string replicas_refused(const Scheme& scheme, int replicas) {
-  // Interlocking backpropagation's auxiliary heads (the one scheme that prepares its stages)
-  // compute their losses as means over what the stage sees, unscaled by the share of the
-  // mini-batch that the loss stage applies: R replicas would sum R such means.
-  if (replicas <= 1 || !scheme.prepares_stages()) return "";
+  // Auxiliary heads (interlocking backpropagation's, DGL's) compute their losses as means
+  // over what the stage sees, unscaled by the share of the mini-batch that the loss stage
+  // applies: R replicas would sum R such means.
+  if (replicas <= 1 || !scheme.add_ons()->prepares()) return "";
   return fmt::format("scheme {} trains auxiliary heads whose losses are means over each replica's share, so the "
                      "all-reduce would weigh them {} times",
                      scheme.type(), replicas);

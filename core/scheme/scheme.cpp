@@ -10,12 +10,6 @@ std::vector<int> Scheme::placement(int stages) const {
   return out;
 }
 
-std::string Scheme::replicated_stages_refused() const {
-  return fmt::format("replicated stages are PipeDream's: its 1F1B-RR deals whole mini-batches round robin to the "
-                     "replicas of a stage under weight stashing, and scheme {} defines no such schedule",
-                     type());
-}
-
 ValidateOptions Scheme::schedule_rules(int stages) const {
   ValidateOptions o;
   o.max_in_flight = max_in_flight(stages);

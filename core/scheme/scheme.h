@@ -1,7 +1,9 @@
 #pragma once
-/// A scheme = a schedule generator + a weight policy + a gradient route + an options struct
-/// (docs/design.md, "The one idea"). Nothing about a scheme lives anywhere else: executors and
-/// the runner call these hooks and never ask which scheme is running.
+/// A scheme = a schedule generator + a weight policy + an options struct, and the parts only
+/// some schemes have: a replica topology and per-stage add-ons such as gradient routes and
+/// auxiliary heads (core/scheme/scheme_parts.h; docs/design.md, "The one idea"). Nothing about
+/// a scheme lives anywhere else: executors and the runner call these hooks and never ask which
+/// scheme is running.
 #include <ATen/core/ivalue.h>
 
 #include <functional>
@@ -11,6 +13,7 @@
 #include "core/config/registry.h"
 #include "core/exec/message.h"
 #include "core/scheme/gradient_route.h"
+#include "core/scheme/scheme_parts.h"
 #include "core/schedule/schedule.h"
 #include "core/schedule/validate.h"
 #include "core/stage/stage.h"
@@ -70,42 +73,21 @@ struct StageMemory {
 class Scheme : public Component {
  public:
   static constexpr const char* kKind = "scheme";
-  /// Adds what the scheme needs to a freshly built stage, before its optimizer is made
-  /// (e.g. an auxiliary head: its parameters then belong to the stage's optimizer).
-  /// `output_shape` is the shape of one example of the stage's output; `data` what the
-  /// targets are.
-  virtual void prepare_stage(Stage& /*stage*/, const std::vector<int64_t>& /*output_shape*/,
-                             const DataSpec& /*data*/) const {}
-  /// True when make_route returns a route of its own (one that calls autograd itself), so
-  /// fp16's per-stage loss scaling cannot reach it.
-  virtual bool routes_own_gradients() const { return false; }
-  /// Whether prepare_stage needs the output shapes (they cost a dry forward).
-  virtual bool prepares_stages() const { return false; }
   /// The number of stages this scheme runs when the partition asks for `requested` (0: the
   /// caller has no preference; a scheme that fixes its own count returns it).
   virtual int stages(int requested) const { return requested; }
   /// The number of replicas of the pipeline this scheme runs when the partition asks for
   /// `requested` (`partition.replicas`; core/scheme/replicas.h). `dp` fixes its own.
   virtual int replicas(int requested) const { return requested; }
-  /// The seed replica `replica` draws its initial weights from under run seed `seed`. The
-  /// default, the run's own, starts every replica from the same weights (what a broadcast
-  /// would give); a fidelity flag may draw them apart (Chimera's reference runtime, Q54).
-  virtual uint64_t replica_seed(int /*replica*/, uint64_t seed) const { return seed; }
-  /// Why this scheme cannot run PipeDream's replicated stages (`partition.replicas:
-  /// [2, 1, 1]`: stage p on counts[p] devices, mini-batches dealt round robin, its 1F1B-RR;
-  /// core/schedule/generators.h); "" when it can. PipeDream defines them for its own 1F1B
-  /// with weight stashing, so the default refuses.
-  virtual std::string replicated_stages_refused() const;
   /// The device (stage thread, process, `run.devices` entry) of each of `stages` stages; the
   /// default puts stage r on device r. Must agree with the schedule's placement.
   virtual std::vector<int> placement(int stages) const;
-  /// A scheme whose replicas share devices and run as one schedule (Chimera's two pipelines in
-  /// opposite directions) returns that schedule of `units.size()` replicas, replica r running
-  /// units[r] micro-batches (stages and micro-batches numbered as core/schedule/replicate.h
-  /// numbers them), and the device of every replica's stages. Empty (the default): each
-  /// replica runs the scheme's own schedule on devices of its own.
-  virtual Schedule joint_replicas(int /*stages*/, const std::vector<int>& /*units*/) const { return {}; }
-  virtual std::vector<int> joint_placement(int /*stages*/, int /*replicas*/) const { return {}; }
+  /// How copies of the pipeline are laid out (core/scheme/scheme_parts.h): the default,
+  /// copies on devices of their own; Chimera's share them; PipeDream's stages replicate.
+  virtual std::shared_ptr<const ReplicaTopology> topology() const { return default_topology(); }
+  /// What the scheme adds to each stage (auxiliary heads, gradient routes); the default
+  /// adds nothing: end-to-end backprop.
+  virtual std::shared_ptr<const StageAddOns> add_ons() const { return no_add_ons(); }
   virtual Span span() const { return Span::MiniBatch; }
   /// Micro-batches per mini-batch (GPipe's chunks); 1 for schemes without micro-batching.
   virtual int micro_batches() const { return 1; }
@@ -125,8 +107,6 @@ class Scheme : public Component {
   /// The policy of `stage` (which knows its index and the stage count); the default uses
   /// the latest weights.
   virtual std::unique_ptr<StagePolicy> make_policy(Stage& /*stage*/) const { return std::make_unique<StagePolicy>(); }
-  /// The gradient route of `stage`; null (the default) for end-to-end backprop.
-  virtual std::unique_ptr<GradientRoute> make_route(Stage& /*stage*/) const { return nullptr; }
 };
 
 }  // namespace pipelab

@@ -46,7 +46,7 @@ void check_replicated_stages(const PlanRequest& r, int stages) {
     r.source->fail(kReplicas, fmt::format("{} replica counts for {} pipeline stages", counts.size(), stages),
                    fmt::format("give one count per stage (a list of {})", stages));
   }
-  const std::string refused = scheme.replicated_stages_refused();
+  const std::string refused = scheme.topology()->replicated_stages_refused(scheme.type());
   if (!refused.empty()) {
     r.source->fail(kReplicas, fmt::format("scheme {} cannot run replicated stages: {}", scheme.type(), refused),
                    "give one count (copies of the whole pipeline), or use scheme: {type: pipedream} with its "

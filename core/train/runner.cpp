@@ -375,7 +375,7 @@ void Runner::write_trace(RunRecord& record, bool writer) const {
   TraceArrows arrows;
   // The trace draws a message from stage s to s + 1; replicas are not told apart there.
   arrows.activations = plan_.replicas() == 1 && !plan_.layout().replicated();
-  arrows.gradients = arrows.activations && !e_.scheme->routes_own_gradients();
+  arrows.gradients = arrows.activations && !e_.scheme->add_ons()->routes_own_gradients();
   record.file("trace.json", chrome_trace(st, plan_.placement(), arrows));
   record.file("metrics/actions.csv", actions_csv(st, plan_.placement()));
   record.file("metrics/costs.json", stage_costs_json(st, stage_cost_inputs(optimizer_bytes)));

@@ -128,8 +128,8 @@ class Runner {
   /// run.shadow: sync — a replica of the model observing every stage
   /// (core/train/shadow_sync.h).
   void start_shadow();
-  /// Lets the scheme add to each stage (e.g. auxiliary heads), given its output shape.
-  void prepare_stages();
+  /// Lets the scheme's add-ons add to each stage (e.g. auxiliary heads), given its output shape.
+  void prepare_stages(const StageAddOns& add_ons);
   void check_schedules() const;
   /// Validates one training schedule and its agreement with the scheme's placement.
   void check_schedule(const Schedule& s, const ValidateOptions& rules) const;

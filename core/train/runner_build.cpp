@@ -136,14 +136,15 @@ std::vector<c10::Device> run_devices(const Experiment& e, int stages, int replic
 
 /// Refuses a scheme the model or the precision cannot serve, before anything is built.
 void check_scheme_fits(const Experiment& e, const Dataflow& dataflow) {
-  if (!dataflow.plain() && (e.scheme->routes_own_gradients() || e.scheme->prepares_stages())) {
+  const auto add_ons = e.scheme->add_ons();
+  if (!dataflow.plain() && (add_ons->routes_own_gradients() || add_ons->prepares())) {
     e.source->fail("scheme.type",
                    fmt::format("scheme {} trains each stage on the one tensor it sends, but model {} sends several "
                                "between blocks (a skip connection, a mask or a second state)",
                                e.scheme->type(), e.model->type()),
                    "use a model whose blocks pass one tensor (mlp, cnn, resnet, ...) or another scheme");
   }
-  if (e.run.amp == Amp::Fp16 && e.scheme->routes_own_gradients()) {
+  if (e.run.amp == Amp::Fp16 && add_ons->routes_own_gradients()) {
     e.source->fail("run.amp",
                    fmt::format("scheme {} computes its gradients itself, which fp16's loss scaling does not reach",
                                e.scheme->type()),
@@ -255,12 +256,14 @@ void Runner::build_stages() {
     // A scheme that fixes its own stage count (e.g. `single`) takes the whole model.
     balance_ = balance_by_weight(std::vector<double>(blocks.size(), 1.0), stages);
   }
+  const auto topology = e_.scheme->topology();
   for (int r = 0; r < plan_.copies(); ++r) {
     // Every replica starts from the same weights, the same blocks under the same seeds,
-    // unless the scheme draws them apart (Scheme::replica_seed).
-    build_replica(r, r == 0 ? std::move(blocks) : build_all(e_.scheme->replica_seed(r, seed)), devices);
+    // unless the scheme's topology draws them apart (ReplicaTopology::replica_seed).
+    build_replica(r, r == 0 ? std::move(blocks) : build_all(topology->replica_seed(r, seed)), devices);
   }
-  if (e_.scheme->prepares_stages()) prepare_stages();
+  const auto add_ons = e_.scheme->add_ons();
+  if (add_ons->prepares()) prepare_stages(*add_ons);
   load_initial_weights();
   tie_parameters();
   for (const auto& stage : stages_) {
@@ -273,7 +276,7 @@ void Runner::build_stages() {
     const double factor = counts.empty() ? 1.0 : static_cast<double>(counts[static_cast<size_t>(s.index())]) / counts[0];
     s.set_lr_schedule([this, factor](int64_t step) { return lr_at(step) * factor; });
     policies_.push_back(e_.scheme->make_policy(s));
-    routes_.push_back(e_.scheme->make_route(s));
+    routes_.push_back(add_ons->route(s));
     StageSlot slot;
     slot.stage = &s;
     slot.policy = policies_.back().get();
@@ -292,7 +295,7 @@ void Runner::connect_codecs() {
   for (StageSlot& slot : slots_) slot.codecs = codecs_.get();
 }
 
-void Runner::prepare_stages() {
+void Runner::prepare_stages(const StageAddOns& add_ons) {
   // Each stage's output shape from a dry forward of two zero examples in eval mode (so
   // that no batch-norm statistic moves).
   std::vector<int64_t> shape{2};
@@ -302,12 +305,12 @@ void Runner::prepare_stages() {
     if (stage->is_last()) {
       std::vector<int64_t> logits = data_.spec.target_shape;  // a prediction per target
       logits.push_back(data_.spec.classes);
-      e_.scheme->prepare_stage(*stage, logits, data_.spec);
+      add_ons.prepare(*stage, logits, data_.spec);
       continue;
     }
     stage->set_training(false);
     x = stage->evaluate(x.to(stage->device())).activation();
-    e_.scheme->prepare_stage(*stage, x.sizes().slice(1).vec(), data_.spec);
+    add_ons.prepare(*stage, x.sizes().slice(1).vec(), data_.spec);
   }
 }
 

@@ -52,7 +52,7 @@ std::vector<std::vector<double>> one_step(const std::string& scheme_yaml, const 
     }
     stages.back()->set_optimizer(sgd->make(stages.back()->parameters()));
     policies.push_back(scheme->make_policy(*stages.back()));
-    routes.push_back(scheme->make_route(*stages.back()));
+    routes.push_back(scheme->add_ons()->route(*stages.back()));
     slots.push_back({stages.back().get(), policies.back().get(), routes.back().get()});
   }
   struct OneExample : Feed {

@@ -153,11 +153,19 @@ class CountingScheme : public Scheme {
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<CountingPolicy>(counts_.at(static_cast<size_t>(stage.index())));
   }
-  std::unique_ptr<GradientRoute> make_route(Stage& stage) const override {
-    return std::make_unique<CountingRoute>(counts_.at(static_cast<size_t>(stage.index())));
-  }
+  std::shared_ptr<const StageAddOns> add_ons() const override { return std::make_shared<const Routes>(counts_); }
 
  private:
+  class Routes : public StageAddOns {
+   public:
+    explicit Routes(Counts& counts) : counts_(counts) {}
+    std::unique_ptr<GradientRoute> route(Stage& stage) const override {
+      return std::make_unique<CountingRoute>(counts_.at(static_cast<size_t>(stage.index())));
+    }
+
+   private:
+    Counts& counts_;
+  };
   Counts& counts_;
 };
 

@@ -137,7 +137,7 @@ TEST_P(PlanEquality, WhatThePlanShowsIsWhatTheRunExecutes) {
   expect_planned_is_run(
       dir, kMlp, with({"compression={activations: {type: sort_quant, q: 6, s: 2}, gradients: {type: fixpoint, bits: 8}}"}));
   // Auxiliary heads predict one class per example: a language model's targets are not that.
-  if (testing::experiment(kMlp, "", with({})).scheme->prepares_stages()) return;
+  if (testing::experiment(kMlp, "", with({})).scheme->add_ons()->prepares()) return;
   const at::Tensor x = at::arange(64 * 6, at::kLong).reshape({64, 6}).remainder(40);
   save_tensor_dict(dir.file("lm.pt"), {{"x", x}, {"y", x.roll(-1, 1)}});
   expect_planned_is_run(dir, kTiedLm, with({}));

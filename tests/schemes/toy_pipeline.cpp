@@ -97,7 +97,7 @@ ToyResult run_toy(const std::string& scheme_yaml, const ToyConfig& config) {
     }
     owned.back()->set_optimizer(optimizer->make(owned.back()->parameters()));
     policies.push_back(scheme->make_policy(*owned.back()));
-    routes.push_back(scheme->make_route(*owned.back()));
+    routes.push_back(scheme->add_ons()->route(*owned.back()));
     slots.push_back({owned.back().get(), policies.back().get(), routes.back().get()});
   }
   auto executor = Registry<Executor>::get().create_default("sequential");

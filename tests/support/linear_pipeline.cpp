@@ -35,7 +35,7 @@ LinearPipeline::LinearPipeline(const std::string& scheme_yaml, const std::string
     stages.push_back(std::make_unique<Stage>(std::move(spec)));
     stages.back()->set_optimizer(optimizer->make(stages.back()->parameters()));
     policies.push_back(scheme->make_policy(*stages.back()));
-    routes.push_back(scheme->make_route(*stages.back()));
+    routes.push_back(scheme->add_ons()->route(*stages.back()));
     slots.push_back({stages.back().get(), policies.back().get(), routes.back().get()});
   }
 }

@@ -59,7 +59,7 @@ struct Pipeline {
       stages.push_back(std::make_unique<Stage>(std::move(spec)));
       stages.back()->set_optimizer(sgd->make(stages.back()->parameters()));
       policies.push_back(scheme->make_policy(*stages.back()));
-      routes.push_back(scheme->make_route(*stages.back()));
+      routes.push_back(scheme->add_ons()->route(*stages.back()));
       StageSlot slot;
       slot.stage = stages.back().get();
       slot.policy = policies.back().get();
