@@ -150,6 +150,39 @@ void RunRecord::begin_log_only(const YAML::Node& resolved_config, bool resuming)
   log_.open(fs::path(dir_) / "log.txt", (resuming ? std::ios::app : std::ios::trunc) | std::ios::binary);
 }
 
+namespace {
+
+/// A configuration without what may differ between sessions of one run: provenance (version,
+/// git revision), run.output (a run folder copied or moved elsewhere resumes there) and where
+/// the processes meet (a new port, or the host torchrun or SLURM picked this time).
+YAML::Node comparable(const YAML::Node& n) {
+  YAML::Node copy = YAML::Clone(n);
+  if (copy.IsMap()) {
+    copy.remove("pipelab");
+    if (copy["run"].IsMap()) {
+      copy["run"].remove("output");
+      if (copy["run"]["executor"].IsMap()) copy["run"]["executor"].remove("master");
+    }
+  }
+  return copy;
+}
+
+/// log.txt cut back to the lines before the first epoch (thread layout, init report) and
+/// the lines of the `epochs` finished epochs.
+void keep_log_of_epochs(const fs::path& log, size_t epochs) {
+  std::istringstream in(input_exists(log.string()) ? read_file(log.string()) : std::string());
+  std::string out, line;
+  size_t seen = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("epoch ", 0) == 0 && ++seen > epochs) break;
+    if (seen == epochs && epochs > 0 && line.rfind("epoch ", 0) != 0) break;
+    out += line + "\n";
+  }
+  write_file_atomic(log.string(), out);
+}
+
+}  // namespace
+
 void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
   if (log_only_) {
     // It keeps no metrics: the writer cuts those back.
@@ -157,20 +190,7 @@ void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
     return;
   }
   claim();
-  // Provenance (version, git revision) may differ, and so may run.output (a run folder
-  // copied or moved elsewhere resumes there) and where the processes meet (a new port, or
-  // the host torchrun or SLURM picked this time); the experiment itself may not.
-  const auto comparable = [](const YAML::Node& n) {
-    YAML::Node copy = YAML::Clone(n);
-    if (copy.IsMap()) {
-      copy.remove("pipelab");
-      if (copy["run"].IsMap()) {
-        copy["run"].remove("output");
-        if (copy["run"]["executor"].IsMap()) copy["run"]["executor"].remove("master");
-      }
-    }
-    return copy;
-  };
+  // The experiment itself may not differ.
   const std::string config_path = (fs::path(dir_) / "config.yaml").string();
   YAML::Node saved;
   try {
@@ -202,20 +222,7 @@ void RunRecord::resume(const YAML::Node& resolved_config, int epochs_done) {
   for (size_t k = 0; k < keep.size(); ++k) keep_lines(fs::path(dir_) / metrics_files()[k].name, keep[k]);
   keep_lines(fs::path(dir_) / "metrics/steps.jsonl", step_lines);
   keep_lines(fs::path(dir_) / "metrics/epochs.jsonl", epochs);
-  // log.txt: the lines before the first epoch (thread layout, init report) and the lines
-  // of the finished epochs.
-  {
-    const fs::path log = fs::path(dir_) / "log.txt";
-    std::istringstream in(input_exists(log.string()) ? read_file(log.string()) : std::string());
-    std::string out, line;
-    size_t seen = 0;
-    while (std::getline(in, line)) {
-      if (line.rfind("epoch ", 0) == 0 && ++seen > epochs) break;
-      if (seen == epochs && epochs > 0 && line.rfind("epoch ", 0) != 0) break;
-      out += line + "\n";
-    }
-    write_file_atomic(log.string(), out);
-  }
+  keep_log_of_epochs(fs::path(dir_) / "log.txt", epochs);
   open_streams();
 }
 

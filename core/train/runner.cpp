@@ -61,38 +61,9 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
   };
   const auto start = std::chrono::steady_clock::now();
   if (e_.scheme->span() == Span::MiniBatch) {
-    for (int64_t j = 0; j < steps && !diverged; ++j) {
-      const Batch batch = train_->batch(j);
-      // Each replica's share of the mini-batch, split into its micro-batches, in order.
-      std::vector<int64_t> sizes;
-      std::vector<int> units;
-      for (const auto& share : replica_chunk_sizes(batch.x.size(0), plan_.replicas(), e_.scheme->micro_batches())) {
-        sizes.insert(sizes.end(), share.begin(), share.end());
-        units.push_back(static_cast<int>(share.size()));
-      }
-      ChunkFeed feed(batch, sizes, dtype_);
-      ShadowFeed shadowed(feed, shadow_.get());
-      const auto run_start = std::chrono::steady_clock::now();
-      executor.run(train_schedule(units), slots_, shadowed, RunMode::Train);
-      traced_steps_.add(seconds_since(run_start), 1);
-      totals.add(feed.totals());
-      // Only the writer sees the loss; every process must stop at the same step.
-      diverged = executor.world().from_writer(!finish_step(feed.totals().loss));
-      collect_stage_metrics(record, epoch + 1);
-    }
+    train_mini_batches(epoch, steps, record, totals, finish_step, diverged);
   } else {
-    LoaderFeed feed(*train_, dtype_, [&](int, const MicroBatchResult& r) {
-      if (!finish_step(totals.add(r))) diverged = true;
-    });
-    ReplicaFeed shares(feed, plan_.replicas(), static_cast<int>(steps), e_.executor->world().process_name().empty());
-    // Replicated stages ask for their mini-batches from several threads: the shares feed
-    // (one share each) fetches them and reports their results in order.
-    ShadowFeed shadowed(plan_.copies() > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
-    const auto run_start = std::chrono::steady_clock::now();
-    executor.run(train_schedule(equal_units(static_cast<int>(steps), plan_.replicas())), slots_, shadowed,
-                 RunMode::Train);
-    traced_steps_.add(seconds_since(run_start), steps);
-    collect_stage_metrics(record, epoch + 1);
+    train_epoch_pipeline(epoch, steps, record, totals, finish_step, diverged);
   }
   executor.stats().read_memory_peaks();
   executor.world().merge_stats(executor.stats());
@@ -102,6 +73,47 @@ EpochMetrics Runner::train_epoch(int epoch, RunRecord& record, int64_t& global_s
   m.data_wait_fraction = train_->take_wait_seconds() / std::max(m.train_seconds, 1e-9);
   progress.finish(fmt::format("loss {:.4f}", m.train_loss));
   return m;
+}
+
+void Runner::train_mini_batches(int epoch, int64_t steps, RunRecord& record, LossTotals& totals,
+                                const StepDone& finish_step, bool& diverged) {
+  Executor& executor = *e_.executor;
+  for (int64_t j = 0; j < steps && !diverged; ++j) {
+    const Batch batch = train_->batch(j);
+    // Each replica's share of the mini-batch, split into its micro-batches, in order.
+    std::vector<int64_t> sizes;
+    std::vector<int> units;
+    for (const auto& share : replica_chunk_sizes(batch.x.size(0), plan_.replicas(), e_.scheme->micro_batches())) {
+      sizes.insert(sizes.end(), share.begin(), share.end());
+      units.push_back(static_cast<int>(share.size()));
+    }
+    ChunkFeed feed(batch, sizes, dtype_);
+    ShadowFeed shadowed(feed, shadow_.get());
+    const auto run_start = std::chrono::steady_clock::now();
+    executor.run(train_schedule(units), slots_, shadowed, RunMode::Train);
+    traced_steps_.add(seconds_since(run_start), 1);
+    totals.add(feed.totals());
+    // Only the writer sees the loss; every process must stop at the same step.
+    diverged = executor.world().from_writer(!finish_step(feed.totals().loss));
+    collect_stage_metrics(record, epoch + 1);
+  }
+}
+
+void Runner::train_epoch_pipeline(int epoch, int64_t steps, RunRecord& record, LossTotals& totals,
+                                  const StepDone& finish_step, bool& diverged) {
+  Executor& executor = *e_.executor;
+  LoaderFeed feed(*train_, dtype_, [&](int, const MicroBatchResult& r) {
+    if (!finish_step(totals.add(r))) diverged = true;
+  });
+  ReplicaFeed shares(feed, plan_.replicas(), static_cast<int>(steps), executor.world().process_name().empty());
+  // Replicated stages ask for their mini-batches from several threads: the shares feed
+  // (one share each) fetches them and reports their results in order.
+  ShadowFeed shadowed(plan_.copies() > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
+  const auto run_start = std::chrono::steady_clock::now();
+  executor.run(train_schedule(equal_units(static_cast<int>(steps), plan_.replicas())), slots_, shadowed,
+               RunMode::Train);
+  traced_steps_.add(seconds_since(run_start), steps);
+  collect_stage_metrics(record, epoch + 1);
 }
 
 EpochMetrics Runner::epoch_figures(int epoch, const LossTotals& totals, int64_t steps, double seconds) {
@@ -315,17 +327,8 @@ RunSummary Runner::run() {
     return summary;
   }
   TrainingProgress progress;
-  // A flushless run has no epoch boundary to resume from: it restarts.
   const bool flushless = e_.scheme->span() == Span::Run;
-  // Each process restores its own stages, from the newest epoch all of them hold.
-  if (options_.resume && !flushless && agree_resume_epoch(e_.executor->world(), record.state_path()) > 0) {
-    const HeldStages own = own_stages(e_.executor->world(), stages(), policies());
-    progress = load_training_state(record.state_path(), own, codecs_.get());
-    record.resume(resolved_config(), progress.epochs_done);
-    if (!options_.quiet) std::cout << fmt::format("resuming {} after epoch {}\n", record.dir(), progress.epochs_done);
-  } else {
-    record.begin(resolved_config(), options_.overwrite || options_.resume);
-  }
+  open_record(record, progress, flushless);
   announce(record, options_.quiet,
            fmt::format("threads: {}{}; {} stage{} on {}", e_.executor->thread_layout(device_count()),
                        e_.run.threads > 0 ? "" : " (run.threads 0: OMP_NUM_THREADS, else half the cores)",
@@ -340,6 +343,25 @@ RunSummary Runner::run() {
   if (diverged) summary.status = "diverged";
   save_checkpoint(record, "final");
   if (flushless) write_trace(record, writer);
+  close_run(record, summary, seconds_since(start));
+  return summary;
+}
+
+void Runner::open_record(RunRecord& record, TrainingProgress& progress, bool flushless) {
+  // A flushless run has no epoch boundary to resume from: it restarts. Otherwise each
+  // process restores its own stages, from the newest epoch all of them hold.
+  if (options_.resume && !flushless && agree_resume_epoch(e_.executor->world(), record.state_path()) > 0) {
+    const HeldStages own = own_stages(e_.executor->world(), stages(), policies());
+    progress = load_training_state(record.state_path(), own, codecs_.get());
+    record.resume(resolved_config(), progress.epochs_done);
+    if (!options_.quiet) std::cout << fmt::format("resuming {} after epoch {}\n", record.dir(), progress.epochs_done);
+  } else {
+    record.begin(resolved_config(), options_.overwrite || options_.resume);
+  }
+}
+
+void Runner::close_run(RunRecord& record, RunSummary& summary, double seconds) {
+  const bool writer = e_.executor->world().writes_records();
   // The trace records the last epoch's actions, written before that epoch counts as done;
   // a folder whose every epoch is done but whose trace is gone (deleted, or left by an older
   // pipelab) cannot replay that epoch, so the summary says so instead of staying silent.
@@ -348,7 +370,7 @@ RunSummary Runner::run() {
         "the last epoch finished in an earlier session and its trace.json is gone (a resumed run cannot replay "
         "that epoch); run again with --overwrite for a trace";
   }
-  summary.seconds = seconds_since(start);
+  summary.seconds = seconds;
   summary.data_wait_fraction = data_wait_fraction(summary.history);
   if (codecs_) {
     // A collective: every process holds the ends of its own stages.
@@ -361,7 +383,6 @@ RunSummary Runner::run() {
   // --quiet drops the progress and the per-epoch lines, not the result: the summary shows
   // wherever the records are written.
   announce(record, !writer || !options_.summary, format_summary(e_, summary, stage_count()));
-  return summary;
 }
 
 void Runner::write_trace(RunRecord& record, bool writer) const {

@@ -5,6 +5,7 @@
 /// registered components, never here.
 #include <c10/util/Exception.h>
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -128,6 +129,9 @@ class Runner {
   /// run.shadow: sync — a replica of the model observing every stage
   /// (core/train/shadow_sync.h).
   void start_shadow();
+  /// Gives every stage its optimizer, learning-rate schedule, weight policy and gradient
+  /// route, and the executors their slots.
+  void wire_stages(const StageAddOns& add_ons);
   /// Lets the scheme's add-ons add to each stage (e.g. auxiliary heads), given its output shape.
   void prepare_stages(const StageAddOns& add_ons);
   void check_schedules() const;
@@ -151,11 +155,24 @@ class Runner {
   const Schedule& train_schedule(const std::vector<int>& units);
   double lr_at(int64_t step) const;
   EpochMetrics train_epoch(int epoch, RunRecord& record, int64_t& global_step, bool& diverged);
+  /// Records one finished mini-batch's loss; false once it is no longer finite.
+  using StepDone = std::function<bool(double loss)>;
+  /// An epoch of `steps` mini-batches, one schedule run each (flushed per mini-batch).
+  void train_mini_batches(int epoch, int64_t steps, RunRecord& record, struct LossTotals& totals,
+                          const StepDone& finish_step, bool& diverged);
+  /// An epoch of `steps` mini-batches as one schedule run (flushed per epoch).
+  void train_epoch_pipeline(int epoch, int64_t steps, RunRecord& record, struct LossTotals& totals,
+                            const StepDone& finish_step, bool& diverged);
   /// flush: never — every epoch in one pipeline; returns the epochs' training figures.
   std::vector<EpochMetrics> train_flushless(RunRecord& record, int64_t& global_step, bool& diverged);
   /// Trains, evaluates and records the epochs this session runs (from progress.epochs_done);
   /// false when --stop-after stopped it first (summary.status says so).
   bool run_epochs(RunRecord& record, RunSummary& summary, struct TrainingProgress& progress, bool& diverged);
+  /// Starts the run's records, or continues an interrupted run's (--resume) from the state
+  /// every process holds (`progress`: where it stood).
+  void open_record(RunRecord& record, struct TrainingProgress& progress, bool flushless);
+  /// The summary of a run that trained for `seconds`: summary.json, and the table printed.
+  void close_run(RunRecord& record, RunSummary& summary, double seconds);
   /// Loads the weights each stage had at the end of epoch `epoch` in a flushless run.
   void load_flushless_snapshot(const RunRecord& record, int epoch);
   /// Training figures of one epoch from its totals and the executor's measurements.

@@ -266,6 +266,12 @@ void Runner::build_stages() {
   if (add_ons->prepares()) prepare_stages(*add_ons);
   load_initial_weights();
   tie_parameters();
+  wire_stages(*add_ons);
+  connect_gradients();
+  connect_codecs();
+}
+
+void Runner::wire_stages(const StageAddOns& add_ons) {
   for (const auto& stage : stages_) {
     Stage& s = *stage;
     s.set_confusion(!data_.spec.metric.empty() && s.is_last());
@@ -276,15 +282,13 @@ void Runner::build_stages() {
     const double factor = counts.empty() ? 1.0 : static_cast<double>(counts[static_cast<size_t>(s.index())]) / counts[0];
     s.set_lr_schedule([this, factor](int64_t step) { return lr_at(step) * factor; });
     policies_.push_back(e_.scheme->make_policy(s));
-    routes_.push_back(add_ons->route(s));
+    routes_.push_back(add_ons.route(s));
     StageSlot slot;
     slot.stage = &s;
     slot.policy = policies_.back().get();
     slot.route = routes_.back().get();
     slots_.push_back(slot);
   }
-  connect_gradients();
-  connect_codecs();
 }
 
 void Runner::connect_codecs() {

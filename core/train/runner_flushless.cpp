@@ -44,6 +44,37 @@ namespace {
 
 std::string snapshot_folder(const RunRecord& record) { return record.checkpoint_path("flushless"); }
 
+/// One EpochSnapshot observer per pipeline stage, on the first of its replicas that this
+/// process runs (every replica of a stage holds the same weights after an update, and
+/// replica 0 evaluates): each process keeps the snapshots of its own stages in its own
+/// folder, and loads them from there. Detached however the run ends.
+class SnapshotObservers {
+ public:
+  SnapshotObservers(std::vector<StageSlot>& slots, const World& world, int stages, const std::string& folder,
+                    int64_t per_epoch)
+      : slots_(slots) {
+    for (int p = 0; p < stages; ++p) {
+      for (size_t i = static_cast<size_t>(p); i < slots.size(); i += static_cast<size_t>(stages)) {
+        if (!world.runs_stage(static_cast<int>(i))) continue;
+        snapshots_.push_back(std::make_unique<EpochSnapshot>(folder, per_epoch));
+        slots[i].observers.push_back(snapshots_.back().get());
+        observed_.push_back(i);
+        break;
+      }
+    }
+  }
+  ~SnapshotObservers() {
+    for (const size_t i : observed_) slots_[i].observers.pop_back();
+  }
+  SnapshotObservers(const SnapshotObservers&) = delete;
+  SnapshotObservers& operator=(const SnapshotObservers&) = delete;
+
+ private:
+  std::vector<StageSlot>& slots_;
+  std::vector<std::unique_ptr<EpochSnapshot>> snapshots_;
+  std::vector<size_t> observed_;
+};
+
 }  // namespace
 
 std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& global_step, bool& diverged) {
@@ -57,31 +88,7 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   const int epochs = e_.run.epochs;
   const int64_t per_epoch = train_->batches();
   std::filesystem::create_directories(snapshot_folder(record));
-  // One observer per stage of replica 0 (the replicas hold the same weights, and replica 0
-  // evaluates): each lives on its stage's thread (its list of finished epochs).
-  // One observer per pipeline stage, on the first of its replicas that this process runs
-  // (every replica of a stage holds the same weights after an update): each process keeps
-  // the snapshots of its own stages in its own folder, and loads them from there.
-  std::vector<std::unique_ptr<EpochSnapshot>> snapshots;
-  std::vector<size_t> observed;
-  const World& world = e_.executor->world();
-  for (int p = 0; p < plan_.stages(); ++p) {
-    for (size_t i = static_cast<size_t>(p); i < slots_.size(); i += static_cast<size_t>(plan_.stages())) {
-      if (!world.runs_stage(static_cast<int>(i))) continue;
-      snapshots.push_back(std::make_unique<EpochSnapshot>(snapshot_folder(record), per_epoch));
-      slots_[i].observers.push_back(snapshots.back().get());
-      observed.push_back(i);
-      break;
-    }
-  }
-  // Detached however the run ends (the observers die with this function).
-  struct Detach {
-    std::vector<StageSlot>& slots;
-    const std::vector<size_t>& observed;
-    ~Detach() {
-      for (const size_t i : observed) slots[i].observers.pop_back();
-    }
-  } detach{slots_, observed};
+  const SnapshotObservers snapshots(slots_, e_.executor->world(), plan_.stages(), snapshot_folder(record), per_epoch);
   Progress progress(fmt::format("{} epochs, never flushed", epochs), per_epoch * epochs, e_.run.progress && !options_.quiet);
   std::vector<LossTotals> totals(static_cast<size_t>(epochs));
   std::vector<double> finished_at(static_cast<size_t>(epochs), 0);

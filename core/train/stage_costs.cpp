@@ -44,6 +44,38 @@ std::vector<double> last_stage_metric(const std::string& stages_csv, const std::
   return out;
 }
 
+namespace {
+
+/// The mean bytes stage `s`'s forwards allocated and still held when they ended.
+double retained_per_forward(const ExecStats& stats, size_t s) {
+  int64_t retained = 0, forwards = 0;
+  if (s < stats.actions.size()) {
+    for (const ActionRecord& a : stats.actions[s]) {
+      if (a.kind != ActionKind::Forward) continue;
+      retained += a.retained_bytes;
+      ++forwards;
+    }
+  }
+  return ratio(retained, forwards);
+}
+
+/// A kind's typical transient on stage `s`: the median rise above the level at the action's
+/// start. The median, not the peak: a mini-batch's first backward also allocates the
+/// gradient, which the simulator counts apart (with the weights).
+int64_t median_rise(const ExecStats& stats, size_t s, ActionKind kind) {
+  std::vector<int64_t> rises;
+  if (s < stats.actions.size()) {
+    for (const ActionRecord& a : stats.actions[s]) {
+      if (a.kind == kind) rises.push_back(a.peak_rise_bytes);
+    }
+  }
+  if (rises.empty()) return 0;
+  std::nth_element(rises.begin(), rises.begin() + static_cast<std::ptrdiff_t>(rises.size() / 2), rises.end());
+  return rises[rises.size() / 2];
+}
+
+}  // namespace
+
 std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) {
   nlohmann::json root;
   root["format"] = "pipelab-stage-costs";
@@ -68,35 +100,14 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
     // Edge s carries s -> s+1 forward; edge s-1 carries s -> s-1 backward (ExecStats).
     st["activation_bytes"] = s + 1 < n ? number(ratio(stats.bytes_forward[s], stats.messages_forward[s])) : number(0);
     st["gradient_bytes"] = s > 0 ? number(ratio(stats.bytes_backward[s - 1], stats.messages_backward[s - 1])) : number(0);
-    int64_t retained = 0, forwards = 0;
-    if (s < stats.actions.size()) {
-      for (const ActionRecord& a : stats.actions[s]) {
-        if (a.kind != ActionKind::Forward) continue;
-        retained += a.retained_bytes;
-        ++forwards;
-      }
-    }
-    st["retained_bytes"] = number(ratio(retained, forwards));
+    st["retained_bytes"] = number(retained_per_forward(stats, s));
     // The boundary codecs' work per micro-batch (0 without compression): encoding what the
     // stage sends and decoding what it receives, apart from the compute they follow.
     const auto codec = [&](ActionKind send, ActionKind recv) { return stats.time[send][s].mean() + stats.time[recv][s].mean(); };
     st["codec_forward_seconds"] = codec(ActionKind::SendF, ActionKind::RecvF);
     st["codec_backward_seconds"] = codec(ActionKind::SendB, ActionKind::RecvB);
-    // Each kind's typical transient: the median rise above the level at the action's start.
-    // The median, not the peak: a mini-batch's first backward also allocates the gradient,
-    // which the simulator counts apart (with the weights).
     for (const ActionKindInfo& k : action_kinds()) {
-      if (k.role != KindRole::Compute) continue;
-      const ActionKind kind = k.kind;
-      const std::string key = std::string(k.cost_key) + "_transient_bytes";
-      std::vector<int64_t> rises;
-      if (s < stats.actions.size()) {
-        for (const ActionRecord& a : stats.actions[s]) {
-          if (a.kind == kind) rises.push_back(a.peak_rise_bytes);
-        }
-      }
-      std::nth_element(rises.begin(), rises.begin() + static_cast<std::ptrdiff_t>(rises.size() / 2), rises.end());
-      st[key] = rises.empty() ? 0 : rises[rises.size() / 2];
+      if (k.role == KindRole::Compute) st[std::string(k.cost_key) + "_transient_bytes"] = median_rise(stats, s, k.kind);
     }
     st["peak_activation_bytes"] = at_or<int64_t>(stats.peak_activation_bytes, s, 0);
     st["parameter_bytes"] = at_or<int64_t>(in.parameter_bytes, s, 0);

@@ -30,11 +30,14 @@ int device_of(const std::vector<int>& placement, size_t stage) {
 
 }  // namespace
 
-std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placement, TraceArrows arrows) {
-  std::vector<json::Object> events;
+namespace {
+
+/// The metadata events: the process's name and one named track per device that ran anything.
+void add_tracks(std::vector<json::Object>& events, const ExecStats& stats, const std::vector<int>& placement,
+                const std::string& process_name) {
   json::Object process;
   process.add("name", "process_name").add("ph", "M").add("pid", 0).add("tid", 0);
-  process.add("args", json::Object().add("name", arrows.process));
+  process.add("args", json::Object().add("name", process_name));
   events.push_back(process);
   std::map<int, bool> devices;
   for (size_t s = 0; s < stats.actions.size(); ++s) {
@@ -46,10 +49,16 @@ std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placeme
     name.add("args", json::Object().add("name", fmt::format("device {}", d)));
     events.push_back(name);
   }
-  // (stage, payload, mb) -> the spans of the actions that produced it, in order: a
-  // micro-batch id recurs in every schedule run of the epoch, and the n-th producer pairs
-  // with the n-th consumer.
-  std::map<std::tuple<size_t, char, int>, std::vector<std::pair<double, double>>> spans;
+}
+
+/// (stage, payload, mb) -> the spans of the actions that produced it, in order: a
+/// micro-batch id recurs in every schedule run of the epoch, and the n-th producer pairs
+/// with the n-th consumer.
+using Producers = std::map<std::tuple<size_t, char, int>, std::vector<std::pair<double, double>>>;
+
+/// One complete ("X") event per action; what produced each message, into `producers`.
+void add_actions(std::vector<json::Object>& events, Producers& producers, const ExecStats& stats,
+                 const std::vector<int>& placement, const TraceArrows& arrows) {
   for (size_t s = 0; s < stats.actions.size(); ++s) {
     for (const ActionRecord& a : stats.actions[s]) {
       const auto [start, end] = span_us(a);
@@ -67,12 +76,15 @@ std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placeme
       // gradients (B, or I when the backward is split), which is also the one that uses it.
       const ActionKindInfo& kind = kind_info(a.kind);
       if (kind.role == KindRole::Compute && kind.direction > 0 && arrows.activations) {
-        spans[{s, kind.message, a.mb}].push_back({start, end});
+        producers[{s, kind.message, a.mb}].push_back({start, end});
       }
-      if (kind.takes_gradients && arrows.gradients) spans[{s, 'B', a.mb}].push_back({start, end});
+      if (kind.takes_gradients && arrows.gradients) producers[{s, 'B', a.mb}].push_back({start, end});
     }
   }
-  // Arrows: stage s's F of mb feeds stage s+1's F of mb; its B (or I) feeds stage s-1's.
+}
+
+/// Arrows: stage s's F of mb feeds stage s+1's F of mb; its B (or I) feeds stage s-1's.
+void add_arrows(std::vector<json::Object>& events, const Producers& producers, const std::vector<int>& placement) {
   int64_t id = 0;
   const auto arrow = [&](const std::pair<double, double>& from, size_t from_stage, const std::pair<double, double>& to,
                          size_t to_stage, const char* name) {
@@ -86,16 +98,26 @@ std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placeme
     events.push_back(s);
     events.push_back(f);
   };
-  for (const auto& [key, from] : spans) {
+  for (const auto& [key, from] : producers) {
     const auto [s, payload, mb] = key;
     if (payload == 'B' && s == 0) continue;
     const size_t next = payload == 'F' ? s + 1 : s - 1;
-    const auto to = spans.find({next, payload, mb});
-    if (to == spans.end()) continue;
+    const auto to = producers.find({next, payload, mb});
+    if (to == producers.end()) continue;
     for (size_t n = 0; n < std::min(from.size(), to->second.size()); ++n) {
       arrow(from[n], s, to->second[n], next, payload == 'F' ? "activation" : "gradient");
     }
   }
+}
+
+}  // namespace
+
+std::string chrome_trace(const ExecStats& stats, const std::vector<int>& placement, TraceArrows arrows) {
+  std::vector<json::Object> events;
+  add_tracks(events, stats, placement, arrows.process);
+  Producers producers;
+  add_actions(events, producers, stats, placement, arrows);
+  add_arrows(events, producers, placement);
   json::Object root;
   root.add("traceEvents", events).add("displayTimeUnit", "ms");
   return root.str() + "\n";

@@ -6,22 +6,21 @@
 // weights. Where the plan refuses a combination, the run refuses it with the same message.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "core/config/config_node.h"
 #include "core/schedule/action_kinds.h"
 #include "core/scheme/replicas.h"
 #include "core/train/run_plan.h"
 #include "core/util/error.h"
+#include "tests/support/action_lists.h"
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 
 namespace pipelab::plan_equality_test {
 namespace {
 
-using Lists = std::map<int, std::vector<std::string>>;  // device -> actions
+using Lists = testing::ActionLists;
 
 // One batch-norm-free MLP (a tied model is below): 4 mini-batches of 16.
 const char* kMlp = R"(
@@ -53,27 +52,6 @@ Lists planned(const Schedule& s) {
     for (const Action& a : s.device(d)) {
       if (traced(a)) lists[d].push_back(a.str());
     }
-  }
-  return lists;
-}
-
-/// The first as many actions per device as `like` holds, from the run's metrics/actions.csv.
-Lists executed(const std::string& run, const Lists& like) {
-  Lists lists;
-  std::ifstream in(run + "/metrics/actions.csv");
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string device, stage, action, mb;
-    std::getline(fields, device, ',');
-    std::getline(fields, stage, ',');
-    std::getline(fields, action, ',');
-    std::getline(fields, mb, ',');
-    const int d = std::stoi(device);
-    const auto want = like.find(d);
-    if (want == like.end() || lists[d].size() >= want->second.size()) continue;
-    lists[d].push_back(stage + action + (mb.empty() || mb == "-1" ? "" : mb));
   }
   return lists;
 }
@@ -116,7 +94,7 @@ bool expect_planned_is_run(const testing::TempDir& dir, const std::string& yaml,
   const Lists want = planned(plan->training(first_run_units(*plan, e, runner.data().train->size() / e.run.batch_size)));
   runner.run();
   EXPECT_FALSE(want.empty());
-  EXPECT_EQ(executed(dir.file("run"), want), want);
+  EXPECT_EQ(testing::executed_actions(dir.file("run"), want), want);
   return true;
 }
 

@@ -5,7 +5,6 @@
 // replays is the plan's own.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -13,6 +12,7 @@
 #include "core/io/pt_file.h"
 #include "core/train/experiment.h"
 #include "core/train/run_plan.h"
+#include "tests/support/action_lists.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 #include "tools/simulate/simulate.h"
@@ -20,7 +20,7 @@
 namespace pipelab::run_plan_test {
 namespace {
 
-using Lists = std::map<int, std::vector<std::string>>;  // device -> actions
+using Lists = testing::ActionLists;
 
 bool traced(const std::string& token) {
   return token.find("SEND") == std::string::npos && token.find("RECV") == std::string::npos;
@@ -41,28 +41,6 @@ Lists printed(const std::string& out) {
     while (tokens >> token) {
       if (traced(token)) lists[d].push_back(token);
     }
-  }
-  return lists;
-}
-
-/// The first `n[d]` actions each device ran, from metrics/actions.csv, written as schedules
-/// write them ("0F1", "1ALLREDUCE", "0U").
-Lists executed(const std::string& run, const Lists& like) {
-  Lists lists;
-  std::ifstream in(run + "/metrics/actions.csv");
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string device, stage, action, mb;
-    std::getline(fields, device, ',');
-    std::getline(fields, stage, ',');
-    std::getline(fields, action, ',');
-    std::getline(fields, mb, ',');
-    const int d = std::stoi(device);
-    const auto want = like.find(d);
-    if (want == like.end() || lists[d].size() >= want->second.size()) continue;
-    lists[d].push_back(stage + action + (mb.empty() || mb == "-1" ? "" : mb));
   }
   return lists;
 }
@@ -97,7 +75,7 @@ void expect_printed_is_run(const testing::TempDir& dir, const std::string& exper
       testing::pipelab(fmt::format("run --quiet {} {} --overwrite --set run.output={}", dir.file("e.yaml"), sets,
                                    dir.file("run")));
   ASSERT_EQ(rc, 0) << run;
-  EXPECT_EQ(executed(dir.file("run"), want), want) << out;
+  EXPECT_EQ(testing::executed_actions(dir.file("run"), want), want) << out;
 }
 
 TEST(RunPlan, WhatScheduleShowsIsWhatRunExecutes) {
