@@ -88,6 +88,7 @@ RunPlan RunPlan::compile(const PlanRequest& request) {
   PIPELAB_ASSERT(request.scheme && request.source, "a run plan needs a scheme and the file it came from");
   RunPlan plan;
   plan.scheme_ = request.scheme;
+  plan.source_ = request.source;
   plan.stages_ = request.scheme->stages(request.stages);
   if (!request.replicas.per_stage.empty()) {
     check_replicated_stages(request, plan.stages_);
@@ -161,6 +162,32 @@ std::vector<int> RunPlan::units_for_batch(int64_t n) const {
     units.push_back(static_cast<int>(sizes.size()));
   }
   return units;
+}
+
+std::vector<int> RunPlan::run_units(int64_t batch_size, int64_t mini_batches) const {
+  if (scheme_->span() == Span::MiniBatch) return units_for_batch(batch_size);
+  return equal_units(static_cast<int>(mini_batches), replicas_);
+}
+
+void RunPlan::check_batch_size(int64_t batch_size) const {
+  if (!source_) return;  // a what-if plan (whole_pipelines) has no file to point at
+  if (scheme_->span() == Span::MiniBatch) {
+    const int m = scheme_->micro_batches() * replicas_;
+    if (m > batch_size) {
+      source_->fail("run.batch_size",
+                    fmt::format("scheme {} splits each mini-batch into {} micro-batches{}, but a mini-batch has only "
+                                "{} examples",
+                                scheme_->type(), m, replicas_ > 1 ? " over its replicas" : "", batch_size),
+                    fmt::format("use run.batch_size >= {} or fewer micro-batches", m));
+    }
+  } else if (replicas_ > batch_size) {
+    // Each mini-batch is split over the replicas (the training loader drops a short last one).
+    source_->fail("run.batch_size",
+                  fmt::format("{} replicas each take a share of every mini-batch, but a mini-batch has only {} "
+                              "examples",
+                              replicas_, batch_size),
+                  fmt::format("use run.batch_size >= {} or fewer replicas", replicas_));
+  }
 }
 
 Schedule RunPlan::program(const std::vector<int>& units) const {

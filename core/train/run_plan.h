@@ -78,6 +78,14 @@ class RunPlan {
   /// Micro-batches each replica runs for a mini-batch of `n` examples (a replica's share of
   /// it, split into the scheme's micro-batches).
   std::vector<int> units_for_batch(int64_t n) const;
+  /// The units of one schedule run that covers `mini_batches` mini-batches of `batch_size`
+  /// examples: with a flush per mini-batch, each replica's micro-batches of its share of one
+  /// mini-batch; otherwise the mini-batches, one unit each, every replica taking a share of
+  /// each (replicated stages: dealt round robin).
+  std::vector<int> run_units(int64_t batch_size, int64_t mini_batches) const;
+  /// Refuses (a ConfigError at run.batch_size) a mini-batch too small to split as the plan
+  /// splits it: into the scheme's micro-batches on every replica, or a share per replica.
+  void check_batch_size(int64_t batch_size) const;
   /// The training schedule with `units[r]` micro-batches (or mini-batches) on replica r
   /// (with replicated stages: their sum, dealt round robin), with its messages: what the
   /// executors run.
@@ -92,6 +100,7 @@ class RunPlan {
   StageLayout layout_;
   std::vector<int> placement_;
   GradientSync sync_;
+  std::shared_ptr<const ConfigSource> source_;  ///< where errors point (the experiment's file)
 };
 
 }  // namespace pipelab

@@ -110,8 +110,7 @@ void Runner::train_epoch_pipeline(int epoch, int64_t steps, RunRecord& record, L
   // (one share each) fetches them and reports their results in order.
   ShadowFeed shadowed(plan_.copies() > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
   const auto run_start = std::chrono::steady_clock::now();
-  executor.run(train_schedule(equal_units(static_cast<int>(steps), plan_.replicas())), slots_, shadowed,
-               RunMode::Train);
+  executor.run(train_schedule(plan_.run_units(e_.run.batch_size, steps)), slots_, shadowed, RunMode::Train);
   traced_steps_.add(seconds_since(run_start), steps);
   collect_stage_metrics(record, epoch + 1);
 }

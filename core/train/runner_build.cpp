@@ -397,31 +397,10 @@ void Runner::check_schedule(const Schedule& s, const ValidateOptions& rules) con
 
 void Runner::check_schedules() const {
   const int stages = plan_.stages();
-  const ValidateOptions bound = plan_.rules();
-  if (e_.scheme->span() == Span::MiniBatch) {
-    const int m = e_.scheme->micro_batches() * plan_.replicas();
-    if (m > e_.run.batch_size) {
-      e_.source->fail("run.batch_size",
-                      fmt::format("scheme {} splits each mini-batch into {} micro-batches{}, but a mini-batch has "
-                                  "only {} examples",
-                                  e_.scheme->type(), m, plan_.replicas() > 1 ? " over its replicas" : "",
-                                  e_.run.batch_size),
-                      fmt::format("use run.batch_size >= {} or fewer micro-batches", m));
-    }
-    const std::vector<int> units = plan_.units_for_batch(e_.run.batch_size);
-    check_schedule(plan_.program(units), bound);
-  } else {
-    // Each mini-batch is split over the replicas (the training loader drops a short last one).
-    if (plan_.replicas() > e_.run.batch_size) {
-      e_.source->fail("run.batch_size",
-                      fmt::format("{} replicas each take a share of every mini-batch, but a mini-batch has only {} "
-                                  "examples",
-                                  plan_.replicas(), e_.run.batch_size),
-                      fmt::format("use run.batch_size >= {} or fewer replicas", plan_.replicas()));
-    }
-    const Schedule training = plan_.training(equal_units(static_cast<int>(train_->batches()), plan_.replicas()));
-    check_schedule(training, bound);
-  }
+  plan_.check_batch_size(e_.run.batch_size);
+  // The first schedule run's (a mini-batch's, an epoch's or the run's first epoch's), with
+  // its messages: what the executors run.
+  check_schedule(plan_.training(plan_.run_units(e_.run.batch_size, train_->batches())), plan_.rules());
   validate_schedule(schedules::forward_only(stages, static_cast<int>(std::max<int64_t>(test_->batches(), 1)),
                                             {plan_.placement().begin(), plan_.placement().begin() + stages}));
 }

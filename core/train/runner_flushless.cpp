@@ -111,7 +111,7 @@ std::vector<EpochMetrics> Runner::train_flushless(RunRecord& record, int64_t& gl
   ShadowFeed shadowed(plan_.copies() > 1 ? static_cast<Feed&>(shares) : feed, shadow_.get());
   traced_steps_ = {};
   const auto run_start = std::chrono::steady_clock::now();
-  executor.run(train_schedule(equal_units(units, plan_.replicas())), slots_, shadowed, RunMode::Train);
+  executor.run(train_schedule(plan_.run_units(e_.run.batch_size, units)), slots_, shadowed, RunMode::Train);
   traced_steps_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(),
                     per_epoch * epochs);
   executor.stats().read_memory_peaks();

@@ -51,10 +51,7 @@ void Runner::finish_summary(RunSummary& s) const {
   // The schedule of one run (one mini-batch, or one epoch) replayed with unit costs and
   // with the per-stage action times measured in the last epoch.
   const int stages = stage_count();
-  const std::vector<int> units = e_.scheme->span() == Span::MiniBatch
-                                     ? plan_.units_for_batch(e_.run.batch_size)
-                                     : equal_units(static_cast<int>(train_->batches()), plan_.replicas());
-  const Schedule schedule = plan_.program(units);
+  const Schedule schedule = plan_.program(plan_.run_units(e_.run.batch_size, train_->batches()));
   s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
   const ExecStats& st = last_train_stats_;
   if (st.stages() != static_cast<size_t>(stages)) return;  // no training ran in this session

@@ -56,17 +56,6 @@ Lists planned(const Schedule& s) {
   return lists;
 }
 
-/// The units of the run's first schedule run: a mini-batch's micro-batches, or an epoch's
-/// (a whole run's) mini-batches, one each.
-std::vector<int> first_run_units(const RunPlan& plan, const Experiment& e, int64_t mini_batches) {
-  switch (plan.scheme().span()) {
-    case Span::MiniBatch: return plan.units_for_batch(e.run.batch_size);
-    case Span::Epoch: return equal_units(static_cast<int>(mini_batches), plan.replicas());
-    case Span::Run: return equal_units(static_cast<int>(mini_batches * e.run.epochs), plan.replicas());
-  }
-  return {};
-}
-
 /// Compiles the plan of `yaml` with `sets` and runs it: the planned lists are the executed
 /// ones, or the plan and the run refuse with one message. Returns whether it ran.
 bool expect_planned_is_run(const testing::TempDir& dir, const std::string& yaml, std::vector<std::string> sets) {
@@ -91,7 +80,10 @@ bool expect_planned_is_run(const testing::TempDir& dir, const std::string& yaml,
     return false;
   }
   Runner runner(e, quiet);
-  const Lists want = planned(plan->training(first_run_units(*plan, e, runner.data().train->size() / e.run.batch_size)));
+  // The first schedule run: a mini-batch's, an epoch's, or a never-flushed run's all.
+  const int64_t batches = runner.data().train->size() / e.run.batch_size;
+  const int64_t covered = plan->scheme().span() == Span::Run ? batches * e.run.epochs : batches;
+  const Lists want = planned(plan->training(plan->run_units(e.run.batch_size, covered)));
   runner.run();
   EXPECT_FALSE(want.empty());
   EXPECT_EQ(testing::executed_actions(dir.file("run"), want), want);
