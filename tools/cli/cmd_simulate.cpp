@@ -12,6 +12,7 @@
 #include "core/model/block_costs.h"
 #include "core/scheme/placed_scheme.h"
 #include "core/train/run_plan.h"
+#include "tools/cli/cost_source.h"
 #include "tools/cli/model_input.h"
 #include "tools/simulate/block_memory.h"
 #include "tools/simulate/codec_costs.h"
@@ -101,108 +102,6 @@ double optimizer_states(const OptimizerFactory& factory) {
   for (const auto& [name, t] : optimizer->state()) bytes += static_cast<double>(t.nbytes());
   return std::round(bytes / static_cast<double>(p.nbytes()));
 }
-
-/// Where costs come from: a file, or the model profiled once and cut per stage count.
-class CostSource {
- public:
-  CostSource(const Experiment& e, const po::variables_map& vm, const std::string& costs_file, sim::DeviceSpec device)
-      : e_(e), device_(device) {
-    if (!costs_file.empty()) {
-      file_ = sim::load_costs(costs_file);
-      if (vm.count("link-gbps")) file_->link.gbps = device.link.gbps;
-      if (vm.count("link-latency-us")) file_->link.latency_us = device.link.latency_us;
-      return;
-    }
-    const DataSpec spec = data_spec(e, vm);
-    const ModelDef def = e.model->define(spec);
-    dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
-    blocks_ = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
-    memory_ = sim::measure_block_memory(def, spec, static_cast<uint64_t>(e.run.seed));
-    ties_ = tied_blocks(def);
-  }
-  bool derived() const { return !file_; }
-
-  /// A tie between two blocks' parameters: the blocks and the tensor's elements.
-  struct BlockTie {
-    size_t first = 0, second = 0;
-    int64_t elements = 0;
-  };
-  /// The model's ties (ModelDef::ties, "<block>.<param>") as block indices; the tensor's size
-  /// from the first block, built once.
-  static std::vector<BlockTie> tied_blocks(const ModelDef& def) {
-    std::vector<BlockTie> out;
-    const auto block_of = [&def](const std::string& name) {
-      for (size_t b = 0; b < def.blocks.size(); ++b) {
-        if (name.rfind(def.blocks[b].name + ".", 0) == 0) return b;
-      }
-      return def.blocks.size();
-    };
-    for (const TiedParameter& tie : def.ties) {
-      BlockTie t{block_of(tie.first), block_of(tie.second), 0};
-      if (t.first == def.blocks.size() || t.second == def.blocks.size()) continue;
-      const std::string param = tie.first.substr(def.blocks[t.first].name.size() + 1);
-      for (const auto& kv : def.blocks[t.first].make().ptr()->named_parameters()) {
-        if (kv.key() == param) t.elements = kv.value().numel();
-      }
-      out.push_back(t);
-    }
-    return out;
-  }
-  /// The bytes each stage of `balance` holds of a tie that spans two stages.
-  void add_tied_bytes(sim::SimCosts& c, const std::vector<int>& balance) const {
-    const auto stage_of = [&balance](size_t block) {
-      size_t end = 0;
-      for (size_t p = 0; p < balance.size(); ++p) {
-        end += static_cast<size_t>(balance[p]);
-        if (block < end) return p;
-      }
-      return balance.size() - 1;
-    };
-    for (const BlockTie& t : ties_) {
-      const size_t a = stage_of(t.first), b = stage_of(t.second);
-      if (a == b) continue;
-      const double bytes = static_cast<double>(t.elements) * device_.dtype_bytes;
-      c.stages[a].tied_bytes += bytes;
-      c.stages[b].tied_bytes += bytes;
-    }
-  }
-  const std::optional<sim::SimCosts>& file() const { return file_; }
-  const sim::BlockMemory& memory() const { return memory_; }
-
-  /// Costs of `stages` stages for units of `examples` examples.
-  sim::SimCosts costs(int stages, double examples) const {
-    if (file_) {
-      sim::SimCosts c = file_->scaled_to(examples);
-      const double bytes = c.dtype == "float64" ? 8 : c.dtype == "float32" || c.dtype.empty() ? 4 : 2;
-      sim::apply_compression(c, e_.compression, bytes);
-      return c;
-    }
-    if (stages > static_cast<int>(blocks_.size())) {
-      throw UserError(fmt::format("{} stages, but the model has {} blocks. Fix: use at most {} stages", stages,
-                                  blocks_.size(), blocks_.size()));
-    }
-    std::vector<double> flops;
-    for (const BlockProfile& b : blocks_) flops.push_back(static_cast<double>(b.flops));
-    // The file's partition when it has this many stages, else the FLOPs-balanced cut.
-    std::vector<int> balance = e_.partition.balance.kind == Balance::Kind::Counts &&
-                                       static_cast<int>(e_.partition.balance.counts.size()) == stages
-                                   ? e_.partition.balance.counts
-                                   : balance_by_weight(with_floor(flops), stages);
-    sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_);
-    c.source = "derived";
-    add_tied_bytes(c, balance);
-    sim::apply_compression(c, e_.compression, device_.dtype_bytes);
-    return c;
-  }
-
- private:
-  const Experiment& e_;
-  sim::DeviceSpec device_;
-  std::optional<sim::SimCosts> file_;
-  std::vector<BlockProfile> blocks_;
-  sim::BlockMemory memory_;
-  std::vector<BlockTie> ties_;
-};
 
 }  // namespace
 
