@@ -38,21 +38,24 @@ SimCosts plan_costs(const SimCosts& c, const RunPlan& plan) {
 /// (Patarasuk & Yuan 2009; what NCCL's ring does), in 2(n-1) latency-bound steps.
 double ring_bytes(double n, double bytes) { return n < 2 ? 0.0 : 2 * (n - 1) / n * bytes; }
 
+/// The copies of `stage`'s pipeline stage (a replica of the whole pipeline each, or
+/// PipeDream's replicated stages): the members of its gradients' ring.
+int copies_of(const RunPlan& plan, int stage) {
+  const StageLayout& layout = plan.layout();
+  return layout.replicated() ? layout.counts().at(static_cast<size_t>(layout.position(stage))) : 1;
+}
+
 /// The bytes stage `stage`'s ALLREDUCE sends: its gradients over its copies, and the tied
 /// weights it shares with another pipeline stage over every copy of the tie (two per
 /// pipeline); a global clip's norm is a scalar and counts nothing.
 double collective_bytes(const SimCosts& c, const RunPlan& plan, int stage) {
   const StageCosts& k = c.stages.at(static_cast<size_t>(stage));
-  const int copies = plan.layout().replicated()
-                         ? plan.layout().counts().at(static_cast<size_t>(plan.layout().position(stage)))
-                         : 1;
+  const int copies = copies_of(plan, stage);
   return ring_bytes(copies, k.parameter_bytes) + ring_bytes(2.0 * copies, k.tied_bytes);
 }
 
 int collective_steps(const SimCosts& c, const RunPlan& plan, int stage) {
-  const int copies = plan.layout().replicated()
-                         ? plan.layout().counts().at(static_cast<size_t>(plan.layout().position(stage)))
-                         : 1;
+  const int copies = copies_of(plan, stage);
   const int members = c.stages.at(static_cast<size_t>(stage)).tied_bytes > 0 ? 2 * copies : copies;
   return members < 2 ? 0 : 2 * (members - 1);
 }
