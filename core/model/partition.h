@@ -5,7 +5,7 @@
 /// `flops`, `time` (forward + backward, profiled on the run's device) or `memory`.
 /// `auto` is `flops` (README, "Balance": it measured as fast as `time`, and it is
 /// deterministic). A `time` split is settled by the runner: process 0's in a multi-process
-/// run, the saved one on --resume (Runner::settled_time_balance).
+/// run, the saved one on --resume (RunBuilder::settled_time_balance).
 #include <functional>
 #include <string>
 #include <vector>

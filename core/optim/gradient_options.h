@@ -22,7 +22,7 @@ struct GradientOptions {
   ClipScope clip_scope = ClipScope::Auto;
   Tied tied_gradients = Tied::Sum;
   /// Whether the file gave tied_gradients: a model without tied weights refuses it
-  /// (core/train/runner_build.cpp), since it would do nothing.
+  /// (core/train/run_builder.cpp), since it would do nothing.
   bool tied_gradients_given = false;
 
   /// The keys this struct reads (the optimizer's own options do not know them).

@@ -201,4 +201,33 @@ Schedule RunPlan::training(const std::vector<int>& units) const {
   return layout_.uniform() ? with_communication(s) : s;
 }
 
+int RunPlan::epochs_per_pass(int epochs_left) const {
+  return scheme_->span() == Span::Run ? std::max(epochs_left, 1) : 1;
+}
+
+int64_t RunPlan::mini_batches_per_run(int64_t pass_mini_batches) const {
+  return scheme_->span() == Span::MiniBatch ? 1 : pass_mini_batches;
+}
+
+bool RunPlan::stops_at_steps() const { return scheme_->span() != Span::Run; }
+
+std::unique_ptr<RunFeed> RunPlan::feed(DataLoader& loader, at::ScalarType dtype, const RunFeed::Window& window,
+                                       RunFeed::Done done, bool one_process) const {
+  if (scheme_->span() == Span::MiniBatch) {
+    return std::make_unique<ChunkedRunFeed>(loader, dtype, window, replicas_, scheme_->micro_batches(),
+                                            std::move(done));
+  }
+  return std::make_unique<LoaderRunFeed>(loader, dtype, window, copies() > 1 ? replicas_ : 0, std::move(done),
+                                         one_process);
+}
+
+std::vector<int> RunPlan::replica_view(int r) const {
+  std::vector<int> ids;
+  for (int p = 0; p < stages_; ++p) {
+    const int copies = layout_.replicated() ? layout_.counts()[static_cast<size_t>(p)] : 1;
+    ids.push_back(layout_.stage(p, std::min(r, copies - 1)));
+  }
+  return ids;
+}
+
 }  // namespace pipelab

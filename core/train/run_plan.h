@@ -16,6 +16,7 @@
 #include "core/optim/gradient_options.h"
 #include "core/schedule/stage_layout.h"
 #include "core/scheme/replicas.h"
+#include "core/train/run_feeds.h"
 
 namespace pipelab {
 
@@ -93,6 +94,26 @@ class RunPlan {
   /// The same before lowering (the scheme's compute schedule over the replicas; replicated
   /// stages have no other form): what the schedule's validation and the ideal bubble read.
   Schedule program(const std::vector<int>& units) const;
+
+  // How training is cut, as the step loop reads it (the scheme's flush span, read here only).
+  /// Epochs one pass trains before they are evaluated, of `epochs_left`: all of them for a
+  /// pipeline never flushed (each evaluated afterwards on the weights saved at its end; such
+  /// a run cannot resume from inside), else 1.
+  int epochs_per_pass(int epochs_left) const;
+  /// Mini-batches one schedule run covers in a pass of `pass_mini_batches`: 1 with a flush
+  /// per mini-batch, else the whole pass.
+  int64_t mini_batches_per_run(int64_t pass_mini_batches) const;
+  /// Whether a run can stop at a step count (run.max_steps): not when one pipeline spans
+  /// every epoch.
+  bool stops_at_steps() const;
+  /// The feed of one schedule run over mini-batches [first, first + count) of a pass that
+  /// starts at epoch `first_epoch` (mini-batch g is batch g % per_epoch of epoch
+  /// first_epoch + g / per_epoch), split as the plan splits them (core/train/feeds.h).
+  std::unique_ptr<RunFeed> feed(DataLoader& loader, at::ScalarType dtype, const RunFeed::Window& window,
+                                RunFeed::Done done, bool one_process) const;
+  /// Replica r's copy of every pipeline stage, as stage ids (a replicated stage with fewer
+  /// copies gives its last). Replica 0's is the model that evaluation and checkpoints read.
+  std::vector<int> replica_view(int r) const;
 
  private:
   const Scheme* scheme_ = nullptr;

@@ -196,3 +196,47 @@ TEST(RunPlan, SimulateReplaysReplicatedStages) {
 
 }  // namespace
 }  // namespace pipelab::run_plan_test
+
+namespace pipelab::run_plan_test {
+namespace {
+
+/// The plan of the test experiment with `sets`; the experiment stays alive with it (a plan
+/// points at its scheme).
+RunPlan plan_of(const std::vector<std::string>& sets) {
+  static std::vector<std::unique_ptr<Experiment>> kept;
+  kept.push_back(std::make_unique<Experiment>(Experiment::parse(testing::kExperiment, "e.yaml", sets)));
+  return RunPlan::compile(plan_request(*kept.back()));
+}
+
+// The step loop cuts training as the plan says, for each flush span: a flush per mini-batch
+// is a one-epoch pass of one-mini-batch runs; a flush per epoch a one-epoch pass of one run;
+// a pipeline never flushed one pass of every epoch in one run, which cannot stop at a step.
+TEST(RunPlan, CutsTrainingIntoPassesAndRunsByItsSpan) {
+  const RunPlan gpipe = plan_of({});
+  EXPECT_EQ(gpipe.epochs_per_pass(3), 1);
+  EXPECT_EQ(gpipe.mini_batches_per_run(8), 1);
+  EXPECT_TRUE(gpipe.stops_at_steps());
+  const RunPlan epoch = plan_of({"scheme={type: pipedream, flush: epoch}"});
+  EXPECT_EQ(epoch.epochs_per_pass(3), 1);
+  EXPECT_EQ(epoch.mini_batches_per_run(8), 8);
+  EXPECT_TRUE(epoch.stops_at_steps());
+  const RunPlan never = plan_of({"scheme={type: pipedream_2bw, flush: never}"});
+  EXPECT_EQ(never.epochs_per_pass(3), 3);
+  EXPECT_EQ(never.mini_batches_per_run(24), 24);
+  EXPECT_FALSE(never.stops_at_steps());
+}
+
+// Replica r's view: whole pipelines are numbered replica by replica (r * S + p); a replicated
+// stage with fewer copies than r + 1 gives its last. Replica 0 is the model evaluated and saved.
+TEST(RunPlan, ReplicaViewNamesEachReplicasStages) {
+  const RunPlan replicas = plan_of({"partition.replicas=2"});
+  EXPECT_EQ(replicas.replica_view(0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(replicas.replica_view(1), (std::vector<int>{2, 3}));
+  const RunPlan replicated = plan_of({"partition.replicas=[2, 1]", "scheme={type: pipedream}"});
+  EXPECT_EQ(replicated.replica_view(0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(replicated.replica_view(1), (std::vector<int>{2, 1}));
+  EXPECT_EQ(plan_of({}).replica_view(0), (std::vector<int>{0, 1}));
+}
+
+}  // namespace
+}  // namespace pipelab::run_plan_test

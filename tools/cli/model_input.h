@@ -38,7 +38,7 @@ inline std::vector<int64_t> parse_shape(std::string text, const std::string& fla
 }
 
 /// The data the model is defined for: from the command line, or from loading the dataset
-/// as `pipelab run` would (the same data folder rules, core/train/runner_build.cpp).
+/// as `pipelab run` would (the same data folder rules, core/train/run_builder.cpp).
 inline DataSpec data_spec(const Experiment& e, const po::variables_map& vm) {
   if (vm.count("input-shape")) {
     DataSpec spec;

@@ -12,16 +12,17 @@
 #include "core/schedule/timeline.h"
 #include "core/scheme/replicas.h"
 #include "core/train/feeds.h"
-#include "core/train/runner.h"
+#include "core/train/run_parts.h"
+#include "core/train/run_recorder.h"
 #include "core/util/progress.h"
 #include "core/util/provenance.h"
 
 namespace pipelab {
 
-void Runner::finish_summary(RunSummary& s) const {
+void RunRecorder::finish_summary(RunSummary& s, const PassMeasurements& measured) const {
   // Per-stage means of what the policies measured, from metrics/stages.csv (so that a
   // resumed run's summary covers every session).
-  s.stage_means.assign(static_cast<size_t>(stage_count()), {});
+  s.stage_means.assign(static_cast<size_t>(parts_.stage_count()), {});
   std::map<std::pair<int, std::string>, std::pair<double, int64_t>> sums;
   for_each_stage_metric((std::filesystem::path(e_.run.output) / "metrics/stages.csv").string(),
                         [&](int stage, const std::string& name, double value) {
@@ -30,11 +31,11 @@ void Runner::finish_summary(RunSummary& s) const {
                           ++n;
                         });
   for (const auto& [key, total] : sums) {
-    if (key.first < stage_count()) s.stage_means[static_cast<size_t>(key.first)][key.second] = total.first / static_cast<double>(total.second);
+    if (key.first < parts_.stage_count()) s.stage_means[static_cast<size_t>(key.first)][key.second] = total.first / static_cast<double>(total.second);
   }
   s.loss_scales.clear();
   s.skipped_updates.clear();
-  for (const auto& stage : stages_) {
+  for (const auto& stage : parts_.stages) {
     if (const LossScaler* scaler = stage->loss_scaler()) {
       s.loss_scales.push_back(scaler->scale());
       s.skipped_updates.push_back(scaler->skipped());
@@ -50,10 +51,10 @@ void Runner::finish_summary(RunSummary& s) const {
   s.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
   // The schedule of one run (one mini-batch, or one epoch) replayed with unit costs and
   // with the per-stage action times measured in the last epoch.
-  const int stages = stage_count();
-  const Schedule schedule = plan_.program(plan_.run_units(e_.run.batch_size, train_->batches()));
+  const int stages = parts_.stage_count();
+  const Schedule schedule = parts_.plan.program(parts_.plan.run_units(e_.run.batch_size, parts_.train->batches()));
   s.bubble_ideal = simulate_timeline(schedule, CostModel::uniform(stages, 1, 1)).bubble_fraction;
-  const ExecStats& st = last_train_stats_;
+  const ExecStats& st = measured.stats;
   if (st.stages() != static_cast<size_t>(stages)) return;  // no training ran in this session
   // Steps in the stats: the most updates any stage made (one per mini-batch, or fewer).
   int64_t steps = 1;
@@ -65,9 +66,8 @@ void Runner::finish_summary(RunSummary& s) const {
   }
   const Timeline t = simulate_timeline(schedule, st.cost_model());
   s.bubble_measured = t.bubble_fraction;
-  const double per_run_samples = e_.scheme->span() == Span::MiniBatch
-                                     ? static_cast<double>(e_.run.batch_size)
-                                     : static_cast<double>(train_->batches() * e_.run.batch_size);
+  const double per_run_samples =
+      static_cast<double>(parts_.plan.mini_batches_per_run(parts_.train->batches()) * e_.run.batch_size);
   s.simulated_samples_per_second = t.makespan > 0 ? per_run_samples / t.makespan : 0;
 }
 

@@ -8,31 +8,32 @@
 #include <sstream>
 
 #include "core/scheme/gradient_route.h"
-#include "core/train/runner.h"
+#include "core/train/run_parts.h"
+#include "core/train/run_recorder.h"
 #include "core/train/shadow_sync.h"
 
 namespace pipelab {
 
-void Runner::collect_stage_metrics(RunRecord& record, int epoch) {
+void RunRecorder::collect_stage_metrics(int epoch) {
   World& world = e_.executor->world();
   const bool writer = world.writes_records();
   std::vector<StageMetric> rows;
-  for (size_t r = 0; r < policies_.size(); ++r) {
+  for (size_t r = 0; r < parts_.policies.size(); ++r) {
     // Another process's stage measured nothing here: its rows would be zeros that look real.
     if (!world.runs_stage(static_cast<int>(r))) continue;
     rows.clear();
-    policies_[r]->collect(rows);
-    if (routes_[r]) routes_[r]->collect(rows);
-    if (shadow_) shadow_->collect(static_cast<int>(r), rows);
+    parts_.policies[r]->collect(rows);
+    if (parts_.routes[r]) parts_.routes[r]->collect(rows);
+    if (parts_.shadow) parts_.shadow->collect(static_cast<int>(r), rows);
     if (writer) {
-      if (!rows.empty()) record.stage_metrics(epoch, static_cast<int>(r), rows);
+      if (!rows.empty()) record_.stage_metrics(epoch, static_cast<int>(r), rows);
       continue;
     }
     for (StageMetric& m : rows) kept_metrics_.push_back({epoch, static_cast<int>(r), std::move(m)});
   }
 }
 
-void Runner::gather_stage_metrics(RunRecord& record) {
+void RunRecorder::gather_stage_metrics() {
   World& world = e_.executor->world();
   if (world.process_name().empty()) return;
   // The names this process measured, one per line, and a row per metric that points at one.
@@ -60,7 +61,7 @@ void Runner::gather_stage_metrics(RunRecord& record) {
     auto a = got.accessor<double, 2>();
     for (int64_t i = 0; i < got.size(0); ++i) {
       StageMetric m{static_cast<int64_t>(a[i][2]), name.at(static_cast<size_t>(a[i][3])), a[i][4]};
-      record.stage_metrics(static_cast<int>(a[i][0]), static_cast<int>(a[i][1]), {m});
+      record_.stage_metrics(static_cast<int>(a[i][0]), static_cast<int>(a[i][1]), {m});
     }
   }
 }

@@ -1,0 +1,40 @@
+#include "core/train/run_feeds.h"
+
+#include "core/util/error.h"
+
+namespace pipelab {
+
+ChunkedRunFeed::ChunkedRunFeed(DataLoader& loader, at::ScalarType dtype, const Window& window, int replicas,
+                               int micro_batches, Done done)
+    : mini_batch_(window.first), done_(std::move(done)) {
+  PIPELAB_ASSERT(window.count == 1, "a run flushed per mini-batch covers one, not {}", window.count);
+  const int epoch = window.first_epoch + static_cast<int>(window.first / window.per_epoch);
+  if (loader.epoch() != epoch) loader.start_epoch(epoch);
+  const Batch batch = loader.batch(window.first % window.per_epoch);
+  // Each replica's share of the mini-batch, split into its micro-batches, in order.
+  std::vector<int64_t> sizes;
+  for (const auto& share : replica_chunk_sizes(batch.x.size(0), replicas, micro_batches)) {
+    sizes.insert(sizes.end(), share.begin(), share.end());
+  }
+  chunks_ = std::make_unique<ChunkFeed>(batch, sizes, dtype);
+}
+
+LoaderRunFeed::LoaderRunFeed(DataLoader& loader, at::ScalarType dtype, const Window& window, int replicas, Done done,
+                             bool one_process)
+    : done_(std::move(done)),
+      mini_batches_(
+          loader, dtype,
+          [this](int mb, const MicroBatchResult& r) {
+            LossTotals totals;
+            totals.add(r);
+            done_(mb, totals);
+          },
+          window.per_epoch, window.first_epoch) {
+  // The run covers its whole pass: micro-batch g is the pass's mini-batch g.
+  PIPELAB_ASSERT(window.first == 0, "a pipelined run starts its pass, not at mini-batch {}", window.first);
+  if (replicas > 0) {
+    shares_ = std::make_unique<ReplicaFeed>(mini_batches_, replicas, static_cast<int>(window.count), one_process);
+  }
+}
+
+}  // namespace pipelab

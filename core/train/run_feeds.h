@@ -1,0 +1,60 @@
+#pragma once
+/// The feed of one training schedule run, as the run plan makes it (RunPlan::feed): the step
+/// loop asks for one whatever the flush span, and hears of each finished mini-batch's totals.
+#include <functional>
+#include <memory>
+
+#include "core/train/feeds.h"
+
+namespace pipelab {
+
+class RunFeed {
+ public:
+  /// Mini-batches [first, first + count) of a pass that starts at epoch `first_epoch`, whose
+  /// mini-batch g is batch g % per_epoch of epoch first_epoch + g / per_epoch.
+  struct Window {
+    int first_epoch = 0;
+    int64_t per_epoch = 1;
+    int64_t first = 0, count = 1;
+  };
+  /// Mini-batch g of the pass finished with these totals (reported in order of g).
+  using Done = std::function<void(int64_t mini_batch, const LossTotals& totals)>;
+
+  virtual ~RunFeed() = default;
+  /// What the executor reads.
+  virtual Feed& feed() = 0;
+  /// After the schedule run: reports what only the run's end completes.
+  virtual void finish() {}
+};
+
+/// A flush per mini-batch (GPipe-style): the window's one mini-batch, each replica's share of
+/// it split into the scheme's micro-batches; its totals are reported once the run is over.
+class ChunkedRunFeed final : public RunFeed {
+ public:
+  ChunkedRunFeed(DataLoader& loader, at::ScalarType dtype, const Window& window, int replicas, int micro_batches,
+                 Done done);
+  Feed& feed() override { return *chunks_; }
+  void finish() override { done_(mini_batch_, chunks_->totals()); }
+
+ private:
+  int64_t mini_batch_;
+  Done done_;
+  std::unique_ptr<ChunkFeed> chunks_;
+};
+
+/// A pipeline across mini-batches (an epoch, or every epoch of a run never flushed):
+/// mini-batch g as micro-batch g, fetched when the first stage asks for it. With `replicas`
+/// > 0 each replica (or replicated stage) takes its share through a ReplicaFeed.
+class LoaderRunFeed final : public RunFeed {
+ public:
+  LoaderRunFeed(DataLoader& loader, at::ScalarType dtype, const Window& window, int replicas, Done done,
+                bool one_process);
+  Feed& feed() override { return shares_ ? static_cast<Feed&>(*shares_) : mini_batches_; }
+
+ private:
+  Done done_;
+  LoaderFeed mini_batches_;
+  std::unique_ptr<ReplicaFeed> shares_;
+};
+
+}  // namespace pipelab

@@ -1,0 +1,53 @@
+/// What a built run is made of (core/train/run_parts.h): its views of the stages.
+#include "core/train/run_parts.h"
+
+#include <numeric>
+
+#include "core/train/shadow_sync.h"
+#include "core/train/stage_costs.h"
+
+namespace pipelab {
+
+RunParts::RunParts() = default;
+RunParts::~RunParts() = default;  // here, where ShadowSync is complete
+
+std::vector<Stage*> RunParts::all_stages() const {
+  std::vector<Stage*> out;
+  for (const auto& s : stages) out.push_back(s.get());
+  return out;
+}
+
+std::vector<StagePolicy*> RunParts::all_policies() const {
+  std::vector<StagePolicy*> out;
+  for (const auto& p : policies) out.push_back(p.get());
+  return out;
+}
+
+std::vector<Stage*> RunParts::replica_stages(int r) const {
+  std::vector<Stage*> out;
+  for (const int id : plan.replica_view(r)) out.push_back(stages[static_cast<size_t>(id)].get());
+  return out;
+}
+
+at::Tensor RunParts::sample_inputs(int64_t n) const {
+  std::vector<int64_t> index(static_cast<size_t>(std::min<int64_t>(n, data.train->size())));
+  std::iota(index.begin(), index.end(), 0);
+  const at::Tensor x = data.train->get(index, 0).x;
+  return data.spec.integer_input ? x : x.to(dtype);
+}
+
+std::vector<int64_t> RunParts::cross_stage_tie_bytes() const {
+  std::vector<int64_t> bytes(stages.size(), 0);
+  const int pipeline = plan.stages();
+  for (const GradientPlan::Tie& t : ties) {
+    if (t.first_stage == t.second_stage) continue;  // summed inside its stage, nothing moves
+    for (size_t s = 0; s < stages.size(); ++s) {
+      const int p = static_cast<int>(s) % pipeline;  // replicas of whole pipelines: r * S + p
+      if (p == t.first_stage) bytes[s] += tensor_bytes({stages[s]->parameters().at(t.first)});
+      if (p == t.second_stage) bytes[s] += tensor_bytes({stages[s]->parameters().at(t.second)});
+    }
+  }
+  return bytes;
+}
+
+}  // namespace pipelab
