@@ -52,7 +52,7 @@ TEST(Readme, TheCommandTableListsWhatHelpShows) {
   const std::map<std::string, std::set<std::string>> positional{
       {"list", {"kind", "name"}}, {"check", {"what", "name"}}, {"table", {"runs"}}, {"plot", {"runs"}}};
   for (const char* command :
-       {"run", "launch", "check", "list", "describe", "schedule", "simulate", "sweep", "table", "plot"}) {
+       {"run", "launch", "check", "list", "describe", "schedule", "simulate", "plan", "sweep", "table", "plot"}) {
     // The table's columns for this command: every row whose syntax starts with it.
     std::string syntax;
     const std::regex row(std::string("\\| `pipelab ") + command + "\\b([^`]*)`");

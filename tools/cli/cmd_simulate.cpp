@@ -62,16 +62,6 @@ SchemeSpec scheme_spec(const std::string& spec, const Scheme& file_scheme, int b
   return out;
 }
 
-/// Writes `text` to `path`, making its folder first.
-void write_output(const std::string& path, const std::string& text) {
-  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
-  if (ec) throw UserError(fmt::format("cannot create the folder {}: {}. Fix: give a writable path", folder.string(), ec.message()));
-  write_file_atomic(path, text);
-  fmt::print("wrote {}\n", path);
-}
-
 /// "2:1.5" -> device 2 computes 1.5x slower.
 std::map<int, double> slow_devices(const std::vector<std::string>& given) {
   std::map<int, double> out;
@@ -91,26 +81,15 @@ std::map<int, double> slow_devices(const std::vector<std::string>& given) {
   return out;
 }
 
-/// State tensors per parameter of the file's optimizer (SGD 0, with momentum 1, Adam 2),
-/// measured: one step on a tensor of 4096 values, whatever the optimizer is.
-double optimizer_states(const OptimizerFactory& factory) {
-  at::Tensor p = at::zeros({4096}, at::kFloat).set_requires_grad(true);
-  const std::unique_ptr<Optimizer> optimizer = factory.make({p});
-  p.mutable_grad() = at::ones({4096}, at::kFloat);
-  optimizer->step();
-  double bytes = 0;
-  for (const auto& [name, t] : optimizer->state()) bytes += static_cast<double>(t.nbytes());
-  return std::round(bytes / static_cast<double>(p.nbytes()));
-}
-
 }  // namespace
 
 int simulate(const Args& args) {
   po::options_description options("options");
-  std::string file, schemes_text, costs_file, svg, trace, markdown, executor = "devices", dtype = "float32";
+  std::string file, schemes_text, svg, trace, markdown, executor = "devices";
   std::vector<std::string> sets, slow;
   int stages = 0, micro = 0;
-  sim::DeviceSpec device;
+  CostFlags cost;
+  sim::DeviceSpec& device = cost.device;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file (model, partition, scheme, batch)")(
       "set", po::value(&sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
       "schemes", po::value(&schemes_text),
@@ -122,12 +101,6 @@ int simulate(const Args& args) {
       "micro-batches M per mini-batch (default: the measured run's, else the file's scheme's, else each scheme's "
       "own); a scheme that is not "
       "flushed per mini-batch runs units of the same size, its step being M of them once the pipeline is full")(
-      "costs", po::value(&costs_file), "costs file: a run's metrics/costs.json (measured) or a YAML file (given)")(
-      "device-flops", po::value(&device.tflops), "derive costs: the device's achieved TFLOP/s")(
-      "memory-bw", po::value(&device.memory_gbs), "derive costs: memory bandwidth, GB/s (0: not limiting)")(
-      "link-gbps", po::value(&device.link.gbps), "link bandwidth between devices, Gbit/s (0: infinite)")(
-      "link-latency-us", po::value(&device.link.latency_us), "link latency per message, microseconds")(
-      "dtype", po::value(&dtype), "derive costs: float32, bfloat16 or float16 (bytes of weights and activations)")(
       "no-overlap", "a send occupies its device until the message arrives (default: compute and links overlap)")(
       "executor", po::value(&executor),
       "devices (default: one worker per device, what D devices would do) or sequential (one thread runs every "
@@ -136,6 +109,7 @@ int simulate(const Args& args) {
       "svg", po::value(&svg), "write the timeline and memory per device as SVG (one file per scheme: out-NAME.svg)")(
       "trace", po::value(&trace), "write a Chrome trace (Perfetto, chrome://tracing) per scheme")(
       "markdown", po::value(&markdown), "also write the comparison table to this file");
+  add_cost_options(options, cost);
   add_input_options(options);
   po::positional_options_description positional;
   positional.add("file", 1);
@@ -155,21 +129,12 @@ int simulate(const Args& args) {
     return 0;
   }
   check_output_file("--markdown", markdown);
-  if (!costs_file.empty() && vm.count("device-flops")) throw UsageError{"give --costs or --device-flops, not both"};
-  if (costs_file.empty() && !vm.count("device-flops")) {
-    throw UsageError{"give the costs: --costs FILE (measured or given) or --device-flops TFLOPS (derived)"};
-  }
-  if (vm.count("device-flops")) checked_flag("--device-flops", device.tflops, 1e-9, 1e6);
-  checked_flag("--memory-bw", device.memory_gbs, 0, 1e9);
-  checked_flag("--link-gbps", device.link.gbps, 0, 1e9);
-  checked_flag("--link-latency-us", device.link.latency_us, 0, 1e9);
-  if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16") {
-    throw UsageError{fmt::format("--dtype {}: use float32, bfloat16 or float16", dtype)};
-  }
+  check_cost_flags(vm, cost);
+  const std::string& costs_file = cost.costs_file;
+  const std::string& dtype = cost.dtype;
   if (executor != "devices" && executor != "sequential") {
     throw UsageError{fmt::format("--executor {}: use devices or sequential", executor)};
   }
-  device.dtype_bytes = dtype == "float32" ? 4 : 2;
   const Experiment e = Experiment::load(file, sets);
   device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, vm, costs_file, device);

@@ -2,6 +2,7 @@
 /// Where `pipelab simulate` takes its costs from: a costs file (a run's metrics/costs.json,
 /// or one written by hand), or the model profiled once and cut per stage count, with the
 /// tied weights each stage shares with another (the ALLREDUCE before each update).
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,53 @@
 #include "tools/simulate/derive.h"
 
 namespace pipelab::cli {
+
+/// The flags that say where costs come from, shared by `simulate` and `plan`.
+struct CostFlags {
+  std::string costs_file;
+  std::string dtype = "float32";
+  sim::DeviceSpec device;
+};
+
+/// --costs, --device-flops, --memory-bw, --link-gbps, --link-latency-us, --dtype.
+inline void add_cost_options(po::options_description& options, CostFlags& f) {
+  options.add_options()("costs", po::value(&f.costs_file),
+                        "costs file: a run's metrics/costs.json (measured) or a YAML file (given)")(
+      "device-flops", po::value(&f.device.tflops), "derive costs: the device's achieved TFLOP/s")(
+      "memory-bw", po::value(&f.device.memory_gbs), "derive costs: memory bandwidth, GB/s (0: not limiting)")(
+      "link-gbps", po::value(&f.device.link.gbps), "link bandwidth between devices, Gbit/s (0: infinite)")(
+      "link-latency-us", po::value(&f.device.link.latency_us), "link latency per message, microseconds")(
+      "dtype", po::value(&f.dtype), "derive costs: float32, bfloat16 or float16 (bytes of weights and activations)");
+}
+
+/// Refuses a bad combination or value of the cost flags (UsageError) and sets the device's
+/// bytes per element from --dtype.
+inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
+  if (!f.costs_file.empty() && vm.count("device-flops")) throw UsageError{"give --costs or --device-flops, not both"};
+  if (f.costs_file.empty() && !vm.count("device-flops")) {
+    throw UsageError{"give the costs: --costs FILE (measured or given) or --device-flops TFLOPS (derived)"};
+  }
+  if (vm.count("device-flops")) checked_flag("--device-flops", f.device.tflops, 1e-9, 1e6);
+  checked_flag("--memory-bw", f.device.memory_gbs, 0, 1e9);
+  checked_flag("--link-gbps", f.device.link.gbps, 0, 1e9);
+  checked_flag("--link-latency-us", f.device.link.latency_us, 0, 1e9);
+  if (f.dtype != "float32" && f.dtype != "bfloat16" && f.dtype != "float16") {
+    throw UsageError{fmt::format("--dtype {}: use float32, bfloat16 or float16", f.dtype)};
+  }
+  f.device.dtype_bytes = f.dtype == "float32" ? 4 : 2;
+}
+
+/// State tensors per parameter of the file's optimizer (SGD 0, with momentum 1, Adam 2),
+/// measured: one step on a tensor of 4096 values, whatever the optimizer is.
+inline double optimizer_states(const OptimizerFactory& factory) {
+  at::Tensor p = at::zeros({4096}, at::kFloat).set_requires_grad(true);
+  const std::unique_ptr<Optimizer> optimizer = factory.make({p});
+  p.mutable_grad() = at::ones({4096}, at::kFloat);
+  optimizer->step();
+  double bytes = 0;
+  for (const auto& [name, t] : optimizer->state()) bytes += static_cast<double>(t.nbytes());
+  return std::round(bytes / static_cast<double>(p.nbytes()));
+}
 
 /// Where costs come from: a file, or the model profiled once and cut per stage count.
 class CostSource {
@@ -90,28 +138,38 @@ class CostSource {
 
   /// Costs of `stages` stages for units of `examples` examples.
   sim::SimCosts costs(int stages, double examples) const {
+    if (file_) return costs_for({}, examples);
+    if (stages > static_cast<int>(blocks_.size())) {
+      throw UserError(fmt::format("{} stages, but the model has {} blocks. Fix: use at most {} stages", stages,
+                                  blocks_.size(), blocks_.size()));
+    }
+    // The file's partition when it has this many stages, else the FLOPs-balanced cut.
+    std::vector<int> balance = e_.partition.balance.kind == Balance::Kind::Counts &&
+                                       static_cast<int>(e_.partition.balance.counts.size()) == stages
+                                   ? e_.partition.balance.counts
+                                   : balance_by_weight(with_floor(block_flops()), stages);
+    return costs_for(balance, examples);
+  }
+  /// Costs of the stages `balance` cuts (blocks per stage) for units of `examples` examples;
+  /// a costs file's own partition whatever `balance` says.
+  sim::SimCosts costs_for(const std::vector<int>& balance, double examples) const {
     if (file_) {
       sim::SimCosts c = file_->scaled_to(examples);
       const double bytes = c.dtype == "float64" ? 8 : c.dtype == "float32" || c.dtype.empty() ? 4 : 2;
       sim::apply_compression(c, e_.compression, bytes);
       return c;
     }
-    if (stages > static_cast<int>(blocks_.size())) {
-      throw UserError(fmt::format("{} stages, but the model has {} blocks. Fix: use at most {} stages", stages,
-                                  blocks_.size(), blocks_.size()));
-    }
-    std::vector<double> flops;
-    for (const BlockProfile& b : blocks_) flops.push_back(static_cast<double>(b.flops));
-    // The file's partition when it has this many stages, else the FLOPs-balanced cut.
-    std::vector<int> balance = e_.partition.balance.kind == Balance::Kind::Counts &&
-                                       static_cast<int>(e_.partition.balance.counts.size()) == stages
-                                   ? e_.partition.balance.counts
-                                   : balance_by_weight(with_floor(flops), stages);
     sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_);
     c.source = "derived";
     add_tied_bytes(c, balance);
     sim::apply_compression(c, e_.compression, device_.dtype_bytes);
     return c;
+  }
+  /// Each block's forward FLOPs per example (derived costs; empty with a costs file).
+  std::vector<double> block_flops() const {
+    std::vector<double> flops;
+    for (const BlockProfile& b : blocks_) flops.push_back(static_cast<double>(b.flops));
+    return flops;
   }
 
  private:

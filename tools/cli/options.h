@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io/atomic_file.h"
 #include "tools/cli/commands.h"
 
 namespace pipelab::cli {
@@ -53,6 +54,20 @@ inline void check_output_file(const std::string& flag, const std::string& path) 
     throw UsageError{fmt::format("{} {}: a folder; give a file's path in it, e.g. {}/out", flag, path,
                                  path.back() == '/' ? path.substr(0, path.size() - 1) : path)};
   }
+}
+
+/// Writes `text` to `path` (an output a command was asked for), making its folder first,
+/// and says so.
+inline void write_output(const std::string& path, const std::string& text) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+  if (ec) {
+    throw UserError(
+        fmt::format("cannot create the folder {}: {}. Fix: give a writable path", folder.string(), ec.message()));
+  }
+  write_file_atomic(path, text);
+  fmt::print("wrote {}\n", path);
 }
 
 /// True when `text` is wholly a finite number (strtod's syntax), stored in `out`.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
@@ -64,14 +65,26 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& pl
   EventCosts e;
   e.overlap = o.overlap;
   e.one_worker = o.one_worker;
-  e.compute = [&c, &o](int d, const Action& a) {
+  // A stage that keeps only its input (activation checkpointing) runs its forward again in
+  // the action that takes the gradient. Measured costs (a run's step_seconds) have that in
+  // their backward already; derived and given ones do not.
+  auto recomputes = std::make_shared<std::vector<bool>>();
+  for (size_t s = 0; s < c.stages.size(); ++s) {
+    const int pipeline = std::max(1, plan.stages());
+    recomputes->push_back(c.step_seconds <= 0 &&
+                          plan.scheme().stage_memory(static_cast<int>(s) % pipeline, pipeline).recompute);
+  }
+  e.compute = [&c, &o, recomputes](int d, const Action& a) {
     const auto slow = o.slow.find(d);
     const StageCosts& s = c.stages.at(static_cast<size_t>(a.stage));
+    const bool takes_gradient = kind_info(a.kind).takes_gradients;
     // The codecs' work joins the forward and the action that takes the gradient.
-    const double codec = a.kind == ActionKind::Forward            ? s.codec_forward_seconds
-                         : kind_info(a.kind).takes_gradients ? s.codec_backward_seconds
-                                                             : 0.0;
-    return (s.seconds_of(a.kind) + codec) * (slow == o.slow.end() ? 1.0 : slow->second);
+    const double codec = a.kind == ActionKind::Forward ? s.codec_forward_seconds
+                         : takes_gradient              ? s.codec_backward_seconds
+                                                       : 0.0;
+    const double again =
+        takes_gradient && (*recomputes)[static_cast<size_t>(a.stage)] ? s.seconds_of(ActionKind::Forward) : 0.0;
+    return (s.seconds_of(a.kind) + codec + again) * (slow == o.slow.end() ? 1.0 : slow->second);
   };
   e.wire = [&c](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a)); };
   e.latency = [&c](const Action&) { return c.link.latency_seconds(); };

@@ -1,0 +1,225 @@
+// `pipelab plan` (tools/plan/planner.h): the search ranks what the simulator says of each
+// candidate, one device and data parallelism are candidates, the schedule-aware cut beats
+// the FLOPs cut where memory traffic matters, constraints name what failed and by how much,
+// the emitted file runs, and with unit costs the figures the planner ranks by are the papers'
+// closed forms (reference docs §9.2 F45; the zero-bubble paper's bubble of ZB-H1).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/config/registry.h"
+#include "core/io/pt_file.h"
+#include "core/model/block_costs.h"
+#include "core/train/run_plan.h"
+#include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
+#include "tools/cli/cost_source.h"
+#include "tools/plan/candidates.h"
+#include "tools/plan/plan_report.h"
+
+namespace pipelab::plan_test {
+namespace {
+
+/// The input flags `pipelab plan` takes, none given (the dataset gives the shapes).
+cli::po::variables_map no_flags() {
+  cli::po::options_description o;
+  cli::add_input_options(o);
+  cli::po::variables_map vm;
+  cli::po::store(cli::po::command_line_parser(std::vector<std::string>{}).options(o).run(), vm);
+  cli::po::notify(vm);
+  return vm;
+}
+
+struct Planned {
+  plan::PlanSpace space;
+  plan::PlanResult result;
+};
+
+/// Plans the experiment file `path` on `devices` devices with costs derived for `device`.
+Planned plan_of(const std::string& path, int devices, sim::DeviceSpec device,
+                const std::function<void(plan::PlanSpace&)>& adjust = {}) {
+  const Experiment e = Experiment::load(path);
+  const cli::po::variables_map vm = no_flags();
+  device.optimizer_states = cli::optimizer_states(*e.optimizer);
+  const cli::CostSource source(e, vm, "", device);
+  Planned p;
+  p.space.schemes = plan::default_schemes(false);
+  p.space.devices = devices;
+  p.space.batch = static_cast<int>(e.run.batch_size);
+  p.space.block_flops = source.block_flops();
+  p.space.time_limit = 60;
+  if (adjust) adjust(p.space);
+  p.result = plan::search(
+      e, p.space, [&](const std::vector<int>& b, double examples) { return source.costs_for(b, examples); }, {});
+  return p;
+}
+
+sim::DeviceSpec device(double tflops, double latency_us = 0, double memory_gbs = 0) {
+  sim::DeviceSpec d;
+  d.tflops = tflops;
+  d.link.latency_us = latency_us;
+  d.memory_gbs = memory_gbs;
+  return d;
+}
+
+const char* kDeep = R"(
+model:     {type: mlp, sizes: [64, 256, 256, 256, 256, 256, 256, 256, 10]}
+dataset:   {type: synthetic, samples: 64, test_samples: 16, shape: [64], classes: 10}
+scheme:    {type: gpipe, chunks: 4}
+optimizer: {type: sgd, lr: 0.05}
+run:       {epochs: 1, batch_size: 32, seed: 0, threads: 1, progress: false}
+)";
+
+/// `yaml` as an experiment file in `dir`.
+std::string file_of(const testing::TempDir& dir, const std::string& yaml) {
+  testing::write_text(dir.file("e.yaml"), yaml);
+  return dir.file("e.yaml");
+}
+
+TEST(Plan, RanksBySimulatedStepOverEveryShapeThatFillsTheDevices) {
+  testing::TempDir dir;
+  const Planned p = plan_of(file_of(dir, kDeep), 4, device(1e-4));
+  const plan::PlanResult& r = p.result;
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_GT(r.enumerated, r.simulated / 2);
+  for (size_t i = 1; i < r.ranked.size(); ++i) EXPECT_LE(r.ranked[i - 1].step, r.ranked[i].step * (1 + 1e-5));
+  std::set<std::string> types;
+  for (const plan::Candidate& c : r.ranked) {
+    EXPECT_EQ(c.devices, 4) << c.label;
+    EXPECT_EQ(c.staleness, 0) << c.label;  // synchronous schedules only by default
+    types.insert(YAML::Load(c.scheme)["type"].as<std::string>());
+  }
+  for (const plan::Candidate& c : r.lost) EXPECT_FALSE(c.lost.empty()) << c.label;
+  // A compute-bound model on 4 devices pipelines (or replicates): the winner uses them all.
+  EXPECT_GT(r.ranked.front().samples_per_second, 0);
+  EXPECT_GE(types.size(), 2u);
+}
+
+TEST(Plan, ALatencyBoundModelIsNotPipelined) {
+  // A tiny model on fast devices with a slow link: every message and every all-reduce costs
+  // more than the compute, so one device wins (the idle ones allowed).
+  testing::TempDir dir;
+  const Planned p =
+      plan_of(file_of(dir, kDeep), 4, device(1e3, 1000), [](plan::PlanSpace& s) { s.allow_idle = true; });
+  ASSERT_FALSE(p.result.ranked.empty());
+  EXPECT_EQ(p.result.ranked.front().devices, 1) << p.result.ranked.front().label;
+  EXPECT_EQ(p.result.ranked.front().stages, 1);
+}
+
+TEST(Plan, TheScheduleAwareCutBeatsTheFlopsCut) {
+  // A language model whose embedding and head weigh more in memory traffic than in FLOPs:
+  // with the device's memory bandwidth in the costs, the cut searched on the schedule is
+  // shorter than the FLOPs-balanced one.
+  testing::TempDir dir;
+  const at::Tensor x = at::arange(64 * 16, at::kLong).reshape({64, 16}).remainder(2000);
+  save_tensor_dict(dir.file("lm.pt"), {{"x", x}, {"y", x.roll(-1, 1)}});
+  const char* lm = R"(
+model:     {type: transformer, num_words: 2000, d_model: 64, heads: 2, ff: 128, layers: 4, head: lm}
+dataset:   {type: tensors, path: lm.pt}
+scheme:    {type: pipedream_flush, chunks: 4}
+optimizer: {type: adam, lr: 0.001}
+run:       {epochs: 1, batch_size: 16, seed: 0, threads: 1, progress: false}
+)";
+  const Planned p = plan_of(file_of(dir, lm), 4, device(1e-3, 0, 0.05), [](plan::PlanSpace& s) {
+    s.schemes = {"pipedream_flush"};
+  });
+  ASSERT_FALSE(p.result.ranked.empty());
+  const plan::Candidate& best = p.result.ranked.front();
+  EXPECT_TRUE(best.searched_cut) << best.label;
+  // The same candidate on the FLOPs cut, replayed: slower.
+  const Experiment e = Experiment::load(dir.file("e.yaml"));
+  sim::DeviceSpec d = device(1e-3, 0, 0.05);
+  const cli::po::variables_map vm = no_flags();
+  d.optimizer_states = cli::optimizer_states(*e.optimizer);
+  const cli::CostSource source(e, vm, "", d);
+  const plan::CostsOf costs = [&](const std::vector<int>& b, double n) { return source.costs_for(b, n); };
+  plan::Candidate flops = best;
+  flops.balance = balance_by_weight(with_floor(p.space.block_flops), best.stages);
+  ASSERT_NE(flops.balance, best.balance);
+  ASSERT_TRUE(plan::replay(flops, e, p.space, costs, {})) << flops.lost;
+  EXPECT_LT(best.step, flops.step);
+}
+
+TEST(Plan, NothingFitsNamesTheCapAndByHowMuch) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const auto [code, out] =
+      testing::pipelab(fmt::format("plan {} --devices 2 --device-flops 1 --memory-cap 0.000001", dir.file("e.yaml")));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("over the cap"), std::string::npos) << out;
+  EXPECT_NE(out.find("Fix:"), std::string::npos) << out;
+}
+
+TEST(Plan, BadFlagsAreRefused) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  for (const std::string flags : {"--devices 0 --device-flops 1", "--devices 2", "--devices 2 --device-flops 1 "
+                                  "--max-staleness 2", "--devices 2 --device-flops 1 --time-limit -1"}) {
+    const auto [code, out] = testing::pipelab(fmt::format("plan {} {}", dir.file("e.yaml"), flags));
+    EXPECT_EQ(code, 2) << flags << "\n" << out;
+  }
+}
+
+TEST(Plan, TheEmittedExperimentRunsThePlan) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const auto [code, out] = testing::pipelab(fmt::format("plan {} --devices 2 --device-flops 1 --emit {} --svg {}",
+                                                        dir.file("e.yaml"), dir.file("out/best.yaml"),
+                                                        dir.file("front.svg")));
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("best: "), std::string::npos) << out;
+  EXPECT_NE(testing::read_text(dir.file("front.svg")).find("<svg"), std::string::npos);
+  const Experiment best = Experiment::load(dir.file("out/best.yaml"));
+  const RunPlan plan = RunPlan::compile(plan_request(best));
+  EXPECT_EQ(plan.devices(), 2);
+  const auto [rc, run] = testing::pipelab(fmt::format("run --quiet {} --set run.epochs=1 --set run.output={}",
+                                                      dir.file("out/best.yaml"), dir.file("run")));
+  EXPECT_EQ(rc, 0) << run;
+}
+
+/// Unit costs: F = I = W = 1 (B = 2), one full stage's activation = 1 byte, nothing moves.
+sim::SimCosts unit_costs(int stages, double retained) {
+  sim::SimCosts c;
+  for (int s = 0; s < stages; ++s) {
+    sim::StageCosts k;
+    k.seconds[ActionKind::Forward] = 1;
+    k.seconds[ActionKind::BackwardInput] = 1;
+    k.seconds[ActionKind::BackwardWeight] = 1;
+    k.seconds[ActionKind::Backward] = 2;
+    k.retained_bytes = retained;
+    c.stages.push_back(k);
+  }
+  return c;
+}
+
+sim::SimResult unit_replay(const std::string& type, int stages, int m, double retained) {
+  const std::unique_ptr<Scheme> s = plan::make_scheme(YAML::Load(fmt::format("{{type: {}, chunks: {}}}", type, m)));
+  const RunPlan plan = RunPlan::whole_pipelines(*s, stages, 1, {});
+  return sim::simulate(plan, m, 1, unit_costs(stages, retained), {}, m);
+}
+
+// The closed forms with unit costs: 1F1B's and GPipe's bubble (p-1)/(m+p-1); ZB-H1's idle
+// time per device (p-1)(F+I-W) (the zero-bubble paper), a third of 1F1B's; 1F1B's peak of p
+// micro-batches' activations on its first device, V-Half's (p+2)//2 and V-Min's (p+4)//3
+// (reference docs §9.2 F45, in full-stage activations: a V's chunk holds half).
+TEST(Plan, UnitCostFiguresAreThePapersClosedForms) {
+  for (int p : {4, 8}) {
+    for (int m : {p, 2 * p, 4 * p}) {
+      SCOPED_TRACE(fmt::format("p {} m {}", p, m));
+      const double one_f_one_b = static_cast<double>(p - 1) / (m + p - 1);
+      EXPECT_NEAR(unit_replay("pipedream_flush", p, m, 1).bubble, one_f_one_b, 1e-9);
+      EXPECT_NEAR(unit_replay("gpipe", p, m, 1).bubble, one_f_one_b, 1e-9);
+      const sim::SimResult zb = unit_replay("zb_h1", p, m, 1);
+      EXPECT_NEAR(zb.bubble * zb.makespan, (p - 1.0), 1e-9);
+      EXPECT_DOUBLE_EQ(unit_replay("pipedream_flush", p, m, 1).peak_activation_bytes[0], p);
+      const sim::SimResult half = unit_replay("v_half", 2 * p, m, 0.5), min = unit_replay("v_min", 2 * p, m, 0.5);
+      EXPECT_DOUBLE_EQ(*std::max_element(half.peak_activation_bytes.begin(), half.peak_activation_bytes.end()),
+                       (p + 2) / 2);
+      EXPECT_DOUBLE_EQ(*std::max_element(min.peak_activation_bytes.begin(), min.peak_activation_bytes.end()),
+                       (p + 4) / 3);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipelab::plan_test

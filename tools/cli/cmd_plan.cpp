@@ -1,0 +1,193 @@
+/// pipelab plan FILE --devices N [--costs COSTS | --device-flops T ...] [--memory-cap GIB]
+/// [--schemes a,b] [--async [--max-staleness V]] [--emit best.yaml] [--svg front.svg] [--explain]:
+/// which pipeline to run for the experiment's model on N devices (docs/plan.md).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "core/util/progress.h"
+#include "tools/cli/cost_source.h"
+#include "tools/plan/plan_report.h"
+
+namespace pipelab::cli {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+/// The constraint no candidate met, and by how much: the exit-2 message.
+std::string nothing_fits(const plan::PlanResult& result, const plan::PlanSpace& space) {
+  double least = INFINITY;
+  for (const plan::Candidate& c : result.lost) {
+    const double need = c.simulated ? c.peak : c.static_bytes;
+    if (c.lost.rfind("memory", 0) == 0 && need > 0) least = std::min(least, need);
+  }
+  if (std::isfinite(least)) {
+    return fmt::format("no candidate fits {} devices of {}: the smallest needs {} on its fullest device, {} over the "
+                       "cap. Fix: more devices, a larger --memory-cap, or a smaller run.batch_size",
+                       space.devices, plan::bytes_text(space.memory_cap), plan::bytes_text(least),
+                       plan::bytes_text(least - space.memory_cap));
+  }
+  return fmt::format("no candidate of {} on {} devices could be planned (--explain says why each lost). Fix: other "
+                     "--schemes, --allow-idle, or --async",
+                     fmt::join(space.schemes, ", "), space.devices);
+}
+
+/// The winner in words: what it runs and what set it apart.
+std::string why_line(const plan::PlanResult& r) {
+  const plan::Candidate& best = r.ranked.front();
+  std::string text = fmt::format("best: {} on {} device{} ({} stage{} x {} replica{}{}): step {}, bubble {:.1f}%, peak {}",
+                                 best.label, best.devices, best.devices == 1 ? "" : "s", best.stages,
+                                 best.stages == 1 ? "" : "s", best.replicas, best.replicas == 1 ? "" : "s",
+                                 best.searched_cut ? ", its cut searched on its schedule" : "",
+                                 plan::seconds_text(best.step), 100 * best.bubble, plan::bytes_text(best.peak));
+  if (r.ranked.size() > 1) {
+    const plan::Candidate& next = r.ranked[1];
+    text += fmt::format("; {:.1f}% faster than #2 ({})", 100 * (next.step - best.step) / next.step, next.label);
+  }
+  return text;
+}
+
+/// The command line of `pipelab plan`, read in one place.
+struct PlanFlags {
+  std::string file, schemes, emit, svg;
+  std::vector<std::string> sets;
+  int devices = 0, top = 10, max_staleness = 0;
+  double memory_cap = 0, device_memory = 0, time_limit = 10;
+  bool async = false, allow_idle = false, explain = false;
+  CostFlags cost;
+  po::variables_map vm;
+};
+
+/// Reads and checks the flags; false for --help.
+bool read_flags(const Args& args, PlanFlags& f) {
+  po::options_description options("options");
+  options.add_options()("file", po::value(&f.file)->required(), "experiment YAML file (model, optimizer, batch)")(
+      "set", po::value(&f.sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
+      "devices", po::value(&f.devices)->required(), "devices N to plan for")(
+      "device-memory", po::value(&f.device_memory), "memory of each device, GiB (the cap unless --memory-cap)")(
+      "memory-cap", po::value(&f.memory_cap), "the most a plan may hold on one device, GiB (0: no cap)")(
+      "schemes", po::value(&f.schemes),
+      "schemes to consider, comma-separated (default: every synchronous schedule, single and dp)")(
+      "async", "also consider the asynchronous schemes (PipeDream, 2BW, SpecTrain, ...)")(
+      "max-staleness", po::value(&f.max_staleness),
+      "with --async: the most weight versions a gradient may be stale by (default: any)")(
+      "allow-idle", "candidates may leave devices idle (stages x replicas below N; `single` on one device)")(
+      "time-limit", po::value(&f.time_limit), "seconds for the search (default 10)")(
+      "top", po::value(&f.top), "candidates ranked in the table (default 10)")(
+      "emit", po::value(&f.emit), "write the best plan as an experiment file ready for `pipelab run`")(
+      "svg", po::value(&f.svg), "write the time x memory Pareto front as SVG")(
+      "explain", "say why each other candidate lost (memory, bound, staleness, refused)");
+  add_cost_options(options, f.cost);
+  add_input_options(options);
+  po::positional_options_description positional;
+  positional.add("file", 1);
+  if (!parse(args,
+             "pipelab plan FILE --devices N [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T]]\n"
+             "             [--link-gbps G] [--link-latency-us L] [--device-memory GIB | --memory-cap GIB]\n"
+             "             [--schemes a,b] [--async [--max-staleness V]] [--allow-idle] [--time-limit S]\n"
+             "             [--top K] [--emit best.yaml] [--svg front.svg] [--explain]\n\n"
+             "Searches the pipelines for the experiment's model on N devices: scheme, stages, replicas, virtual\n"
+             "stages, micro-batches, recomputation and the partition, each replayed as `pipelab run` would run it\n"
+             "(docs/plan.md). One device and pure data parallelism are candidates too:\n\n"
+             "  pipelab plan exp.yaml --devices 8 --device-flops 100 --memory-bw 3350 --link-gbps 3600 \\\n"
+             "      --device-memory 80 --dtype bfloat16 --emit best.yaml",
+             options, positional, f.vm)) {
+    return false;
+  }
+  f.async = f.vm.count("async") > 0;
+  f.allow_idle = f.vm.count("allow-idle") > 0;
+  f.explain = f.vm.count("explain") > 0;
+  checked_flag("--devices", f.devices, 1, kMaxScheduleDevices - 1);
+  check_output_file("--emit", f.emit);
+  check_output_file("--svg", f.svg);
+  check_cost_flags(f.vm, f.cost);
+  checked_flag("--device-memory", f.device_memory, 0, 1e6);
+  checked_flag("--memory-cap", f.memory_cap, 0, 1e6);
+  checked_flag("--time-limit", f.time_limit, 0.01, 86400);
+  checked_flag("--top", f.top, 1, 1000);
+  if (f.vm.count("max-staleness") && !f.async) throw UsageError{"--max-staleness goes with --async"};
+  if (f.vm.count("max-staleness")) checked_flag("--max-staleness", f.max_staleness, 0, 1e6);
+  return true;
+}
+
+/// What to search, from the flags, the experiment and where its costs come from.
+plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSource& source) {
+  plan::PlanSpace space;
+  space.schemes = f.vm.count("schemes") ? flag_list("--schemes", f.schemes) : plan::default_schemes(f.async);
+  space.devices = f.devices;
+  space.allow_idle = f.allow_idle;
+  space.memory_cap = (f.memory_cap > 0 ? f.memory_cap : f.device_memory) * kGiB;
+  space.max_staleness = !f.async ? 0 : f.vm.count("max-staleness") ? f.max_staleness : 1 << 20;
+  space.time_limit = f.time_limit;
+  space.batch = static_cast<int>(e.run.batch_size);
+  space.block_flops = source.block_flops();
+  space.repartition = source.derived();
+  if (!source.derived()) {
+    // Measured costs are per stage: their partition stays (the file's counts, when it has them).
+    space.measured_stages = static_cast<int>(source.file()->stages.size());
+    const Balance& b = e.partition.balance;
+    if (b.kind == Balance::Kind::Counts && static_cast<int>(b.counts.size()) == space.measured_stages) {
+      space.fixed_balance = b.counts;
+    }
+  }
+  space.top = f.top;
+  return space;
+}
+
+/// The table, the winner, the front, and the files asked for.
+void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& space, const plan::PlanResult& result) {
+  if (f.explain) fmt::print("why the others lost:\n{}\n", plan::explanation(result));
+  if (result.ranked.empty()) throw UserError(nothing_fits(result, space));
+  fmt::print("{}\n{}\n", plan::ranked_table(result.ranked, f.top), why_line(result));
+  fmt::print("time x memory front (none is both faster and smaller):");
+  for (const plan::Candidate* c : plan::pareto_front(result.ranked)) {
+    fmt::print("\n  {} on {} x {} ({}, {})", c->label, c->stages, c->replicas, plan::seconds_text(c->step),
+               plan::bytes_text(c->peak));
+  }
+  fmt::print("\n");
+  if (!f.svg.empty()) {
+    write_output(f.svg, plan::pareto_svg(result.ranked, fmt::format("{} on {} devices: step time against memory",
+                                                                    e.model->type(), f.devices)));
+  }
+  if (!f.emit.empty()) {
+    const std::string beside = std::filesystem::path(f.emit).parent_path().string();
+    YAML::Emitter out;
+    out << plan::emitted_experiment(f.file, result.ranked.front(), beside.empty() ? "." : beside);
+    write_output(f.emit, std::string(out.c_str()) + "\n");
+  }
+}
+
+}  // namespace
+
+int plan(const Args& args) {
+  PlanFlags f;
+  if (!read_flags(args, f)) return 0;
+  const Experiment e = Experiment::load(f.file, f.sets);
+  f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
+  const CostSource source(e, f.vm, f.cost.costs_file, f.cost.device);
+  const plan::PlanSpace space = space_of(f, e, source);
+  std::unique_ptr<Progress> progress;
+  const plan::PlanResult result = plan::search(
+      e, space, [&](const std::vector<int>& balance, double examples) { return source.costs_for(balance, examples); },
+      sim::SimOptions{}, [&](int64_t done, int64_t total, double best) {
+        if (!progress) progress = std::make_unique<Progress>("plan", total);
+        progress->update(done, best > 0 ? "best " + plan::seconds_text(best) : "");
+      });
+  if (progress) progress->finish();
+  const sim::DeviceSpec& d = f.cost.device;
+  fmt::print("{}: model {}, mini-batch {} examples, {} devices{}\ncosts {}\n", f.file, e.model->type(),
+             e.run.batch_size, f.devices, space.memory_cap > 0 ? " of at most " + plan::bytes_text(space.memory_cap) : "",
+             source.derived()
+                 ? fmt::format("derived: {:g} TFLOP/s, memory {:g} GB/s, {}", d.tflops, d.memory_gbs, f.cost.dtype)
+                 : source.file()->source);
+  fmt::print("searched {} candidates in {:.2f} s ({} replayed){}\n\n", result.enumerated, result.seconds,
+             result.simulated, result.timed_out ? "; the time limit cut the search short" : "");
+  report(f, e, space, result);
+  return 0;
+}
+
+}  // namespace pipelab::cli
+
+PIPELAB_COMMAND(plan, "which pipeline to run on N devices: scheme, stages, replicas, micro-batches, partition");

@@ -1,0 +1,259 @@
+/// The planner's candidates (tools/plan/candidates.h).
+#include "tools/plan/candidates.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/config/registry.h"
+#include "core/model/block_costs.h"
+#include "core/model/partition.h"
+
+namespace pipelab::plan {
+namespace {
+
+/// What a scheme type's options let the planner vary, found by asking the registry (no list
+/// of scheme names): the key of its micro-batch count, and whether it takes virtual stages,
+/// its own replicas and a recomputation choice.
+struct SchemeKnobs {
+  YAML::Node base;              ///< the file's section for its own type, else {type}
+  std::string micro_key;        ///< "chunks", "micro_batches" or "" (fixed)
+  bool virtual_stages = false;  ///< takes `virtual_stages`
+  bool own_replicas = false;    ///< takes `replicas` (data parallelism's copies)
+  bool checkpoint = false;      ///< takes `checkpoint: never | except_last | always`
+};
+
+YAML::Node with(const YAML::Node& section, const std::string& key, const YAML::Node& value) {
+  YAML::Node out = YAML::Clone(section);
+  out[key] = value;
+  return out;
+}
+
+/// Whether the registry takes `section` (and `check` holds of the scheme it makes).
+template <class Check>
+bool takes(const YAML::Node& section, Check check) {
+  try {
+    return check(*make_scheme(section));
+  } catch (const UserError&) {
+    return false;
+  }
+}
+
+SchemeKnobs knobs_of(const Experiment& e, const std::string& type) {
+  SchemeKnobs k;
+  k.base = type == e.scheme->type() ? YAML::Clone(e.scheme->resolved()) : YAML::Node(YAML::NodeType::Map);
+  k.base["type"] = type;
+  for (const char* key : {"chunks", "micro_batches"}) {
+    if (takes(with(k.base, key, YAML::Node(3)), [](const Scheme& s) { return s.micro_batches() == 3; })) {
+      k.micro_key = key;
+      break;
+    }
+  }
+  k.virtual_stages = takes(with(k.base, "virtual_stages", YAML::Node(2)), [](const Scheme&) { return true; });
+  k.own_replicas = takes(with(k.base, "replicas", YAML::Node(2)), [](const Scheme& s) { return s.replicas(1) == 2; });
+  k.checkpoint = takes(with(k.base, "checkpoint", YAML::Node("always")), [](const Scheme&) { return true; });
+  return k;
+}
+
+/// The scheme sections to try for one type: each virtual-stage count and recomputation choice.
+std::vector<YAML::Node> variants(const SchemeKnobs& k) {
+  std::vector<YAML::Node> out{k.base};
+  if (k.virtual_stages) {
+    out.clear();
+    for (int v : {1, 2, 4}) out.push_back(with(k.base, "virtual_stages", YAML::Node(v)));
+  }
+  if (k.checkpoint) {
+    std::vector<YAML::Node> both;
+    for (const YAML::Node& s : out) {
+      for (const char* c : {"never", "except_last", "always"}) both.push_back(with(s, "checkpoint", YAML::Node(c)));
+    }
+    out = both;
+  }
+  return out;
+}
+
+/// "zb_h1 virtual_stages=2 chunks=8": the type and the options the planner chose.
+std::string label_of(const YAML::Node& section, const SchemeKnobs& k) {
+  std::string out = section["type"].as<std::string>();
+  for (const char* key : {"virtual_stages", "checkpoint", "replicas"}) {
+    if (section[key] && (std::string(key) != "virtual_stages" || k.virtual_stages)) {
+      out += fmt::format(" {}={}", key, section[key].as<std::string>());
+    }
+  }
+  if (!k.micro_key.empty()) out += fmt::format(" {}={}", k.micro_key, section[k.micro_key].as<std::string>());
+  return out;
+}
+
+/// Micro-batch counts to try for a replica's share of `batch` examples: every count up to 256
+/// that chunk semantics splits it into (ceil(batch / m) each, the last one smaller; a count
+/// that would leave fewer chunks than m is not a count of its own).
+std::vector<int> micro_choices(int batch) {
+  std::vector<int> out;
+  for (int m = 1; m <= std::min(batch, 256); ++m) {
+    const int size = (batch + m - 1) / m;
+    if (static_cast<int64_t>(size) * (m - 1) < batch) out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Scheme> make_scheme(const YAML::Node& section) {
+  static const auto source = std::make_shared<ConfigSource>("pipelab plan");
+  return Registry<Scheme>::get().create(ConfigNode(section, source, "scheme"));
+}
+
+std::unique_ptr<Scheme> make_scheme(const std::string& section) { return make_scheme(YAML::Load(section)); }
+
+std::string flow_text(const YAML::Node& section) {
+  YAML::Emitter out;
+  out << YAML::Flow << section;
+  return out.c_str();
+}
+
+RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate& c) {
+  PlanRequest r = plan_request(e, c.stages);
+  r.scheme = &scheme;
+  // A scheme that sets its own copies (data parallelism) takes none from the partition.
+  r.replicas = Replicas{scheme.replicas(1) == 1 ? c.replicas : 1, {}};
+  return RunPlan::compile(r);
+}
+
+std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, std::vector<Candidate>& lost) {
+  std::vector<Candidate> out;
+  std::set<std::string> seen;
+  const int n = space.devices;
+  // Measured costs are for their own stages: no more can be cut.
+  const int blocks = space.repartition ? static_cast<int>(space.block_flops.size()) : space.measured_stages;
+  for (const std::string& type : space.schemes) {
+    if (!Registry<Scheme>::get().find(type)) {
+      Candidate c;
+      c.label = type;
+      c.lost = fmt::format("no scheme is registered as {}", type);
+      lost.push_back(c);
+      continue;
+    }
+    const SchemeKnobs knobs = knobs_of(e, type);
+    for (const YAML::Node& variant : variants(knobs)) {
+      for (int r = 1; r <= n; ++r) {
+        if (!space.allow_idle && n % r != 0) continue;
+        for (int per_device : {1, 2, 4}) {
+          for (int p = space.allow_idle ? 1 : n / r; p <= n / r; ++p) {
+            const int stages = p * per_device;
+            if (stages > blocks) continue;
+            const YAML::Node section = knobs.own_replicas ? with(variant, "replicas", YAML::Node(r)) : variant;
+            for (int m : knobs.micro_key.empty() ? std::vector<int>{0} : micro_choices(space.batch / r)) {
+              const YAML::Node chosen = m ? with(section, knobs.micro_key, YAML::Node(m)) : YAML::Clone(section);
+              Candidate c;
+              c.scheme = flow_text(chosen);
+              c.replicas = r;
+              try {
+                const std::unique_ptr<Scheme> scheme = make_scheme(chosen);
+                c.stages = scheme->stages(stages);
+                const RunPlan plan = compile_plan(e, *scheme, c);
+                c.devices = plan.devices();
+                c.replicas = plan.replicas();
+                c.flushed = plan.mini_batches_per_run(2) == 1;
+                c.micro_batches = std::max(1, scheme->micro_batches());
+              } catch (const UserError&) {
+                continue;  // a shape the scheme does not take (V-shapes on an odd count, ...)
+              }
+              if (c.devices > n || (!space.allow_idle && c.devices != n)) continue;
+              c.label = label_of(chosen, knobs);
+              const std::string key = fmt::format("{}|{}|{}|{}", c.label, c.stages, c.replicas, c.devices);
+              if (seen.insert(key).second) out.push_back(std::move(c));
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const CostsOf& costs_of) {
+  try {
+    if (!space.repartition && c.stages != space.measured_stages) {
+      c.lost = fmt::format("the measured costs are for {} stages, not {} (derive costs to plan other partitions: "
+                           "--device-flops)",
+                           space.measured_stages, c.stages);
+      return false;
+    }
+    if (c.balance.empty() && space.repartition) c.balance = balance_by_weight(with_floor(space.block_flops), c.stages);
+    if (!space.repartition) c.balance = space.fixed_balance;
+    const std::unique_ptr<Scheme> scheme = make_scheme(c.scheme);
+    const RunPlan plan = compile_plan(e, *scheme, c);
+    const double examples = static_cast<double>(space.batch) / c.micro_batches / plan.replicas();
+    const sim::SimCosts costs = costs_of(c.balance, examples);
+    const std::vector<int>& placement = plan.placement();
+    std::vector<double> compute(static_cast<size_t>(plan.devices()), 0), held(compute.size(), 0);
+    for (size_t id = 0; id < placement.size(); ++id) {
+      const int p = plan.layout().replicated() ? plan.layout().position(static_cast<int>(id)) : static_cast<int>(id);
+      const sim::StageCosts& k = costs.stages.at(static_cast<size_t>(p));
+      const StageMemory m = plan.scheme().stage_memory(p, plan.stages());
+      const size_t d = static_cast<size_t>(placement[id]);
+      compute[d] += c.micro_batches * (k.seconds_of(ActionKind::Forward) + k.seconds_of(ActionKind::Backward));
+      // What the simulator counts as static: every weight version, two gradients, the
+      // optimizer's state, the buffers.
+      held[d] += k.parameter_bytes * (m.weight_versions + 2) + k.optimizer_bytes + k.buffer_bytes;
+    }
+    c.bound = *std::max_element(compute.begin(), compute.end());
+    c.static_bytes = *std::max_element(held.begin(), held.end());
+    return true;
+  } catch (const UserError& err) {
+    c.lost = err.what();
+    return false;
+  }
+}
+
+bool replay(Candidate& c, const Experiment& e, const PlanSpace& space, const CostsOf& costs_of,
+            const sim::SimOptions& options) {
+  try {
+    const std::unique_ptr<Scheme> scheme = make_scheme(c.scheme);
+    const RunPlan plan = compile_plan(e, *scheme, c);
+    const double examples = static_cast<double>(space.batch) / c.micro_batches / plan.replicas();
+    const sim::SimCosts costs = costs_of(c.balance, examples);
+    // A pipeline that runs on is replayed long enough to reach its steady state (as
+    // `pipelab simulate` does): at least four units per device.
+    const int per_step = std::max(1, scheme->micro_batches());
+    const int pipeline_devices = std::max(1, plan.devices() / std::max(1, plan.replicas()));
+    const int units = c.flushed ? c.micro_batches
+                                : (std::max(4 * pipeline_devices, c.micro_batches) + per_step - 1) / per_step * per_step;
+    const sim::SimResult r = sim::simulate(plan, units, examples, costs, options, c.micro_batches);
+    c.simulated = true;
+    c.step = r.step_seconds;
+    c.samples_per_second = r.samples_per_second;
+    c.bubble = r.bubble;
+    c.bytes = r.bytes_per_step;
+    c.peaks = r.peak_bytes;
+    c.peak = r.peak_bytes.empty() ? 0 : *std::max_element(r.peak_bytes.begin(), r.peak_bytes.end());
+    c.staleness = staleness(r.schedule);
+    return true;
+  } catch (const UserError& err) {
+    c.lost = err.what();
+    return false;
+  }
+}
+
+int staleness(const Schedule& s) {
+  int most = 0;
+  for (int d = 0; d < s.devices(); ++d) {
+    int updates = 0;
+    std::map<int, int> at_forward;
+    for (const Action& a : s.device(d)) {
+      if (a.stage != 0) continue;
+      if (a.kind == ActionKind::Update) ++updates;
+      if (a.kind == ActionKind::Forward) at_forward[a.mb] = updates;
+      const auto it = at_forward.find(a.mb);
+      if (kind_info(a.kind).takes_gradients && it != at_forward.end()) {
+        most = std::max(most, updates - it->second);
+        at_forward.erase(it);
+      }
+    }
+  }
+  return most;
+}
+
+}  // namespace pipelab::plan

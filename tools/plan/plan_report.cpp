@@ -1,0 +1,128 @@
+/// What `pipelab plan` shows and writes (tools/plan/plan_report.h).
+#include "tools/plan/plan_report.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/config/yaml_file.h"
+#include "core/train/input_paths.h"
+#include "tools/report/svg_plot.h"
+
+namespace pipelab::plan {
+namespace fs = std::filesystem;
+namespace {
+
+/// "memory", "bound", ... : the word before the reason's colon, or "refused" for the plan's
+/// own messages.
+std::string reason_kind(const std::string& lost) {
+  for (const char* kind : {"memory", "bound", "staleness", "not replayed"}) {
+    if (lost.rfind(kind, 0) == 0) return kind;
+  }
+  return "refused";
+}
+
+/// The node at dotted `key` ("dataset.path") if every map on the way exists.
+YAML::Node node_at(YAML::Node root, const std::string& key) {
+  YAML::Node node = root;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = key.find('.', start);
+    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node.IsMap() || !node[part]) return YAML::Node(YAML::NodeType::Undefined);
+    node.reset(node[part]);  // rebinds: `node = ...` would overwrite what it refers to
+    if (dot == std::string::npos) return node;
+    start = dot + 1;
+  }
+}
+
+}  // namespace
+
+std::string ranked_table(const std::vector<Candidate>& ranked, int top) {
+  std::string out =
+      "| # | scheme | devices | stages x replicas | balance | step | samples/s | bubble | peak (fullest device) "
+      "| moved per step | stale |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (size_t i = 0; i < ranked.size() && static_cast<int>(i) < top; ++i) {
+    const Candidate& c = ranked[i];
+    out += fmt::format("| {} | {} | {} | {} x {} | {}{} | {} | {:.4g} | {:.1f}% | {} | {} | {} |\n", i + 1, c.label,
+                       c.devices, c.stages, c.replicas, c.balance.empty() ? "measured" : fmt::format("{}", fmt::join(c.balance, " ")),
+                       c.searched_cut ? " (searched)" : "", seconds_text(c.step), c.samples_per_second,
+                       100 * c.bubble, bytes_text(c.peak), bytes_text(c.bytes), c.staleness);
+  }
+  return out;
+}
+
+std::string explanation(const PlanResult& result) {
+  std::map<std::string, std::vector<const Candidate*>> by_kind;
+  for (const Candidate& c : result.lost) by_kind[reason_kind(c.lost)].push_back(&c);
+  std::string out;
+  for (const auto& [kind, list] : by_kind) {
+    out += fmt::format("{} ({} candidate{}):\n", kind, list.size(), list.size() == 1 ? "" : "s");
+    for (const Candidate* c : list) {
+      out += fmt::format("  {} on {} devices ({} x {}): {}\n", c->label, c->devices, c->stages, c->replicas, c->lost);
+    }
+  }
+  return out;
+}
+
+std::vector<const Candidate*> pareto_front(const std::vector<Candidate>& ranked) {
+  std::vector<const Candidate*> sorted;
+  for (const Candidate& c : ranked) sorted.push_back(&c);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Candidate* a, const Candidate* b) {
+    return a->step < b->step || (a->step == b->step && a->peak < b->peak);
+  });
+  std::vector<const Candidate*> front;
+  for (const Candidate* c : sorted) {
+    if (front.empty() || c->peak < front.back()->peak) front.push_back(c);
+  }
+  return front;
+}
+
+std::string pareto_svg(const std::vector<Candidate>& ranked, const std::string& title) {
+  tools::LineChart chart;
+  chart.title = title;
+  chart.x_label = "simulated step (ms)";
+  chart.y_label = "peak memory of the fullest device (MiB)";
+  tools::Series front;
+  front.label = "Pareto front (no candidate is both faster and smaller)";
+  for (const Candidate* c : pareto_front(ranked)) {
+    front.x.push_back(c->step * 1e3);
+    front.y.push_back(c->peak / (1024.0 * 1024.0));
+  }
+  chart.series.push_back(front);
+  return tools::render_svg(chart);
+}
+
+YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const std::string& written_beside) {
+  YAML::Node root = load_yaml_file(file);
+  YAML::Node partition = root["partition"] ? root["partition"] : YAML::Node(YAML::NodeType::Map);
+  partition["stages"] = c.stages;
+  // A scheme that sets its own copies (data parallelism) has them in its section.
+  const YAML::Node section = YAML::Load(c.scheme);
+  partition["replicas"] = section["replicas"] ? 1 : c.replicas;
+  YAML::Node balance(YAML::NodeType::Sequence);
+  for (const int n : c.balance) balance.push_back(n);
+  balance.SetStyle(YAML::EmitterStyle::Flow);
+  if (!c.balance.empty()) partition["balance"] = balance;
+  root["partition"] = partition;
+  YAML::Node scheme = YAML::Clone(section);
+  scheme.SetStyle(YAML::EmitterStyle::Flow);
+  root["scheme"] = scheme;
+  // Input paths resolve against the experiment file's folder: from the new file's folder
+  // they must name the same files.
+  const fs::path from = fs::absolute(fs::path(file).parent_path()), to = fs::absolute(written_beside);
+  if (from.lexically_normal() != to.lexically_normal()) {
+    for (const std::string& key : input_path_keys()) {
+      YAML::Node node = node_at(root, key);
+      if (!node.IsDefined() || !node.IsScalar()) continue;
+      const fs::path value(node.Scalar());
+      if (!value.empty() && value.is_relative()) node = (from / value).lexically_normal().lexically_relative(to).string();
+    }
+  }
+  return root;
+}
+
+}  // namespace pipelab::plan

@@ -1,0 +1,27 @@
+#pragma once
+/// What `pipelab plan` shows and writes (tools/plan/planner.h): the ranked table, why each
+/// other candidate lost, the time x memory Pareto front as SVG, and the winner as an
+/// experiment file ready to run.
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "tools/plan/planner.h"
+
+namespace pipelab::plan {
+
+/// | # | scheme | devices | stages | replicas | m | balance | step (ms) | samples/s | bubble | peak (GiB) | MiB/step | stale |
+std::string ranked_table(const std::vector<Candidate>& ranked, int top);
+/// One line per candidate that lost, grouped by why (memory, bound, staleness, refused, time).
+std::string explanation(const PlanResult& result);
+/// The candidates no other beats in both step time and peak memory, fastest first.
+std::vector<const Candidate*> pareto_front(const std::vector<Candidate>& ranked);
+/// The front as SVG (step time against peak memory; tools/report/svg_plot.h).
+std::string pareto_svg(const std::vector<Candidate>& ranked, const std::string& title);
+/// The experiment file `file` (as written) with `c`'s partition and scheme: what
+/// `pipelab run` takes to run the plan. Relative input paths are made to resolve from
+/// `written_beside` (the folder the new file goes to).
+YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const std::string& written_beside);
+
+}  // namespace pipelab::plan

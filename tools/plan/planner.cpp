@@ -1,0 +1,107 @@
+/// The planner's search (tools/plan/planner.h): enumerate, prune, replay, cut.
+#include "tools/plan/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "tools/plan/candidates.h"
+#include "tools/plan/cut_search.h"
+
+namespace pipelab::plan {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+/// Why a simulated candidate cannot be ranked under the constraints ("" when it can).
+std::string constraint_lost(const Candidate& c, const PlanSpace& space) {
+  if (space.memory_cap > 0 && c.peak > space.memory_cap) {
+    return fmt::format("memory: its peak {} exceeds the cap {} by {}", bytes_text(c.peak),
+                       bytes_text(space.memory_cap), bytes_text(c.peak - space.memory_cap));
+  }
+  if (c.staleness > space.max_staleness) {
+    return fmt::format("staleness: gradients {} weight versions stale, more than {}", c.staleness,
+                       space.max_staleness);
+  }
+  return "";
+}
+
+/// The ranking: the shorter step (to 6 significant digits), then on a tie the simpler plan:
+/// fewer devices, fewer stages, less memory.
+bool faster(const Candidate& a, const Candidate& b) {
+  const auto rounded = [](double s) { return std::stod(fmt::format("{:.6g}", s)); };
+  const double x = rounded(a.step), y = rounded(b.step);
+  if (x != y) return x < y;
+  if (a.devices != b.devices) return a.devices < b.devices;
+  if (a.stages != b.stages) return a.stages < b.stages;
+  return a.peak < b.peak;
+}
+
+}  // namespace
+
+std::vector<std::string> default_schemes(bool async) {
+  std::vector<std::string> out{"single",   "dp",     "gpipe", "pipedream_flush", "interleaved_1f1b", "zb_h1",
+                               "zb_h2",    "zbv",    "v_half", "v_min",         "dualpipe_v"};
+  if (async) {
+    for (const char* s : {"pipedream", "pipedream_2bw", "async", "spectrain", "pipeoptim", "pipemare", "xpipe"}) {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& costs_of, const sim::SimOptions& options,
+                  const OnProgress& on_progress) {
+  const auto start = std::chrono::steady_clock::now();
+  PlanResult out;
+  std::vector<Candidate> pending = enumerate(e, space, out.lost);
+  out.enumerated = static_cast<int64_t>(pending.size() + out.lost.size());
+  // Analytic figures first: what cannot fit is out before any replay, and the rest is
+  // replayed from the lowest bound up.
+  std::vector<Candidate> viable;
+  for (Candidate& c : pending) {
+    if (!analytic(c, e, space, costs_of)) {
+      out.lost.push_back(std::move(c));
+    } else if (space.memory_cap > 0 && c.static_bytes > space.memory_cap) {
+      c.lost = fmt::format("memory: weights, gradients and optimizer state alone take {}, over the cap {} by {}",
+                           bytes_text(c.static_bytes), bytes_text(space.memory_cap),
+                           bytes_text(c.static_bytes - space.memory_cap));
+      out.lost.push_back(std::move(c));
+    } else {
+      viable.push_back(std::move(c));
+    }
+  }
+  std::stable_sort(viable.begin(), viable.end(), [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
+  std::vector<double> best;  // the steps of the ranked candidates so far, sorted
+  int64_t done = 0;
+  for (Candidate& c : viable) {
+    ++done;
+    const double kth = static_cast<int>(best.size()) >= space.top ? best[static_cast<size_t>(space.top - 1)] : INFINITY;
+    if (c.bound > kth * (1 + 1e-6)) {  // an equal bound may still tie, and win by simplicity
+      c.lost = fmt::format("bound: its busiest device computes {} a step, no less than #{}'s whole step ({})",
+                           seconds_text(c.bound), space.top, seconds_text(kth));
+    } else if (seconds_since(start) > space.time_limit) {
+      out.timed_out = true;
+      c.lost = "not replayed: the time limit (--time-limit) ran out first";
+    } else if (replay(c, e, space, costs_of, options)) {
+      ++out.simulated;
+      c.lost = constraint_lost(c, space);
+      if (c.lost.empty()) best.insert(std::upper_bound(best.begin(), best.end(), c.step), c.step);
+    }
+    if (on_progress) on_progress(done, static_cast<int64_t>(viable.size()), best.empty() ? 0 : best.front());
+    (c.lost.empty() ? out.ranked : out.lost).push_back(std::move(c));
+  }
+  std::stable_sort(out.ranked.begin(), out.ranked.end(), faster);
+  // The partition of the best, searched on their own schedules.
+  CutSearch cuts{e, space, costs_of, options, start};
+  for (size_t i = 0; i < out.ranked.size() && i < 4; ++i) out.simulated += cuts.improve(out.ranked[i]);
+  std::stable_sort(out.ranked.begin(), out.ranked.end(), faster);
+  out.seconds = seconds_since(start);
+  return out;
+}
+
+}  // namespace pipelab::plan

@@ -1,0 +1,99 @@
+#pragma once
+/// `pipelab plan`: which pipeline to run for a model on N devices. The planner enumerates
+/// the candidates (scheme, model stages, replicas, virtual stages, micro-batches,
+/// recomputation), compiles each into the run plan `pipelab run` would execute
+/// (core/train/run_plan.h), prunes what cannot fit or cannot win analytically, replays the
+/// survivors in the event simulator (tools/simulate/simulate.h), and searches the partition
+/// of the best ones on their own schedule rather than on per-block costs. One device
+/// (`single`) and pure data parallelism (`dp`) are candidates like any pipeline.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/train/experiment.h"
+#include "tools/simulate/simulate.h"
+
+namespace pipelab::plan {
+
+/// "1.23 GiB", "45.6 MiB", "7.8 KiB": bytes as the planner reports them.
+inline std::string bytes_text(double bytes) {
+  const double kib = 1024.0, mib = kib * 1024, gib = mib * 1024;
+  if (bytes >= gib) return fmt::format("{:.3g} GiB", bytes / gib);
+  if (bytes >= mib) return fmt::format("{:.3g} MiB", bytes / mib);
+  return fmt::format("{:.3g} KiB", bytes / kib);
+}
+/// "1.23 s", "45.6 ms", "7.8 us".
+inline std::string seconds_text(double s) {
+  if (s >= 1) return fmt::format("{:.3g} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
+  return fmt::format("{:.3g} us", s * 1e6);
+}
+
+/// One candidate: what a run would take, and what the simulator says of it.
+struct Candidate {
+  /// The scheme section (type, chunks or micro_batches, virtual_stages, ...) as flow YAML:
+  /// text, since a YAML::Node's assignment writes through to the node it shares.
+  std::string scheme;
+  std::string label;          ///< "zb_h1 chunks=8"
+  int stages = 1;             ///< model stages (partition.stages)
+  int replicas = 1;           ///< copies of the pipeline (partition.replicas, or dp's own)
+  int devices = 1;            ///< devices it occupies
+  int micro_batches = 1;      ///< per mini-batch and replica (a scheme whose unit is a mini-batch: its own)
+  bool flushed = true;        ///< flushed per mini-batch (else the step is the steady state of a running pipeline)
+  std::vector<int> balance;   ///< blocks per stage
+  bool searched_cut = false;  ///< the balance was searched on the schedule (else FLOPs-balanced, or given)
+  double bound = 0;           ///< a lower bound of the step: the busiest device's compute
+  double static_bytes = 0;    ///< the most one device holds before any activation
+  bool simulated = false;
+  double step = 0, samples_per_second = 0, bubble = 0, peak = 0, bytes = 0;
+  std::vector<double> peaks;  ///< per device
+  /// Updates of stage 0 between a micro-batch's forward and its backward: the weight
+  /// versions its gradient is stale by (0 for synchronous schedules).
+  int staleness = 0;
+  std::string lost;  ///< why it is not ranked ("" when it is)
+};
+
+/// What to search and under which constraints.
+struct PlanSpace {
+  std::vector<std::string> schemes;  ///< registered scheme types to try
+  int devices = 1;
+  bool allow_idle = false;       ///< candidates may leave devices idle (D x R < N)
+  double memory_cap = 0;         ///< bytes per device (0: none)
+  int max_staleness = 0;         ///< weight versions a gradient may be stale by (0: synchronous only)
+  double time_limit = 10;        ///< seconds for the whole search
+  int batch = 1;                 ///< run.batch_size
+  std::vector<double> block_flops;  ///< per block (the FLOPs-balanced cut; its size is the block count)
+  /// Whether costs follow any partition (derived costs) or only the given one (measured).
+  bool repartition = true;
+  int measured_stages = 0;          ///< the stages measured costs are for, when !repartition
+  std::vector<int> fixed_balance;   ///< the measured run's partition, when known
+  int top = 10;                  ///< candidates ranked in full
+};
+
+/// Costs of one pipeline's stages cut as `balance`, for units of `examples` examples.
+using CostsOf = std::function<sim::SimCosts(const std::vector<int>& balance, double examples)>;
+
+struct PlanResult {
+  std::vector<Candidate> ranked;  ///< fastest simulated step first
+  std::vector<Candidate> lost;    ///< with why each lost
+  int64_t enumerated = 0, simulated = 0;
+  double seconds = 0;
+  bool timed_out = false;
+};
+
+/// Hears of the search: candidates looked at of all, and the best step so far (0: none yet).
+using OnProgress = std::function<void(int64_t done, int64_t total, double best_step)>;
+
+/// Searches `space` for experiment `e` (its model, optimizer, gradient options, scheme
+/// options of the file's own scheme type).
+PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& costs, const sim::SimOptions& options,
+                  const OnProgress& on_progress = {});
+
+/// The schemes tried by default: every synchronous schedule (and, with `async`, the
+/// asynchronous ones), `single` and `dp` included.
+std::vector<std::string> default_schemes(bool async);
+
+}  // namespace pipelab::plan
