@@ -15,6 +15,9 @@ namespace pipelab::cli {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+/// The most devices a plan is searched for: every candidate is replayed action by action, and
+/// a schedule over more devices than this takes longer to replay than a search may.
+constexpr int kMaxPlanDevices = 1024;
 
 /// The constraint no candidate met, and by how much: the exit-2 message.
 std::string nothing_fits(const plan::PlanResult& result, const plan::PlanSpace& space) {
@@ -65,7 +68,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
   po::options_description options("options");
   options.add_options()("file", po::value(&f.file)->required(), "experiment YAML file (model, optimizer, batch)")(
       "set", po::value(&f.sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
-      "devices", po::value(&f.devices)->required(), "devices N to plan for")(
+      "devices", po::value(&f.devices)->required(), "devices N to plan for (1 to 1024)")(
       "device-memory", po::value(&f.device_memory), "memory of each device, GiB (the cap unless --memory-cap)")(
       "memory-cap", po::value(&f.memory_cap), "the most a plan may hold on one device, GiB (0: no cap)")(
       "schemes", po::value(&f.schemes),
@@ -99,7 +102,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
   f.async = f.vm.count("async") > 0;
   f.allow_idle = f.vm.count("allow-idle") > 0;
   f.explain = f.vm.count("explain") > 0;
-  checked_flag("--devices", f.devices, 1, kMaxScheduleDevices - 1);
+  checked_flag("--devices", f.devices, 1, kMaxPlanDevices);
   check_output_file("--emit", f.emit);
   check_output_file("--svg", f.svg);
   check_cost_flags(f.vm, f.cost);

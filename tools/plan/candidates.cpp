@@ -2,6 +2,7 @@
 #include "tools/plan/candidates.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -124,6 +125,11 @@ RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate&
 std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, std::vector<Candidate>& lost) {
   std::vector<Candidate> out;
   std::set<std::string> seen;
+  // The time limit holds here too (a large cluster with idle devices allowed has many shapes).
+  const auto start = std::chrono::steady_clock::now();
+  const auto over = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > space.time_limit;
+  };
   const int n = space.devices;
   // Measured costs are for their own stages: no more can be cut.
   const int blocks = space.repartition ? static_cast<int>(space.block_flops.size()) : space.measured_stages;
@@ -137,12 +143,13 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
     }
     const SchemeKnobs knobs = knobs_of(e, type);
     for (const YAML::Node& variant : variants(knobs)) {
-      for (int r = 1; r <= n; ++r) {
+      for (int r = 1; r <= n && !over(); ++r) {
         if (!space.allow_idle && n % r != 0) continue;
         for (int per_device : {1, 2, 4}) {
-          for (int p = space.allow_idle ? 1 : n / r; p <= n / r; ++p) {
+          // Devices per pipeline: all the replica's share, or fewer when devices may idle;
+          // never more stages than the model has blocks.
+          for (int p = space.allow_idle ? 1 : n / r; p <= n / r && p * per_device <= blocks; ++p) {
             const int stages = p * per_device;
-            if (stages > blocks) continue;
             const YAML::Node section = knobs.own_replicas ? with(variant, "replicas", YAML::Node(r)) : variant;
             for (int m : knobs.micro_key.empty() ? std::vector<int>{0} : micro_choices(space.batch / r)) {
               const YAML::Node chosen = m ? with(section, knobs.micro_key, YAML::Node(m)) : YAML::Clone(section);

@@ -19,8 +19,8 @@ std::string flow_text(const YAML::Node& section);
 /// options and compression.
 RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate& c);
 /// Every candidate of the space, one per (scheme options, stages, replicas, micro-batches)
-/// whose plan occupies the devices asked for; a scheme type the registry does not know goes
-/// to `lost` with why.
+/// whose plan occupies the devices asked for, as many as the time limit lets it list; a
+/// scheme type the registry does not know goes to `lost` with why.
 std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, std::vector<Candidate>& lost);
 /// Gives `c` its balance (FLOPs-balanced, or the measured one), its lower bound and its
 /// static bytes; false (with c.lost) when its costs cannot be had.

@@ -59,6 +59,7 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
   const auto start = std::chrono::steady_clock::now();
   PlanResult out;
   std::vector<Candidate> pending = enumerate(e, space, out.lost);
+  out.timed_out = seconds_since(start) > space.time_limit;  // enumerating took it all
   out.enumerated = static_cast<int64_t>(pending.size() + out.lost.size());
   // Analytic figures first: what cannot fit is out before any replay, and the rest is
   // replayed from the lowest bound up.
