@@ -195,18 +195,30 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
     const double examples = static_cast<double>(space.batch) / c.micro_batches / plan.replicas();
     const sim::SimCosts costs = costs_of(c.balance, examples);
     const std::vector<int>& placement = plan.placement();
-    std::vector<double> compute(static_cast<size_t>(plan.devices()), 0), held(compute.size(), 0);
+    const size_t devices = static_cast<size_t>(plan.devices());
+    std::vector<double> compute(devices, 0), held(devices, 0);
+    std::vector<int> first(devices, plan.stages());  // the earliest pipeline stage each device holds
     for (size_t id = 0; id < placement.size(); ++id) {
       const int p = plan.layout().replicated() ? plan.layout().position(static_cast<int>(id)) : static_cast<int>(id);
       const sim::StageCosts& k = costs.stages.at(static_cast<size_t>(p));
       const StageMemory m = plan.scheme().stage_memory(p, plan.stages());
       const size_t d = static_cast<size_t>(placement[id]);
       compute[d] += c.micro_batches * (k.seconds_of(ActionKind::Forward) + k.seconds_of(ActionKind::Backward));
+      first[d] = std::min(first[d], p);
       // What the simulator counts as static: every weight version, two gradients, the
       // optimizer's state, the buffers.
       held[d] += k.parameter_bytes * (m.weight_versions + 2) + k.optimizer_bytes + k.buffer_bytes;
     }
-    c.bound = *std::max_element(compute.begin(), compute.end());
+    // A pipeline flushed per mini-batch starts empty: a device waits, before its first action,
+    // for the first micro-batch's forwards through every stage ahead of its earliest one.
+    c.bound = 0;
+    for (size_t d = 0; d < devices; ++d) {
+      double lead = 0;
+      for (int s = 0; c.flushed && s < first[d]; ++s) {
+        lead += costs.stages[static_cast<size_t>(s)].seconds_of(ActionKind::Forward);
+      }
+      c.bound = std::max(c.bound, lead + compute[d]);
+    }
     c.static_bytes = *std::max_element(held.begin(), held.end());
     return true;
   } catch (const UserError& err) {

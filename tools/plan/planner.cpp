@@ -83,7 +83,7 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
     ++done;
     const double kth = static_cast<int>(best.size()) >= space.top ? best[static_cast<size_t>(space.top - 1)] : INFINITY;
     if (c.bound > kth * (1 + 1e-6)) {  // an equal bound may still tie, and win by simplicity
-      c.lost = fmt::format("bound: its busiest device computes {} a step, no less than #{}'s whole step ({})",
+      c.lost = fmt::format("bound: it needs at least {} a step, more than #{}'s whole step ({})",
                            seconds_text(c.bound), space.top, seconds_text(kth));
     } else if (seconds_since(start) > space.time_limit) {
       out.timed_out = true;

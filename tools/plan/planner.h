@@ -45,7 +45,9 @@ struct Candidate {
   bool flushed = true;        ///< flushed per mini-batch (else the step is the steady state of a running pipeline)
   std::vector<int> balance;   ///< blocks per stage
   bool searched_cut = false;  ///< the balance was searched on the schedule (else FLOPs-balanced, or given)
-  double bound = 0;           ///< a lower bound of the step: the busiest device's compute
+  /// A lower bound of the step: each device's compute, after (flushed per mini-batch) the
+  /// first micro-batch's forwards through the stages ahead of it; the largest over devices.
+  double bound = 0;
   double static_bytes = 0;    ///< the most one device holds before any activation
   bool simulated = false;
   double step = 0, samples_per_second = 0, bubble = 0, peak = 0, bytes = 0;
