@@ -223,3 +223,26 @@ TEST(Plan, UnitCostFiguresAreThePapersClosedForms) {
 
 }  // namespace
 }  // namespace pipelab::plan_test
+
+namespace pipelab::plan_test {
+namespace {
+
+// A run's measured costs are per stage: the plan keeps their stage count and partition, and
+// says so of every candidate with another.
+TEST(Plan, MeasuredCostsKeepTheirStages) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const auto [rc, run] = testing::pipelab(fmt::format("run --quiet {} --set run.epochs=1 --set run.trace=true "
+                                                      "--set run.output={}",
+                                                      dir.file("e.yaml"), dir.file("run")));
+  ASSERT_EQ(rc, 0) << run;
+  const auto [code, out] = testing::pipelab(fmt::format("plan {} --devices 2 --costs {} --explain", dir.file("e.yaml"),
+                                                        dir.file("run/metrics/costs.json")));
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("| measured |"), std::string::npos) << out;
+  EXPECT_NE(out.find("the measured costs are for 2 stages, not 1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("| 1 x "), std::string::npos) << out;  // no one-stage plan is ranked
+}
+
+}  // namespace
+}  // namespace pipelab::plan_test
