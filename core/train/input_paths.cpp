@@ -59,6 +59,18 @@ void resolve_input_paths(YAML::Node& root, const ConfigSource& source) {
   }
 }
 
+void rebase_input_paths(YAML::Node& root, const std::string& from, const std::string& to) {
+  const fs::path source = fs::absolute(from).lexically_normal(), target = fs::absolute(to).lexically_normal();
+  if (source == target) return;
+  for (const std::string& key : input_path_keys()) {
+    YAML::Node node = scalar_at(root, key);
+    if (!node.IsDefined()) continue;
+    const fs::path value(node.Scalar());
+    if (value.empty() || value.is_absolute()) continue;
+    node = (source / value).lexically_normal().lexically_relative(target).string();
+  }
+}
+
 std::vector<std::string> missing_input_paths(const YAML::Node& root) {
   std::vector<std::string> out;
   for (const std::string& key : input_path_keys()) {

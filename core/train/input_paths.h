@@ -22,6 +22,10 @@ const std::vector<std::string>& input_path_keys();
 /// file on disk (text parsed in memory).
 void resolve_input_paths(YAML::Node& root, const ConfigSource& source);
 
+/// Rewrites each relative input path of `root`, written to resolve from folder `from`, to name
+/// the same file from folder `to` (an experiment written into another folder).
+void rebase_input_paths(YAML::Node& root, const std::string& from, const std::string& to);
+
 /// Where `root` names an input path that does not exist: "key.path: value" for each.
 std::vector<std::string> missing_input_paths(const YAML::Node& root);
 

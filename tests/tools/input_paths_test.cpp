@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/train/experiment.h"
+#include "core/train/input_paths.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 #include "tools/sweep/plan.h"
@@ -23,6 +24,16 @@ run:       {epochs: 1, batch_size: 16}
 )";
 
 const char* kSchedule = "d0: 0F0 0F1 0B0 0B1 0U\nd1: 1F0 1B0 1F1 1B1 1U\n";
+
+// An experiment written into another folder (`pipelab plan --emit`) names the same files.
+TEST(InputPaths, RebasedToAnotherFolderTheyNameTheSameFiles) {
+  YAML::Node root = YAML::Load("{dataset: {type: tensors, path: data/x.pt}, init: {from: /abs/w.pt}}");
+  rebase_input_paths(root, "exp", "exp/out");
+  EXPECT_EQ(root["dataset"]["path"].as<std::string>(), "../data/x.pt");
+  EXPECT_EQ(root["init"]["from"].as<std::string>(), "/abs/w.pt");
+  rebase_input_paths(root, "exp/out", "exp/out");
+  EXPECT_EQ(root["dataset"]["path"].as<std::string>(), "../data/x.pt");
+}
 
 TEST(InputPaths, ReadFromTheExperimentsFolderAndSetValuesFromTheCurrentOne) {
   testing::TempDir dir;

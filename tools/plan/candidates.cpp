@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -122,6 +123,30 @@ RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate&
   return RunPlan::compile(r);
 }
 
+namespace {
+
+/// The candidate `section` makes with `stages` model stages and `replicas` copies, as the run
+/// plan compiles it; none when the scheme or the plan refuses that shape.
+std::optional<Candidate> shape_of(const Experiment& e, const YAML::Node& section, int stages, int replicas) {
+  Candidate c;
+  c.scheme = flow_text(section);
+  c.replicas = replicas;
+  try {
+    const std::unique_ptr<Scheme> scheme = make_scheme(section);
+    c.stages = scheme->stages(stages);
+    const RunPlan plan = compile_plan(e, *scheme, c);
+    c.devices = plan.devices();
+    c.replicas = plan.replicas();
+    c.flushed = plan.mini_batches_per_run(2) == 1;
+    c.micro_batches = std::max(1, scheme->micro_batches());
+  } catch (const UserError&) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+}  // namespace
+
 std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, std::vector<Candidate>& lost) {
   std::vector<Candidate> out;
   std::set<std::string> seen;
@@ -153,20 +178,9 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
             const YAML::Node section = knobs.own_replicas ? with(variant, "replicas", YAML::Node(r)) : variant;
             for (int m : knobs.micro_key.empty() ? std::vector<int>{0} : micro_choices(space.batch / r)) {
               const YAML::Node chosen = m ? with(section, knobs.micro_key, YAML::Node(m)) : YAML::Clone(section);
-              Candidate c;
-              c.scheme = flow_text(chosen);
-              c.replicas = r;
-              try {
-                const std::unique_ptr<Scheme> scheme = make_scheme(chosen);
-                c.stages = scheme->stages(stages);
-                const RunPlan plan = compile_plan(e, *scheme, c);
-                c.devices = plan.devices();
-                c.replicas = plan.replicas();
-                c.flushed = plan.mini_batches_per_run(2) == 1;
-                c.micro_batches = std::max(1, scheme->micro_batches());
-              } catch (const UserError&) {
-                continue;  // a shape the scheme does not take (V-shapes on an odd count, ...)
-              }
+              std::optional<Candidate> made = shape_of(e, chosen, stages, r);
+              if (!made) continue;  // a shape the scheme does not take (V-shapes on an odd count, ...)
+              Candidate& c = *made;
               if (c.devices > n || (!space.allow_idle && c.devices != n)) continue;
               c.label = label_of(chosen, knobs);
               const std::string key = fmt::format("{}|{}|{}|{}", c.label, c.stages, c.replicas, c.devices);
@@ -205,9 +219,7 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
       const size_t d = static_cast<size_t>(placement[id]);
       compute[d] += c.micro_batches * (k.seconds_of(ActionKind::Forward) + k.seconds_of(ActionKind::Backward));
       first[d] = std::min(first[d], p);
-      // What the simulator counts as static: every weight version, two gradients, the
-      // optimizer's state, the buffers.
-      held[d] += k.parameter_bytes * (m.weight_versions + 2) + k.optimizer_bytes + k.buffer_bytes;
+      held[d] += sim::static_bytes(k, m);  // what the simulator counts as static
     }
     // A pipeline flushed per mini-batch starts empty: a device waits, before its first action,
     // for the first micro-batch's forwards through every stage ahead of its earliest one.

@@ -25,20 +25,6 @@ std::string reason_kind(const std::string& lost) {
   return "refused";
 }
 
-/// The node at dotted `key` ("dataset.path") if every map on the way exists.
-YAML::Node node_at(YAML::Node root, const std::string& key) {
-  YAML::Node node = root;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = key.find('.', start);
-    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!node.IsMap() || !node[part]) return YAML::Node(YAML::NodeType::Undefined);
-    node.reset(node[part]);  // rebinds: `node = ...` would overwrite what it refers to
-    if (dot == std::string::npos) return node;
-    start = dot + 1;
-  }
-}
-
 }  // namespace
 
 std::string ranked_table(const std::vector<Candidate>& ranked, int top) {
@@ -113,15 +99,8 @@ YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const
   root["scheme"] = scheme;
   // Input paths resolve against the experiment file's folder: from the new file's folder
   // they must name the same files.
-  const fs::path from = fs::absolute(fs::path(file).parent_path()), to = fs::absolute(written_beside);
-  if (from.lexically_normal() != to.lexically_normal()) {
-    for (const std::string& key : input_path_keys()) {
-      YAML::Node node = node_at(root, key);
-      if (!node.IsDefined() || !node.IsScalar()) continue;
-      const fs::path value(node.Scalar());
-      if (!value.empty() && value.is_relative()) node = (from / value).lexically_normal().lexically_relative(to).string();
-    }
-  }
+  const std::string folder = fs::path(file).parent_path().string();
+  rebase_input_paths(root, folder.empty() ? "." : folder, written_beside);
   return root;
 }
 

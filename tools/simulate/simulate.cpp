@@ -135,11 +135,7 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
     const StageCosts& k = c.stages[static_cast<size_t>(s)];
     const int d = placement[static_cast<size_t>(s)];
     if (d < 0) continue;
-    // Weights in every version, the gradient being accumulated and the one the optimizer
-    // keeps from its last step (pipelab's Optimizer::last_gradient, which predictors read),
-    // the optimizer's state, the buffers.
-    r.static_bytes[static_cast<size_t>(d)] +=
-        k.parameter_bytes * (held.back().weight_versions + 2) + k.optimizer_bytes + k.buffer_bytes;
+    r.static_bytes[static_cast<size_t>(d)] += static_bytes(k, held.back());
   }
   for (size_t d = 0; d < devices; ++d) {
     std::vector<std::pair<double, double>> changes;  // (time, delta)

@@ -50,6 +50,14 @@ struct SimResult {
   std::vector<std::vector<MemoryPoint>> memory;           ///< per device, a step function
 };
 
+/// What one stage holds before any activation: its weights in every version its scheme keeps,
+/// the gradient being accumulated and the one the optimizer keeps from its last step
+/// (pipelab's Optimizer::last_gradient, which predictors read), the optimizer's state, the
+/// buffers.
+inline double static_bytes(const StageCosts& k, const StageMemory& m) {
+  return k.parameter_bytes * (m.weight_versions + 2) + k.optimizer_bytes + k.buffer_bytes;
+}
+
 /// Replays the plan's training schedule over `units` units (micro-batches of a flushed
 /// scheme's mini-batch, per replica; the run batches of one that is not), with `costs` for
 /// one pipeline's stages (every copy of a stage costs the same) and one unit of `examples`
