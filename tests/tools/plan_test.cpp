@@ -87,12 +87,35 @@ TEST(Plan, RanksBySimulatedStepOverEveryShapeThatFillsTheDevices) {
   for (const plan::Candidate& c : r.ranked) {
     EXPECT_EQ(c.devices, 4) << c.label;
     EXPECT_EQ(c.staleness, 0) << c.label;  // synchronous schedules only by default
-    types.insert(YAML::Load(c.scheme)["type"].as<std::string>());
+    types.insert((*c.section)["type"].as<std::string>());
   }
   for (const plan::Candidate& c : r.lost) EXPECT_FALSE(c.lost.empty()) << c.label;
   // A compute-bound model on 4 devices pipelines (or replicates): the winner uses them all.
   EXPECT_GT(r.ranked.front().samples_per_second, 0);
   EXPECT_GE(types.size(), 2u);
+}
+
+TEST(Plan, TheBoundIsNeverAboveTheReplayedStep) {
+  // Branch and bound skips a candidate whose bound exceeds the table's last step: a bound
+  // above a candidate's own step would skip a winner. Every candidate replayed here (no
+  // table limit), with replicas (their all-reduce is in the bound), recomputation and the
+  // asynchronous schemes, on a link with latency and a device with memory traffic.
+  testing::TempDir dir;
+  const Planned p = plan_of(file_of(dir, kDeep), 8, device(1e-3, 20, 50), [](plan::PlanSpace& s) {
+    s.allow_idle = true;
+    s.top = 1000000;
+    s.max_staleness = 100;
+    s.schemes = plan::default_schemes(true);
+  });
+  int replayed = 0;
+  for (const auto* list : {&p.result.ranked, &p.result.lost}) {
+    for (const plan::Candidate& c : *list) {
+      if (!c.simulated) continue;
+      ++replayed;
+      EXPECT_LE(c.bound, c.step * (1 + 1e-9)) << c.label << " on " << c.stages << " x " << c.replicas;
+    }
+  }
+  EXPECT_GT(replayed, 200);
 }
 
 TEST(Plan, ALatencyBoundModelIsNotPipelined) {

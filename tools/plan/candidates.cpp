@@ -107,13 +107,6 @@ std::unique_ptr<Scheme> make_scheme(const YAML::Node& section) {
   return Registry<Scheme>::get().create(ConfigNode(section, source, "scheme"));
 }
 
-std::unique_ptr<Scheme> make_scheme(const std::string& section) { return make_scheme(YAML::Load(section)); }
-
-std::string flow_text(const YAML::Node& section) {
-  YAML::Emitter out;
-  out << YAML::Flow << section;
-  return out.c_str();
-}
 
 RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate& c) {
   PlanRequest r = plan_request(e, c.stages);
@@ -129,10 +122,11 @@ namespace {
 /// plan compiles it; none when the scheme or the plan refuses that shape.
 std::optional<Candidate> shape_of(const Experiment& e, const YAML::Node& section, int stages, int replicas) {
   Candidate c;
-  c.scheme = flow_text(section);
+  c.section = std::make_shared<const YAML::Node>(section);
   c.replicas = replicas;
   try {
-    const std::unique_ptr<Scheme> scheme = make_scheme(section);
+    const std::shared_ptr<const Scheme> scheme = make_scheme(section);
+    c.scheme = scheme;
     c.stages = scheme->stages(stages);
     const RunPlan plan = compile_plan(e, *scheme, c);
     c.devices = plan.devices();
@@ -204,22 +198,26 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
     }
     if (c.balance.empty() && space.repartition) c.balance = balance_by_weight(with_floor(space.block_flops), c.stages);
     if (!space.repartition) c.balance = space.fixed_balance;
-    const std::unique_ptr<Scheme> scheme = make_scheme(c.scheme);
-    const RunPlan plan = compile_plan(e, *scheme, c);
+    const RunPlan plan = compile_plan(e, *c.scheme, c);
     const double examples = static_cast<double>(space.batch) / c.micro_batches / plan.replicas();
     const sim::SimCosts costs = costs_of(c.balance, examples);
     const std::vector<int>& placement = plan.placement();
     const size_t devices = static_cast<size_t>(plan.devices());
     std::vector<double> compute(devices, 0), held(devices, 0);
     std::vector<int> first(devices, plan.stages());  // the earliest pipeline stage each device holds
+    // Every action a device runs takes its time on that device: each stage's forwards and
+    // backwards (a recomputed forward and codecs included) and, flushed per mini-batch, its
+    // ALLREDUCE before its one update (gradient_sync: replicas, a clip, tied weights).
+    const bool syncs = c.flushed && plan.sync().always;
     for (size_t id = 0; id < placement.size(); ++id) {
-      const int p = plan.layout().replicated() ? plan.layout().position(static_cast<int>(id)) : static_cast<int>(id);
-      const sim::StageCosts& k = costs.stages.at(static_cast<size_t>(p));
-      const StageMemory m = plan.scheme().stage_memory(p, plan.stages());
+      const int stage = static_cast<int>(id);
+      const int p = plan.layout().replicated() ? plan.layout().position(stage) : stage;
       const size_t d = static_cast<size_t>(placement[id]);
-      compute[d] += c.micro_batches * (k.seconds_of(ActionKind::Forward) + k.seconds_of(ActionKind::Backward));
+      compute[d] += c.micro_batches * (sim::compute_seconds(costs, plan, stage, ActionKind::Forward) +
+                                       sim::compute_seconds(costs, plan, stage, ActionKind::Backward));
+      if (syncs) compute[d] += sim::collective_seconds(costs, plan, stage);
       first[d] = std::min(first[d], p);
-      held[d] += sim::static_bytes(k, m);  // what the simulator counts as static
+      held[d] += sim::static_bytes(costs.stages.at(static_cast<size_t>(p)), plan.scheme().stage_memory(p, plan.stages()));
     }
     // A pipeline flushed per mini-batch starts empty: a device waits, before its first action,
     // for the first micro-batch's forwards through every stage ahead of its earliest one.
@@ -242,7 +240,7 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
 bool replay(Candidate& c, const Experiment& e, const PlanSpace& space, const CostsOf& costs_of,
             const sim::SimOptions& options) {
   try {
-    const std::unique_ptr<Scheme> scheme = make_scheme(c.scheme);
+    const Scheme* scheme = c.scheme.get();
     const RunPlan plan = compile_plan(e, *scheme, c);
     const double examples = static_cast<double>(space.batch) / c.micro_batches / plan.replicas();
     const sim::SimCosts costs = costs_of(c.balance, examples);

@@ -11,9 +11,6 @@ namespace pipelab::plan {
 
 /// The scheme a section describes (a UserError when the registry refuses it).
 std::unique_ptr<Scheme> make_scheme(const YAML::Node& section);
-std::unique_ptr<Scheme> make_scheme(const std::string& section);
-/// A section as one line of flow YAML ("{type: gpipe, chunks: 8}").
-std::string flow_text(const YAML::Node& section);
 /// The run plan `pipelab run` would compile for candidate `c` of experiment `e`: its stages,
 /// its replicas (partition.replicas, unless the scheme sets its own), the file's gradient
 /// options and compression.

@@ -87,7 +87,7 @@ YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const
   YAML::Node partition = root["partition"] ? root["partition"] : YAML::Node(YAML::NodeType::Map);
   partition["stages"] = c.stages;
   // A scheme that sets its own copies (data parallelism) has them in its section.
-  const YAML::Node section = YAML::Load(c.scheme);
+  const YAML::Node& section = *c.section;
   partition["replicas"] = section["replicas"] ? 1 : c.replicas;
   YAML::Node balance(YAML::NodeType::Sequence);
   for (const int n : c.balance) balance.push_back(n);

@@ -7,6 +7,7 @@
 /// of the best ones on their own schedule rather than on per-block costs. One device
 /// (`single`) and pure data parallelism (`dp`) are candidates like any pipeline.
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,13 @@ inline std::string seconds_text(double s) {
 
 /// One candidate: what a run would take, and what the simulator says of it.
 struct Candidate {
-  /// The scheme section (type, chunks or micro_batches, virtual_stages, ...) as flow YAML:
-  /// text, since a YAML::Node's assignment writes through to the node it shares.
-  std::string scheme;
+  /// The scheme section (type, chunks or micro_batches, virtual_stages, ...) as the planner
+  /// chose it, behind a pointer: assigning a YAML::Node writes through to the node it shares
+  /// (and merges their memories), so a candidate that sorting assigns must not hold one.
+  std::shared_ptr<const YAML::Node> section;
+  /// The scheme `section` makes, made once: the compiled plans of the analytic figures and of
+  /// each replay read it.
+  std::shared_ptr<const Scheme> scheme;
   std::string label;          ///< "zb_h1 chunks=8"
   int stages = 1;             ///< model stages (partition.stages)
   int replicas = 1;           ///< copies of the pipeline (partition.replicas, or dp's own)

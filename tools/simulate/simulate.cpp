@@ -46,51 +46,54 @@ int copies_of(const RunPlan& plan, int stage) {
   return layout.replicated() ? layout.counts().at(static_cast<size_t>(layout.position(stage))) : 1;
 }
 
-/// The bytes stage `stage`'s ALLREDUCE sends: its gradients over its copies, and the tied
-/// weights it shares with another pipeline stage over every copy of the tie (two per
-/// pipeline); a global clip's norm is a scalar and counts nothing.
-double collective_bytes(const SimCosts& c, const RunPlan& plan, int stage) {
-  const StageCosts& k = c.stages.at(static_cast<size_t>(stage));
-  const int copies = copies_of(plan, stage);
+/// The bytes an ALLREDUCE of a stage costed `k` with `copies` copies sends: its gradients
+/// over its copies, and the tied weights it shares with another pipeline stage over every
+/// copy of the tie (two per pipeline); a global clip's norm is a scalar and counts nothing.
+double collective_bytes(const StageCosts& k, int copies) {
   return ring_bytes(copies, k.parameter_bytes) + ring_bytes(2.0 * copies, k.tied_bytes);
 }
 
-int collective_steps(const SimCosts& c, const RunPlan& plan, int stage) {
-  const int copies = copies_of(plan, stage);
-  const int members = c.stages.at(static_cast<size_t>(stage)).tied_bytes > 0 ? 2 * copies : copies;
-  return members < 2 ? 0 : 2 * (members - 1);
+double collective_time(const SimCosts& c, const StageCosts& k, int copies) {
+  const int members = k.tied_bytes > 0 ? 2 * copies : copies;
+  const int steps = members < 2 ? 0 : 2 * (members - 1);
+  return c.link.wire_seconds(collective_bytes(k, copies)) + steps * c.link.latency_seconds();
+}
+
+/// Whether stage `s` of `plan` runs its forward again in the action that takes the gradient
+/// (activation checkpointing). Measured costs (a run's step_seconds) have that in their
+/// backward already; derived and given ones do not.
+bool recomputes(const SimCosts& c, const RunPlan& plan, int s) {
+  const int pipeline = std::max(1, plan.stages());
+  return c.step_seconds <= 0 && plan.scheme().stage_memory(s % pipeline, pipeline).recompute;
+}
+
+/// Seconds of compute action `kind` of a stage costed `s`: the codecs' work joins the
+/// forward and the action that takes the gradient, and so does a recomputed forward.
+double action_time(const StageCosts& s, ActionKind kind, bool recompute) {
+  const bool takes_gradient = kind_info(kind).takes_gradients;
+  const double codec = kind == ActionKind::Forward ? s.codec_forward_seconds
+                       : takes_gradient            ? s.codec_backward_seconds
+                                                   : 0.0;
+  const double again = takes_gradient && recompute ? s.seconds_of(ActionKind::Forward) : 0.0;
+  return s.seconds_of(kind) + codec + again;
 }
 
 EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& plan) {
   EventCosts e;
   e.overlap = o.overlap;
   e.one_worker = o.one_worker;
-  // A stage that keeps only its input (activation checkpointing) runs its forward again in
-  // the action that takes the gradient. Measured costs (a run's step_seconds) have that in
-  // their backward already; derived and given ones do not.
-  auto recomputes = std::make_shared<std::vector<bool>>();
-  for (size_t s = 0; s < c.stages.size(); ++s) {
-    const int pipeline = std::max(1, plan.stages());
-    recomputes->push_back(c.step_seconds <= 0 &&
-                          plan.scheme().stage_memory(static_cast<int>(s) % pipeline, pipeline).recompute);
-  }
-  e.compute = [&c, &o, recomputes](int d, const Action& a) {
+  auto recompute = std::make_shared<std::vector<bool>>();
+  for (size_t s = 0; s < c.stages.size(); ++s) recompute->push_back(recomputes(c, plan, static_cast<int>(s)));
+  e.compute = [&c, &o, recompute](int d, const Action& a) {
     const auto slow = o.slow.find(d);
-    const StageCosts& s = c.stages.at(static_cast<size_t>(a.stage));
-    const bool takes_gradient = kind_info(a.kind).takes_gradients;
-    // The codecs' work joins the forward and the action that takes the gradient.
-    const double codec = a.kind == ActionKind::Forward ? s.codec_forward_seconds
-                         : takes_gradient              ? s.codec_backward_seconds
-                                                       : 0.0;
-    const double again =
-        takes_gradient && (*recomputes)[static_cast<size_t>(a.stage)] ? s.seconds_of(ActionKind::Forward) : 0.0;
-    return (s.seconds_of(a.kind) + codec + again) * (slow == o.slow.end() ? 1.0 : slow->second);
+    const double t = action_time(c.stages.at(static_cast<size_t>(a.stage)), a.kind,
+                                 (*recompute)[static_cast<size_t>(a.stage)]);
+    return t * (slow == o.slow.end() ? 1.0 : slow->second);
   };
   e.wire = [&c](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a)); };
   e.latency = [&c](const Action&) { return c.link.latency_seconds(); };
   e.collective = [&c, &plan](const Action& a) {
-    return c.link.wire_seconds(collective_bytes(c, plan, a.stage)) +
-           collective_steps(c, plan, a.stage) * c.link.latency_seconds();
+    return collective_time(c, c.stages.at(static_cast<size_t>(a.stage)), copies_of(plan, a.stage));
   };
   return e;
 }
@@ -191,7 +194,7 @@ SimResult replay_plan(const RunPlan& plan, int units, const SimCosts& costs, con
   SimResult r;
   // The run plan's own training schedule (core/train/run_plan.h): what a run executes.
   r.schedule = plan.training(equal_units(units, plan.replicas()));
-  validate_schedule(r.schedule, plan.rules());
+  if (o.validate) validate_schedule(r.schedule, plan.rules());
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
@@ -224,6 +227,16 @@ double total_busy(const SimResult& r, std::vector<double>* per_device) {
 
 }  // namespace
 
+double collective_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int stage) {
+  const int p = plan.layout().replicated() ? plan.layout().position(stage) : stage;
+  return collective_time(one_pipeline, one_pipeline.stages.at(static_cast<size_t>(p)), copies_of(plan, stage));
+}
+
+double compute_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int stage, ActionKind kind) {
+  const int p = plan.layout().replicated() ? plan.layout().position(stage) : stage;
+  return action_time(one_pipeline.stages.at(static_cast<size_t>(p)), kind, recomputes(one_pipeline, plan, p));
+}
+
 SimResult simulate(const RunPlan& plan, int units, double examples, const SimCosts& one_pipeline,
                    const SimOptions& options, int units_per_step) {
   const Scheme& scheme = plan.scheme();
@@ -251,7 +264,9 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
   for (const TimedTransfer& t : r.timeline.transfers) bytes += wire_bytes(costs, t.send);
   for (const auto& row : r.timeline.devices) {
     for (const TimedAction& x : row) {
-      if (kind_info(x.action.kind).role == KindRole::Collective) bytes += collective_bytes(costs, plan, x.action.stage);
+      if (kind_info(x.action.kind).role == KindRole::Collective) {
+        bytes += collective_bytes(costs.stages.at(static_cast<size_t>(x.action.stage)), copies_of(plan, x.action.stage));
+      }
     }
   }
   // Per step: a flushed scheme's replay is one step; otherwise units_per_step units' share.

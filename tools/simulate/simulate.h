@@ -26,6 +26,9 @@ struct SimOptions {
   /// The ALLREDUCE before each update without replicas too (a gradient clip; the runner's
   /// gradient_sync): a global clip makes every stage's update wait for all stages.
   GradientSync sync;
+  /// Validate the schedule before replaying it. The planner replays thousands of schedules
+  /// the run plan made and validates those it ranks.
+  bool validate = true;
 };
 
 /// Memory of one device over time: `bytes` from `time` on.
@@ -57,6 +60,13 @@ struct SimResult {
 inline double static_bytes(const StageCosts& k, const StageMemory& m) {
   return k.parameter_bytes * (m.weight_versions + 2) + k.optimizer_bytes + k.buffer_bytes;
 }
+
+/// Seconds stage `stage` of `plan` (any copy of a pipeline stage) spends in one ALLREDUCE,
+/// as the replay costs it; `one_pipeline`: one pipeline's stage costs.
+double collective_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int stage);
+/// Seconds of compute action `kind` of stage `stage` of `plan`, as the replay costs it (the
+/// codecs' work and a recomputed forward included).
+double compute_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int stage, ActionKind kind);
 
 /// Replays the plan's training schedule over `units` units (micro-batches of a flushed
 /// scheme's mini-batch, per replica; the run batches of one that is not), with `costs` for
