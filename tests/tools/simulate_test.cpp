@@ -12,6 +12,7 @@
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 #include "tools/simulate/block_memory.h"
+#include "tools/simulate/block_times.h"
 #include "tools/simulate/derive.h"
 #include "tools/simulate/report.h"
 #include "tools/simulate/svg_timeline.h"
@@ -211,6 +212,32 @@ TEST(Simulate, BlockMemoryMeasuredByHand) {
   const sim::BlockMemory m = sim::measure_block_memory(def, data, 0);
   EXPECT_TRUE(m.measured);
   EXPECT_EQ(m.retained_per_example, (std::vector<double>{64, 64, 16}));
+}
+
+TEST(Simulate, TimedBlocksCostWhatTheyDoHere) {
+  // MLP 16 -> 1024 -> 1024 -> 16: the middle block does 64 times the multiply-adds of either
+  // other one per example, so at 256 examples it takes several times as long here; the
+  // costs of a cut are the timed blocks' sums, the backward split evenly into I and W.
+  DataSpec data;
+  data.input_shape = {16};
+  data.classes = 16;
+  const ModelDef def = testing::define_model("{type: mlp, sizes: [16, 1024, 1024, 16]}", data);
+  const auto sgd = Registry<OptimizerFactory>::get().create(
+      ConfigNode(YAML::Load("{type: sgd, lr: 0.1}"), std::make_shared<ConfigSource>("t"), "optimizer"));
+  const sim::BlockTimes t = sim::time_blocks(def, data, 0, *sgd, 8, 256, 1, 3);
+  ASSERT_EQ(t.forward.size(), 3u);
+  ASSERT_EQ(t.update.size(), 3u);
+  for (size_t b = 0; b < 3; ++b) {
+    EXPECT_GE(t.forward[b].fixed, 0);
+    EXPECT_GE(t.backward[b].per_example, 0);
+    EXPECT_GT(t.forward[b].at(256) + t.backward[b].at(256), 0);
+  }
+  EXPECT_GT(t.forward[1].at(256) + t.backward[1].at(256), 3 * (t.forward[0].at(256) + t.backward[0].at(256)));
+  const std::vector<BlockProfile> blocks(3);
+  const sim::SimCosts c = sim::derive_costs(blocks, sim::BlockMemory{{0, 0, 0}, true}, {1, 2}, 64, {}, &t);
+  EXPECT_DOUBLE_EQ(c.stages[1].seconds_of(ActionKind::Forward), t.forward[1].at(64) + t.forward[2].at(64));
+  EXPECT_DOUBLE_EQ(c.stages[0].seconds_of(ActionKind::BackwardInput), t.backward[0].at(64) / 2);
+  EXPECT_DOUBLE_EQ(c.stages[0].seconds_of(ActionKind::Update), t.update[0]);
 }
 
 TEST(Simulate, TraceAndSvg) {

@@ -54,7 +54,7 @@ std::string why_line(const plan::PlanResult& r) {
 
 /// The command line of `pipelab plan`, read in one place.
 struct PlanFlags {
-  std::string file, schemes, emit, svg;
+  std::string file, schemes, emit, svg, json;
   std::vector<std::string> sets;
   int devices = 0, top = 10, max_staleness = 0;
   double memory_cap = 0, device_memory = 0, time_limit = 10;
@@ -81,16 +81,17 @@ bool read_flags(const Args& args, PlanFlags& f) {
       "top", po::value(&f.top), "candidates ranked in the table (default 10)")(
       "emit", po::value(&f.emit), "write the best plan as an experiment file ready for `pipelab run`")(
       "svg", po::value(&f.svg), "write the time x memory Pareto front as SVG")(
+      "json", po::value(&f.json), "write every ranked candidate as JSON (scheme section, partition, figures)")(
       "explain", "say why each other candidate lost (memory, bound, staleness, refused)");
   add_cost_options(options, f.cost);
   add_input_options(options);
   po::positional_options_description positional;
   positional.add("file", 1);
   if (!parse(args,
-             "pipelab plan FILE --devices N [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T]]\n"
+             "pipelab plan FILE --devices N [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T] | --time-blocks]\n"
              "             [--link-gbps G] [--link-latency-us L] [--device-memory GIB | --memory-cap GIB]\n"
              "             [--schemes a,b] [--async [--max-staleness V]] [--allow-idle] [--time-limit S]\n"
-             "             [--top K] [--emit best.yaml] [--svg front.svg] [--explain]\n\n"
+             "             [--top K] [--emit best.yaml] [--svg front.svg] [--json ranked.json] [--explain]\n\n"
              "Searches the pipelines for the experiment's model on N devices: scheme, stages, replicas, virtual\n"
              "stages, micro-batches, recomputation and the partition, each replayed as `pipelab run` would run it\n"
              "(docs/plan.md). One device and pure data parallelism are candidates too:\n\n"
@@ -105,6 +106,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
   checked_flag("--devices", f.devices, 1, kMaxPlanDevices);
   check_output_file("--emit", f.emit);
   check_output_file("--svg", f.svg);
+  check_output_file("--json", f.json);
   check_cost_flags(f.vm, f.cost);
   checked_flag("--device-memory", f.device_memory, 0, 1e6);
   checked_flag("--memory-cap", f.memory_cap, 0, 1e6);
@@ -150,6 +152,7 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
                plan::bytes_text(c->peak));
   }
   fmt::print("\n");
+  if (!f.json.empty()) write_output(f.json, plan::ranked_json(result.ranked));
   if (!f.svg.empty()) {
     write_output(f.svg, plan::pareto_svg(result.ranked, fmt::format("{} on {} devices: step time against memory",
                                                                     e.model->type(), f.devices)));
@@ -179,12 +182,9 @@ int plan(const Args& args) {
         progress->update(done, best > 0 ? "best " + plan::seconds_text(best) : "");
       });
   if (progress) progress->finish();
-  const sim::DeviceSpec& d = f.cost.device;
   fmt::print("{}: model {}, mini-batch {} examples, {} devices{}\ncosts {}\n", f.file, e.model->type(),
              e.run.batch_size, f.devices, space.memory_cap > 0 ? " of at most " + plan::bytes_text(space.memory_cap) : "",
-             source.derived()
-                 ? fmt::format("derived: {:g} TFLOP/s, memory {:g} GB/s, {}", d.tflops, d.memory_gbs, f.cost.dtype)
-                 : source.file()->source);
+             source.describe(f.cost.dtype));
   fmt::print("searched {} candidates in {:.2f} s ({} replayed){}\n\n", result.enumerated, result.seconds,
              result.simulated, result.timed_out ? "; the time limit cut the search short" : "");
   report(f, e, space, result);

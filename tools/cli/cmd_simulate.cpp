@@ -116,7 +116,7 @@ int simulate(const Args& args) {
   po::variables_map vm;
   if (!parse(args,
              "pipelab simulate FILE [--schemes a,b,c] [--stages D] [--microbatches M]\n"
-             "                [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T]]\n"
+             "                [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T] | --time-blocks]\n"
              "                [--link-gbps G] [--link-latency-us L] [--no-overlap] [--slow-device r:f]\n"
              "                [--svg out.svg] [--trace out.json] [--markdown out.md]\n\n"
              "Replays each scheme's schedule against a cost model and prints step time, samples/s, bubble,\n"
@@ -222,7 +222,8 @@ int simulate(const Args& args) {
 
   // Report.
   const std::string costs_line =
-      source.derived()
+      source.timed() ? source.describe(dtype)
+      : source.derived()
           ? fmt::format("derived: {:g} TFLOP/s, memory {:g} GB/s, {}, {} optimizer state(s) per parameter; activations "
                         "kept {}",
                         device.tflops, device.memory_gbs, dtype, device.optimizer_states,

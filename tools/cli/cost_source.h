@@ -16,6 +16,7 @@
 #include "tools/cli/options.h"
 #include "tools/describe/model_profile.h"
 #include "tools/simulate/block_memory.h"
+#include "tools/simulate/block_times.h"
 #include "tools/simulate/codec_costs.h"
 #include "tools/simulate/costs.h"
 #include "tools/simulate/derive.h"
@@ -25,6 +26,7 @@ namespace pipelab::cli {
 /// The flags that say where costs come from, shared by `simulate` and `plan`.
 struct CostFlags {
   std::string costs_file;
+  bool time_blocks = false;  ///< cost each block by timing it here
   std::string dtype = "float32";
   sim::DeviceSpec device;
 };
@@ -37,15 +39,20 @@ inline void add_cost_options(po::options_description& options, CostFlags& f) {
       "memory-bw", po::value(&f.device.memory_gbs), "derive costs: memory bandwidth, GB/s (0: not limiting)")(
       "link-gbps", po::value(&f.device.link.gbps), "link bandwidth between devices, Gbit/s (0: infinite)")(
       "link-latency-us", po::value(&f.device.link.latency_us), "link latency per message, microseconds")(
-      "dtype", po::value(&f.dtype), "derive costs: float32, bfloat16 or float16 (bytes of weights and activations)");
+      "dtype", po::value(&f.dtype), "derive costs: float32, bfloat16 or float16 (bytes of weights and activations)")(
+      "time-blocks", po::bool_switch(&f.time_blocks),
+      "derive costs for the devices here: time each block on this machine (run.threads intra-op threads, "
+      "as each device of the threaded executor has) instead of --device-flops");
 }
 
 /// Refuses a bad combination or value of the cost flags (UsageError) and sets the device's
 /// bytes per element from --dtype.
 inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
-  if (!f.costs_file.empty() && vm.count("device-flops")) throw UsageError{"give --costs or --device-flops, not both"};
-  if (f.costs_file.empty() && !vm.count("device-flops")) {
-    throw UsageError{"give the costs: --costs FILE (measured or given) or --device-flops TFLOPS (derived)"};
+  const int sources = (f.costs_file.empty() ? 0 : 1) + static_cast<int>(vm.count("device-flops")) + (f.time_blocks ? 1 : 0);
+  if (sources > 1) throw UsageError{"give one of --costs, --device-flops and --time-blocks"};
+  if (sources == 0) {
+    throw UsageError{"give the costs: --costs FILE (measured or given), --device-flops TFLOPS (derived) or "
+                     "--time-blocks (each block timed here)"};
   }
   if (vm.count("device-flops")) checked_flag("--device-flops", f.device.tflops, 1e-9, 1e6);
   checked_flag("--memory-bw", f.device.memory_gbs, 0, 1e9);
@@ -85,9 +92,27 @@ class CostSource {
     dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
     blocks_ = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
     memory_ = sim::measure_block_memory(def, spec, static_cast<uint64_t>(e.run.seed));
+    if (vm.count("time-blocks") && vm["time-blocks"].as<bool>()) {
+      // The micro-batch sizes a plan tries run from the whole mini-batch down to a small
+      // share of it: the two timed sizes span most of that range.
+      const int batch = static_cast<int>(std::max<int64_t>(2, e.run.batch_size));
+      small_ = std::max(1, batch / 16);
+      times_ = sim::time_blocks(def, spec, static_cast<uint64_t>(e.run.seed), *e.optimizer, small_,
+                                std::max(small_ + 1, batch), std::max(1, e.run.threads));
+    }
     ties_ = tied_blocks(def);
   }
   bool derived() const { return !file_; }
+  bool timed() const { return !times_.empty(); }
+  /// What the costs are, for a report's header.
+  std::string describe(const std::string& dtype) const {
+    if (file_) return file_->source;
+    if (!times_.empty()) {
+      return fmt::format("timed here: each block at {} and {} examples, {} intra-op thread(s) per device", small_,
+                         std::max<int64_t>(small_ + 1, std::max<int64_t>(2, e_.run.batch_size)), times_.threads);
+    }
+    return fmt::format("derived: {:g} TFLOP/s, memory {:g} GB/s, {}", device_.tflops, device_.memory_gbs, dtype);
+  }
 
   /// A tie between two blocks' parameters: the blocks and the tensor's elements.
   struct BlockTie {
@@ -159,8 +184,8 @@ class CostSource {
       sim::apply_compression(c, e_.compression, bytes);
       return c;
     }
-    sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_);
-    c.source = "derived";
+    sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_, times_.empty() ? nullptr : &times_);
+    c.source = times_.empty() ? "derived" : "timed here";
     add_tied_bytes(c, balance);
     sim::apply_compression(c, e_.compression, device_.dtype_bytes);
     return c;
@@ -178,6 +203,8 @@ class CostSource {
   std::optional<sim::SimCosts> file_;
   std::vector<BlockProfile> blocks_;
   sim::BlockMemory memory_;
+  sim::BlockTimes times_;
+  int small_ = 0;  ///< the smaller of the two sizes blocks were timed at
   std::vector<BlockTie> ties_;
 };
 

@@ -257,6 +257,7 @@ bool replay(Candidate& c, const Experiment& e, const PlanSpace& space, const Cos
     c.bubble = r.bubble;
     c.bytes = r.bytes_per_step;
     c.peaks = r.peak_bytes;
+    c.activation_peaks = r.peak_activation_bytes;
     c.peak = r.peak_bytes.empty() ? 0 : *std::max_element(r.peak_bytes.begin(), r.peak_bytes.end());
     c.staleness = staleness(r.schedule);
     return true;

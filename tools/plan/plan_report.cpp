@@ -1,6 +1,8 @@
 /// What `pipelab plan` shows and writes (tools/plan/plan_report.h).
 #include "tools/plan/plan_report.h"
 
+#include "core/io/json.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -80,6 +82,31 @@ std::string pareto_svg(const std::vector<Candidate>& ranked, const std::string& 
   }
   chart.series.push_back(front);
   return tools::render_svg(chart);
+}
+
+std::string ranked_json(const std::vector<Candidate>& ranked) {
+  std::vector<json::Object> rows;
+  for (const Candidate& c : ranked) {
+    YAML::Emitter section;
+    section << YAML::Flow << *c.section;
+    std::vector<int64_t> balance(c.balance.begin(), c.balance.end());
+    rows.push_back(json::Object()
+                       .add("label", c.label)
+                       .add("scheme", std::string(section.c_str()))
+                       .add("stages", c.stages)
+                       .add("replicas", c.replicas)
+                       .add("devices", c.devices)
+                       .add("balance", balance)
+                       .add("searched_cut", c.searched_cut)
+                       .add("step_seconds", c.step)
+                       .add("samples_per_second", c.samples_per_second)
+                       .add("bubble", c.bubble)
+                       .add("peak_bytes", c.peaks)
+                       .add("peak_activation_bytes", c.activation_peaks)
+                       .add("bytes_per_step", c.bytes)
+                       .add("staleness", c.staleness));
+  }
+  return json::Object().add("ranked", rows).pretty() + "\n";
 }
 
 YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const std::string& written_beside) {

@@ -13,6 +13,9 @@ namespace pipelab::plan {
 
 /// | # | scheme | devices | stages | replicas | m | balance | step (ms) | samples/s | bubble | peak (GiB) | MiB/step | stale |
 std::string ranked_table(const std::vector<Candidate>& ranked, int top);
+/// The ranked candidates as JSON, fastest first: each one's label, scheme section (flow
+/// YAML, as `--set scheme=...` takes it), partition and simulated figures, for scripts.
+std::string ranked_json(const std::vector<Candidate>& ranked);
 /// One line per candidate that lost, grouped by why (memory, bound, staleness, refused, time).
 std::string explanation(const PlanResult& result);
 /// The candidates no other beats in both step time and peak memory, fastest first.

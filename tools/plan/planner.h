@@ -57,6 +57,9 @@ struct Candidate {
   bool simulated = false;
   double step = 0, samples_per_second = 0, bubble = 0, peak = 0, bytes = 0;
   std::vector<double> peaks;  ///< per device
+  /// Per device, its peak above the static bytes: activations, gradients being made,
+  /// transients (what a run's costs.json measures as peak_activation_bytes).
+  std::vector<double> activation_peaks;
   /// Updates of stage 0 between a micro-batch's forward and its backward: the weight
   /// versions its gradient is stale by (0 for synchronous schedules).
   int staleness = 0;

@@ -5,25 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 
+#include "tools/simulate/timing.h"
+
 namespace pipelab::sim {
-namespace {
-
-double seconds_of(const std::function<void()>& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-}  // namespace
 
 CodecFigures measure_codec(const Codec& codec, double elements, int64_t rows) {
   rows = std::max<int64_t>(1, rows);

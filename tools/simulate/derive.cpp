@@ -36,8 +36,9 @@ BlockMemory estimated_block_memory(const std::vector<BlockProfile>& blocks) {
 }
 
 SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory& memory, const std::vector<int>& balance,
-                      double examples, const DeviceSpec& device) {
-  PIPELAB_ASSERT(device.tflops > 0, "derive_costs needs the device's FLOP rate");
+                      double examples, const DeviceSpec& device, const BlockTimes* times) {
+  PIPELAB_ASSERT(device.tflops > 0 || times, "derive_costs needs the device's FLOP rate or timed blocks");
+  PIPELAB_ASSERT(!times || times->forward.size() == blocks.size(), "one timing per block");
   PIPELAB_ASSERT(memory.retained_per_example.size() == blocks.size(), "one retained size per block");
   const double rate = device.tflops * 1e12;
   const double bw = device.memory_gbs * 1e9;
@@ -51,7 +52,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
   for (size_t s = 0; s < balance.size(); ++s) {
     StageCosts k;
     k.stage = k.device = static_cast<int>(s);
-    double params = 0;
+    double params = 0, update = 0;
     for (size_t b = first; b < first + static_cast<size_t>(balance[s]); ++b) {
       const BlockProfile& block = blocks.at(b);
       const double in = b == 0 ? 0 : elements(blocks[b - 1].output_shape);
@@ -60,9 +61,18 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
       // Forward: read the input and the weights, write the output. The input gradient (I)
       // and the weight gradient (W) each cost the forward's FLOPs (2x multiply-adds).
       const double traffic = (in + out) * device.dtype_bytes * examples;
-      k.seconds[ActionKind::Forward] += roofline(static_cast<double>(block.flops) * examples, traffic + weight_bytes);
-      k.seconds[ActionKind::BackwardInput] += roofline(static_cast<double>(block.flops) * examples, 2 * traffic + weight_bytes);
-      k.seconds[ActionKind::BackwardWeight] += roofline(static_cast<double>(block.flops) * examples, traffic + 2 * weight_bytes);
+      const double flops = static_cast<double>(block.flops) * examples;
+      if (times) {
+        const double backward = times->backward[b].at(examples);
+        k.seconds[ActionKind::Forward] += times->forward[b].at(examples);
+        k.seconds[ActionKind::BackwardInput] += backward / 2;
+        k.seconds[ActionKind::BackwardWeight] += backward / 2;
+        update += times->update[b];
+      } else {
+        k.seconds[ActionKind::Forward] += roofline(flops, traffic + weight_bytes);
+        k.seconds[ActionKind::BackwardInput] += roofline(flops, 2 * traffic + weight_bytes);
+        k.seconds[ActionKind::BackwardWeight] += roofline(flops, traffic + 2 * weight_bytes);
+      }
       k.retained_bytes += memory.retained_per_example[b] * scale * examples;
       params += static_cast<double>(block.parameters);
     }
@@ -73,7 +83,9 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     k.parameter_bytes = params * device.dtype_bytes;
     k.optimizer_bytes = params * device.optimizer_states * device.dtype_bytes;
     // The step reads weights and gradient, writes weights, and reads and writes each state.
-    k.seconds[ActionKind::Update] = bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw : 0;
+    k.seconds[ActionKind::Update] = times ? update
+                                    : bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw
+                                             : 0;
     c.stages.push_back(k);
     first += static_cast<size_t>(balance[s]);
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tools/describe/model_profile.h"
+#include "tools/simulate/block_times.h"
 #include "tools/simulate/costs.h"
 
 namespace pipelab::sim {
@@ -25,9 +26,11 @@ struct BlockMemory {
   bool measured = false;  ///< by LibTorch's allocator (else: twice the block's output)
 };
 
-/// Costs of `balance` (blocks per stage) for micro-batches of `examples` examples.
+/// Costs of `balance` (blocks per stage) for micro-batches of `examples` examples. With
+/// `times` (each block timed on this machine), its seconds replace the roofline's; a
+/// backward's time is split evenly between its input and weight gradients.
 SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory& memory, const std::vector<int>& balance,
-                      double examples, const DeviceSpec& device);
+                      double examples, const DeviceSpec& device, const BlockTimes* times = nullptr);
 
 /// The estimate used when nothing was measured: twice each block's output (its output and
 /// one intermediate of the same size), float32.

@@ -1,0 +1,120 @@
+#include "tools/simulate/block_times.h"
+
+#include <algorithm>
+
+#include <torch/torch.h>
+
+#include "core/model/block_io.h"
+#include "core/util/error.h"
+#include "tools/simulate/timing.h"
+
+namespace pipelab::sim {
+namespace {
+
+/// The block's inputs cut from the graph (a stage receives them so): floating ones take a
+/// gradient, as a stage's received activations do.
+Tensors detached_inputs(const LiveSet& live, const Block& block) {
+  Tensors out;
+  for (const at::Tensor& t : live.take(block.io.in)) {
+    at::Tensor d = t.detach();
+    if (d.is_floating_point()) d.requires_grad_(true);
+    out.push_back(d);
+  }
+  return out;
+}
+
+/// Median forward and backward seconds of each block for `examples` examples.
+void time_at(std::vector<Block>& blocks, const DataSpec& data, int examples, int repeats, std::vector<double>& forward,
+             std::vector<double>& backward) {
+  std::vector<int64_t> shape{examples};
+  shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
+  LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
+  for (Block& block : blocks) {
+    std::vector<double> f, b;
+    Tensors out;
+    for (int r = 0; r <= repeats; ++r) {  // the first round warms the allocator and the kernels up
+      const Tensors in = detached_inputs(live, block);
+      const double tf = seconds_of([&] { out = call_block(block, in); });
+      Tensors roots, grads;
+      for (const at::Tensor& t : out) {
+        if (t.requires_grad()) {
+          roots.push_back(t);
+          grads.push_back(torch::ones_like(t));
+        }
+      }
+      const double tb = seconds_of([&] {
+        if (!roots.empty()) torch::autograd::backward(roots, grads);
+      });
+      if (r > 0) {
+        f.push_back(tf);
+        b.push_back(tb);
+      }
+    }
+    forward.push_back(median(f));
+    backward.push_back(median(b));
+    Tensors kept;
+    for (const at::Tensor& t : out) kept.push_back(t.detach());
+    live.update(block, kept);
+  }
+}
+
+/// Median seconds of a step of `factory`'s optimizer on each block's parameters (their
+/// gradients are there from the timed backwards).
+std::vector<double> time_updates(std::vector<Block>& blocks, const OptimizerFactory& factory, int repeats) {
+  std::vector<double> out;
+  for (Block& block : blocks) {
+    std::vector<at::Tensor> params;
+    for (const at::Tensor& p : block.module.ptr()->parameters()) {
+      if (p.requires_grad() && p.grad().defined()) params.push_back(p);
+    }
+    if (params.empty()) {
+      out.push_back(0);
+      continue;
+    }
+    const std::unique_ptr<Optimizer> optimizer = factory.make(params);
+    std::vector<double> t;
+    for (int r = 0; r <= repeats; ++r) {
+      const double s = seconds_of([&] {
+        torch::NoGradGuard no_grad;
+        optimizer->step();
+      });
+      if (r > 0) t.push_back(s);
+    }
+    out.push_back(median(t));
+  }
+  return out;
+}
+
+}  // namespace
+
+BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory& optimizer,
+                       int small, int large, int threads, int repeats) {
+  PIPELAB_ASSERT(0 < small && small < large && repeats > 0, "two sizes to time blocks at, small < large");
+  const int before = at::get_num_threads();
+  at::set_num_threads(threads);
+  std::vector<Block> blocks;
+  for (size_t i = 0; i < def.blocks.size(); ++i) {
+    blocks.push_back(build_block(def, i, seed));
+    blocks.back().module.ptr()->train();
+  }
+  std::vector<double> f_small, b_small, f_large, b_large;
+  time_at(blocks, data, small, repeats, f_small, b_small);
+  time_at(blocks, data, large, repeats, f_large, b_large);
+  BlockTimes out;
+  out.update = time_updates(blocks, optimizer, repeats);
+  at::set_num_threads(before);
+  // Two points fix the line; a slope below zero (noise on a block that takes microseconds)
+  // is a constant.
+  const auto fit = [&](double at_small, double at_large) {
+    const double slope = std::max(0.0, (at_large - at_small) / (large - small));
+    return AffineSeconds{std::max(0.0, at_large - slope * large), slope};
+  };
+  out.threads = threads;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    out.forward.push_back(fit(f_small[i], f_large[i]));
+    out.backward.push_back(fit(b_small[i], b_large[i]));
+  }
+  return out;
+}
+
+}  // namespace pipelab::sim

@@ -1,0 +1,37 @@
+#pragma once
+/// Each block's forward and backward timed on this machine: the costs of a plan for the
+/// devices here (the threaded executor's, one device per thread), where a roofline of
+/// FLOP/s and bandwidth is too coarse. A block's time is affine in its micro-batch size:
+/// a fixed part (kernel launches, the dispatcher, weight traffic) and a part per example,
+/// fitted to two timed sizes, so small micro-batches cost what they do here.
+#include <cstdint>
+#include <vector>
+
+#include "core/model/model.h"
+#include "core/optim/optimizer.h"
+
+namespace pipelab::sim {
+
+/// Seconds of one action of one block for `n` examples: fixed + per_example * n.
+struct AffineSeconds {
+  double fixed = 0, per_example = 0;
+  double at(double n) const { return fixed + per_example * n; }
+};
+
+/// Per block, its forward, its backward (input and weight gradients together) and its
+/// optimizer step.
+struct BlockTimes {
+  std::vector<AffineSeconds> forward, backward;
+  std::vector<double> update;
+  int threads = 1;  ///< the intra-op threads they were timed with
+  bool empty() const { return forward.empty(); }
+};
+
+/// Times every block of `def` (built as a run builds it, in training mode) at `small` and
+/// `large` examples with `threads` intra-op threads: each block's forward on the previous
+/// block's output, its backward alone and a step of `optimizer` on its parameters, the
+/// median of `repeats` after one warm-up.
+BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory& optimizer,
+                       int small, int large, int threads, int repeats = 5);
+
+}  // namespace pipelab::sim
