@@ -244,6 +244,27 @@ TEST(Plan, UnitCostFiguresAreThePapersClosedForms) {
   }
 }
 
+// ZB-V and DualPipe-V with unit chunk costs (F = I = W = 1 per chunk) and m >= 2p: each
+// device idles p - 1 units, the fill no V-shaped schedule can avoid (device p - 1's first
+// chunk waits for p - 1 forwards, and the drain mirrors it), and ZB-V keeps 1F1B's peak of p
+// micro-batches' activations (the zero-bubble paper's memory for ZB-V: p x M_B). The
+// reference docs give no closed form for DualPipe-V: its figures here are derived (one
+// chunk's activations more than ZB-V's peak), pinned so that a change to them is seen.
+TEST(Plan, UnitCostFiguresOfTheVSchedules) {
+  for (int p : {4, 8, 16}) {
+    for (int m : {2 * p, 4 * p}) {
+      SCOPED_TRACE(fmt::format("p {} m {}", p, m));
+      for (const char* type : {"zbv", "dualpipe_v"}) {
+        const sim::SimResult r = unit_replay(type, 2 * p, m, 0.5);
+        const double busy = 2.0 * m * 3;  // two chunks, F + I + W each, per micro-batch
+        EXPECT_NEAR(r.makespan - busy, p - 1.0, 1e-9) << type;
+        const double peak = *std::max_element(r.peak_activation_bytes.begin(), r.peak_activation_bytes.end());
+        EXPECT_DOUBLE_EQ(peak, std::string(type) == "zbv" ? p : p + 0.5) << type;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pipelab::plan_test
 
