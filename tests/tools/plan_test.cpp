@@ -226,7 +226,7 @@ sim::SimResult unit_replay(const std::string& type, int stages, int m, double re
 // micro-batches' activations on its first device, V-Half's (p+2)//2 and V-Min's (p+4)//3
 // (reference docs §9.2 F45, in full-stage activations: a V's chunk holds half).
 TEST(Plan, UnitCostFiguresAreThePapersClosedForms) {
-  for (int p : {4, 8}) {
+  for (int p : {4, 8, 16}) {
     for (int m : {p, 2 * p, 4 * p}) {
       SCOPED_TRACE(fmt::format("p {} m {}", p, m));
       const double one_f_one_b = static_cast<double>(p - 1) / (m + p - 1);
