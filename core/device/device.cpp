@@ -34,9 +34,14 @@ c10::Device parse(const std::string& text) {
   const int count = cuda_device_count();
   const int index = d.has_index() ? d.index() : 0;
   if (index >= count) {
+    if (count == 0) {
+      throw UserError(fmt::format("device '{}' is not available: this machine has no CUDA device (or this build of "
+                                  "LibTorch cannot reach one). Fix: use cpu",
+                                  text));
+    }
     throw UserError(fmt::format("device '{}' is not available: this machine has {} CUDA device(s). "
-                                "Fix: use cpu or cuda:0..cuda:{}.",
-                                text, count, count - 1));
+                                "Fix: use cpu or {}.",
+                                text, count, count == 1 ? "cuda:0" : fmt::format("cuda:0..cuda:{}", count - 1)));
   }
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
 }

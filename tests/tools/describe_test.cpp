@@ -6,6 +6,7 @@
 
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
+#include "core/device/device.h"
 #include "core/model/flop_counter.h"
 #include "tools/describe/model_profile.h"
 
@@ -160,6 +161,25 @@ TEST(Describe, ASweepFileDescribesItsFirstCell) {
   EXPECT_EQ(c2, 0) << described;
   EXPECT_NE(described.find("is a sweep: its first cell"), std::string::npos) << described;
   EXPECT_NE(described.find("embed"), std::string::npos) << described;
+  // The other commands that read an experiment without training it do the same.
+  for (const std::string command : {"simulate", "plan"}) {
+    const auto [code, out] = pipelab(command + " " + std::string(PIPELAB_EXPERIMENTS_DIR) +
+                                     "/seeds/spectrain/transformer.yaml --input-shape 200 --classes 2 --token-ids "
+                                     "--device-flops 1" + (command == "plan" ? " --devices 2" : "") + " 2>&1");
+    EXPECT_EQ(code, 0) << command << "\n" << out;
+    EXPECT_NE(out.find("is a sweep: its first cell"), std::string::npos) << command << "\n" << out;
+  }
+}
+
+TEST(Describe, ADeviceThisMachineLacksSaysSoWithoutARange) {
+  // Without a GPU "cuda:0..cuda:-1" was the fix offered; with one, the range is right.
+  if (device::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const auto [code, out] = pipelab("run --quiet " + dir.file("e.yaml") + " --set 'run.devices=[cuda:0]' 2>&1");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("this machine has no CUDA device"), std::string::npos) << out;
+  EXPECT_EQ(out.find("cuda:-1"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -3,17 +3,13 @@
 /// example) and its stages under the file's `partition`, without training anything.
 #include <fmt/format.h>
 
-#include <optional>
-
-#include "core/io/input_file.h"
 #include "core/model/block_costs.h"
-
 #include "core/train/experiment.h"
 #include "core/train/run_plan.h"
+#include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"
 #include "tools/describe/model_profile.h"
-#include "tools/sweep/plan.h"
 
 namespace pipelab::cli {
 namespace {
@@ -89,13 +85,7 @@ int describe(const Args& args) {
              options, positional, vm)) {
     return 0;
   }
-  // A sweep file describes as its first cell (every cell shares the model unless the grid
-  // varies it: `pipelab sweep FILE --dry-run` lists them).
-  const bool sweep = read_file(file).find("\nsweep:") != std::string::npos;
-  const std::optional<tools::PlannedRun> cell =
-      sweep ? std::optional<tools::PlannedRun>(tools::plan_sweep(file, sets).runs.front()) : std::nullopt;
-  const Experiment e = cell ? Experiment::parse(cell->experiment, file) : Experiment::load(file, sets);
-  if (cell) fmt::print("{} is a sweep: its first cell, {}\n", file, cell->id);
+  const Experiment e = load_experiment_or_first_cell(file, sets);
   const DataSpec spec = data_spec(e, vm);
   const ModelDef def = e.model->define(spec);
   dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs

@@ -9,6 +9,7 @@
 
 #include "core/util/progress.h"
 #include "tools/cli/cost_source.h"
+#include "tools/cli/load_experiment.h"
 #include "tools/plan/plan_report.h"
 
 namespace pipelab::cli {
@@ -170,7 +171,7 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
 int plan(const Args& args) {
   PlanFlags f;
   if (!read_flags(args, f)) return 0;
-  const Experiment e = Experiment::load(f.file, f.sets);
+  const Experiment e = load_experiment_or_first_cell(f.file, f.sets);
   f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, f.vm, f.cost.costs_file, f.cost.device);
   const plan::PlanSpace space = space_of(f, e, source);

@@ -13,6 +13,7 @@
 #include "core/scheme/placed_scheme.h"
 #include "core/train/run_plan.h"
 #include "tools/cli/cost_source.h"
+#include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/simulate/block_memory.h"
 #include "tools/simulate/codec_costs.h"
@@ -135,7 +136,7 @@ int simulate(const Args& args) {
   if (executor != "devices" && executor != "sequential") {
     throw UsageError{fmt::format("--executor {}: use devices or sequential", executor)};
   }
-  const Experiment e = Experiment::load(file, sets);
+  const Experiment e = load_experiment_or_first_cell(file, sets);
   device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, vm, costs_file, device);
   sim::SimOptions sim_options;

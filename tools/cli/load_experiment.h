@@ -1,0 +1,24 @@
+#pragma once
+/// The experiment a reading command (`describe`, `simulate`, `plan`) looks at: the file
+/// itself, or, for a sweep file, its first cell (every cell shares the model unless the grid
+/// varies it; `pipelab sweep FILE --dry-run` lists them), said in one line on stdout.
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/io/input_file.h"
+#include "core/train/experiment.h"
+#include "tools/sweep/plan.h"
+
+namespace pipelab::cli {
+
+inline Experiment load_experiment_or_first_cell(const std::string& file, const std::vector<std::string>& sets) {
+  if (read_file(file).find("\nsweep:") == std::string::npos) return Experiment::load(file, sets);
+  const tools::PlannedRun cell = tools::plan_sweep(file, sets).runs.front();
+  fmt::print("{} is a sweep: its first cell, {} (`pipelab sweep {} --dry-run` lists the others)\n", file, cell.id,
+             file);
+  return Experiment::parse(cell.experiment, file);
+}
+
+}  // namespace pipelab::cli
