@@ -97,8 +97,9 @@ class CostSource {
       // share of it: the two timed sizes span most of that range.
       const int batch = static_cast<int>(std::max<int64_t>(2, e.run.batch_size));
       small_ = std::max(1, batch / 16);
-      times_ = sim::time_blocks(def, spec, static_cast<uint64_t>(e.run.seed), *e.optimizer, small_,
-                                std::max(small_ + 1, batch), std::max(1, e.run.threads));
+      large_ = std::max(small_ + 1, batch);
+      times_ = sim::time_blocks(def, spec, static_cast<uint64_t>(e.run.seed), *e.optimizer, small_, large_,
+                                std::max(1, e.run.threads));
     }
     ties_ = tied_blocks(def);
   }
@@ -109,7 +110,7 @@ class CostSource {
     if (file_) return file_->source;
     if (!times_.empty()) {
       return fmt::format("timed here: each block at {} and {} examples, {} intra-op thread(s) per device", small_,
-                         std::max<int64_t>(small_ + 1, std::max<int64_t>(2, e_.run.batch_size)), times_.threads);
+                         large_, times_.threads);
     }
     return fmt::format("derived: {:g} TFLOP/s, memory {:g} GB/s, {}", device_.tflops, device_.memory_gbs, dtype);
   }
@@ -204,7 +205,7 @@ class CostSource {
   std::vector<BlockProfile> blocks_;
   sim::BlockMemory memory_;
   sim::BlockTimes times_;
-  int small_ = 0;  ///< the smaller of the two sizes blocks were timed at
+  int small_ = 0, large_ = 0;  ///< the two sizes blocks were timed at
   std::vector<BlockTie> ties_;
 };
 

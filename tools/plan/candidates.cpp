@@ -107,7 +107,6 @@ std::unique_ptr<Scheme> make_scheme(const YAML::Node& section) {
   return Registry<Scheme>::get().create(ConfigNode(section, source, "scheme"));
 }
 
-
 RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate& c) {
   PlanRequest r = plan_request(e, c.stages);
   r.scheme = &scheme;

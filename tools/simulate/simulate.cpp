@@ -53,6 +53,7 @@ double collective_bytes(const StageCosts& k, int copies) {
   return ring_bytes(copies, k.parameter_bytes) + ring_bytes(2.0 * copies, k.tied_bytes);
 }
 
+/// Seconds of that ALLREDUCE on `c`'s link: its bytes, and 2(n-1) latency-bound steps.
 double collective_time(const SimCosts& c, const StageCosts& k, int copies) {
   const int members = k.tied_bytes > 0 ? 2 * copies : copies;
   const int steps = members < 2 ? 0 : 2 * (members - 1);
