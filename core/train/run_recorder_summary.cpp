@@ -100,6 +100,11 @@ std::string stage_table(const RunSummary& s) {
     }
     out += "\n";
   }
+  if (names.count("forward_gap") || names.count("backward_gap")) {
+    // The sign is the question every reader of an asynchronous scheme's table asks.
+    out += "  gap: weight versions from the ones a micro-batch's forward (backward) used to the one its update "
+           "applies to;\n  0 is synchronous, > 0 stale, < 0 predicted weights ahead of that update\n";
+  }
   return out;
 }
 

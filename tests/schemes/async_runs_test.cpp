@@ -136,6 +136,9 @@ TEST(AsyncRuns, TwoRunsSameBytesAndAStalenessSummary) {
   EXPECT_NE(summary.find("\"prediction_error\""), std::string::npos) << summary;
   const std::string log = testing::read_text(dir.file("a/log.txt"));
   EXPECT_NE(log.find("forward gap"), std::string::npos) << log;
+  // SpecTrain's predicted weights stand ahead of the update: the summary says what a
+  // negative gap means.
+  EXPECT_NE(log.find("< 0 predicted weights ahead of that update"), std::string::npos) << log;
 }
 
 }  // namespace
