@@ -110,11 +110,15 @@ struct RunOptions {
 struct InitOptions {
   std::optional<std::string> from;
   bool strict = true;
+  bool skip_mismatched = false;
   TensorNames names;
   template <class V>
   void fields(V& v) {
     v("from", from, ".pt (torch.save) or .safetensors file with a state dict keyed by <block>.<param>");
     v("strict", strict, "every parameter and buffer of the model must be in the file");
+    v("skip_mismatched", skip_mismatched,
+      "a tensor whose shape differs from the model's keeps its initial value and is named in the log (fine-tuning "
+      "onto another head) instead of being an error");
     v("names", names,
       "the file's names onto the model's: none, torchvision, huggingface (the model's published names), or "
       "{pattern: rewrite} rules in RE2 syntax, the first matching a whole name rewriting it");

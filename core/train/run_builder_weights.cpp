@@ -63,7 +63,7 @@ void RunBuilder::load_initial_weights() {
   for (int r = 0; r < p_->plan.copies(); ++r) {
     // Messages about the file's names say when they are init.names' rewrites, not the file's own.
     const std::string label = name_rules().empty() ? path : path + " (its names as init.names' rules rewrote them)";
-    LoadReport report = load_model_state(p_->replica_stages(r), state, e_.init.strict, label);
+    LoadReport report = load_model_state(p_->replica_stages(r), state, e_.init.strict, label, e_.init.skip_mismatched);
     report.dropped = dropped;
     if (r == 0) p_->init_report = report.describe(path);
   }

@@ -46,11 +46,15 @@ std::string LoadReport::describe(const std::string& file) const {
     out += fmt::format("; {} entr{} dropped by init.names: {}", dropped.size(), dropped.size() == 1 ? "y" : "ies",
                        list_some(dropped));
   }
+  if (!skipped.empty()) {
+    out += fmt::format("; {} entr{} of another shape skipped (init.skip_mismatched), kept at their initial values: {}",
+                       skipped.size(), skipped.size() == 1 ? "y" : "ies", list_some(skipped));
+  }
   return out;
 }
 
 LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict& state, bool strict,
-                            const std::string& file) {
+                            const std::string& file, bool skip_mismatched) {
   std::map<std::string, at::Tensor> given(state.begin(), state.end());
   LoadReport report;
   std::vector<std::string> mismatched, wrong_kind;
@@ -64,7 +68,11 @@ LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict&
     }
     used.insert(name);
     if (it->second.sizes() != t.sizes()) {
-      mismatched.push_back(fmt::format("{} (file {}, model {})", name, shape_text(it->second.sizes()), shape_text(t.sizes())));
+      const std::string what =
+          fmt::format("{} (file {}, model {})", name, shape_text(it->second.sizes()), shape_text(t.sizes()));
+      (skip_mismatched ? report.skipped : mismatched).push_back(what);
+      if (skip_mismatched) given.erase(it);  // not copied: it keeps its initial value
+      continue;
     }
     // Booleans or integers copied into a float weight would load as 0/1 or whole numbers: a
     // file of some other tensor, never a checkpoint of this model.
@@ -75,7 +83,7 @@ LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict&
   for (const auto& [name, t] : state) {
     if (!used.count(name)) report.unexpected.push_back(name);
   }
-  report.loaded = used.size();
+  report.loaded = used.size() - report.skipped.size();
   if (used.empty() && !mine.empty()) {
     std::vector<std::string> model_names;
     for (const auto& kv : mine) model_names.push_back(kv.first);
@@ -86,7 +94,8 @@ LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict&
   }
   if (!mismatched.empty()) {
     throw UserError(fmt::format("{}: shapes differ from the model for {}. Fix: check that the file was saved "
-                                "from the same model options.",
+                                "from the same model options, or, to fine-tune it onto another head, set "
+                                "init.skip_mismatched: true (those tensors keep their initial values)",
                                 file, list_some(mismatched)));
   }
   if (!wrong_kind.empty()) {

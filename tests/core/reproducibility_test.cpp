@@ -1,6 +1,8 @@
 // Same config + same seed = the same bytes, on CPU: metrics, and the final checkpoint.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/train/state_dict.h"
 #include "tests/support/helpers.h"
 
@@ -103,6 +105,57 @@ TEST(Reproducibility, InitFromCheckpointContinuesTraining) {
   EXPECT_NE(foreign.find("foreign.pt: none of its 2 entries is a tensor of the model (the file has fc.weight, fc.bias"),
             std::string::npos)
       << foreign;
+}
+
+TEST(Reproducibility, FineTuningSkipsTensorsOfAnotherShapeWhenAsked) {
+  // A 5-class model's weights onto a 3-class model (a published model onto another head):
+  // refused by default with the fix, and with init.skip_mismatched every tensor of the same
+  // shape loads, the head keeps its initial values and the log names it.
+  const std::string yaml = R"(
+model:     {type: mlp, sizes: [12, 16, 16, 5]}
+dataset:   {type: synthetic, samples: 64, test_samples: 16, shape: [12], classes: 5}
+partition: {stages: 2}
+scheme:    {type: gpipe, chunks: 2}
+optimizer: {type: sgd, lr: 0.05}
+run:       {epochs: 1, batch_size: 16, seed: 1}
+)";
+  testing::TempDir dir;
+  Experiment a = testing::experiment(yaml, dir.file("a"));
+  Runner(a, {false, true}).run();
+  const TensorDict saved = load_tensor_dict(dir.file("a/checkpoints/final.pt"));
+  const std::vector<std::string> three = {"model.sizes=[12, 16, 16, 3]", "dataset.classes=3",
+                                          "init.from=" + dir.file("a/checkpoints/final.pt")};
+  EXPECT_NE(testing::user_error([&] {
+              Experiment e = testing::experiment(yaml, dir.file("b"), three);
+              Runner r(e, {false, true});
+            }).find("set init.skip_mismatched: true"),
+            std::string::npos);
+  std::vector<std::string> skip = three;
+  skip.push_back("init.skip_mismatched=true");
+  Experiment c = testing::experiment(yaml, dir.file("c"), skip);
+  Runner runner(c, {false, true});
+  int same = 0, other = 0;
+  const std::map<std::string, at::Tensor> mine = [&] {
+    std::map<std::string, at::Tensor> m;
+    for (const auto& [name, t] : model_state(runner.stages())) m[name] = t;
+    return m;
+  }();
+  for (const auto& [name, t] : saved) {
+    if (t.sizes() == mine.at(name).sizes()) {
+      EXPECT_TRUE(at::equal(t, mine.at(name))) << name;
+      ++same;
+    } else {
+      ++other;
+    }
+  }
+  EXPECT_EQ(other, 2);  // the head's weight and bias
+  EXPECT_GT(same, 0);
+  runner.run();
+  const std::string log = testing::read_text(dir.file("c/log.txt"));
+  EXPECT_NE(log.find("2 entries of another shape skipped (init.skip_mismatched), kept at their initial values"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("(file [5, 16], model [3, 16])"), std::string::npos) << log;
 }
 
 TEST(Reproducibility, InterlockingCheckpointLoadsBackWithItsHeads) {
