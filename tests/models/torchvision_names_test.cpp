@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/model/tensor_names.h"
+#include "core/train/runner.h"
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 
@@ -54,6 +55,33 @@ TEST(TorchvisionNames, TheSameLogitsAsTorchvision) {
     EXPECT_LT((got - want).abs().max().item<double>(), 1e-5) << name;
     EXPECT_GT(want.abs().max().item<double>(), 1e-3) << name << ": logits not trivially small";
   }
+}
+
+TEST(TorchvisionNames, FineTunesA1000ClassResnet18OnTenClasses) {
+  // torchvision's resnet18 as published (1000 classes) onto a 10-class run: its names map,
+  // every tensor but the classifier loads, and init.skip_mismatched keeps the 10-class head
+  // at its initial values, named in the log.
+  if (!torchvision_available()) GTEST_SKIP() << "Python's torchvision is not installed (tools/setup.sh --all installs it)";
+  testing::TempDir dir;
+  const auto [rc, out] = testing::shell(
+      "python3 -c 'import torch, torchvision; torch.manual_seed(0); "
+      "torch.save(torchvision.models.resnet18().state_dict(), \"" + dir.file("resnet18.pth") + "\")' 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  const std::string yaml = R"(
+model:     {type: resnet, depth: 18, stem: imagenet}
+dataset:   {type: synthetic, samples: 8, test_samples: 4, shape: [3, 32, 32], classes: 10}
+partition: {stages: 2}
+scheme:    {type: gpipe, chunks: 2}
+optimizer: {type: sgd, lr: 0.01}
+run:       {epochs: 1, batch_size: 4, seed: 0}
+init:      {names: torchvision, skip_mismatched: true}
+)";
+  Experiment e = testing::experiment(yaml, dir.file("run"), {"init.from=" + dir.file("resnet18.pth")});
+  Runner(e, {false, true}).run();
+  const std::string log = testing::read_text(dir.file("run/log.txt"));
+  EXPECT_NE(log.find("2 entries of another shape skipped (init.skip_mismatched)"), std::string::npos) << log;
+  EXPECT_NE(log.find("(file [1000, 512], model [10, 512])"), std::string::npos) << log;
+  EXPECT_EQ(log.find("not in the file"), std::string::npos) << log;  // every other tensor loaded
 }
 
 }  // namespace
