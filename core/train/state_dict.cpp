@@ -92,6 +92,13 @@ LoadReport load_model_state(const std::vector<Stage*>& stages, const TensorDict&
                                 "`pipelab describe`), or give the file saved from this model",
                                 file, state.size(), list_some(report.unexpected), list_some(model_names)));
   }
+  if (report.loaded == 0 && !mine.empty() && !report.skipped.empty()) {
+    // Skipping every tensor would train from scratch while the experiment says it starts
+    // from the file.
+    throw UserError(fmt::format("{}: every entry the model has differs in shape ({}), so init.skip_mismatched "
+                                "would load nothing. Fix: give the file saved from this model's options",
+                                file, list_some(report.skipped)));
+  }
   if (!mismatched.empty()) {
     throw UserError(fmt::format("{}: shapes differ from the model for {}. Fix: check that the file was saved "
                                 "from the same model options, or, to fine-tune it onto another head, set "

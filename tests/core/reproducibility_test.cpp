@@ -156,6 +156,14 @@ run:       {epochs: 1, batch_size: 16, seed: 1}
             std::string::npos)
       << log;
   EXPECT_NE(log.find("(file [5, 16], model [3, 16])"), std::string::npos) << log;
+  // A file whose every tensor differs in shape would load nothing: refused.
+  std::vector<std::string> wide = skip;
+  wide.push_back("model.sizes=[12, 32, 32, 3]");
+  EXPECT_NE(testing::user_error([&] {
+              Experiment e = testing::experiment(yaml, dir.file("d"), wide);
+              Runner r(e, {false, true});
+            }).find("would load nothing"),
+            std::string::npos);
 }
 
 TEST(Reproducibility, InterlockingCheckpointLoadsBackWithItsHeads) {
