@@ -125,11 +125,13 @@ run:       {epochs: 1, batch_size: 16, seed: 1}
   const TensorDict saved = load_tensor_dict(dir.file("a/checkpoints/final.pt"));
   const std::vector<std::string> three = {"model.sizes=[12, 16, 16, 3]", "dataset.classes=3",
                                           "init.from=" + dir.file("a/checkpoints/final.pt")};
-  EXPECT_NE(testing::user_error([&] {
-              Experiment e = testing::experiment(yaml, dir.file("b"), three);
-              Runner r(e, {false, true});
-            }).find("set init.skip_mismatched: true"),
-            std::string::npos);
+  const auto refusal = [&](const std::vector<std::string>& sets) {
+    return testing::user_error([&] {
+      Experiment e = testing::experiment(yaml, dir.file("refused"), sets);
+      Runner r(e, {false, true});
+    });
+  };
+  EXPECT_NE(refusal(three).find("set init.skip_mismatched: true"), std::string::npos);
   std::vector<std::string> skip = three;
   skip.push_back("init.skip_mismatched=true");
   Experiment c = testing::experiment(yaml, dir.file("c"), skip);
@@ -159,11 +161,7 @@ run:       {epochs: 1, batch_size: 16, seed: 1}
   // A file whose every tensor differs in shape would load nothing: refused.
   std::vector<std::string> wide = skip;
   wide.push_back("model.sizes=[12, 32, 32, 3]");
-  EXPECT_NE(testing::user_error([&] {
-              Experiment e = testing::experiment(yaml, dir.file("d"), wide);
-              Runner r(e, {false, true});
-            }).find("would load nothing"),
-            std::string::npos);
+  EXPECT_NE(refusal(wide).find("would load nothing"), std::string::npos);
 }
 
 TEST(Reproducibility, InterlockingCheckpointLoadsBackWithItsHeads) {
