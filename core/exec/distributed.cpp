@@ -117,6 +117,7 @@ void DistributedExecutor::run(const Schedule& schedule, std::vector<StageSlot>& 
     threads_ = std::make_unique<StageThreads>(devices, per_device);
   }
   if (stats_.stages() != slots.size()) stats_.reset(n);
+  stats_.meter_devices(s);
   begin_run(slots, s, mode);
   const bool writer = world_.writes_results();
   RelayFeed relay(feed, !writer);

@@ -52,6 +52,7 @@ void ExecStats::reset(int stages) {
   wall_seconds = 0;
   actions.assign(n, {});
   peak_activation_bytes.assign(n, 0);
+  device_peak_bytes.clear();
   memory = trace ? std::make_shared<MemoryMeter>() : nullptr;
   origin = std::chrono::steady_clock::now();
 }
@@ -65,8 +66,20 @@ CostModel ExecStats::cost_model() const {
   return c;
 }
 
+void ExecStats::meter_devices(const Schedule& s) {
+  if (!memory) return;
+  const std::vector<int> placement = s.placement();
+  for (size_t st = 0; st < placement.size(); ++st) {
+    if (placement[st] >= 0) memory->group(static_cast<int>(st), placement[st]);
+  }
+  device_peak_bytes.resize(std::max(device_peak_bytes.size(), static_cast<size_t>(s.devices())), 0);
+}
+
 void ExecStats::read_memory_peaks() {
   if (!memory) return;
+  for (size_t d = 0; d < device_peak_bytes.size(); ++d) {
+    device_peak_bytes[d] = memory->group_usage(static_cast<int>(d)).peak;
+  }
   peak_activation_bytes.resize(actions.size(), 0);
   for (size_t s = 0; s < peak_activation_bytes.size(); ++s) {
     peak_activation_bytes[s] = memory->usage(static_cast<int>(s)).peak;

@@ -121,13 +121,18 @@ struct ExecStats {
   /// Per stage, the peak of the host bytes its actions allocated and still held, over the
   /// traced runs (read_memory_peaks; merged over processes by Executor::merge_stats).
   std::vector<int64_t> peak_activation_bytes;
+  /// Per device, the peak of what its stages' actions held together (same sources).
+  std::vector<int64_t> device_peak_bytes;
   /// Clears everything (the trace flag stays); a fresh meter when tracing.
   void reset(int stages);
   /// The stages the stats are sized for (0 before reset()).
   size_t stages() const { return time[ActionKind::Forward].size(); }
   /// The mean measured seconds of every compute kind per stage, for simulate_timeline.
   CostModel cost_model() const;
-  /// Copies each stage's peak from the meter into peak_activation_bytes (no meter: kept).
+  /// Meters each stage's bytes also under its device in `s` (no meter: nothing).
+  void meter_devices(const Schedule& s);
+  /// Copies each stage's and each device's peak from the meter into peak_activation_bytes
+  /// and device_peak_bytes (no meter: kept).
   void read_memory_peaks();
   /// Fills device_start/device_end of the traced CUDA actions: seconds after the earliest
   /// mark on the same device, so stages on one GPU share one clock. Waits for the device.

@@ -43,6 +43,7 @@ class SequentialExecutor : public Configured<Executor, SequentialOptions> {
     const auto start = std::chrono::steady_clock::now();
     const Schedule s = with_communication(schedule);
     if (stats_.stages() != slots.size()) stats_.reset(static_cast<int>(slots.size()));
+    stats_.meter_devices(s);
     begin_run(slots, s, mode);
     MemoryMeter::Install metered(stats_.memory);  // every action runs on this thread
     MapTransport transport;

@@ -41,6 +41,7 @@ class ThreadedExecutor : public Configured<Executor, ThreadedOptions> {
     const Schedule s = with_communication(schedule);
     const int n = static_cast<int>(slots.size());
     if (stats_.stages() != slots.size()) stats_.reset(n);
+    stats_.meter_devices(s);
     const int devices = s.devices();
     if (!threads_ || threads_->size() != devices) threads_ = std::make_unique<StageThreads>(devices, per_device(devices));
     begin_run(slots, s, mode);

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "core/util/error.h"
 
 namespace pipelab {
@@ -11,7 +13,8 @@ namespace {
 //   kNow:    now
 //   kAction: stage kind mb start end device_start device_end bytes retained_bytes peak_rise_bytes
 //   kPeak:   stage peak_activation_bytes
-enum Row { kNow = 0, kAction = 1, kPeak = 2 };
+//   kDevicePeak: device peak (a device's stages all live in one process)
+enum Row { kNow = 0, kAction = 1, kPeak = 2, kDevicePeak = 3 };
 
 std::vector<double> action_row(int stage, const ActionRecord& a) {
   return {kAction,
@@ -46,14 +49,20 @@ at::Tensor trace_rows(const ExecStats& stats, const std::vector<int>& stages, do
       flat.insert(flat.end(), row.begin(), row.end());
     }
   }
+  for (size_t d = 0; d < stats.device_peak_bytes.size(); ++d) {
+    if (stats.device_peak_bytes[d] <= 0) continue;  // another process's device
+    std::vector<double> row{kDevicePeak, static_cast<double>(d), static_cast<double>(stats.device_peak_bytes[d])};
+    row.resize(kTraceColumns, 0.0);
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
   const int64_t n = static_cast<int64_t>(flat.size()) / kTraceColumns;
   return at::tensor(flat, at::kDouble).view({n, kTraceColumns});
 }
 
 void add_trace_rows(const at::Tensor& rows, double now, ExecStats& stats) {
   PIPELAB_ASSERT(rows.dim() == 2 && rows.size(1) == kTraceColumns && rows.scalar_type() == at::kDouble,
-                 "trace rows: {} dimensions, {} columns, type {}", rows.dim(),
-                 rows.dim() == 2 ? rows.size(1) : 0, c10::toString(rows.scalar_type()));
+                 "trace rows: {} dimensions, {} columns, type {}", rows.dim(), rows.dim() == 2 ? rows.size(1) : 0,
+                 c10::toString(rows.scalar_type()));
   const at::Tensor c = rows.contiguous();
   const auto v = c.accessor<double, 2>();
   double shift = 0;
@@ -76,6 +85,12 @@ void add_trace_rows(const at::Tensor& rows, double now, ExecStats& stats) {
       a.retained_bytes = static_cast<int64_t>(row[9]);
       a.peak_rise_bytes = static_cast<int64_t>(row[10]);
       stats.actions[static_cast<size_t>(s)].push_back(a);
+    } else if (what == kDevicePeak) {
+      PIPELAB_ASSERT(s >= 0 && s < (1 << 16), "trace row for device {}", s);
+      if (stats.device_peak_bytes.size() <= static_cast<size_t>(s))
+        stats.device_peak_bytes.resize(static_cast<size_t>(s) + 1, 0);
+      auto& peak = stats.device_peak_bytes[static_cast<size_t>(s)];
+      peak = std::max(peak, static_cast<int64_t>(row[2]));
     } else {
       PIPELAB_ASSERT(what == kPeak && s >= 0 && static_cast<size_t>(s) < stats.peak_activation_bytes.size(),
                      "trace row of kind {} for stage {}", what, s);

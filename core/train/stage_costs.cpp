@@ -110,6 +110,7 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
       if (k.role == KindRole::Compute) st[std::string(k.cost_key) + "_transient_bytes"] = median_rise(stats, s, k.kind);
     }
     st["peak_activation_bytes"] = at_or<int64_t>(stats.peak_activation_bytes, s, 0);
+    st["device_peak_bytes"] = at_or<int64_t>(stats.device_peak_bytes, static_cast<size_t>(st["device"].get<int>()), 0);
     st["parameter_bytes"] = at_or<int64_t>(in.parameter_bytes, s, 0);
     st["tied_bytes"] = at_or<int64_t>(in.tied_bytes, s, 0);
     st["buffer_bytes"] = at_or<int64_t>(in.buffer_bytes, s, 0);

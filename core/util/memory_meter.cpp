@@ -68,6 +68,8 @@ MemoryMeter::QuietAllocatorLog::~QuietAllocatorLog() {
 
 void MemoryMeter::release(const Block& b) {
   tags_[b.tag].current -= b.bytes;
+  const auto g = group_of_.find(b.tag);
+  if (g != group_of_.end()) groups_[g->second].current -= b.bytes;
   const auto scope = open_scopes_.find(b.scope);
   if (scope != open_scopes_.end()) scope->second -= b.bytes;
 }
@@ -94,8 +96,25 @@ void MemoryMeter::reportMemoryUsage(void* ptr, int64_t alloc_size, size_t /*tota
   u.current += b.bytes;
   u.peak = std::max(u.peak, u.current);
   u.window_peak = std::max(u.window_peak, u.current);
+  const auto g = group_of_.find(b.tag);
+  if (g != group_of_.end()) {
+    Usage& gu = groups_[g->second];
+    gu.current += b.bytes;
+    gu.peak = std::max(gu.peak, gu.current);
+  }
   const auto scope = open_scopes_.find(b.scope);
   if (scope != open_scopes_.end()) scope->second += b.bytes;
+}
+
+void MemoryMeter::group(int tag, int group) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  group_of_[tag] = group;
+}
+
+MemoryMeter::Usage MemoryMeter::group_usage(int group) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = groups_.find(group);
+  return it == groups_.end() ? Usage{} : it->second;
 }
 
 MemoryMeter::Usage MemoryMeter::usage(int tag) const {

@@ -101,6 +101,12 @@ class MemoryMeter : public c10::MemoryReportingInfoBase {
   /// The usage of `tag` so far (zeros for a tag that never allocated).
   Usage usage(int tag) const;
 
+  /// Counts `tag`'s bytes also in `group`'s (a device's stages: their sum over time, whose
+  /// peak is not the sum of their peaks). From now on; a tag is in one group at most.
+  void group(int tag, int group);
+  /// The usage of `group` so far (zeros for a group that never allocated).
+  Usage group_usage(int group) const;
+
  private:
   struct Block {
     int64_t bytes = 0;
@@ -112,6 +118,8 @@ class MemoryMeter : public c10::MemoryReportingInfoBase {
   mutable std::mutex mutex_;
   std::unordered_map<void*, Block> blocks_;
   std::map<int, Usage> tags_;
+  std::map<int, int> group_of_;  ///< tag -> group
+  std::map<int, Usage> groups_;
   std::unordered_map<uint64_t, int64_t> open_scopes_;  ///< scope id -> live bytes it allocated
   uint64_t next_scope_ = 1;
 };

@@ -38,6 +38,31 @@ TEST(MemoryMeter, CountsATensorUnderItsTagUntilItIsFreed) {
   EXPECT_EQ(meter->usage(MemoryMeter::kNoTag).current, 7);
 }
 
+TEST(MemoryMeter, AGroupPeaksAtItsTagsSumAtOneTimeNotAtTheSumOfTheirPeaks) {
+  // Two stages on one device: stage 0 holds 1000 bytes, frees 800 of them, then stage 1
+  // allocates 2000: each tag peaks on its own (1000, 2000), the device at 200 + 2000.
+  auto meter = std::make_shared<MemoryMeter>();
+  MemoryMeter::Install installed(meter);
+  meter->group(0, 7);
+  meter->group(1, 7);
+  at::Tensor kept, freed, later;
+  {
+    MemoryMeter::Scope stage0(meter.get(), 0);
+    kept = at::empty({50}, at::kFloat);
+    freed = at::empty({200}, at::kFloat);
+  }
+  freed.reset();
+  {
+    MemoryMeter::Scope stage1(meter.get(), 1);
+    later = at::empty({500}, at::kFloat);
+  }
+  EXPECT_EQ(meter->usage(0).peak, 1000);
+  EXPECT_EQ(meter->usage(1).peak, 2000);
+  EXPECT_EQ(meter->group_usage(7).peak, 2200);
+  EXPECT_EQ(meter->group_usage(7).current, 2200);
+  EXPECT_EQ(meter->group_usage(8).peak, 0);  // a group nobody is in
+}
+
 TEST(MemoryMeter, PeakRiseIsTheHighestLevelAboveTheScopesStart) {
   // An action's transient need: 4000 bytes alive before; inside, 2000 then 1000 more (3000
   // above the start), 2000 freed, then 400: the rise is 3000 and 1400 stays.

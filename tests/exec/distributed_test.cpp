@@ -207,6 +207,8 @@ run:       {epochs: 1, batch_size: 16, seed: 1, threads: 1}
   for (const auto& s : costs["stages"]) {
     EXPECT_GT(s["retained_bytes"].get<int64_t>(), 0) << s.dump();
     EXPECT_GT(s["peak_activation_bytes"].get<int64_t>(), 0) << s.dump();
+    // Each device's peak came from the process that owns it (one stage per device here).
+    EXPECT_EQ(s["device_peak_bytes"], s["peak_activation_bytes"]) << s.dump();
     EXPECT_EQ(s["optimizer_bytes"], s["parameter_bytes"]) << s.dump();
   }
 }

@@ -47,7 +47,7 @@ SimCosts SimCosts::scaled_to(double examples) const {
   for (StageCosts& s : out.stages) {
     // Everything a micro-batch's examples make grows with them; an update does not.
     for (double* v : {&s.activation_bytes, &s.gradient_bytes, &s.retained_bytes, &s.peak_activation_bytes,
-                      &s.codec_forward_seconds, &s.codec_backward_seconds}) {
+                      &s.device_peak_bytes, &s.codec_forward_seconds, &s.codec_backward_seconds}) {
       *v *= f;
     }
     for (const KindKeys& k : kind_keys()) {

@@ -39,9 +39,16 @@ struct StageCosts {
   double gradient_bytes = 0;    ///< sent back per micro-batch (0 on stage 0)
   double retained_bytes = 0;    ///< held from a micro-batch's F until its backward ends
   double peak_activation_bytes = 0;  ///< measured peak of activations (for validation; not replayed)
+  /// Measured peak of the same bytes of every stage on the stage's device together
+  /// (validation; not replayed).
+  double device_peak_bytes = 0;
   /// Per compute kind, the bytes an action needs above the level at its start while it
   /// runs (key: "<cost key>_transient_bytes"; I and W without a figure: B's).
   PerKind<double> transient_bytes;
+  /// Whether the backward's transient includes the forward it recomputes: measured in a run
+  /// that recomputed, it does; derived from blocks measured one at a time, it does not, and
+  /// the replay adds the recomputed activations.
+  bool recompute_in_transient = true;
   double parameter_bytes = 0, buffer_bytes = 0, optimizer_bytes = 0;
   /// Bytes of its parameters tied to another pipeline stage's (an embedding and the output
   /// head): their gradients meet in the ALLREDUCE before each update.
@@ -62,6 +69,8 @@ struct StageCosts {
     v("gradient_bytes", gradient_bytes, "bytes sent back per micro-batch", kBytes);
     v("retained_bytes", retained_bytes, "bytes one in-flight micro-batch holds until its backward", kBytes);
     v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", kBytes);
+    v("device_peak_bytes", device_peak_bytes, "measured peak of the stage's device, all its stages (validation only)",
+      kBytes);
     for (const KindKeys& k : kind_keys()) v(k.transient, transient_bytes[k.kind], k.transient_doc.c_str(), kBytes);
     v("parameter_bytes", parameter_bytes, "bytes of the stage's parameters", kBytes);
     v("tied_bytes", tied_bytes, "bytes of its parameters tied to another stage's (summed before each update)", kBytes);
