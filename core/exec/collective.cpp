@@ -44,8 +44,15 @@ void LocalAllReduce::sum_gradients(int rank, const std::vector<at::Tensor>& para
   PIPELAB_ASSERT(mine.size() == params.size(), "member {} has {} parameters, its finished gradients {}", rank,
                  params.size(), mine.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    if (mine[i].defined()) {
-      params[i].mutable_grad() = device::transfer(mine[i], it->second.ready, params[i].device()).clone();
+    if (!mine[i].defined()) continue;
+    const at::Tensor finished = device::transfer(mine[i], it->second.ready, params[i].device());
+    at::Tensor& grad = params[i].mutable_grad();
+    // Into the gradient in place, as a c10d all-reduce does: a new copy would hold the
+    // member's gradient twice while it is made.
+    if (grad.defined() && grad.sizes() == finished.sizes() && grad.dtype() == finished.dtype()) {
+      grad.copy_(finished);
+    } else {
+      grad = finished.clone();
     }
   }
   if (--it->second.ranks_left == 0) sums_.erase(it);

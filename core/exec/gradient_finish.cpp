@@ -26,7 +26,12 @@ StageGrads sum_replicas(const std::vector<std::vector<at::Tensor>>& grads, const
                      g.size());
       for (size_t k = 0; k < g.size(); ++k) {
         if (!g[k].defined()) continue;
-        sums[k] = sums[k].defined() ? sums[k] + g[k] : g[k].clone();
+        // Into the sum's own copy: a new tensor per replica would hold two at once.
+        if (sums[k].defined()) {
+          sums[k].add_(g[k]);
+        } else {
+          sums[k] = g[k].clone();
+        }
       }
     }
     // Over every replica, also one that brought no gradient this round.
