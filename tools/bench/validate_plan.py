@@ -6,8 +6,9 @@ For each model (an MLP, a small ResNet, a causal transformer LM), `pipelab plan 
 --time-blocks --allow-idle` costs every candidate from each block timed on this machine
 (one intra-op thread per device, as the threaded executor runs them). The script then trains
 the plan's five best distinct candidates and five others drawn at random from the rest of the
-ranked list with the threaded executor, reads each run's measured step and peak
-activation memory (metrics/costs.json), and reports per model: Spearman's rank correlation
+ranked list with the threaded executor, reads each run's measured step and the peak of
+what its memory meter sees (activations, temporaries and gradients: metrics/costs.json's
+device_peak_bytes), and reports per model: Spearman's rank correlation
 of predicted and measured steps, how far the plan's pick is from the best measured step,
 and the memory error of each run. Goals (issue 54): Spearman >= 0.8, the pick within 5% of
 the best, memory within 10%. Run it alone: a second busy process skews every figure.
@@ -89,7 +90,8 @@ def measure(pipelab, experiment, c, out):
                    check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(out, "metrics", "costs.json")) as f:
         costs = json.load(f)
-    return costs["step_seconds"], max(s["peak_activation_bytes"] for s in costs["stages"])
+    # The plan predicts each device's peak: every stage it holds (a V, interleaved chunks).
+    return costs["step_seconds"], max(s["device_peak_bytes"] for s in costs["stages"])
 
 
 def main():
@@ -121,13 +123,13 @@ def main():
             steps = [sorted(m)[len(m) // 2] for m in measured]
             print(f"\n{name} ({experiment}): 2 devices, threaded, {a.rounds} round(s)")
             print(f"{'#':>3} {'candidate':<44} {'st x r':>6} {'predicted':>10} {'measured':>10} "
-                  f"{'act. MiB pred':>13} {'meas':>7} {'error':>7}")
+                  f"{'meter MiB pred':>14} {'meas':>7} {'error':>7}")
             for i, c in enumerate(picks):
-                predicted_memory = max(c["peak_activation_bytes"])
+                predicted_memory = max(c["peak_above_weights_bytes"])
                 error = (predicted_memory - memory[i]) / memory[i] * 100 if memory[i] > 0 else float("nan")
                 print(f"{i + 1:>3} {c['label'][:44]:<44} {c['stages']:>2} x {c['replicas']:<2} "
                       f"{c['step_seconds'] * 1e3:>8.2f}ms {steps[i] * 1e3:>8.2f}ms "
-                      f"{predicted_memory / 2**20:>13.2f} {memory[i] / 2**20:>7.2f} {error:>+6.1f}%")
+                      f"{predicted_memory / 2**20:>14.2f} {memory[i] / 2**20:>7.2f} {error:>+6.1f}%")
             rho = spearman([c["step_seconds"] for c in picks], steps)
             gap = (steps[0] - min(steps)) / min(steps) * 100
             summary.append((name, rho, gap))

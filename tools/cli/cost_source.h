@@ -91,7 +91,7 @@ class CostSource {
     const ModelDef def = e.model->define(spec);
     dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
     blocks_ = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
-    memory_ = sim::measure_block_memory(def, spec, static_cast<uint64_t>(e.run.seed));
+    memory_ = sim::measure_block_memory(def, spec, static_cast<uint64_t>(e.run.seed), e.optimizer.get());
     if (vm.count("time-blocks") && vm["time-blocks"].as<bool>()) {
       // The micro-batch sizes a plan tries run from the whole mini-batch down to a small
       // share of it: the two timed sizes span most of that range.

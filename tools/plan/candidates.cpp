@@ -256,7 +256,8 @@ bool replay(Candidate& c, const Experiment& e, const PlanSpace& space, const Cos
     c.bubble = r.bubble;
     c.bytes = r.bytes_per_step;
     c.peaks = r.peak_bytes;
-    c.activation_peaks = r.peak_activation_bytes;
+    c.peaks_above_weights = r.peak_activation_bytes;
+    for (size_t d = 0; d < r.gradient_bytes.size(); ++d) c.peaks_above_weights[d] += r.gradient_bytes[d];
     c.peak = r.peak_bytes.empty() ? 0 : *std::max_element(r.peak_bytes.begin(), r.peak_bytes.end());
     c.staleness = staleness(r.schedule);
     return true;

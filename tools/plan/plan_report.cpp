@@ -102,7 +102,7 @@ std::string ranked_json(const std::vector<Candidate>& ranked) {
                        .add("samples_per_second", c.samples_per_second)
                        .add("bubble", c.bubble)
                        .add("peak_bytes", c.peaks)
-                       .add("peak_activation_bytes", c.activation_peaks)
+                       .add("peak_above_weights_bytes", c.peaks_above_weights)
                        .add("bytes_per_step", c.bytes)
                        .add("staleness", c.staleness));
   }

@@ -57,9 +57,10 @@ struct Candidate {
   bool simulated = false;
   double step = 0, samples_per_second = 0, bubble = 0, peak = 0, bytes = 0;
   std::vector<double> peaks;  ///< per device
-  /// Per device, its peak above the static bytes: activations, gradients being made,
-  /// transients (what a run's costs.json measures as peak_activation_bytes).
-  std::vector<double> activation_peaks;
+  /// Per device, its peak above its weights (every version), optimizer state and buffers:
+  /// activations, transients and the gradients, what a run's meter measures (costs.json's
+  /// peak_activation_bytes, per stage).
+  std::vector<double> peaks_above_weights;
   /// Updates of stage 0 between a micro-batch's forward and its backward: the weight
   /// versions its gradient is stale by (0 for synchronous schedules).
   int staleness = 0;

@@ -5,10 +5,92 @@
 #include "core/util/memory_meter.h"
 
 namespace pipelab::sim {
+namespace {
 
-BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed, int examples) {
+at::Tensor zero_input(const DataSpec& data, int examples) {
   std::vector<int64_t> shape{examples};
   shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
+  return torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat);
+}
+
+/// On the last block, the loss the last stage's forward computes (cross-entropy: its
+/// log-probabilities are kept for the backward, as large as a language model's logits);
+/// elsewhere nothing.
+Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples) {
+  if (!last || out.empty() || !out.front().is_floating_point()) return out;
+  std::vector<int64_t> shape{examples};
+  shape.insert(shape.end(), data.target_shape.begin(), data.target_shape.end());
+  return {CrossEntropyLoss().compute(out.front(), torch::zeros(shape, torch::kLong))};
+}
+
+/// Per block, how far its forward and its backward raise its bytes above their level at the
+/// start, for `examples` examples. Each block runs alone on the previous one's output, cut from
+/// the graph as a stage receives it, twice: the second time (the one counted) its parameters'
+/// gradients exist and are accumulated into, as in every backward of a step but the first.
+/// The gradient a backward starts from is allocated outside it, as a stage receives it.
+void measure_rises(std::vector<Block>& blocks, const DataSpec& data, int examples, MemoryMeter* meter,
+                   std::vector<double>& forward, std::vector<double>& backward) {
+  LiveSet live(zero_input(data, examples));
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const int tag = static_cast<int>(blocks.size() + i);  // apart from the retained bytes' tags
+    Tensors out;
+    int64_t forward_rise = 0, backward_rise = 0;
+    for (int round = 0; round < 2; ++round) {
+      const Tensors in = detached_inputs(live, blocks[i]);
+      {
+        MemoryMeter::Scope scope(meter, tag);
+        out = with_loss(call_block(blocks[i], in), i + 1 == blocks.size(), data, examples);
+        forward_rise = scope.peak_rise();
+      }
+      Tensors roots, grads;
+      for (const at::Tensor& t : out) {
+        if (t.requires_grad()) {
+          roots.push_back(t);
+          grads.push_back(torch::ones_like(t));
+        }
+      }
+      MemoryMeter::Scope scope(meter, tag);
+      if (!roots.empty()) torch::autograd::backward(roots, grads);
+      backward_rise = scope.peak_rise();
+    }
+    forward.push_back(static_cast<double>(forward_rise));
+    backward.push_back(static_cast<double>(backward_rise));
+    if (i + 1 == blocks.size()) break;
+    Tensors kept;
+    for (const at::Tensor& t : out) kept.push_back(t.detach());
+    live.update(blocks[i], kept);
+  }
+}
+
+/// Per block, how far a step of `factory`'s optimizer on its parameters raises the bytes: the
+/// second step, once the first has made the state it keeps (their gradients are there from
+/// measure_rises).
+std::vector<double> measure_update_rises(std::vector<Block>& blocks, const OptimizerFactory& factory,
+                                         MemoryMeter* meter) {
+  std::vector<double> out;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    std::vector<at::Tensor> params;
+    for (const at::Tensor& p : blocks[i].module.ptr()->parameters()) {
+      if (p.requires_grad() && p.grad().defined()) params.push_back(p);
+    }
+    if (params.empty()) {
+      out.push_back(0);
+      continue;
+    }
+    const std::unique_ptr<Optimizer> optimizer = factory.make(params);
+    torch::NoGradGuard no_grad;
+    optimizer->step();
+    MemoryMeter::Scope scope(meter, static_cast<int>(2 * blocks.size() + i));
+    optimizer->step();
+    out.push_back(static_cast<double>(scope.peak_rise()));
+  }
+  return out;
+}
+
+}  // namespace
+
+BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
+                                 const OptimizerFactory* optimizer, int examples) {
   std::vector<Block> blocks;
   for (size_t i = 0; i < def.blocks.size(); ++i) {
     blocks.push_back(build_block(def, i, seed));
@@ -17,19 +99,35 @@ BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint
   auto meter = std::make_shared<MemoryMeter>();
   BlockMemory out;
   out.measured = true;
+  MemoryMeter::Install install(meter);
   {
-    MemoryMeter::Install install(meter);
     // The input is allocated before the first scope: the feed's, not a block's.
-    LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
+    LiveSet live(zero_input(data, examples));
+    Tensors loss;
     for (size_t i = 0; i < blocks.size(); ++i) {
       MemoryMeter::Scope scope(meter.get(), static_cast<int>(i));
-      live.run(blocks[i]);
+      if (i + 1 < blocks.size()) {
+        live.run(blocks[i]);
+      } else {
+        loss = with_loss(call_block(blocks[i], live.take(blocks[i].io.in)), true, data, examples);
+      }
     }
     // Every block's saved tensors are alive now (the graph hangs on the live set): what each keeps.
     for (size_t i = 0; i < blocks.size(); ++i) {
       out.retained_per_example.push_back(static_cast<double>(meter->usage(static_cast<int>(i)).current) / examples);
     }
   }
+  // Two sizes fix the line: the weight-sized temporaries of a backward do not grow with the
+  // micro-batch, the activation-sized ones do.
+  const int large = 4 * examples;
+  std::vector<double> f_small, b_small, f_large, b_large;
+  measure_rises(blocks, data, examples, meter.get(), f_small, b_small);
+  measure_rises(blocks, data, large, meter.get(), f_large, b_large);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    out.forward_rise.push_back(Affine::through(examples, f_small[i], large, f_large[i]));
+    out.backward_rise.push_back(Affine::through(examples, b_small[i], large, b_large[i]));
+  }
+  if (optimizer) out.update_rise = measure_update_rises(blocks, *optimizer, meter.get());
   return out;
 }
 

@@ -4,13 +4,18 @@
 /// (core/util/memory_meter.h): autograd saves the same tensors on any device, so the sizes
 /// carry over to devices that are not here (cuDNN workspaces aside).
 #include "core/model/model.h"
+#include "core/optim/optimizer.h"
 #include "tools/simulate/derive.h"
 
 namespace pipelab::sim {
 
 /// Builds every block of `def` (seeded as a run would be), runs `examples` zero examples
 /// through them in training mode with autograd, and returns per block the bytes its forward
-/// allocated that were still alive once the whole forward had run, per example.
-BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed, int examples = 2);
+/// allocated that were still alive once the whole forward had run, per example; then, each
+/// block run alone at `examples` and four times as many, how far its forward and its
+/// backward raise the bytes while they run (BlockMemory::forward_rise, backward_rise), and,
+/// given `optimizer`, how far a step of it on the block's parameters does (update_rise).
+BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
+                                 const OptimizerFactory* optimizer = nullptr, int examples = 2);
 
 }  // namespace pipelab::sim

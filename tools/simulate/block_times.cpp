@@ -11,18 +11,6 @@
 namespace pipelab::sim {
 namespace {
 
-/// The block's inputs cut from the graph (a stage receives them so): floating ones take a
-/// gradient, as a stage's received activations do.
-Tensors detached_inputs(const LiveSet& live, const Block& block) {
-  Tensors out;
-  for (const at::Tensor& t : live.take(block.io.in)) {
-    at::Tensor d = t.detach();
-    if (d.is_floating_point()) d.requires_grad_(true);
-    out.push_back(d);
-  }
-  return out;
-}
-
 /// Median forward and backward seconds of each block for `examples` examples.
 void time_at(std::vector<Block>& blocks, const DataSpec& data, int examples, int repeats, std::vector<double>& forward,
              std::vector<double>& backward) {
@@ -87,6 +75,21 @@ std::vector<double> time_updates(std::vector<Block>& blocks, const OptimizerFact
 
 }  // namespace
 
+Affine Affine::through(double n1, double y1, double n2, double y2) {
+  const double slope = std::max(0.0, (y2 - y1) / (n2 - n1));
+  return Affine{std::max(0.0, y2 - slope * n2), slope};
+}
+
+Tensors detached_inputs(const LiveSet& live, const Block& block) {
+  Tensors out;
+  for (const at::Tensor& t : live.take(block.io.in)) {
+    at::Tensor d = t.detach();
+    if (d.is_floating_point()) d.requires_grad_(true);
+    out.push_back(d);
+  }
+  return out;
+}
+
 BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory& optimizer,
                        int small, int large, int threads, int repeats) {
   PIPELAB_ASSERT(0 < small && small < large && repeats > 0, "two sizes to time blocks at, small < large");
@@ -103,16 +106,10 @@ BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed,
   BlockTimes out;
   out.update = time_updates(blocks, optimizer, repeats);
   at::set_num_threads(before);
-  // Two points fix the line; a slope below zero (noise on a block that takes microseconds)
-  // is a constant.
-  const auto fit = [&](double at_small, double at_large) {
-    const double slope = std::max(0.0, (at_large - at_small) / (large - small));
-    return AffineSeconds{std::max(0.0, at_large - slope * large), slope};
-  };
   out.threads = threads;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    out.forward.push_back(fit(f_small[i], f_large[i]));
-    out.backward.push_back(fit(b_small[i], b_large[i]));
+    out.forward.push_back(Affine::through(small, f_small[i], large, f_large[i]));
+    out.backward.push_back(Affine::through(small, b_small[i], large, b_large[i]));
   }
   return out;
 }

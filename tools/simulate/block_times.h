@@ -7,21 +7,30 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/model/block_io.h"
 #include "core/model/model.h"
 #include "core/optim/optimizer.h"
 
 namespace pipelab::sim {
 
-/// Seconds of one action of one block for `n` examples: fixed + per_example * n.
-struct AffineSeconds {
+/// What one action of one block costs for `n` examples (seconds, or bytes): fixed +
+/// per_example * n.
+struct Affine {
   double fixed = 0, per_example = 0;
   double at(double n) const { return fixed + per_example * n; }
+  /// The line through (`n1`, `y1`) and (`n2`, `y2`), n1 < n2; a slope below zero (noise on a
+  /// block that takes microseconds) is a constant.
+  static Affine through(double n1, double y1, double n2, double y2);
 };
+
+/// The inputs of `block` in `live`, cut from the graph (a stage receives them so): floating
+/// ones take a gradient, as a stage's received activations do.
+Tensors detached_inputs(const LiveSet& live, const Block& block);
 
 /// Per block, its forward, its backward (input and weight gradients together) and its
 /// optimizer step.
 struct BlockTimes {
-  std::vector<AffineSeconds> forward, backward;
+  std::vector<Affine> forward, backward;
   std::vector<double> update;
   int threads = 1;  ///< the intra-op threads they were timed with
   bool empty() const { return forward.empty(); }

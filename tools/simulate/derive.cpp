@@ -27,6 +27,31 @@ double cut_bytes(const BlockProfile& b, double dtype_bytes, double examples, boo
   return n * examples;
 }
 
+/// The stage's forward and backward transients from its blocks' rises: a block's forward
+/// runs above what the blocks before it keep; its backward runs after the blocks after it
+/// have freed theirs.
+void add_transients(StageCosts& k, const BlockMemory& memory, size_t first, size_t count, double examples,
+                    double scale) {
+  if (memory.forward_rise.empty()) return;
+  double below = 0, forward = 0;
+  for (size_t b = first; b < first + count; ++b) {
+    forward = std::max(forward, below + memory.forward_rise.at(b).at(examples) * scale);
+    below += memory.retained_per_example[b] * scale * examples;
+  }
+  double freed = 0, backward = 0;
+  for (size_t b = first + count; b-- > first;) {
+    backward = std::max(backward, memory.backward_rise.at(b).at(examples) * scale - freed);
+    freed += memory.retained_per_example[b] * scale * examples;
+  }
+  k.transient_bytes[ActionKind::Forward] = forward;
+  k.transient_bytes[ActionKind::Backward] = backward;
+  // One step over the stage's tensors in turn: the largest block's temporaries.
+  for (size_t b = first; b < first + count && b < memory.update_rise.size(); ++b) {
+    k.transient_bytes[ActionKind::Update] = std::max(k.transient_bytes[ActionKind::Update], memory.update_rise[b] * scale);
+  }
+  k.recompute_in_transient = false;
+}
+
 }  // namespace
 
 BlockMemory estimated_block_memory(const std::vector<BlockProfile>& blocks) {
@@ -76,6 +101,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
       k.retained_bytes += memory.retained_per_example[b] * scale * examples;
       params += static_cast<double>(block.parameters);
     }
+    add_transients(k, memory, first, static_cast<size_t>(balance[s]), examples, scale);
     const size_t last = first + static_cast<size_t>(balance[s]) - 1;
     k.seconds[ActionKind::Backward] = k.seconds[ActionKind::BackwardInput] + k.seconds[ActionKind::BackwardWeight];
     k.activation_bytes = s + 1 < balance.size() ? cut_bytes(blocks.at(last), device.dtype_bytes, examples, false) : 0;

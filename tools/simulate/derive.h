@@ -24,6 +24,14 @@ struct DeviceSpec {
 struct BlockMemory {
   std::vector<double> retained_per_example;
   bool measured = false;  ///< by LibTorch's allocator (else: twice the block's output)
+  /// Per block, bytes (float32), how far its forward and its backward raise the level they
+  /// start at, as a line in the micro-batch's examples: the forward's temporaries and what it
+  /// keeps; the backward's temporaries and the input gradient it makes, less what it frees.
+  /// Empty when not measured (then no transients are costed).
+  std::vector<Affine> forward_rise, backward_rise;
+  /// Per block, bytes (float32) a step of the run's optimizer on its parameters allocates
+  /// and frees (per-tensor temporaries; the state it keeps is static). Empty when not measured.
+  std::vector<double> update_rise;
 };
 
 /// Costs of `balance` (blocks per stage) for micro-batches of `examples` examples. With

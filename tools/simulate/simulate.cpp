@@ -1,6 +1,7 @@
 #include "tools/simulate/simulate.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -121,16 +122,99 @@ void add_replayed_inputs(const SimResult& r, const SimCosts& c, size_t d,
   }
 }
 
-/// Memory per device over the replay: the static part, then +retained at each F's end
-/// (only the input under recompute, the rest from the backward's start) and -retained when
-/// the micro-batch's backward ends (its W, when the backward is split); while an action
-/// runs, its transient bytes on top.
+/// One device's bytes above its static ones over a replay: steps (an allocation or a free at
+/// an instant) and spikes (what an action of no duration needs for that instant, above the
+/// level the steps at that instant leave).
+struct DeviceBytes {
+  std::vector<std::pair<double, double>> steps, spikes;  // (time, bytes)
+
+  /// `bytes` on top while `x` runs.
+  void during(const TimedAction& x, double bytes) {
+    if (bytes <= 0) return;
+    if (x.end > x.start) {
+      steps.push_back({x.start, bytes});
+      steps.push_back({x.end, -bytes});
+    } else {
+      spikes.push_back({x.start, bytes});
+    }
+  }
+
+  /// Walks the curve in time order (frees before allocations at the same instant) into
+  /// `curve` (above `base`), and returns its peak.
+  double walk(double base, std::vector<MemoryPoint>& curve) {
+    const auto order = [](const auto& p, const auto& q) {
+      return p.first < q.first || (p.first == q.first && p.second < q.second);
+    };
+    std::stable_sort(steps.begin(), steps.end(), order);
+    std::stable_sort(spikes.begin(), spikes.end(), order);
+    double now = 0, peak = 0;
+    size_t next = 0;
+    const auto spikes_before = [&](double t) {
+      for (; next < spikes.size() && spikes[next].first < t; ++next) {
+        peak = std::max(peak, now + spikes[next].second);
+        curve.push_back({spikes[next].first, base + now + spikes[next].second});
+        curve.push_back({spikes[next].first, base + now});
+      }
+    };
+    curve.push_back({0, base});
+    for (const auto& [t, delta] : steps) {
+      spikes_before(t);
+      now += delta;
+      peak = std::max(peak, now);
+      curve.push_back({t, base + now});
+    }
+    spikes_before(std::numeric_limits<double>::infinity());
+    return peak;
+  }
+};
+
+/// The bytes of device `d`'s actions: +retained at each F's end (only the input under
+/// recompute, the rest from the backward's start) and -retained when the micro-batch's
+/// backward ends (its W, when the backward is split); while an action runs, its transient
+/// bytes on top, and while an ALLREDUCE runs, a gradient-sized buffer.
+void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, size_t d,
+                      DeviceBytes& bytes) {
+  std::map<std::pair<int, int>, double> held_by;  // (stage, mb) -> bytes it holds now
+  for (const TimedAction& x : r.timeline.devices[d]) {
+    const Action& a = x.action;
+    if (a.stage < 0) continue;
+    const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
+    // The sums an in-process collective makes, the buckets a c10d one reduces.
+    if (kind_info(a.kind).role == KindRole::Collective) bytes.during(x, k.parameter_bytes);
+    if (!is_compute(a.kind)) continue;
+    const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
+    const double kept = recompute ? std::min(k.gradient_bytes, k.retained_bytes) : k.retained_bytes;
+    // What the action needs while it runs, above the level at its start.
+    const double transient = k.transient_of(a.kind);
+    bytes.during(x, transient);
+    double& holds = held_by[{a.stage, a.mb}];
+    if (a.kind == ActionKind::Forward) {
+      bytes.steps.push_back({x.end, kept});
+      holds += kept;
+    }
+    const bool first_backward = kind_info(a.kind).takes_gradients;  // B, or I when split
+    // The recomputed forward (a transient measured in a recomputing run includes it already).
+    if (first_backward && recompute && (transient == 0 || !k.recompute_in_transient)) {
+      bytes.steps.push_back({x.start, k.retained_bytes - kept});
+      holds += k.retained_bytes - kept;
+    }
+    // B, or W when split (a micro-batch takes one or the other: the validator).
+    if (kind_info(a.kind).frees_micro_batch) {
+      bytes.steps.push_back({x.end, -holds});  // what this micro-batch held, all of it
+      holds = 0;
+    }
+  }
+}
+
+/// Memory per device over the replay: the static part, then what its actions hold
+/// (add_action_bytes).
 void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   const std::vector<int> placement = r.schedule.placement();
   const size_t devices = static_cast<size_t>(r.devices);
   r.static_bytes.assign(devices, 0);
   r.peak_activation_bytes.assign(devices, 0);
   r.peak_bytes.assign(devices, 0);
+  r.gradient_bytes.assign(devices, 0);
   r.memory.assign(devices, {});
   std::vector<StageMemory> held;
   const int pipeline = r.schedule.pipeline_stages();
@@ -140,52 +224,13 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
     const int d = placement[static_cast<size_t>(s)];
     if (d < 0) continue;
     r.static_bytes[static_cast<size_t>(d)] += static_bytes(k, held.back());
+    r.gradient_bytes[static_cast<size_t>(d)] += 2 * k.parameter_bytes;
   }
   for (size_t d = 0; d < devices; ++d) {
-    std::vector<std::pair<double, double>> changes;  // (time, delta)
-    std::map<std::pair<int, int>, double> held_by;   // (stage, mb) -> bytes it holds now
-    if (r.schedule.replays()) add_replayed_inputs(r, c, d, changes);
-    for (const TimedAction& x : r.timeline.devices[d]) {
-      const Action& a = x.action;
-      if (a.stage < 0 || !is_compute(a.kind)) continue;
-      const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
-      const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
-      const double kept = recompute ? std::min(k.gradient_bytes, k.retained_bytes) : k.retained_bytes;
-      // What the action needs while it runs, above the level at its start (measured costs).
-      const double transient = k.transient_of(a.kind);
-      if (transient > 0) {
-        changes.push_back({x.start, transient});
-        changes.push_back({x.end, -transient});
-      }
-      double& holds = held_by[{a.stage, a.mb}];
-      if (a.kind == ActionKind::Forward) {
-        changes.push_back({x.end, kept});
-        holds += kept;
-      }
-      const bool first_backward = kind_info(a.kind).takes_gradients;  // B, or I when split
-      // The recomputed forward (a measured transient includes it already).
-      if (first_backward && recompute && transient == 0) {
-        changes.push_back({x.start, k.retained_bytes - kept});
-        holds += k.retained_bytes - kept;
-      }
-      // B, or W when split (a micro-batch takes one or the other: the validator).
-      if (kind_info(a.kind).frees_micro_batch) {
-        changes.push_back({x.end, -holds});  // what this micro-batch held, all of it
-        holds = 0;
-      }
-    }
-    // Frees before allocations at the same instant.
-    std::stable_sort(changes.begin(), changes.end(), [](const auto& p, const auto& q) {
-      return p.first < q.first || (p.first == q.first && p.second < q.second);
-    });
-    double now = 0;
-    std::vector<MemoryPoint>& curve = r.memory[d];
-    curve.push_back({0, r.static_bytes[d]});
-    for (const auto& [t, delta] : changes) {
-      now += delta;
-      r.peak_activation_bytes[d] = std::max(r.peak_activation_bytes[d], now);
-      curve.push_back({t, r.static_bytes[d] + now});
-    }
+    DeviceBytes bytes;
+    if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
+    add_action_bytes(r, held, c, d, bytes);
+    r.peak_activation_bytes[d] = bytes.walk(r.static_bytes[d], r.memory[d]);
     r.peak_bytes[d] = r.static_bytes[d] + r.peak_activation_bytes[d];
   }
 }

@@ -1,0 +1,70 @@
+// What `pipelab plan` predicts of each device's memory, against what runs measure: the peak
+// of the bytes a run's meter sees on a device (activations, each action's temporaries, the
+// gradients; costs.json's device_peak_bytes), predicted from blocks measured one at a time
+// (tools/simulate/block_memory.h), for plans of one and two devices, replicas and
+// recomputation. Memory is deterministic: unlike step times, it can be held in a test.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include "tests/support/helpers.h"
+
+namespace pipelab::plan_memory_test {
+namespace {
+
+// Weights and activations of comparable size, so neither hides the other's error.
+const char* kMlp = R"(
+model:     {type: mlp, sizes: [32, 256, 256, 256, 8]}
+dataset:   {type: synthetic, samples: 128, test_samples: 16, shape: [32], classes: 8}
+scheme:    {type: gpipe, chunks: 4}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 2, batch_size: 64, seed: 0, threads: 1, progress: false}
+)";
+
+/// The flags that run candidate `c` of `pipelab plan --json`.
+std::string overrides(const nlohmann::json& c) {
+  const std::string scheme = c["scheme"].get<std::string>();
+  const bool own_replicas = scheme.find("replicas") != std::string::npos;
+  std::string balance;
+  for (const auto& b : c["balance"]) balance += (balance.empty() ? "" : ", ") + std::to_string(b.get<int>());
+  return fmt::format("--set 'scheme={}' --set partition.stages={} --set partition.replicas={} "
+                     "--set 'partition.balance=[{}]'",
+                     scheme, c["stages"].get<int>(), own_replicas ? 1 : c["replicas"].get<int>(), balance);
+}
+
+TEST(PlanMemory, PredictsEachDevicesMeasuredPeakWithinTenPercent) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kMlp);
+  const auto [code, out] = testing::pipelab(fmt::format("plan {} --devices 2 --device-flops 1 --allow-idle --top 200 "
+                                                        "--json {}",
+                                                        dir.file("e.yaml"), dir.file("ranked.json")));
+  ASSERT_EQ(code, 0) << out;
+  const auto ranked = nlohmann::json::parse(testing::read_text(dir.file("ranked.json")))["ranked"];
+  // One candidate per scheme type and shape: one device, data parallelism, pipelines with
+  // and without recomputation, a V.
+  std::set<std::string> seen;
+  int checked = 0;
+  for (const auto& c : ranked) {
+    const std::string label = c["label"].get<std::string>();
+    const std::string key = label.substr(0, label.find(' ')) + std::to_string(c["stages"].get<int>()) + "x" +
+                            std::to_string(c["replicas"].get<int>()) + (label.find("always") != std::string::npos ? "r" : "");
+    if (!seen.insert(key).second) continue;
+    const std::string run = dir.file("run" + std::to_string(checked));
+    const auto [rc, log] = testing::pipelab(fmt::format("run --quiet {} --set run.trace=true --set run.output={} {}",
+                                                        dir.file("e.yaml"), run, overrides(c)));
+    ASSERT_EQ(rc, 0) << label << "\n" << log;
+    const auto costs = nlohmann::json::parse(testing::read_text(run + "/metrics/costs.json"));
+    double measured = 0;
+    for (const auto& s : costs["stages"]) measured = std::max(measured, s["device_peak_bytes"].get<double>());
+    double predicted = 0;
+    for (const auto& p : c["peak_above_weights_bytes"]) predicted = std::max(predicted, p.get<double>());
+    EXPECT_NEAR(predicted, measured, 0.1 * measured) << label << ", " << c["stages"] << " stages x " << c["replicas"];
+    if (++checked == 8) break;
+  }
+  EXPECT_EQ(checked, 8);
+}
+
+}  // namespace
+}  // namespace pipelab::plan_memory_test
