@@ -14,6 +14,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/placement_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_memory_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/plan_ranking_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plugin_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/readme_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulate_codec_test.cpp

@@ -1,0 +1,69 @@
+// A small version of tools/bench/validate_plan.py: `pipelab plan --time-blocks` ranks four
+// plans for the 2 devices here whose predicted steps are at least twice apart, and measured
+// runs (threaded executor, one thread per device) rank them the same. Steps are timed, so
+// the candidates are far apart and each keeps the faster of two interleaved runs: a test
+// running beside this one slows a run, it does not reorder plans twice as fast.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/helpers.h"
+
+namespace pipelab::plan_ranking_test {
+namespace {
+
+const char* kMlp = R"(
+model:     {type: mlp, sizes: [128, 512, 512, 512, 10]}
+dataset:   {type: synthetic, samples: 512, test_samples: 16, shape: [128], classes: 10}
+scheme:    {type: gpipe, chunks: 4}
+optimizer: {type: sgd, lr: 0.01, momentum: 0.9}
+run:       {epochs: 1, batch_size: 128, seed: 0, executor: {type: threaded, intra_op_threads: 1}, progress: false}
+)";
+
+/// The flags that run candidate `c` of `pipelab plan --json`.
+std::string overrides(const nlohmann::json& c) {
+  const std::string scheme = c["scheme"].get<std::string>();
+  const bool own_replicas = scheme.find("replicas") != std::string::npos;
+  std::string balance;
+  for (const auto& b : c["balance"]) balance += (balance.empty() ? "" : ", ") + std::to_string(b.get<int>());
+  return fmt::format("--set 'scheme={}' --set partition.stages={} --set partition.replicas={} "
+                     "--set 'partition.balance=[{}]'",
+                     scheme, c["stages"].get<int>(), own_replicas ? 1 : c["replicas"].get<int>(), balance);
+}
+
+TEST(PlanRanking, FourPlansTwiceApartRankAsMeasuredRunsRankThem) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kMlp);
+  const auto [code, out] = testing::pipelab(fmt::format("plan {} --devices 2 --time-blocks --allow-idle --top 1000 "
+                                                        "--json {}",
+                                                        dir.file("e.yaml"), dir.file("ranked.json")));
+  ASSERT_EQ(code, 0) << out;
+  const auto ranked = nlohmann::json::parse(testing::read_text(dir.file("ranked.json")))["ranked"];
+  std::vector<nlohmann::json> picked;
+  for (const auto& c : ranked) {
+    if (picked.empty() || c["step_seconds"].get<double>() >= 2 * picked.back()["step_seconds"].get<double>()) {
+      picked.push_back(c);
+    }
+    if (picked.size() == 4) break;
+  }
+  ASSERT_EQ(picked.size(), 4u) << out;
+  std::vector<double> measured(picked.size(), 1e30);
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < picked.size(); ++i) {
+      const std::string run = dir.file(fmt::format("run{}-{}", i, round));
+      const auto [rc, log] = testing::pipelab(fmt::format("run --quiet {} --set run.output={} {}", dir.file("e.yaml"),
+                                                          run, overrides(picked[i])));
+      ASSERT_EQ(rc, 0) << picked[i]["label"] << "\n" << log;
+      const auto costs = nlohmann::json::parse(testing::read_text(run + "/metrics/costs.json"));
+      measured[i] = std::min(measured[i], costs["step_seconds"].get<double>());
+    }
+  }
+  for (size_t i = 1; i < picked.size(); ++i) {
+    EXPECT_LT(measured[i - 1], measured[i]) << picked[i - 1]["label"] << " (predicted "
+                                            << picked[i - 1]["step_seconds"] << " s) against " << picked[i]["label"]
+                                            << " (predicted " << picked[i]["step_seconds"] << " s)";
+  }
+}
+
+}  // namespace
+}  // namespace pipelab::plan_ranking_test
