@@ -56,7 +56,14 @@ struct ConfigValue<std::string> {
 
 template <class T>
 struct ConfigValue<std::vector<T>> {
-  static std::string type() { return "a list of " + ConfigValue<T>::type() + "s"; }
+  /// "a list of integers" (the element's type without its article, pluralised).
+  static std::string type() {
+    std::string one = ConfigValue<T>::type();
+    for (const char* article : {"a ", "an "}) {
+      if (one.rfind(article, 0) == 0) one = one.substr(std::string(article).size());
+    }
+    return "a list of " + one + "s";
+  }
   static std::vector<T> read(const ConfigNode& n) {
     if (!n.yaml().IsSequence()) detail::fail_type(n, type() + " like [1, 2]");
     std::vector<T> out;
