@@ -24,7 +24,7 @@ namespace pipelab {
 
 /// How batches are built in the background (`run.loader`).
 struct PrefetchOptions {
-  /// Measured on 2 cores (tools/bench/bench_loader.cpp, README "Datasets"): one worker
+  /// Measured on 2 cores (tools/bench/bench_loader.cpp, docs/models-and-data.md, "Datasets"): one worker
   /// hides CIFAR-10 augmentation behind training; a second competes with LibTorch's
   /// intra-op threads for the same cores and gains nothing there.
   int workers = 1;

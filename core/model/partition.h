@@ -3,7 +3,7 @@
 /// stage), a model's named split, or an optimal contiguous split (the largest stage cost as
 /// small as possible, by dynamic programming) of a measured per-block cost: `params`,
 /// `flops`, `time` (forward + backward, profiled on the run's device) or `memory`.
-/// `auto` is `flops` (README, "Balance": it measured as fast as `time`, and it is
+/// `auto` is `flops` (docs/models-and-data.md, "Balance": it measured as fast as `time`, and it is
 /// deterministic). A `time` split is settled by the runner: process 0's in a multi-process
 /// run, the saved one on --resume (RunBuilder::settled_time_balance).
 #include <functional>

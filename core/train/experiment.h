@@ -59,7 +59,7 @@ struct RunOptions {
     v("output", output, "result folder (default: runs/<file name>)");
     v("data_dir", data_dir, "dataset folder (default: $PIPELAB_DATA_DIR, else ./data)");
     v("threads", threads,
-      "intra-op threads (0: OMP_NUM_THREADS if set, else half the cores, at least 1; README, Threads)",
+      "intra-op threads (0: OMP_NUM_THREADS if set, else half the cores, at least 1; docs/executors.md, Threads)",
       in_range(0, 1024));
     v.choice("dtype", dtype, Choices<Dtype>{{"float32", Dtype::Float32}, {"float64", Dtype::Float64}},
              "parameter and activation precision");

@@ -35,7 +35,7 @@ int default_threads() {
   // LibTorch's default (every core) is fastest alone but collapses beside another busy
   // process: its OpenMP threads spin-wait, and on 2 cores two quickstarts with 2 threads
   // each kept 3-8% of their solo throughput, against 94-98% with 1 thread (which costs
-  // 14% alone; tools/bench/bench_concurrent.sh, README "Threads"). A passive OpenMP wait
+  // 14% alone; tools/bench/bench_concurrent.sh, docs/executors.md, "Threads"). A passive OpenMP wait
   // policy was no cure: 3x slower alone.
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
     const int n = std::atoi(env);

@@ -1,5 +1,5 @@
 #pragma once
-/// A run's folder (README, "How results are laid out"):
+/// A run's folder (docs/results.md):
 ///   config.yaml          resolved configuration + pipelab version and git revision
 ///   metrics/steps.csv    step, epoch, loss, lr             (+ steps.jsonl)
 ///   metrics/epochs.csv   per-epoch train/test loss and accuracy, times (+ epochs.jsonl)

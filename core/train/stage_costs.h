@@ -2,7 +2,7 @@
 /// metrics/costs.json: what one stage of a traced run costs, measured — mean action times,
 /// message sizes, host memory (MemoryMeter) and the sizes of weights and optimizer state —
 /// in the form `pipelab simulate` reads back as a cost model (docs/design.md, "Runner and
-/// records"; README, "How results are laid out", for every key and unit).
+/// records"; docs/results.md, for every key and unit).
 #include <ATen/Tensor.h>
 
 #include <cstdint>

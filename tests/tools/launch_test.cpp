@@ -92,7 +92,7 @@ TEST(Launch, AKilledRankStopsTheOtherWithAClearError) {
       "sleep 4; kill -9 $p0; wait $p1; echo \"rank 1 exit $?\"; cat {1}/r1.log",
       common, dir.path()));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  // A peer's death is not an input mistake: exit 1 (README, exit codes), and the reason
+  // A peer's death is not an input mistake: exit 1 (docs/command-line.md, exit codes), and the reason
   // without Gloo's source file names.
   EXPECT_NE(out.find("rank 1 exit 1"), std::string::npos) << out;
   EXPECT_TRUE(out.find("lost rank 0") != std::string::npos || out.find("a peer left") != std::string::npos) << out;
