@@ -23,6 +23,13 @@ std::string ConfigSource::override_for(const std::string& path) const {
   }
 }
 
+std::string ConfigSource::override_within(const std::string& path) const {
+  for (const auto& [p, text] : overrides_) {
+    if (p == path || p.rfind(path + ".", 0) == 0) return text;
+  }
+  return override_for(path);
+}
+
 void ConfigSource::remember(const std::string& path, const std::string& where) const {
   where_[path] = where;
 }

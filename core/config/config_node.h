@@ -29,6 +29,8 @@ class ConfigSource {
   void add_override(const std::string& path, const std::string& text);
   /// "--set a.b=1" if `path` or one of its parents was overridden, else empty.
   std::string override_for(const std::string& path) const;
+  /// "--set a.b.c=1" for the first override at `path` or under it ("a.b" finds "a.b.c"), else empty.
+  std::string override_within(const std::string& path) const;
   /// Remembers where a key was read, for errors found after parsing (e.g. a bad balance).
   void remember(const std::string& path, const std::string& where) const;
   /// Where `path` was read ("file:line:col"), or the file name if unknown.

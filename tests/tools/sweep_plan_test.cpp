@@ -124,6 +124,25 @@ TEST(SweepPlan, RunIds) {
   EXPECT_NE(longs[0], longs[1]);
 }
 
+TEST(SweepPlan, EntriesANarrowedGridNoLongerSelectsAreSkippedAndSaid) {
+  // A shipped sweep shrunk on the command line to run in miniature: its exclude and override
+  // entries for the cells left out select nothing, and are skipped with a note, not fatal.
+  const std::string text = std::string(kBase) +
+                           "sweep:\n  grid: {run.seed: [0, 1, 2]}\n  exclude: [{run.seed: 2}]\n"
+                           "  overrides: [{match: {run.seed: 1}, set: {optimizer.lr: 0.05}}]\n";
+  const SweepPlan p = plan_sweep_text(text, "demo.yaml", {"sweep.grid={run.seed: [0]}"});
+  ASSERT_EQ(p.runs.size(), 1u);
+  ASSERT_EQ(p.skipped.size(), 2u);
+  EXPECT_HAS(p.skipped[0], "sweep.exclude[0] (demo.yaml:9:13) selects no cell of the grid as narrowed by --set "
+                           "sweep.grid={run.seed: [0]}: skipped");
+  EXPECT_HAS(p.skipped[1], "sweep.overrides[0]");
+  // Unnarrowed, the same entries are mistakes.
+  EXPECT_HAS(testing::user_error([&] { plan_sweep_text(std::string(kBase) +
+                                                           "sweep:\n  grid: {run.seed: [0]}\n  exclude: [{run.seed: 2}]\n",
+                                                       "demo.yaml"); }),
+             "selects no cell of the sweep");
+}
+
 TEST(SweepPlan, ErrorsNameTheLineAndTheFix) {
   // Lines of kBase are 1-6, so `sweep:` is line 7.
   std::string msg = error_of("sweep:\n  grid:\n    run.seed: 3\n");

@@ -74,6 +74,7 @@ int sweep(const Args& args) {
   if (jobs < 1) throw UsageError{"--jobs must be at least 1"};
   if (threads < 0) throw UsageError{"--threads must be >= 0"};
   const tools::SweepPlan plan = tools::plan_sweep(file, sets);
+  for (const std::string& line : plan.skipped) fmt::print(stderr, "note: {}\n", line);
   if (vm.count("dry-run")) return dry_run(plan);
   StopOnSignals signals;
   tools::SweepRunOptions ro;

@@ -33,15 +33,25 @@ bool matches(const YAML::Node& tree, const KeyValues& entry) {
                      [&](const KeyValue& kv) { return same_value(find_path(tree, kv.key), kv.value.yaml()); });
 }
 
-/// Fails at entry `i` of the list `key` of the sweep section when it selected no cell.
-void require_hits(const SweepDocument& doc, const char* key, const std::vector<int>& hits) {
+/// Fails at entry `i` of the list `key` of the sweep section when it selected no cell, unless
+/// the command line narrowed the grid (a sweep shrunk to run in miniature): then the entry is
+/// skipped and said so in `skipped`.
+void require_hits(const SweepDocument& doc, const char* key, const std::vector<int>& hits,
+                  std::vector<std::string>& skipped) {
+  std::string narrowed = doc.source->override_within("sweep.grid");
+  if (narrowed.empty()) narrowed = doc.source->override_within("sweep.include");
   for (size_t i = 0; i < hits.size(); ++i) {
     if (hits[i] > 0) continue;
     const ConfigNode list = doc.section().child(key);
-    ConfigNode(list.yaml()[i], list.source(), fmt::format("{}[{}]", list.path(), i))
-        .fail("selects no cell of the sweep",
-              "compare its keys and values with the grid and include entries (values are compared as "
-              "numbers where both are numbers), or remove it");
+    const ConfigNode entry(list.yaml()[i], list.source(), fmt::format("{}[{}]", list.path(), i));
+    if (!narrowed.empty()) {
+      skipped.push_back(fmt::format("{} ({}) selects no cell of the grid as narrowed by {}: skipped", entry.path(),
+                                    entry.where(), narrowed));
+      continue;
+    }
+    entry.fail("selects no cell of the sweep",
+               "compare its keys and values with the grid and include entries (values are compared as "
+               "numbers where both are numbers), or remove it");
   }
 }
 
@@ -76,8 +86,9 @@ SweepPlan plan(const SweepDocument& doc) {
     }
     cells.push_back(std::move(cell));
   }
-  require_hits(doc, "exclude", excluded_by);
-  require_hits(doc, "overrides", overridden_by);
+  std::vector<std::string> skipped;
+  require_hits(doc, "exclude", excluded_by, skipped);
+  require_hits(doc, "overrides", overridden_by, skipped);
   if (cells.empty()) doc.section().child("exclude").fail("excludes every cell", "remove entries from sweep.exclude");
 
   // Every cell must be a valid experiment before anything runs; identical cells run once.
@@ -110,6 +121,7 @@ SweepPlan plan(const SweepDocument& doc) {
   const std::vector<std::string> ids = make_run_ids(leaves, &labels);
 
   SweepPlan out;
+  out.skipped = skipped;
   out.file = doc.source->file();
   out.name = doc.name;
   out.output = sweep.output.empty() ? "runs/" + doc.name : sweep.output;

@@ -24,12 +24,15 @@ struct SweepPlan {
   std::string name;    ///< its stem
   std::string output;  ///< sweep.output (default runs/<name>)
   std::vector<PlannedRun> runs;
+  /// Exclude and override entries that select no cell of a grid the command line narrowed,
+  /// one line each (elsewhere such an entry is a mistake).
+  std::vector<std::string> skipped;
 };
 
 /// Reads `file` (with `overrides`, "key.path=value"), expands its grid, applies includes,
 /// excludes and overrides, and checks each cell as an Experiment. Throws ConfigError with
 /// the file:line:column of the mistake; an exclude or override that selects no cell is a
-/// mistake too. Cells that come out identical are kept once.
+/// mistake too, unless `overrides` narrowed sweep.grid or sweep.include (SweepPlan::skipped). Cells that come out identical are kept once.
 SweepPlan plan_sweep(const std::string& file, const std::vector<std::string>& overrides = {});
 /// The same from YAML text; `file` stands in for the file name in messages and the default output.
 SweepPlan plan_sweep_text(const std::string& yaml, const std::string& file,
