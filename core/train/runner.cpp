@@ -72,12 +72,18 @@ RunSummary Runner::run() {
   if (!parts_->init_report.empty()) recorder.announce(parts_->init_report);
   if (!parts_->limits_report.empty()) recorder.announce(parts_->limits_report);
   for (const auto& s : parts_->stages) summary.parameters += count_parameters(s->module());
-  for (const EpochMetrics& m : session.progress.history) add_epoch(summary, m);
+  // The summary's total is the whole run's: a resumed run adds the epochs of the sessions
+  // before it to this one's time.
+  double earlier_seconds = 0;
+  for (const EpochMetrics& m : session.progress.history) {
+    add_epoch(summary, m);
+    earlier_seconds += m.seconds;
+  }
   const auto start = std::chrono::steady_clock::now();
   if (!train_epochs(session)) return summary;
   if (session.diverged) summary.status = "diverged";
   session.checkpoints.save_weights("final");
-  recorder.close(summary, seconds_since(start), session.loop.measured());
+  recorder.close(summary, earlier_seconds + seconds_since(start), session.loop.measured());
   return summary;
 }
 
