@@ -10,6 +10,8 @@
 #include <set>
 
 #include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
+#include "tests/tools/plan_support.h"
 
 namespace pipelab::plan_memory_test {
 namespace {
@@ -22,17 +24,6 @@ scheme:    {type: gpipe, chunks: 4}
 optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
 run:       {epochs: 2, batch_size: 64, seed: 0, threads: 1, progress: false}
 )";
-
-/// The flags that run candidate `c` of `pipelab plan --json`.
-std::string overrides(const nlohmann::json& c) {
-  const std::string scheme = c["scheme"].get<std::string>();
-  const bool own_replicas = scheme.find("replicas") != std::string::npos;
-  std::string balance;
-  for (const auto& b : c["balance"]) balance += (balance.empty() ? "" : ", ") + std::to_string(b.get<int>());
-  return fmt::format("--set 'scheme={}' --set partition.stages={} --set partition.replicas={} "
-                     "--set 'partition.balance=[{}]'",
-                     scheme, c["stages"].get<int>(), own_replicas ? 1 : c["replicas"].get<int>(), balance);
-}
 
 TEST(PlanMemory, PredictsEachDevicesMeasuredPeakWithinTenPercent) {
   testing::TempDir dir;
@@ -53,7 +44,7 @@ TEST(PlanMemory, PredictsEachDevicesMeasuredPeakWithinTenPercent) {
     if (!seen.insert(key).second) continue;
     const std::string run = dir.file("run" + std::to_string(checked));
     const auto [rc, log] = testing::pipelab(fmt::format("run --quiet {} --set run.trace=true --set run.output={} {}",
-                                                        dir.file("e.yaml"), run, overrides(c)));
+                                                        dir.file("e.yaml"), run, testing::plan_candidate_flags(c)));
     ASSERT_EQ(rc, 0) << label << "\n" << log;
     const auto costs = nlohmann::json::parse(testing::read_text(run + "/metrics/costs.json"));
     double measured = 0;

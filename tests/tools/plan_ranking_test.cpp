@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
+#include "tests/tools/plan_support.h"
 
 namespace pipelab::plan_ranking_test {
 namespace {
@@ -19,17 +21,6 @@ scheme:    {type: gpipe, chunks: 4}
 optimizer: {type: sgd, lr: 0.01, momentum: 0.9}
 run:       {epochs: 1, batch_size: 128, seed: 0, executor: {type: threaded, intra_op_threads: 1}, progress: false}
 )";
-
-/// The flags that run candidate `c` of `pipelab plan --json`.
-std::string overrides(const nlohmann::json& c) {
-  const std::string scheme = c["scheme"].get<std::string>();
-  const bool own_replicas = scheme.find("replicas") != std::string::npos;
-  std::string balance;
-  for (const auto& b : c["balance"]) balance += (balance.empty() ? "" : ", ") + std::to_string(b.get<int>());
-  return fmt::format("--set 'scheme={}' --set partition.stages={} --set partition.replicas={} "
-                     "--set 'partition.balance=[{}]'",
-                     scheme, c["stages"].get<int>(), own_replicas ? 1 : c["replicas"].get<int>(), balance);
-}
 
 TEST(PlanRanking, FourPlansTwiceApartRankAsMeasuredRunsRankThem) {
   testing::TempDir dir;
@@ -52,7 +43,7 @@ TEST(PlanRanking, FourPlansTwiceApartRankAsMeasuredRunsRankThem) {
     for (size_t i = 0; i < picked.size(); ++i) {
       const std::string run = dir.file(fmt::format("run{}-{}", i, round));
       const auto [rc, log] = testing::pipelab(fmt::format("run --quiet {} --set run.output={} {}", dir.file("e.yaml"),
-                                                          run, overrides(picked[i])));
+                                                          run, testing::plan_candidate_flags(picked[i])));
       ASSERT_EQ(rc, 0) << picked[i]["label"] << "\n" << log;
       const auto costs = nlohmann::json::parse(testing::read_text(run + "/metrics/costs.json"));
       measured[i] = std::min(measured[i], costs["step_seconds"].get<double>());
