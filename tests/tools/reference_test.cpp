@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
@@ -22,6 +23,17 @@ std::set<std::string> files_in(const fs::path& dir) {
   return out;
 }
 
+/// The first line (1-based) where `a` and `b` differ, with both versions of it.
+std::string first_difference(const std::string& a, const std::string& b) {
+  std::istringstream ia(a), ib(b);
+  std::string la, lb;
+  for (int n = 1;; ++n) {
+    const bool more_a = static_cast<bool>(std::getline(ia, la)), more_b = static_cast<bool>(std::getline(ib, lb));
+    if (!more_a && !more_b) return "(none)";
+    if (!more_a || !more_b || la != lb) return std::to_string(n) + ":\n  kept: " + la + "\n  made: " + lb;
+  }
+}
+
 TEST(Reference, DocsReferenceIsWhatTheRegistryGenerates) {
   testing::TempDir dir;
   const auto [code, out] = testing::pipelab("list --markdown " + dir.file("ref"));
@@ -31,8 +43,10 @@ TEST(Reference, DocsReferenceIsWhatTheRegistryGenerates) {
   EXPECT_EQ(files_in(kReference), generated) << fix;
   for (const std::string& f : generated) {
     ASSERT_TRUE(fs::exists(kReference / f)) << f << " is missing; " << fix;
-    EXPECT_EQ(testing::read_text((kReference / f).string()), testing::read_text(dir.file("ref/" + f)))
-        << "docs/reference/" << f << " differs from the registry; " << fix;
+    const std::string kept = testing::read_text((kReference / f).string());
+    const std::string made = testing::read_text(dir.file("ref/" + f));
+    EXPECT_TRUE(kept == made) << "docs/reference/" << f << " differs from the registry at line "
+                              << first_difference(kept, made) << "; " << fix;
   }
 }
 

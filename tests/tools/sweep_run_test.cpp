@@ -129,6 +129,8 @@ TEST(SweepRun, ResumesInterruptedCellsAndSkipsFinishedOnes) {
   ASSERT_EQ(code, 0) << out;
   EXPECT_TRUE(testing::identical(load_tensor_dict(first.dir + "/checkpoints/final.pt"),
                                  load_tensor_dict(dir.file("ref/checkpoints/final.pt"))));
+  // Run alone, a cell keeps the title the sweep gives it (its run id), not "experiment".
+  EXPECT_HAS(testing::read_text(dir.file("ref/summary.json")), "\"experiment\": \"seed=0\"");
 
   std::tie(code, out) = pipelab("sweep " + file);
   EXPECT_EQ(code, 0) << out;

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 
 #include "core/config/yaml_file.h"
@@ -102,7 +103,9 @@ int run(const Args& args) {
       "resume", "continue an interrupted run in the output folder from its last finished epoch")(
       "stop-after", po::value<int>()->default_value(0), "end this session after N epochs; continue later with --resume")(
       "quiet,q", "no progress bar and no per-epoch lines (the summary still shows)")(
-      "name", po::value<std::string>(), "the run's title in its summary (default: the file's name)")(
+      "name", po::value<std::string>(),
+      "the run's title in its summary (default: the file's name; for a sweep cell's experiment.yaml, its folder's: "
+      "the run id the sweep gives it)")(
       "rank", po::value<int>(), "join a multi-process run as this rank (with --world-size and --master)")(
       "world-size", po::value<int>(), "number of processes of the multi-process run")(
       "master", po::value<std::string>(),
@@ -126,7 +129,14 @@ int run(const Args& args) {
   const std::optional<Place> place = place_in_run(vm);
   if (place) join_run(*place, file, sets);
   Experiment experiment = Experiment::load(file, sets);
-  if (vm.count("name")) experiment.name = vm["name"].as<std::string>();
+  if (vm.count("name")) {
+    experiment.name = vm["name"].as<std::string>();
+  } else if (std::filesystem::path(file).filename() == "experiment.yaml") {
+    // What `pipelab sweep` writes into each cell's folder: run alone, it keeps the title the
+    // sweep gives it (the folder's name, its run id) rather than "experiment".
+    const std::string folder = std::filesystem::absolute(file).parent_path().filename().string();
+    if (!folder.empty()) experiment.name = folder;
+  }
   RunnerOptions ro;
   ro.overwrite = vm.count("overwrite") > 0;
   ro.quiet = vm.count("quiet") > 0;
