@@ -7,14 +7,16 @@
 
 #include <fmt/format.h>
 
-#include "core/io/input_file.h"
+#include "core/config/yaml_file.h"
 #include "core/train/experiment.h"
 #include "tools/sweep/plan.h"
 
 namespace pipelab::cli {
 
 inline Experiment load_experiment_or_first_cell(const std::string& file, const std::vector<std::string>& sets) {
-  if (read_file(file).find("\nsweep:") == std::string::npos) return Experiment::load(file, sets);
+  // The top-level key, wherever it stands in the file (the first line included).
+  const YAML::Node root = load_yaml_file(file);
+  if (!root.IsMap() || !root["sweep"]) return Experiment::load(file, sets);
   const tools::PlannedRun cell = tools::plan_sweep(file, sets).runs.front();
   fmt::print("{} is a sweep: its first cell, {} (`pipelab sweep {} --dry-run` lists the others)\n", file, cell.id,
              file);

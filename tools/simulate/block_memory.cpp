@@ -112,7 +112,8 @@ BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint
         loss = with_loss(call_block(blocks[i], live.take(blocks[i].io.in)), true, data, examples);
       }
     }
-    // Every block's saved tensors are alive now (the graph hangs on the live set): what each keeps.
+    // Every block's saved tensors are alive now (the graph hangs on the live set and on the
+    // loss): what each keeps.
     for (size_t i = 0; i < blocks.size(); ++i) {
       out.retained_per_example.push_back(static_cast<double>(meter->usage(static_cast<int>(i)).current) / examples);
     }
