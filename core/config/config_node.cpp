@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "core/config/presets.h"
 #include "core/config/yaml_file.h"
 
 namespace pipelab {
@@ -110,10 +111,45 @@ void ConfigNode::expect_map(const std::string& what) const {
                    path_.empty() ? "the file" : path_));
 }
 
+void set_key_path(YAML::Node& root, const std::string& path, const YAML::Node& value, const std::string& text,
+                  const std::string& file) {
+  if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) {
+    throw ConfigError(fmt::format("{}: the file's top level is {}, not sections such as model: and run:. Fix: "
+                                  "write the experiment as `section: {{key: value}}` lines.",
+                                  file, root.IsSequence() ? "a list" : "a single value"));
+  }
+  YAML::Node cursor = root;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (key.empty()) {
+      throw ConfigError(fmt::format("{}: empty key in '{}'. Fix: write key paths like run.epochs.", text, path));
+    }
+    if (!cursor.IsMap()) {
+      throw ConfigError(fmt::format("{}: '{}' is not a section, so '{}' cannot be set inside it. Fix: check the key path.",
+                                    text, path.substr(0, start ? start - 1 : 0), key));
+    }
+    if (dot == std::string::npos) {
+      cursor[key] = value;
+      break;
+    }
+    YAML::Node next = cursor[key];
+    if (!next.IsDefined() || next.IsNull()) {
+      cursor[key] = YAML::Node(YAML::NodeType::Map);
+      next = cursor[key];
+    }
+    cursor.reset(next);
+    start = dot + 1;
+  }
+}
+
 void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
                      ConfigSource& source) {
   for (const std::string& item : overrides) {
-    const std::string text = "--set " + item;
+    // `--preset NAME` reaches here as preset=NAME (tools/cli/options.h): name it as typed.
+    const std::string text = item.rfind("preset=", 0) == 0 ? "--preset " + item.substr(7) : "--set " + item;
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
       throw ConfigError(fmt::format("{}: expected key.path=value. Fix: write e.g. --set optimizer.lr=0.05.", text));
@@ -133,38 +169,10 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides
       throw ConfigError(fmt::format("{}: the value is not valid YAML ({}). Fix: quote it, or use [a, b] for lists.",
                                     text, what));
     }
-    if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-    if (!root.IsMap()) {
-      throw ConfigError(fmt::format("{}: the file's top level is {}, not sections such as model: and run:. Fix: "
-                                    "write the experiment as `section: {{key: value}}` lines.",
-                                    source.file(), root.IsSequence() ? "a list" : "a single value"));
-    }
-    YAML::Node cursor = root;
-    size_t start = 0;
-    for (;;) {
-      const size_t dot = path.find('.', start);
-      const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      if (key.empty()) {
-        throw ConfigError(fmt::format("{}: empty key in '{}'. Fix: write key paths like run.epochs.", text, path));
-      }
-      if (!cursor.IsMap()) {
-        throw ConfigError(fmt::format("{}: '{}' is not a section, so '{}' cannot be set inside it. Fix: check the key path.",
-                                      text, path.substr(0, start ? start - 1 : 0), key));
-      }
-      if (dot == std::string::npos) {
-        cursor[key] = value;
-        break;
-      }
-      YAML::Node next = cursor[key];
-      if (!next.IsDefined() || next.IsNull()) {
-        cursor[key] = YAML::Node(YAML::NodeType::Map);
-        next = cursor[key];
-      }
-      cursor.reset(next);
-      start = dot + 1;
-    }
+    set_key_path(root, path, value, text, source.file());
     source.add_override(path, text);
   }
+  apply_preset(root, source);
 }
 
 }  // namespace pipelab

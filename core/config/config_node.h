@@ -31,6 +31,15 @@ class ConfigSource {
   std::string override_for(const std::string& path) const;
   /// "--set a.b.c=1" for the first override at `path` or under it ("a.b" finds "a.b.c"), else empty.
   std::string override_within(const std::string& path) const;
+  /// A preset's setting as applied to the file: a sweep applies these to every cell again,
+  /// last, so a miniature holds whatever the cell's own include or override entries say.
+  struct PresetSetting {
+    std::string path;
+    YAML::Node value;
+    std::string where;  ///< the preset's line, or the user's --set where it gave the path
+  };
+  void add_preset_setting(PresetSetting setting) { preset_settings_.push_back(std::move(setting)); }
+  const std::vector<PresetSetting>& preset_settings() const { return preset_settings_; }
   /// Remembers where a key was read, for errors found after parsing (e.g. a bad balance).
   void remember(const std::string& path, const std::string& where) const;
   /// Where `path` was read ("file:line:col"), or the file name if unknown.
@@ -42,6 +51,7 @@ class ConfigSource {
  private:
   std::string file_;
   std::map<std::string, std::string> overrides_;
+  std::vector<PresetSetting> preset_settings_;
   mutable std::map<std::string, std::string> where_;
 };
 
@@ -81,8 +91,14 @@ class ConfigNode {
 /// Formats the location of a yaml-cpp mark as "file:line:col" (1-based).
 std::string format_mark(const std::string& file, const YAML::Mark& mark);
 
+/// Sets `value` at the dotted `path` of `root`, making the sections on the way; `text` names
+/// the setting in errors (a path through a non-section), `file` the file whose top level it is.
+void set_key_path(YAML::Node& root, const std::string& path, const YAML::Node& value, const std::string& text,
+                  const std::string& file);
+
 /// Applies "key.path=value" overrides to `root` (value parsed as YAML) and records them in
-/// `source`. A malformed override is a ConfigError.
+/// `source`, then the preset the tree selects (core/config/presets.h). A malformed override is
+/// a ConfigError.
 void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
                      ConfigSource& source);
 

@@ -12,6 +12,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/partition_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/place_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/precision_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/preset_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pt_file_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pt_reader_hardening_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_test.cpp

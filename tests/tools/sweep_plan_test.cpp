@@ -143,6 +143,29 @@ TEST(SweepPlan, EntriesANarrowedGridNoLongerSelectsAreSkippedAndSaid) {
              "selects no cell of the sweep");
 }
 
+TEST(SweepPlan, APresetReshapesTheSweepAndHoldsInEveryCell) {
+  // A seed's cpu-mini: it narrows the grid (the override for the cell left out is skipped,
+  // naming the preset's line), moves the output, and its run.epochs holds over the override
+  // that sets the epochs of the cell it keeps.
+  const std::string text = std::string(kBase) +
+                           "sweep:\n  grid: {run.seed: [0, 1, 2]}\n"
+                           "  overrides: [{match: {run.seed: 0}, set: {run.epochs: 30}}, {match: {run.seed: 2}, set: "
+                           "{optimizer.lr: 0.05}}]\n"
+                           "presets:\n  mini: {sweep.grid: {run.seed: [0]}, sweep.output: runs/mini, run.epochs: 2}\n";
+  const SweepPlan full = plan_sweep_text(text, "demo.yaml");
+  ASSERT_EQ(full.runs.size(), 3u);
+  EXPECT_EQ(value(full.runs[0], "run.epochs"), "30");
+  const SweepPlan p = plan_sweep_text(text, "demo.yaml", {"preset=mini"});
+  ASSERT_EQ(p.runs.size(), 1u);
+  EXPECT_EQ(p.output, "runs/mini");
+  EXPECT_EQ(value(p.runs[0], "run.epochs"), "2");
+  ASSERT_EQ(p.skipped.size(), 1u);
+  EXPECT_HAS(p.skipped[0], "sweep.overrides[1] (demo.yaml:9:62) selects no cell of the grid as narrowed by "
+                           "demo.yaml:11:10 (preset mini): skipped");
+  // The user's --set wins over the preset, in every cell too.
+  EXPECT_EQ(value(plan_sweep_text(text, "demo.yaml", {"preset=mini", "run.epochs=4"}).runs[0], "run.epochs"), "4");
+}
+
 TEST(SweepPlan, ErrorsNameTheLineAndTheFix) {
   // Lines of kBase are 1-6, so `sweep:` is line 7.
   std::string msg = error_of("sweep:\n  grid:\n    run.seed: 3\n");

@@ -69,8 +69,10 @@ int describe(const Args& args) {
   po::options_description options("options");
   std::string file;
   std::vector<std::string> sets;
+  std::string preset;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
-      "set", po::value(&sets)->composing(), "override a value: --set model.depth=34 (repeatable)");
+      "set", po::value(&sets)->composing(), "override a value: --set model.depth=34 (repeatable)")(
+      "preset", po::value(&preset), kPresetHelp);
   add_input_options(options);
   po::positional_options_description positional;
   positional.add("file", 1);
@@ -85,7 +87,7 @@ int describe(const Args& args) {
              options, positional, vm)) {
     return 0;
   }
-  const Experiment e = load_experiment_or_first_cell(file, sets);
+  const Experiment e = load_experiment_or_first_cell(file, with_preset(sets, preset));
   const DataSpec spec = data_spec(e, vm);
   const ModelDef def = e.model->define(spec);
   dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs

@@ -113,10 +113,12 @@ int launch(const Args& args) {
   int nproc = 0;
   int port = 0;
   std::vector<std::string> sets;
+  std::string preset;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
       "nproc", po::value(&nproc)->required(), "number of processes (one per device of the scheme's placement, or per group of devices)")(
       "master-port", po::value(&port)->default_value(0), "rendezvous port on 127.0.0.1 (0: a free one)")(
       "set", po::value(&sets)->composing(), "override a value, as in pipelab run (repeatable)")(
+      "preset", po::value(&preset), kPresetHelp)(
       "overwrite", "replace a finished run in the output folder")(
       "resume", "continue an interrupted run from its last finished epoch, as in pipelab run")(
       "stop-after", po::value<int>()->default_value(0), "end this session after N epochs, as in pipelab run")(
@@ -135,6 +137,7 @@ int launch(const Args& args) {
   }
   if (nproc < 1) throw UsageError{"--nproc must be >= 1"};
   if (vm["stop-after"].as<int>() < 0) throw UsageError{"--stop-after must be >= 0"};
+  sets = with_preset(sets, preset);
   const int most = plan_devices(Experiment::load(file, sets));
   if (nproc > most) {
     throw UsageError{fmt::format("--nproc {}: {} runs on {} device{}, and each process needs one. Fix: use "

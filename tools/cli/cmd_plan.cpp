@@ -55,7 +55,7 @@ std::string why_line(const plan::PlanResult& r) {
 
 /// The command line of `pipelab plan`, read in one place.
 struct PlanFlags {
-  std::string file, schemes, emit, svg, json;
+  std::string file, schemes, emit, svg, json, preset;
   std::vector<std::string> sets;
   int devices = 0, top = 10, max_staleness = 0;
   double memory_cap = 0, device_memory = 0, time_limit = 10;
@@ -69,6 +69,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
   po::options_description options("options");
   options.add_options()("file", po::value(&f.file)->required(), "experiment YAML file (model, optimizer, batch)")(
       "set", po::value(&f.sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
+      "preset", po::value(&f.preset), kPresetHelp)(
       "devices", po::value(&f.devices)->required(), "devices N to plan for (1 to 1024)")(
       "device-memory", po::value(&f.device_memory), "memory of each device, GiB (the cap unless --memory-cap)")(
       "memory-cap", po::value(&f.memory_cap), "the most a plan may hold on one device, GiB (0: no cap)")(
@@ -171,7 +172,7 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
 int plan(const Args& args) {
   PlanFlags f;
   if (!read_flags(args, f)) return 0;
-  const Experiment e = load_experiment_or_first_cell(f.file, f.sets);
+  const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset));
   f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, f.vm, f.cost.costs_file, f.cost.device);
   const plan::PlanSpace space = space_of(f, e, source);

@@ -1,4 +1,4 @@
-/// pipelab run FILE [--set key.path=value ...] [--overwrite] [--quiet]
+/// pipelab run FILE [--set key.path=value ...] [--preset NAME] [--overwrite] [--quiet]
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -97,8 +97,10 @@ int run(const Args& args) {
   po::options_description options("options");
   std::string file;
   std::vector<std::string> sets;
+  std::string preset;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
       "set", po::value(&sets)->composing(), "override a value: --set optimizer.lr=0.05 (repeatable)")(
+      "preset", po::value(&preset), kPresetHelp)(
       "overwrite", "replace a finished run in the output folder")(
       "resume", "continue an interrupted run in the output folder from its last finished epoch")(
       "stop-after", po::value<int>()->default_value(0), "end this session after N epochs; continue later with --resume")(
@@ -114,7 +116,7 @@ int run(const Args& args) {
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
-  if (!parse(args, "pipelab run FILE [--set key.path=value ...] [--overwrite] [--resume] [--stop-after N] [--quiet]\n"
+  if (!parse(args, "pipelab run FILE [--set key.path=value ...] [--preset NAME] [--overwrite] [--resume] [--stop-after N] [--quiet]\n"
                    "                 [--rank R --world-size N --master HOST:PORT]\n\n"
                    "Trains the experiment in FILE and writes its results to run.output\n"
                    "(config.yaml, metrics/, summary.json, checkpoints/). With --rank, this process is one\n"
@@ -127,6 +129,7 @@ int run(const Args& args) {
     return 0;
   }
   const std::optional<Place> place = place_in_run(vm);
+  sets = with_preset(sets, preset);
   if (place) join_run(*place, file, sets);
   Experiment experiment = Experiment::load(file, sets);
   if (vm.count("name")) {

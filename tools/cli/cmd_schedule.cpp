@@ -140,12 +140,14 @@ int schedule(const Args& args) {
   po::options_description options("options");
   std::string file, scheme_name, costs_text = "1,1,1";
   std::vector<std::string> sets;
+  std::string preset;
   int stages = 4, micro = 8, virtual_stages = 0, replicas = 1;
   bool lowered = false;
   std::string csv;
   options.add_options()("file", po::value(&file), "experiment file: its scheme section and partition.stages")(
       "scheme", po::value(&scheme_name), "registered scheme (pipelab list scheme); replaces the file's scheme type")(
       "set", po::value(&sets)->composing(), "override a value: --set scheme.mode=local (repeatable)")(
+      "preset", po::value(&preset), kPresetHelp)(
       "stages", po::value(&stages), "model stages (default: the file's partition.stages, else 4)")(
       "microbatches", po::value(&micro),
       "micro-batches of one run: micro-batched schemes default to their chunks; 1F1B and interlocking schemes run "
@@ -179,7 +181,7 @@ int schedule(const Args& args) {
   check_output_file("--csv", csv);
   const std::vector<double> costs = parse_costs(costs_text);
   auto source = std::make_shared<ConfigSource>(file.empty() ? "--scheme" : file);
-  YAML::Node root = drawn_experiment(file, scheme_name, vm.count("virtual-stages") ? virtual_stages : 0, sets, *source);
+  YAML::Node root = drawn_experiment(file, scheme_name, vm.count("virtual-stages") ? virtual_stages : 0, with_preset(sets, preset), *source);
   const ConfigNode top(root, source, "");
   top.expect_map("an experiment");
   if (!top.has("scheme")) top.fail("no scheme section", "add `scheme: {type: NAME}` or pass --scheme NAME");

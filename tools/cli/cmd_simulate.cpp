@@ -88,11 +88,13 @@ int simulate(const Args& args) {
   po::options_description options("options");
   std::string file, schemes_text, svg, trace, markdown, executor = "devices";
   std::vector<std::string> sets, slow;
+  std::string preset;
   int stages = 0, micro = 0;
   CostFlags cost;
   sim::DeviceSpec& device = cost.device;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file (model, partition, scheme, batch)")(
       "set", po::value(&sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
+      "preset", po::value(&preset), kPresetHelp)(
       "schemes", po::value(&schemes_text),
       "schemes to compare, comma-separated, each NAME[:key=value...] (e.g. gpipe,zb_h1,"
       "interleaved_1f1b:virtual_stages=2:stages=16, single:microbatches=1; stages= and microbatches= set the stage "
@@ -136,7 +138,7 @@ int simulate(const Args& args) {
   if (executor != "devices" && executor != "sequential") {
     throw UsageError{fmt::format("--executor {}: use devices or sequential", executor)};
   }
-  const Experiment e = load_experiment_or_first_cell(file, sets);
+  const Experiment e = load_experiment_or_first_cell(file, with_preset(sets, preset));
   device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, vm, costs_file, device);
   sim::SimOptions sim_options;

@@ -1,4 +1,4 @@
-/// pipelab sweep FILE [--jobs N] [--dry-run] [--set key.path=value ...]: runs every cell of
+/// pipelab sweep FILE [--jobs N] [--dry-run] [--set key.path=value ...] [--preset NAME]: runs every cell of
 /// the file's `sweep:` grid, each as its own `pipelab run` process.
 #include <unistd.h>
 
@@ -51,6 +51,7 @@ int sweep(const Args& args) {
   po::options_description options("options");
   std::string file;
   std::vector<std::string> sets;
+  std::string preset;
   int jobs = 1, threads = 0;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file with a sweep: section")(
       "jobs,j", po::value(&jobs)->default_value(1), "runs at once")(
@@ -58,12 +59,13 @@ int sweep(const Args& args) {
       "intra-op threads per run when the file leaves run.threads at 0 (default: cores / (2 x jobs), at least 1)")(
       "dry-run,n", "list the runs and their status (done, interrupted after epoch k, to do) without running anything")(
       "set", po::value(&sets)->composing(), "override a value of the file: --set run.epochs=2 (repeatable)")(
+      "preset", po::value(&preset), kPresetHelp)(
       "rerun-changed", "run again, from scratch, runs whose cell changed since they ran");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
   if (!parse(args,
-             "pipelab sweep FILE [--jobs N] [--dry-run] [--set key.path=value ...]\n\n"
+             "pipelab sweep FILE [--jobs N] [--dry-run] [--set key.path=value ...] [--preset NAME]\n\n"
              "Runs every cell of FILE's sweep grid as `pipelab run <cell> --resume --quiet`, N at once, each in\n"
              "<sweep.output>/<run id>/ with its experiment.yaml and sweep.log. Finished runs are skipped and\n"
              "interrupted ones resume, so running it again after Ctrl-C or a crash completes the grid.\n" +
@@ -73,7 +75,7 @@ int sweep(const Args& args) {
   }
   if (jobs < 1) throw UsageError{"--jobs must be at least 1"};
   if (threads < 0) throw UsageError{"--threads must be >= 0"};
-  const tools::SweepPlan plan = tools::plan_sweep(file, sets);
+  const tools::SweepPlan plan = tools::plan_sweep(file, sets = with_preset(sets, preset));
   for (const std::string& line : plan.skipped) fmt::print(stderr, "note: {}\n", line);
   if (vm.count("dry-run")) return dry_run(plan);
   StopOnSignals signals;

@@ -37,6 +37,17 @@ inline bool parse(const Args& args, const std::string& usage, po::options_descri
   return true;
 }
 
+/// The help of --preset, which every command that takes --set takes too.
+inline constexpr const char* kPresetHelp =
+    "apply the file's presets.NAME settings, e.g. cpu-mini (a seed experiment in miniature); your --set values win";
+
+/// `sets` with --preset NAME added as preset=NAME (core/config/presets.h): the file's
+/// settings of that name, applied after the --set values and under them.
+inline std::vector<std::string> with_preset(std::vector<std::string> sets, const std::string& preset) {
+  if (!preset.empty()) sets.push_back("preset=" + preset);
+  return sets;
+}
+
 /// `value` of flag `flag`, which must be finite and in [lo, hi]; a UsageError naming the
 /// flag otherwise (Boost reads "nan" and "inf" as numbers).
 inline double checked_flag(const std::string& flag, double value, double lo, double hi) {

@@ -72,7 +72,8 @@ std::string experiment_page() {
   std::string out = fmt::format(
       "{}# The experiment's own sections\n\nBesides the components (`model:`, `dataset:`, `scheme:`, `optimizer:`, "
       "`lr_schedule:`, and `run.executor`, each on its own page), an experiment file has these keys. "
-      "`compression:` is described in docs/compression.md.\n",
+      "`compression:` is described in docs/compression.md, `sweep:` in docs/sweeps.md, and `presets:` (named sets of "
+      "settings that `--preset NAME` applies, such as the seed experiments' `cpu-mini`) in docs/experiment-files.md.\n",
       kGenerated);
   const std::vector<std::pair<std::string, std::vector<FieldInfo>>> sections{
       {"run", document_options<RunOptions>()},

@@ -28,6 +28,16 @@ void assign(Cell& cell, const KeyValue& kv) {
   cell.doc.source->add_override(kv.key, kv.value.where());
 }
 
+/// The preset's settings (core/config/presets.h) once more, over the cell's own: a miniature's
+/// epochs and devices hold in every cell. Its `sweep.` settings shaped the grid already.
+void apply_preset_last(Cell& cell) {
+  for (const ConfigSource::PresetSetting& s : cell.doc.source->preset_settings()) {
+    if (s.path == "sweep" || s.path.rfind("sweep.", 0) == 0) continue;
+    set_path(cell.tree, s.path, YAML::Clone(s.value));
+    cell.doc.source->add_override(s.path, s.where);
+  }
+}
+
 bool matches(const YAML::Node& tree, const KeyValues& entry) {
   return std::all_of(entry.items.begin(), entry.items.end(),
                      [&](const KeyValue& kv) { return same_value(find_path(tree, kv.key), kv.value.yaml()); });
@@ -84,6 +94,7 @@ SweepPlan plan(const SweepDocument& doc) {
       ++overridden_by[i];
       for (const KeyValue& kv : sweep.overrides[i].set.items) assign(cell, kv);
     }
+    apply_preset_last(cell);
     cells.push_back(std::move(cell));
   }
   std::vector<std::string> skipped;

@@ -1,0 +1,96 @@
+#include "core/config/presets.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/util/names.h"
+
+namespace pipelab {
+namespace {
+
+/// The node at the dotted `path` of `root`, or an undefined node.
+YAML::Node find_key_path(const YAML::Node& root, const std::string& path) {
+  YAML::Node cursor = YAML::Clone(root);
+  size_t start = 0;
+  for (;;) {
+    if (!cursor.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const size_t dot = path.find('.', start);
+    const YAML::Node next = cursor[path.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
+    if (!next.IsDefined() || dot == std::string::npos) return next;
+    cursor.reset(next);
+    start = dot + 1;
+  }
+}
+
+/// Checks `presets:` and its entries: a mapping of names to mappings of key paths.
+void check_presets(const ConfigNode& presets) {
+  presets.expect_map("preset names, each with its settings: {cpu-mini: {run.epochs: 1}}");
+  for (const std::string& name : presets.keys()) {
+    const ConfigNode preset = presets.child(name);
+    if (!preset.is_map()) {
+      preset.fail("a preset is a mapping of settings",
+                  "write it as `" + name + ": {key.path: value, ...}`, the key paths that --set takes");
+    }
+    for (const std::string& key : preset.keys()) {
+      const std::string top = key.substr(0, key.find('.'));
+      if (top == "preset" || top == "presets") {
+        throw ConfigError(fmt::format("{}: {}.{}: a preset cannot choose or define presets. Fix: remove the entry.",
+                                      preset.where_key(key), preset.path(), key));
+      }
+    }
+  }
+}
+
+/// The name `preset:` chooses; a ConfigError unless `presets` has it.
+std::string chosen_preset(const ConfigNode& top) {
+  const ConfigNode choice = top.child("preset");
+  const std::string name = choice.text();
+  if (!top.has("presets")) {
+    choice.fail(fmt::format("the file has no presets: section, so there is no preset '{}'", name),
+                fmt::format("drop it, or add `presets: {{{}: {{run.epochs: 1}}}}` to the file", name));
+  }
+  const std::vector<std::string> names = top.child("presets").keys();
+  if (name.empty() || !top.child("presets").has(name)) {
+    choice.fail(fmt::format("the file has no preset '{}'", name.empty() ? "(not a name)" : name),
+                "use one of: " + join(name.empty() ? names : closest_first(name, names), ", "));
+  }
+  return name;
+}
+
+}  // namespace
+
+void apply_preset(YAML::Node& root, ConfigSource& source) {
+  if (!root.IsMap()) return;
+  // A view for messages: `source` outlives this call.
+  const std::shared_ptr<const ConfigSource> view(&source, [](const ConfigSource*) {});
+  const ConfigNode top(root, view, "");
+  if (top.has("presets")) check_presets(top.child("presets"));
+  if (top.has("preset")) {
+    const std::string name = chosen_preset(top);
+    const ConfigNode preset = top.child("presets").child(name);
+    // Which paths the user set, before the preset's own settings are recorded too.
+    std::vector<std::string> user;
+    for (const std::string& path : preset.keys()) user.push_back(source.override_within(path));
+    const std::vector<std::string> paths = preset.keys();
+    for (size_t i = 0; i < paths.size(); ++i) {
+      const std::string& path = paths[i];
+      if (!user[i].empty()) {
+        // The user's value, as it stands, is what a sweep's cells keep.
+        source.add_preset_setting({path, find_key_path(root, path), user[i]});
+        continue;
+      }
+      const std::string where = fmt::format("{} (preset {})", preset.where_key(path), name);
+      const YAML::Node value = YAML::Clone(preset.child(path).yaml());
+      set_key_path(root, path, value, where, source.file());
+      source.add_override(path, where);
+      source.add_preset_setting({path, value, where});
+    }
+  }
+  root.remove("preset");
+  root.remove("presets");
+}
+
+}  // namespace pipelab

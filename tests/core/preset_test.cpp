@@ -1,0 +1,65 @@
+// Presets (core/config/presets.h): a file's named settings, applied by --preset NAME (which
+// reaches the loader as preset=NAME), under the user's own --set values; every mistake names
+// the file's line and the preset.
+#include <gtest/gtest.h>
+
+#include "core/train/experiment.h"
+#include "tests/support/helpers.h"
+
+namespace pipelab::preset_test {
+namespace {
+
+const char* kFile = R"(model: {type: mlp, sizes: [8, 16, 3]}
+dataset: {type: synthetic, samples: 64, test_samples: 32, shape: [8], classes: 3}
+partition: {stages: 2}
+scheme: {type: gpipe, chunks: 2}
+optimizer: {type: sgd, lr: 0.1}
+run: {epochs: 5, batch_size: 16}
+presets:
+  mini: {run.epochs: 1, dataset.limit: 32, scheme: {type: naive}}
+  odd: {run.epochs: -1}
+)";
+
+#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& sets) {
+  return testing::user_error([&] { Experiment::parse(yaml, "demo.yaml", sets); });
+}
+
+TEST(Preset, UnchosenItIsIgnoredChosenItsSettingsApply) {
+  const Experiment plain = Experiment::parse(kFile, "demo.yaml");
+  EXPECT_EQ(plain.run.epochs, 5);
+  EXPECT_EQ(plain.limits.limit, 0);
+  EXPECT_EQ(plain.scheme->type(), "gpipe");
+  const Experiment mini = Experiment::parse(kFile, "demo.yaml", {"preset=mini"});
+  EXPECT_EQ(mini.run.epochs, 1);
+  EXPECT_EQ(mini.limits.limit, 32);
+  EXPECT_EQ(mini.scheme->type(), "naive");
+  EXPECT_EQ(mini.run.batch_size, 16);  // what the preset does not name stays the file's
+}
+
+TEST(Preset, TheUsersSetWinsWhereverItStands) {
+  // Before or after the preset on the command line, at the preset's path or inside it.
+  EXPECT_EQ(Experiment::parse(kFile, "demo.yaml", {"run.epochs=3", "preset=mini"}).run.epochs, 3);
+  EXPECT_EQ(Experiment::parse(kFile, "demo.yaml", {"preset=mini", "run.epochs=3"}).run.epochs, 3);
+  const Experiment e = Experiment::parse(kFile, "demo.yaml", {"preset=mini", "scheme.type=gpipe"});
+  EXPECT_EQ(e.scheme->type(), "gpipe");
+  EXPECT_EQ(e.run.epochs, 1);
+}
+
+TEST(Preset, MistakesNameTheLineThePresetAndTheFix) {
+  std::string msg = error_of(kFile, {"preset=minni"});
+  EXPECT_HAS(msg, "--preset minni: preset: the file has no preset 'minni'. Fix: use one of: mini, odd.");
+  msg = error_of(kFile, {"preset=odd"});
+  EXPECT_HAS(msg, "demo.yaml:9:9 (preset odd): run.epochs:");
+  msg = error_of("run: {epochs: 1, batch_size: 4}\n", {"preset=mini"});
+  EXPECT_HAS(msg, "the file has no presets: section, so there is no preset 'mini'");
+  // Malformed sections are errors whether or not a preset is chosen.
+  msg = error_of(std::string(kFile) + "  bad: [run.epochs, 1]\n", {});
+  EXPECT_HAS(msg, "demo.yaml:10:8: presets.bad: a preset is a mapping of settings");
+  msg = error_of(std::string(kFile) + "  loop: {preset: mini}\n", {});
+  EXPECT_HAS(msg, "demo.yaml:10:10: presets.loop.preset: a preset cannot choose or define presets");
+}
+
+}  // namespace
+}  // namespace pipelab::preset_test
