@@ -67,20 +67,30 @@ TensorDict rename_tensors(const TensorDict& tensors, const std::vector<NameRule>
   return out;
 }
 
-TensorNames ConfigValue<TensorNames>::read(const ConfigNode& n) {
-  TensorNames names;
-  if (n.yaml().IsScalar()) {
-    const std::string preset = n.text();
-    if (preset != "none" && preset != "torchvision" && preset != "huggingface") {
-      n.fail(fmt::format("'{}' is not a naming", preset),
-             "use none, torchvision, huggingface, or rules {pattern: rewrite, ...}");
-    }
-    names.preset = preset;
-    return names;
+std::vector<NameRule> TensorNames::with(const std::vector<NameRule>& published) const {
+  std::vector<NameRule> out(rules.begin(), rules.begin() + static_cast<std::ptrdiff_t>(preset_at));
+  out.insert(out.end(), published.begin(), published.end());
+  out.insert(out.end(), rules.begin() + static_cast<std::ptrdiff_t>(preset_at), rules.end());
+  return out;
+}
+
+namespace {
+
+constexpr const char* kNamesFix = "use none, torchvision, huggingface, rules {pattern: rewrite, ...}, or a list of "
+                                  "them such as [{'fc\\..*': ''}, torchvision]";
+
+/// A naming's name, checked.
+std::string read_naming(const ConfigNode& n) {
+  const std::string preset = n.text();
+  if (preset != "none" && preset != "torchvision" && preset != "huggingface") {
+    n.fail(fmt::format("'{}' is not a naming", preset), kNamesFix);
   }
-  if (!n.yaml().IsMap() || n.yaml().size() == 0) {
-    n.fail("init.names is neither a naming nor rules", "use none, torchvision, huggingface, or {pattern: rewrite, ...}");
-  }
+  return preset;
+}
+
+/// The rules of a `{pattern: rewrite, ...}` mapping, in order, each checked.
+void read_rules(const ConfigNode& n, std::vector<NameRule>& rules) {
+  if (!n.yaml().IsMap() || n.yaml().size() == 0) n.fail("init.names is neither a naming nor rules", kNamesFix);
   for (const auto& kv : n.yaml()) {
     const ConfigNode key(kv.first, n.source(), n.path());
     const ConfigNode value(kv.second, n.source(), fmt::format("{}.{}", n.path(), kv.first.Scalar()));
@@ -91,15 +101,50 @@ TensorNames ConfigValue<TensorNames>::read(const ConfigNode& n) {
     const NameRule rule{kv.first.Scalar(), kv.second.Scalar()};
     const std::string problem = check_name_rule(rule);
     if (!problem.empty()) value.fail(problem, "write an RE2 expression and a rewrite using its groups \\1..\\9");
-    names.rules.push_back(rule);
+    rules.push_back(rule);
+  }
+}
+
+}  // namespace
+
+TensorNames ConfigValue<TensorNames>::read(const ConfigNode& n) {
+  TensorNames names;
+  if (n.yaml().IsScalar()) {
+    names.preset = read_naming(n);
+    return names;
+  }
+  if (!n.yaml().IsSequence()) {
+    read_rules(n, names.rules);
+    return names;
+  }
+  if (n.yaml().size() == 0) n.fail("an empty list", kNamesFix);
+  bool named = false;
+  for (size_t i = 0; i < n.yaml().size(); ++i) {
+    const ConfigNode item(n.yaml()[i], n.source(), fmt::format("{}[{}]", n.path(), i));
+    if (!item.yaml().IsScalar()) {
+      read_rules(item, names.rules);
+      continue;
+    }
+    if (named) item.fail("a second naming", "list one naming (torchvision or huggingface) and your rules");
+    names.preset = read_naming(item);
+    names.preset_at = names.rules.size();
+    named = true;
   }
   return names;
 }
 
 YAML::Node ConfigValue<TensorNames>::write(const TensorNames& names) {
   if (names.rules.empty()) return YAML::Node(names.preset);
-  YAML::Node out(YAML::NodeType::Map);
-  for (const NameRule& r : names.rules) out[r.pattern] = r.rewrite;
+  const auto rules = [&](size_t from, size_t to) {
+    YAML::Node out(YAML::NodeType::Map);
+    for (size_t i = from; i < to; ++i) out[names.rules[i].pattern] = names.rules[i].rewrite;
+    return out;
+  };
+  if (names.preset == "none") return rules(0, names.rules.size());
+  YAML::Node out(YAML::NodeType::Sequence);
+  if (names.preset_at > 0) out.push_back(rules(0, names.preset_at));
+  out.push_back(names.preset);
+  if (names.preset_at < names.rules.size()) out.push_back(rules(names.preset_at, names.rules.size()));
   return out;
 }
 

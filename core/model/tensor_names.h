@@ -29,17 +29,24 @@ TensorDict rename_tensors(const TensorDict& tensors, const std::vector<NameRule>
                           std::vector<std::string>* dropped = nullptr);
 
 /// `init.names`: none (the file's names are the model's), a published naming the model knows
-/// (`torchvision`, `huggingface`: ModelDef::published_names), or the user's own rules
-/// ({pattern: rewrite, ...} in order).
+/// (`torchvision`, `huggingface`: ModelDef::published_names), the user's own rules
+/// ({pattern: rewrite, ...} in order), or a list of both: `[{'fc\..*': ''}, torchvision]`
+/// tries the user's rules before the naming's (here: drop the published head), and rules
+/// after it only where the naming matched nothing.
 struct TensorNames {
   std::string preset = "none";
   std::vector<NameRule> rules;
+  size_t preset_at = 0;  ///< the published naming's rules go before rules[preset_at]
   bool renames() const { return preset != "none" || !rules.empty(); }
+  /// The rules in the order they are tried, with `published` (the naming's) in its place.
+  std::vector<NameRule> with(const std::vector<NameRule>& published) const;
 };
 
 template <>
 struct ConfigValue<TensorNames> {
-  static std::string type() { return "none, torchvision, huggingface, or {pattern: rewrite, ...}"; }
+  static std::string type() {
+    return "none, torchvision, huggingface, {pattern: rewrite, ...}, or a list of a naming and rule mappings";
+  }
   static TensorNames read(const ConfigNode& n);
   static YAML::Node write(const TensorNames& names);
 };

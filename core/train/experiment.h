@@ -121,7 +121,8 @@ struct InitOptions {
       "onto another head) instead of being an error");
     v("names", names,
       "the file's names onto the model's: none, torchvision, huggingface (the model's published names), or "
-      "{pattern: rewrite} rules in RE2 syntax, the first matching a whole name rewriting it");
+      "{pattern: rewrite} rules in RE2 syntax, the first matching a whole name rewriting it (an empty rewrite "
+      "drops the tensor); a list [rules, torchvision, rules] tries them in its order");
   }
 };
 

@@ -41,7 +41,7 @@ std::vector<NameRule> RunBuilder::name_rules() const {
                                 known.empty() ? "" : fmt::format(" (it has {})", fmt::join(known, ", "))),
                     "give the renaming as rules {pattern: rewrite, ...}, or none");
   }
-  return it->second;
+  return names.with(it->second);
 }
 
 void RunBuilder::load_initial_weights() {

@@ -53,6 +53,31 @@ optimizer: {type: sgd, lr: 0.1}
 run:       {epochs: 1, batch_size: 16, seed: 3}
 )";
 
+TEST(TensorNames, AListCombinesANamingWithRulesInItsOrder) {
+  // [rules, naming, rules]: the naming's rules stand where it is listed; written back as read.
+  const auto read = [](const std::string& yaml) {
+    auto source = std::make_shared<ConfigSource>("demo.yaml");
+    return ConfigValue<TensorNames>::read(ConfigNode(YAML::Load(yaml), source, "init.names"));
+  };
+  const TensorNames n = read(R"([{'fc\..*': ''}, torchvision, {'x': 'y'}])");
+  EXPECT_EQ(n.preset, "torchvision");
+  ASSERT_EQ(n.rules.size(), 2u);
+  EXPECT_EQ(n.preset_at, 1u);
+  const std::vector<NameRule> all = n.with({{"a", "b"}, {"c", "d"}});
+  std::vector<std::string> order;
+  for (const NameRule& r : all) order.push_back(r.pattern);
+  EXPECT_EQ(order, (std::vector<std::string>{"fc\\..*", "a", "c", "x"}));
+  const TensorNames back = read(YAML::Dump(ConfigValue<TensorNames>::write(n)));
+  EXPECT_EQ(back.preset, "torchvision");
+  EXPECT_EQ(back.preset_at, 1u);
+  ASSERT_EQ(back.rules.size(), 2u);
+  EXPECT_EQ(back.rules[1].rewrite, "y");
+  const std::string twice = testing::user_error([&] { read("[torchvision, huggingface]"); });
+  EXPECT_NE(twice.find("init.names[1]: a second naming"), std::string::npos) << twice;
+  const std::string empty = testing::user_error([&] { read("[]"); });
+  EXPECT_NE(empty.find("init.names: an empty list"), std::string::npos) << empty;
+}
+
 TEST(TensorNames, InitNamesInARun) {
   testing::TempDir dir;
   {

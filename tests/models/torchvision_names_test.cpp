@@ -84,5 +84,30 @@ init:      {names: torchvision, skip_mismatched: true}
   EXPECT_EQ(log.find("not in the file"), std::string::npos) << log;  // every other tensor loaded
 }
 
+TEST(TorchvisionNames, TheUsersRulesCombineWithTheNaming) {
+  // The other way to fine-tune: a rule of one's own before torchvision's names drops the
+  // published head, and the run keeps its own (not strict: the file lacks it now).
+  if (!torchvision_available()) GTEST_SKIP() << "Python's torchvision is not installed (tools/setup.sh --all installs it)";
+  testing::TempDir dir;
+  const auto [rc, out] = testing::shell(
+      "python3 -c 'import torch, torchvision; torch.manual_seed(0); "
+      "torch.save(torchvision.models.resnet18().state_dict(), \"" + dir.file("resnet18.pth") + "\")' 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  const std::string yaml = R"(
+model:     {type: resnet, depth: 18, stem: imagenet}
+dataset:   {type: synthetic, samples: 8, test_samples: 4, shape: [3, 32, 32], classes: 10}
+partition: {stages: 2}
+scheme:    {type: gpipe, chunks: 2}
+optimizer: {type: sgd, lr: 0.01}
+run:       {epochs: 1, batch_size: 4, seed: 0}
+init:      {names: [{'fc\..*': ''}, torchvision], strict: false}
+)";
+  Experiment e = testing::experiment(yaml, dir.file("run"), {"init.from=" + dir.file("resnet18.pth")});
+  Runner(e, {false, true}).run();
+  const std::string log = testing::read_text(dir.file("run/log.txt"));
+  EXPECT_NE(log.find("fc.weight, fc.bias"), std::string::npos) << log;  // named as dropped
+  EXPECT_EQ(log.find("another shape"), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace pipelab::torchvision_names_test
