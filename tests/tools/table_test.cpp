@@ -122,6 +122,12 @@ TEST_F(TableTest, ReferenceValuesInParentheses) {
       << md;
   EXPECT_NE(table_csv(t).find("mlp,gpipe,2,3,"), std::string::npos);
   EXPECT_NE(table_csv(t).find(",0,90.81\n"), std::string::npos) << table_csv(t);
+  // A partial sweep lacks a key that the reference's labels carry as "-" (a column key no run
+  // of it has): its labels still match.
+  ResultTable w = table();
+  add_reference(w, "model,gpipe/2/-,gpipe/-/4\nmlp,90.81,88.31\n", "published.csv");
+  EXPECT_NE(table_markdown(w).find("| mlp | 91.17 ± 1.26 (90.81) | 88.00, n=1, 1 diverged (88.31) |"), std::string::npos)
+      << table_markdown(w);
   ResultTable u = table();
   EXPECT_NE(
       testing::user_error([&] {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <sstream>
 
 #include "core/io/json.h"
 #include "core/util/error.h"
@@ -109,6 +110,32 @@ size_t index_of(const std::vector<std::string>& labels, const std::string& label
   return static_cast<size_t>(std::find(labels.begin(), labels.end(), label) - labels.begin());
 }
 
+/// `label` without its "-" parts (keys a run lacks), joined by '/'.
+std::string without_absent(const std::string& label) {
+  std::string out, part;
+  std::stringstream in(label);
+  while (std::getline(in, part, '/')) {
+    if (part == "-") continue;
+    out += (out.empty() ? "" : "/") + part;
+  }
+  return out;
+}
+
+/// The table's label a reference table's label stands for: the same text, else the one label
+/// equal to it but for "-" parts. A table of a partial sweep may lack a key that none of its
+/// runs has, which the reference's labels carry as "-" (4/async against 4/async/-).
+size_t reference_index(const std::vector<std::string>& labels, const std::string& label) {
+  const size_t exact = index_of(labels, label);
+  if (exact < labels.size()) return exact;
+  size_t found = labels.size();
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (without_absent(labels[i]) != without_absent(label)) continue;
+    if (found < labels.size()) return labels.size();  // ambiguous: no match
+    found = i;
+  }
+  return found;
+}
+
 std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t");
   return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(" \t") - a + 1);
@@ -211,7 +238,7 @@ void add_reference(ResultTable& table, const std::string& csv_text, const std::s
   }
   int matched = 0;
   for (size_t r = 1; r < rows.size(); ++r) {
-    const size_t row = index_of(table.row_labels, trim(rows[r][0]));
+    const size_t row = reference_index(table.row_labels, trim(rows[r][0]));
     for (size_t c = 1; c < rows[r].size() && c < rows[0].size(); ++c) {
       const std::string text = trim(rows[r][c]);
       if (text.empty() || text == "-" || text == "–") continue;
@@ -222,7 +249,7 @@ void add_reference(ResultTable& table, const std::string& csv_text, const std::s
                         "field empty.",
                         name, r + 1, trim(rows[0][c]), text));
       }
-      const size_t col = index_of(table.col_labels, trim(rows[0][c]));
+      const size_t col = reference_index(table.col_labels, trim(rows[0][c]));
       if (row == table.row_labels.size() || col == table.col_labels.size()) continue;
       table.cells[{row, col}].reference = *v;
       ++matched;
