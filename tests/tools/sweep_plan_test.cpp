@@ -162,6 +162,10 @@ TEST(SweepPlan, APresetReshapesTheSweepAndHoldsInEveryCell) {
   ASSERT_EQ(p.skipped.size(), 1u);
   EXPECT_HAS(p.skipped[0], "sweep.overrides[1] (demo.yaml:9:62) selects no cell of the grid as narrowed by "
                            "demo.yaml:11:10 (preset mini): skipped");
+  // A grid value the preset replaces leaves the cells' ids, and cells it makes equal run once.
+  const SweepPlan epochs = plan_sweep_text(text, "demo.yaml", {"preset=mini", "sweep.overrides=[]",
+                                                               "sweep.grid={run.epochs: [3, 4], run.seed: [0, 1]}"});
+  EXPECT_EQ(ids(epochs), (std::vector<std::string>{"seed=0", "seed=1"}));
   // The user's --set wins over the preset, in every cell too.
   EXPECT_EQ(value(plan_sweep_text(text, "demo.yaml", {"preset=mini", "run.epochs=4"}).runs[0], "run.epochs"), "4");
 }

@@ -28,13 +28,21 @@ void assign(Cell& cell, const KeyValue& kv) {
   cell.doc.source->add_override(kv.key, kv.value.where());
 }
 
+/// Whether `key` is `path` or inside it.
+bool within(const std::string& key, const std::string& path) {
+  return key == path || key.rfind(path + ".", 0) == 0;
+}
+
 /// The preset's settings (core/config/presets.h) once more, over the cell's own: a miniature's
-/// epochs and devices hold in every cell. Its `sweep.` settings shaped the grid already.
+/// epochs and devices hold in every cell. Its `sweep.` settings shaped the grid already. A
+/// grid or include value it replaces leaves the cell's id: a miniature's cell run on the CPU
+/// is not named devices=cuda_0-cuda_1.
 void apply_preset_last(Cell& cell) {
   for (const ConfigSource::PresetSetting& s : cell.doc.source->preset_settings()) {
-    if (s.path == "sweep" || s.path.rfind("sweep.", 0) == 0) continue;
+    if (within(s.path, "sweep")) continue;
     set_path(cell.tree, s.path, YAML::Clone(s.value));
     cell.doc.source->add_override(s.path, s.where);
+    std::erase_if(cell.leaves, [&](const Leaf& leaf) { return within(leaf.first, s.path); });
   }
 }
 
