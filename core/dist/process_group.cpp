@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <set>
 
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 
 #include "core/dist/device_channel.h"
 #include "core/dist/launch_env.h"
@@ -91,6 +93,26 @@ std::string first_line(const std::exception& e) {
   return text;
 }
 
+/// c10d logs each broken store socket as a warning with a 20-frame C++ backtrace, on every
+/// rank, before the call that failed throws; pipelab says what happened in its own error
+/// (PeerError), so these go unless --debug (PIPELAB_DEBUG) asks for LibTorch's detail. Once
+/// per process: a rank keeps its process group until it ends.
+void quiet_c10d_warnings() {
+  static const bool once = [] {
+    const char* debug = std::getenv("PIPELAB_DEBUG");
+    if (debug == nullptr || std::string(debug) != "1") FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);
+    return true;
+  }();
+  (void)once;
+}
+
+/// `key` of exchange() as words: "stage_metrics2" is "the stage metrics".
+std::string key_words(std::string key) {
+  while (!key.empty() && std::isdigit(static_cast<unsigned char>(key.back()))) key.pop_back();
+  std::replace(key.begin(), key.end(), '_', ' ');
+  return "the " + key;
+}
+
 }  // namespace
 
 #ifdef PIPELAB_HAVE_GLOO
@@ -138,6 +160,7 @@ struct ProcessGroup::Impl {
 };
 
 ProcessGroup::ProcessGroup(const GroupOptions& options) : options_(options), impl_(std::make_unique<Impl>()) {
+  quiet_c10d_warnings();
   impl_->timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(options.master.port);
@@ -311,8 +334,16 @@ void ProcessGroup::barrier() {
   try {
     impl_->group->barrier()->wait(impl_->timeout);
   } catch (const std::exception& e) {
-    throw PeerError(fmt::format("rank {}: barrier failed (a peer left?): {}", options_.rank, first_line(e)));
+    throw PeerError(lost_contact("waiting for the others at a barrier", e));
   }
+}
+
+std::string ProcessGroup::lost_contact(const std::string& doing, const std::exception& e) const {
+  return fmt::format("rank {} lost contact with the other processes while {} ({}): one of them, or the launcher "
+                     "that started them (torchrun's agent, srun), stopped, so this rank stops too. Fix: the first "
+                     "error in the other ranks' output says why; then continue the run with the same command and "
+                     "--resume",
+                     options_.rank, doing, first_line(e));
 }
 
 std::vector<std::string> ProcessGroup::exchange(const std::string& key, const std::string& text) {
@@ -324,7 +355,7 @@ std::vector<std::string> ProcessGroup::exchange(const std::string& key, const st
       out.emplace_back(v.begin(), v.end());
     }
   } catch (const std::exception& e) {
-    throw PeerError(fmt::format("rank {}: exchanging {} failed (a peer left?): {}", options_.rank, key, first_line(e)));
+    throw PeerError(lost_contact("exchanging " + key_words(key) + " with the others", e));
   }
   return out;
 }

@@ -94,6 +94,8 @@ class ProcessGroup {
  private:
   struct Impl;
   ProcessGroup(const GroupOptions& options, std::unique_ptr<Impl> impl);
+  /// The PeerError's text when the others are gone while this rank was `doing` something.
+  std::string lost_contact(const std::string& doing, const std::exception& e) const;
   GroupOptions options_;
   std::unique_ptr<Impl> impl_;
 };

@@ -132,6 +132,28 @@ TEST(Torchrun, AKilledWorkerWithoutRestartsStopsTheGroupNamingIt) {
   EXPECT_LT(seconds, 60) << out;
 }
 
+TEST(Torchrun, TheAgentKilledEachRankSaysSoInOneLineWithoutStackFrames) {
+  // torchrun's agent holds the ranks' store: when it dies, each rank's next exchange breaks.
+  // c10d logs that as a warning with a C++ backtrace; the user gets pipelab's line instead.
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  if (!testing::python_torch_available()) GTEST_SKIP() << "python3 cannot import torch: no torchrun to test with";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kLonger);
+  const std::string run = dir.file("two");
+  const auto [code, out] = testing::shell(fmt::format(
+      "{} > {} 2>&1 & T=$!; while [ $(cat {}/metrics/steps.csv 2>/dev/null | wc -l) -lt 20 ]; do sleep 0.01; done; "
+      // ^binary: the workers, not this shell (whose command line holds theirs).
+      "kill -9 $T; for i in $(seq 600); do pgrep -f '^{} run .*run.output={}' > /dev/null || break; sleep 0.1; done; "
+      "cat {}",
+      torchrun("--max-restarts 0", dir.file("e.yaml"),
+               fmt::format("--set run.epochs=1000 --set run.executor.timeout_s=10 --set run.output={}", run)),
+      dir.file("out.txt"), run, PIPELAB_BINARY, run, dir.file("out.txt")));
+  EXPECT_NE(out.find("rank 0 lost contact with the other processes"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 1 lost contact with the other processes"), std::string::npos) << out;
+  EXPECT_NE(out.find("--resume"), std::string::npos) << out;
+  EXPECT_EQ(out.find("frame #"), std::string::npos) << out;
+}
+
 TEST(Torchrun, AHalfSetEnvironmentIsAClearError) {
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), testing::kExperiment);
