@@ -42,7 +42,9 @@ void apply_preset_last(Cell& cell) {
     if (within(s.path, "sweep")) continue;
     set_path(cell.tree, s.path, YAML::Clone(s.value));
     cell.doc.source->add_override(s.path, s.where);
-    std::erase_if(cell.leaves, [&](const Leaf& leaf) { return within(leaf.first, s.path); });
+    cell.leaves.erase(std::remove_if(cell.leaves.begin(), cell.leaves.end(),
+                                     [&](const Leaf& leaf) { return within(leaf.first, s.path); }),
+                      cell.leaves.end());
   }
 }
 
