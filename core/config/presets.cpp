@@ -71,10 +71,10 @@ void apply_preset(YAML::Node& root, ConfigSource& source) {
   if (top.has("preset")) {
     const std::string name = chosen_preset(top);
     const ConfigNode preset = top.child("presets").child(name);
+    const std::vector<std::string> paths = preset.keys();
     // Which paths the user set, before the preset's own settings are recorded too.
     std::vector<std::string> user;
-    for (const std::string& path : preset.keys()) user.push_back(source.override_within(path));
-    const std::vector<std::string> paths = preset.keys();
+    for (const std::string& path : paths) user.push_back(source.override_within(path));
     for (size_t i = 0; i < paths.size(); ++i) {
       const std::string& path = paths[i];
       if (!user[i].empty()) {
