@@ -50,7 +50,11 @@ Planned plan_of(const std::string& path, int devices, sim::DeviceSpec device,
   p.space.time_limit = 60;
   if (adjust) adjust(p.space);
   p.result = plan::search(
-      e, p.space, [&](const std::vector<int>& b, double examples) { return source.costs_for(b, examples); }, {});
+      e, p.space,
+      [&](const std::vector<int>& b, double examples, const CompressionSection& codecs) {
+        return source.costs_for(b, examples, codecs);
+      },
+      {});
   return p;
 }
 
@@ -155,7 +159,9 @@ run:       {epochs: 1, batch_size: 16, seed: 0, threads: 1, progress: false}
   const cli::po::variables_map vm = no_flags();
   d.optimizer_states = cli::optimizer_states(*e.optimizer);
   const cli::CostSource source(e, vm, "", d);
-  const plan::CostsOf costs = [&](const std::vector<int>& b, double n) { return source.costs_for(b, n); };
+  const plan::CostsOf costs = [&](const std::vector<int>& b, double n, const CompressionSection& codecs) {
+    return source.costs_for(b, n, codecs);
+  };
   plan::Candidate flops = best;
   flops.balance = balance_by_weight(with_floor(p.space.block_flops), best.stages);
   ASSERT_NE(flops.balance, best.balance);
@@ -262,6 +268,78 @@ TEST(Plan, UnitCostFiguresOfTheVSchedules) {
         EXPECT_DOUBLE_EQ(peak, std::string(type) == "zbv" ? p : p + 0.5) << type;
       }
     }
+  }
+}
+
+/// A cast to bf16 on both directions of every boundary.
+std::shared_ptr<const CompressionSection> cast_codecs() {
+  const YAML::Node section = YAML::Load("{activations: {type: cast}, gradients: {type: cast}}");
+  return std::make_shared<CompressionSection>(
+      read_compression(ConfigNode(section, std::make_shared<ConfigSource>("test"), "compression")));
+}
+
+TEST(Plan, OnASlowLinkEachPipelineIsAlsoTriedWithACodec) {
+  // A link 100 times slower than the compute: every message costs more than a stage's work,
+  // so the pipeline whose messages are cast to bf16 moves half the bytes and runs faster
+  // than the same pipeline uncompressed; a plan of one stage has no boundary to code.
+  testing::TempDir dir;
+  sim::DeviceSpec d = device(1e-3);
+  d.link.gbps = 0.01;
+  const Planned p = plan_of(file_of(dir, kDeep), 4, d, [](plan::PlanSpace& s) {
+    s.top = 1000000;
+    s.schemes = {"dp", "gpipe", "pipedream_flush"};
+    s.compress = cast_codecs();
+  });
+  std::map<std::string, const plan::Candidate*> plain;
+  for (const plan::Candidate& c : p.result.ranked) {
+    ASSERT_TRUE(c.compression) << c.label;
+    if (!c.compression->any()) plain[fmt::format("{} {}x{}", c.label, c.stages, c.replicas)] = &c;
+  }
+  int coded = 0;
+  for (const plan::Candidate& c : p.result.ranked) {
+    if (!c.compression->any()) continue;
+    ++coded;
+    EXPECT_GT(c.stages, 1) << c.label;
+    const std::string twin = c.label.substr(0, c.label.find(" codec=cast"));
+    const auto it = plain.find(fmt::format("{} {}x{}", twin, c.stages, c.replicas));
+    ASSERT_NE(it, plain.end()) << c.label;
+    // One pipeline moves only its boundaries' messages: half of them; replicas add an
+    // all-reduce the codec leaves as it is.
+    if (c.replicas == 1) EXPECT_NEAR(c.bytes, it->second->bytes / 2, it->second->bytes * 1e-3) << c.label;
+    EXPECT_LT(c.bytes, it->second->bytes) << c.label;
+    EXPECT_LT(c.step, it->second->step) << c.label;
+  }
+  EXPECT_GT(coded, 10);
+  EXPECT_NE(p.result.ranked.front().label.find(" codec=cast"), std::string::npos) << p.result.ranked.front().label;
+}
+
+TEST(Plan, CompressBelowEmitsTheCodecItChoseAndSaysWhy) {
+  testing::TempDir dir;
+  const std::string file = file_of(dir, kDeep);
+  const std::string base = fmt::format("plan {} --devices 2 --device-flops 0.001 --schemes gpipe", file);
+  const auto [code, out] = testing::pipelab(base + fmt::format(" --link-gbps 0.01 --compress-below 1 --emit {} --json {}",
+                                                               dir.file("best.yaml"), dir.file("ranked.json")));
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("is slower than --compress-below 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("codec=cast"), std::string::npos) << out;
+  EXPECT_NE(testing::read_text(dir.file("ranked.json")).find("\"compression\": \"{activations: {type: cast"),
+            std::string::npos);
+  const Experiment best = Experiment::load(dir.file("best.yaml"));
+  ASSERT_TRUE(best.compression.any());
+  EXPECT_EQ(best.compression.activations->type(), "cast");
+  const auto [rc, run] = testing::pipelab(fmt::format("run --quiet {} --set run.epochs=1 --set run.output={}",
+                                                      dir.file("best.yaml"), dir.file("run")));
+  EXPECT_EQ(rc, 0) << run;
+  // A fast link: no codec is tried. A codec without the threshold, or one that is not one: exit 2.
+  const auto [fast, fast_out] = testing::pipelab(base + " --link-gbps 100 --compress-below 1");
+  EXPECT_EQ(fast, 0) << fast_out;
+  EXPECT_NE(fast_out.find("not slower than --compress-below 1: no codec tried"), std::string::npos) << fast_out;
+  EXPECT_EQ(fast_out.find("codec="), std::string::npos) << fast_out;
+  for (const std::string flags : {" --codec '{type: cast}'", " --link-gbps 0.01 --compress-below 1 --codec '{type: nope}'",
+                                  " --link-gbps 0.01 --compress-below 1 --codec '{type: [}'",
+                                  " --compress-below -1"}) {
+    const auto [bad, bad_out] = testing::pipelab(base + flags);
+    EXPECT_EQ(bad, 2) << flags << "\n" << bad_out;
   }
 }
 

@@ -55,10 +55,10 @@ std::string why_line(const plan::PlanResult& r) {
 
 /// The command line of `pipelab plan`, read in one place.
 struct PlanFlags {
-  std::string file, schemes, emit, svg, json, preset;
+  std::string file, schemes, emit, svg, json, preset, codec;
   std::vector<std::string> sets;
   int devices = 0, top = 10, max_staleness = 0;
-  double memory_cap = 0, device_memory = 0, time_limit = 10;
+  double memory_cap = 0, device_memory = 0, time_limit = 10, compress_below = 0;
   bool async = false, allow_idle = false, explain = false;
   CostFlags cost;
   po::variables_map vm;
@@ -79,6 +79,10 @@ bool read_flags(const Args& args, PlanFlags& f) {
       "max-staleness", po::value(&f.max_staleness),
       "with --async: the most weight versions a gradient may be stale by (default: any)")(
       "allow-idle", "candidates may leave devices idle (stages x replicas below N; `single` on one device)")(
+      "compress-below", po::value(&f.compress_below),
+      "on a link slower than this (Gbit/s), also try each pipeline with a codec on every boundary")(
+      "codec", po::value(&f.codec),
+      "with --compress-below: the codec, as flow YAML (default: the file's compression section, else {type: cast})")(
       "time-limit", po::value(&f.time_limit), "seconds for the search (default 10)")(
       "top", po::value(&f.top), "candidates ranked in the table (default 10)")(
       "emit", po::value(&f.emit), "write the best plan as an experiment file ready for `pipelab run`")(
@@ -93,6 +97,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
              "pipelab plan FILE --devices N [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T] | --time-blocks]\n"
              "             [--link-gbps G] [--link-latency-us L] [--device-memory GIB | --memory-cap GIB]\n"
              "             [--schemes a,b] [--async [--max-staleness V]] [--allow-idle] [--time-limit S]\n"
+             "             [--compress-below G [--codec SPEC]]\n"
              "             [--top K] [--emit best.yaml] [--svg front.svg] [--json ranked.json] [--explain]\n\n"
              "Searches the pipelines for the experiment's model on N devices: scheme, stages, replicas, virtual\n"
              "stages, micro-batches, recomputation and the partition, each replayed as `pipelab run` would run it\n"
@@ -116,7 +121,34 @@ bool read_flags(const Args& args, PlanFlags& f) {
   checked_flag("--top", f.top, 1, 1000);
   if (f.vm.count("max-staleness") && !f.async) throw UsageError{"--max-staleness goes with --async"};
   if (f.vm.count("max-staleness")) checked_flag("--max-staleness", f.max_staleness, 0, 1e6);
+  if (f.vm.count("codec") && !f.vm.count("compress-below")) throw UsageError{"--codec goes with --compress-below"};
+  checked_flag("--compress-below", f.compress_below, 0, 1e9);
   return true;
+}
+
+/// The codecs `--compress-below` tries on every boundary: `--codec` on both directions (on
+/// activations alone when it cannot code gradients, as AQ-SGD), else the file's section, else
+/// a cast to bf16.
+std::shared_ptr<const CompressionSection> codecs_of(const PlanFlags& f, const Experiment& e) {
+  if (!f.vm.count("codec") && e.compression.any()) {
+    auto out = std::make_shared<CompressionSection>(e.compression);
+    out->where = CompressionSection::Where::All;
+    return out;
+  }
+  YAML::Node spec;
+  try {
+    spec = YAML::Load(f.vm.count("codec") ? f.codec : "{type: cast}");
+  } catch (const YAML::Exception& err) {
+    throw UsageError{fmt::format("--codec {}: not YAML ({}). Fix: a codec in flow YAML, e.g. --codec "
+                                 "'{{type: sort_quant, q: 6, s: 2}}'", f.codec, err.msg)};
+  }
+  // Read as the file's section would be, so a mistake names its key and the fix.
+  const auto source = std::make_shared<ConfigSource>("--codec " + f.codec);
+  const bool gradients = Registry<Codec>::get().create(ConfigNode(spec, source, "codec"))->refuses(true).empty();
+  YAML::Node section;
+  section["activations"] = spec;
+  if (gradients) section["gradients"] = spec;
+  return std::make_shared<CompressionSection>(read_compression(ConfigNode(section, source, "compression")));
 }
 
 /// What to search, from the flags, the experiment and where its costs come from.
@@ -140,6 +172,10 @@ plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSour
     }
   }
   space.top = f.top;
+  // One link joins every pair of devices: it is slower than the threshold for every boundary
+  // or for none (0 Gbit/s is an infinite link).
+  const double gbps = source.link().gbps;
+  if (f.vm.count("compress-below") && gbps > 0 && gbps < f.compress_below) space.compress = codecs_of(f, e);
   return space;
 }
 
@@ -178,7 +214,10 @@ int plan(const Args& args) {
   const plan::PlanSpace space = space_of(f, e, source);
   std::unique_ptr<Progress> progress;
   const plan::PlanResult result = plan::search(
-      e, space, [&](const std::vector<int>& balance, double examples) { return source.costs_for(balance, examples); },
+      e, space,
+      [&](const std::vector<int>& balance, double examples, const CompressionSection& compression) {
+        return source.costs_for(balance, examples, compression);
+      },
       sim::SimOptions{}, [&](int64_t done, int64_t total, double best) {
         if (!progress) progress = std::make_unique<Progress>("plan", total);
         progress->update(done, best > 0 ? "best " + plan::seconds_text(best) : "");
@@ -187,6 +226,14 @@ int plan(const Args& args) {
   fmt::print("{}: model {}, mini-batch {} examples, {} devices{}\ncosts {}\n", f.file, e.model->type(),
              e.run.batch_size, f.devices, space.memory_cap > 0 ? " of at most " + plan::bytes_text(space.memory_cap) : "",
              source.describe(f.cost.dtype));
+  if (f.vm.count("compress-below")) {
+    fmt::print("{}\n", space.compress ? fmt::format("the link ({} Gbit/s) is slower than --compress-below {}: each "
+                                                    "pipeline is tried as it is and with {} on every boundary",
+                                                    source.link().gbps, f.compress_below,
+                                                    plan::flow_text(space.compress->resolved()))
+                                      : fmt::format("the link is not slower than --compress-below {}: no codec tried",
+                                                    f.compress_below));
+  }
   fmt::print("searched {} candidates in {:.2f} s ({} replayed){}\n\n", result.enumerated, result.seconds,
              result.simulated, result.timed_out ? "; the time limit cut the search short" : "");
   report(f, e, space, result);

@@ -176,21 +176,28 @@ class CostSource {
                                    : balance_by_weight(with_floor(block_flops()), stages);
     return costs_for(balance, examples);
   }
-  /// Costs of the stages `balance` cuts (blocks per stage) for units of `examples` examples;
-  /// a costs file's own partition whatever `balance` says.
+  /// Costs of the stages `balance` cuts (blocks per stage) for units of `examples` examples,
+  /// the file's compression section on their boundaries; a costs file's own partition
+  /// whatever `balance` says.
   sim::SimCosts costs_for(const std::vector<int>& balance, double examples) const {
+    return costs_for(balance, examples, e_.compression);
+  }
+  /// The same with `compression` on the boundaries instead (the planner's codec candidates).
+  sim::SimCosts costs_for(const std::vector<int>& balance, double examples, const CompressionSection& compression) const {
     if (file_) {
       sim::SimCosts c = file_->scaled_to(examples);
       const double bytes = c.dtype == "float64" ? 8 : c.dtype == "float32" || c.dtype.empty() ? 4 : 2;
-      sim::apply_compression(c, e_.compression, bytes);
+      sim::apply_compression(c, compression, bytes);
       return c;
     }
     sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_, times_.empty() ? nullptr : &times_);
     c.source = times_.empty() ? "derived" : "timed here";
     add_tied_bytes(c, balance);
-    sim::apply_compression(c, e_.compression, device_.dtype_bytes);
+    sim::apply_compression(c, compression, device_.dtype_bytes);
     return c;
   }
+  /// The link between devices: the costs file's (unless a flag replaced it), or the flags'.
+  const sim::LinkSpec& link() const { return file_ ? file_->link : device_.link; }
   /// Each block's forward FLOPs per example (derived costs; empty with a costs file).
   std::vector<double> block_flops() const {
     std::vector<double> flops;

@@ -112,7 +112,12 @@ RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate&
   r.scheme = &scheme;
   // A scheme that sets its own copies (data parallelism) takes none from the partition.
   r.replicas = Replicas{scheme.replicas(1) == 1 ? c.replicas : 1, {}};
+  r.compression = compression_of(c, e);
   return RunPlan::compile(r);
+}
+
+const CompressionSection& compression_of(const Candidate& c, const Experiment& e) {
+  return c.compression ? *c.compression : e.compression;
 }
 
 namespace {
@@ -136,6 +141,29 @@ std::optional<Candidate> shape_of(const Experiment& e, const YAML::Node& section
     return std::nullopt;
   }
   return c;
+}
+
+/// " codec=sort_quant": the codec a candidate of `--compress-below` carries, in its label.
+std::string codec_label(const CompressionSection& section) {
+  return " codec=" + (section.activations ? section.activations : section.gradients)->type();
+}
+
+/// `c`, and with `space.compress` set, `c` without compression and (when it has boundaries
+/// the codec codes: the run plan says) `c` with the codec.
+std::vector<Candidate> with_codecs(const Experiment& e, const PlanSpace& space, Candidate c) {
+  if (!space.compress) return {std::move(c)};
+  Candidate coded = c;
+  c.compression = std::make_shared<const CompressionSection>();
+  std::vector<Candidate> out{std::move(c)};
+  coded.compression = space.compress;
+  try {
+    compile_plan(e, *coded.scheme, coded);
+    coded.label += codec_label(*space.compress);
+    out.push_back(std::move(coded));
+  } catch (const UserError&) {
+    // One stage (no boundary), or a scheme that sends no gradient back to code.
+  }
+  return out;
 }
 
 }  // namespace
@@ -176,8 +204,10 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
               Candidate& c = *made;
               if (c.devices > n || (!space.allow_idle && c.devices != n)) continue;
               c.label = label_of(chosen, knobs);
-              const std::string key = fmt::format("{}|{}|{}|{}", c.label, c.stages, c.replicas, c.devices);
-              if (seen.insert(key).second) out.push_back(std::move(c));
+              for (Candidate& v : with_codecs(e, space, std::move(c))) {
+                const std::string key = fmt::format("{}|{}|{}|{}", v.label, v.stages, v.replicas, v.devices);
+                if (seen.insert(key).second) out.push_back(std::move(v));
+              }
             }
           }
         }
@@ -199,7 +229,7 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
     if (!space.repartition) c.balance = space.fixed_balance;
     const RunPlan plan = compile_plan(e, *c.scheme, c);
     const double examples = static_cast<double>(space.batch) / c.micro_batches / plan.replicas();
-    const sim::SimCosts costs = costs_of(c.balance, examples);
+    const sim::SimCosts costs = costs_of(c.balance, examples, compression_of(c, e));
     const std::vector<int>& placement = plan.placement();
     const size_t devices = static_cast<size_t>(plan.devices());
     std::vector<double> compute(devices, 0), held(devices, 0);
@@ -242,7 +272,7 @@ bool replay(Candidate& c, const Experiment& e, const PlanSpace& space, const Cos
     const Scheme* scheme = c.scheme.get();
     const RunPlan plan = compile_plan(e, *scheme, c);
     const double examples = static_cast<double>(space.batch) / c.micro_batches / plan.replicas();
-    const sim::SimCosts costs = costs_of(c.balance, examples);
+    const sim::SimCosts costs = costs_of(c.balance, examples, compression_of(c, e));
     // A pipeline that runs on is replayed long enough to reach its steady state (as
     // `pipelab simulate` does): at least four units per device.
     const int per_step = std::max(1, scheme->micro_batches());

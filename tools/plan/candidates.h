@@ -13,8 +13,10 @@ namespace pipelab::plan {
 std::unique_ptr<Scheme> make_scheme(const YAML::Node& section);
 /// The run plan `pipelab run` would compile for candidate `c` of experiment `e`: its stages,
 /// its replicas (partition.replicas, unless the scheme sets its own), the file's gradient
-/// options and compression.
+/// options, and its compression (compression_of).
 RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate& c);
+/// The compression section a run of candidate `c` has: the planner's choice, else the file's.
+const CompressionSection& compression_of(const Candidate& c, const Experiment& e);
 /// Every candidate of the space, one per (scheme options, stages, replicas, micro-batches)
 /// whose plan occupies the devices asked for, as many as the time limit lets it list; a
 /// scheme type the registry does not know goes to `lost` with why.

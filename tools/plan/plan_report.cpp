@@ -29,6 +29,12 @@ std::string reason_kind(const std::string& lost) {
 
 }  // namespace
 
+std::string flow_text(const YAML::Node& n) {
+  YAML::Emitter out;
+  out << YAML::Flow << n;
+  return out.c_str();
+}
+
 std::string ranked_table(const std::vector<Candidate>& ranked, int top) {
   std::string out =
       "| # | scheme | devices | stages x replicas | balance | step | samples/s | bubble | peak (fullest device) "
@@ -87,12 +93,11 @@ std::string pareto_svg(const std::vector<Candidate>& ranked, const std::string& 
 std::string ranked_json(const std::vector<Candidate>& ranked) {
   std::vector<json::Object> rows;
   for (const Candidate& c : ranked) {
-    YAML::Emitter section;
-    section << YAML::Flow << *c.section;
     std::vector<int64_t> balance(c.balance.begin(), c.balance.end());
-    rows.push_back(json::Object()
-                       .add("label", c.label)
-                       .add("scheme", std::string(section.c_str()))
+    json::Object row;
+    row.add("label", c.label).add("scheme", flow_text(*c.section));
+    if (c.compression) row.add("compression", c.compression->any() ? flow_text(c.compression->resolved()) : "none");
+    rows.push_back(row
                        .add("stages", c.stages)
                        .add("replicas", c.replicas)
                        .add("devices", c.devices)
@@ -124,6 +129,13 @@ YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const
   YAML::Node scheme = YAML::Clone(section);
   scheme.SetStyle(YAML::EmitterStyle::Flow);
   root["scheme"] = scheme;
+  if (c.compression && c.compression->any()) {
+    YAML::Node codecs = c.compression->resolved();
+    codecs.SetStyle(YAML::EmitterStyle::Flow);
+    root["compression"] = codecs;
+  } else if (c.compression) {
+    root.remove("compression");
+  }
   // Input paths resolve against the experiment file's folder: from the new file's folder
   // they must name the same files.
   const std::string folder = fs::path(file).parent_path().string();

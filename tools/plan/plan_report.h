@@ -11,10 +11,13 @@
 
 namespace pipelab::plan {
 
+/// `n` on one line of flow YAML (a scheme section, a codec), as `--set` takes it.
+std::string flow_text(const YAML::Node& n);
 /// | # | scheme | devices | stages | replicas | m | balance | step (ms) | samples/s | bubble | peak (GiB) | MiB/step | stale |
 std::string ranked_table(const std::vector<Candidate>& ranked, int top);
 /// The ranked candidates as JSON, fastest first: each one's label, scheme section (flow
-/// YAML, as `--set scheme=...` takes it), partition and simulated figures, for scripts.
+/// YAML, as `--set scheme=...` takes it), partition, compression (when the planner chose it:
+/// `none` or a section, as `--set compression=...` takes it) and simulated figures.
 std::string ranked_json(const std::vector<Candidate>& ranked);
 /// One line per candidate that lost, grouped by why (memory, bound, staleness, refused, time).
 std::string explanation(const PlanResult& result);
@@ -22,7 +25,8 @@ std::string explanation(const PlanResult& result);
 std::vector<const Candidate*> pareto_front(const std::vector<Candidate>& ranked);
 /// The front as SVG (step time against peak memory; tools/report/svg_plot.h).
 std::string pareto_svg(const std::vector<Candidate>& ranked, const std::string& title);
-/// The experiment file `file` (as written) with `c`'s partition and scheme: what
+/// The experiment file `file` (as written) with `c`'s partition, scheme and (when the planner
+/// chose it) compression: what
 /// `pipelab run` takes to run the plan. Relative input paths are made to resolve from
 /// `written_beside` (the folder the new file goes to).
 YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const std::string& written_beside);

@@ -56,6 +56,9 @@ struct Candidate {
   double static_bytes = 0;    ///< the most one device holds before any activation
   bool simulated = false;
   double step = 0, samples_per_second = 0, bubble = 0, peak = 0, bytes = 0;
+  /// The boundaries' codecs, when the planner chose them (`--compress-below`: none, or the
+  /// codec on every boundary); null: the file's compression section, as a run of it has.
+  std::shared_ptr<const CompressionSection> compression;
   std::vector<double> peaks;  ///< per device
   /// Per device, its peak above its weights (every version), optimizer state and buffers:
   /// activations, transients and the gradients, what a run's meter measures (costs.json's
@@ -82,10 +85,16 @@ struct PlanSpace {
   int measured_stages = 0;          ///< the stages measured costs are for, when !repartition
   std::vector<int> fixed_balance;   ///< the measured run's partition, when known
   int top = 10;                  ///< candidates ranked in full
+  /// Codecs to try on every boundary (the link is slower than `--compress-below`): each
+  /// candidate of several stages is tried without compression and with this section. Null:
+  /// every candidate keeps the file's compression section.
+  std::shared_ptr<const CompressionSection> compress;
 };
 
-/// Costs of one pipeline's stages cut as `balance`, for units of `examples` examples.
-using CostsOf = std::function<sim::SimCosts(const std::vector<int>& balance, double examples)>;
+/// Costs of one pipeline's stages cut as `balance`, for units of `examples` examples, with
+/// `compression` on its boundaries.
+using CostsOf = std::function<sim::SimCosts(const std::vector<int>& balance, double examples,
+                                            const CompressionSection& compression)>;
 
 struct PlanResult {
   std::vector<Candidate> ranked;  ///< fastest simulated step first

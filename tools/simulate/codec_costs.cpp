@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "tools/simulate/timing.h"
 
@@ -46,6 +49,27 @@ CodecFigures measure_codec(const Codec& codec, double elements, int64_t rows) {
   return out;
 }
 
+namespace {
+
+/// measure_codec, once per codec, size and row count: a planner costs thousands of candidates
+/// whose boundaries carry the same few tensor sizes, and each measurement codes a tensor seven
+/// times.
+CodecFigures measured_once(const Codec& codec, double elements, int64_t rows) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, int64_t, int64_t>, CodecFigures> known;
+  const auto key = std::make_tuple(YAML::Dump(codec.resolved()), static_cast<int64_t>(std::llround(elements)), rows);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = known.find(key);
+    if (it != known.end()) return it->second;
+  }
+  const CodecFigures f = measure_codec(codec, elements, rows);
+  const std::lock_guard<std::mutex> lock(mutex);
+  return known.emplace(key, f).first->second;
+}
+
+}  // namespace
+
 void apply_compression(SimCosts& c, const CompressionSection& section, double dtype_bytes) {
   if (!section.any() || !c.compression.empty()) return;
   const int stages = static_cast<int>(c.stages.size());
@@ -56,13 +80,13 @@ void apply_compression(SimCosts& c, const CompressionSection& section, double dt
     StageCosts& near = c.stages[static_cast<size_t>(b)];
     StageCosts& far = c.stages[static_cast<size_t>(b + 1)];
     if (section.activations && near.activation_bytes > 0) {
-      const CodecFigures f = measure_codec(*section.activations, near.activation_bytes / dtype_bytes, rows);
+      const CodecFigures f = measured_once(*section.activations, near.activation_bytes / dtype_bytes, rows);
       near.activation_bytes = f.bytes;
       near.codec_forward_seconds += f.encode_seconds;
       far.codec_forward_seconds += f.decode_seconds;
     }
     if (section.gradients && far.gradient_bytes > 0) {
-      const CodecFigures f = measure_codec(*section.gradients, far.gradient_bytes / dtype_bytes, rows);
+      const CodecFigures f = measured_once(*section.gradients, far.gradient_bytes / dtype_bytes, rows);
       far.gradient_bytes = f.bytes;
       far.codec_backward_seconds += f.encode_seconds;
       near.codec_backward_seconds += f.decode_seconds;

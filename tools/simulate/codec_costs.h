@@ -21,7 +21,8 @@ struct CodecFigures {
 CodecFigures measure_codec(const Codec& codec, double elements, int64_t rows);
 
 /// `c` with the boundaries of `section` compressed; `dtype_bytes`: bytes per element of the
-/// messages in `c`. A no-op when `c` was measured with compression.
+/// messages in `c`. A no-op when `c` was measured with compression. Each codec is measured
+/// once per tensor size in a process (a planner asks for the same sizes many times).
 void apply_compression(SimCosts& c, const CompressionSection& section, double dtype_bytes);
 
 }  // namespace pipelab::sim
