@@ -45,7 +45,10 @@ class Traced {
   ~Traced() {
     if (!stats_) return;
     // An F's allocations still alive now are its micro-batch's: saved activations, output.
-    if (record_.kind == ActionKind::Forward) record_.retained_bytes = memory_.retained();
+    // An I's: its message and the gradients it keeps for its W (core/stage/weight_pass.h).
+    if (record_.kind == ActionKind::Forward || record_.kind == ActionKind::BackwardInput) {
+      record_.retained_bytes = memory_.retained();
+    }
     record_.peak_rise_bytes = memory_.peak_rise();
     record_.end = seconds();
     record_.device_end_mark = device::mark(device_);

@@ -90,8 +90,9 @@ struct ActionRecord {
   /// Bytes of the message this action produced for another stage (F: its activation; B or
   /// I: its input gradient; H: the head's gradient); 0 when it sends nothing.
   int64_t bytes = 0;
-  /// F only: host bytes allocated during the action and still alive at its end (what one
-  /// micro-batch in flight holds until its backward; MemoryMeter). 0 for other actions.
+  /// F and I only: host bytes allocated during the action and still alive at its end (an F's:
+  /// what one micro-batch in flight holds until its backward; an I's: its message and the
+  /// gradients it keeps for its W; MemoryMeter). 0 for other actions.
   int64_t retained_bytes = 0;
   /// How far its stage's host bytes rose above their level at the action's start, at most
   /// (temporaries, a gradient allocated; MemoryMeter::Scope::peak_rise).

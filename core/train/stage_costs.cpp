@@ -46,17 +46,19 @@ std::vector<double> last_stage_metric(const std::string& stages_csv, const std::
 
 namespace {
 
-/// The mean bytes stage `s`'s forwards allocated and still held when they ended.
-double retained_per_forward(const ExecStats& stats, size_t s) {
-  int64_t retained = 0, forwards = 0;
+/// The mean bytes stage `s`'s actions of `kind` allocated and still held when they ended,
+/// less the message each made (an I's input gradient leaves with its send; an F's output is
+/// what the next stage computes from, counted with what the F keeps).
+double retained_per_action(const ExecStats& stats, size_t s, ActionKind kind, bool less_message) {
+  int64_t retained = 0, actions = 0;
   if (s < stats.actions.size()) {
     for (const ActionRecord& a : stats.actions[s]) {
-      if (a.kind != ActionKind::Forward) continue;
-      retained += a.retained_bytes;
-      ++forwards;
+      if (a.kind != kind) continue;
+      retained += std::max<int64_t>(0, a.retained_bytes - (less_message ? a.bytes : 0));
+      ++actions;
     }
   }
-  return ratio(retained, forwards);
+  return ratio(retained, actions);
 }
 
 /// A kind's typical transient on stage `s`: the median rise above the level at the action's
@@ -100,7 +102,8 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
     // Edge s carries s -> s+1 forward; edge s-1 carries s -> s-1 backward (ExecStats).
     st["activation_bytes"] = s + 1 < n ? number(ratio(stats.bytes_forward[s], stats.messages_forward[s])) : number(0);
     st["gradient_bytes"] = s > 0 ? number(ratio(stats.bytes_backward[s - 1], stats.messages_backward[s - 1])) : number(0);
-    st["retained_bytes"] = number(retained_per_forward(stats, s));
+    st["retained_bytes"] = number(retained_per_action(stats, s, ActionKind::Forward, false));
+    st["backward_input_kept_bytes"] = number(retained_per_action(stats, s, ActionKind::BackwardInput, true));
     // The boundary codecs' work per micro-batch (0 without compression): encoding what the
     // stage sends and decoding what it receives, apart from the compute they follow.
     const auto codec = [&](ActionKind send, ActionKind recv) { return stats.time[send][s].mean() + stats.time[recv][s].mean(); };

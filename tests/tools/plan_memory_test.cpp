@@ -1,8 +1,8 @@
 // What `pipelab plan` predicts of each device's memory, against what runs measure: the peak
 // of the bytes a run's meter sees on a device (activations, each action's temporaries, the
 // gradients; costs.json's device_peak_bytes), predicted from blocks measured one at a time
-// (tools/simulate/block_memory.h), for plans of one and two devices, replicas and
-// recomputation. Memory is deterministic: unlike step times, it can be held in a test.
+// (tools/simulate/block_memory.h), for plans of one and two devices, replicas,
+// recomputation, and split backwards with two stages on a device. Memory is deterministic: unlike step times, it can be held in a test.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +55,51 @@ TEST(PlanMemory, PredictsEachDevicesMeasuredPeakWithinTenPercent) {
     if (++checked == 8) break;
   }
   EXPECT_EQ(checked, 8);
+}
+
+// A small ResNet, whose activations outweigh its weights: what a split backward keeps
+// between its I and its W (the gradients at each convolution's output) is as large as the
+// activations, and V-shaped and interleaved plans hold two stages on a device.
+const char* kCnn = R"(
+model:     {type: resnet, architecture: "8,1/16,1", stem: cifar}
+dataset:   {type: synthetic, samples: 64, test_samples: 16, shape: [3, 16, 16], classes: 10}
+scheme:    {type: gpipe, chunks: 4}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 1, batch_size: 32, seed: 0, threads: 1, progress: false}
+)";
+
+TEST(PlanMemory, SplitBackwardsOnTwoStagesPerDeviceArePredictedWithinTenPercent) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kCnn);
+  const auto [code, out] = testing::pipelab(fmt::format("plan {} --devices 2 --device-flops 1 --schemes zb_h1,v_half "
+                                                        "--top 300 --json {}",
+                                                        dir.file("e.yaml"), dir.file("ranked.json")));
+  ASSERT_EQ(code, 0) << out;
+  const auto ranked = nlohmann::json::parse(testing::read_text(dir.file("ranked.json")))["ranked"];
+  int checked = 0;
+  for (const auto& c : ranked) {
+    const std::string label = c["label"].get<std::string>();
+    if (label != "zb_h1 virtual_stages=2 chunks=4" && label != "v_half chunks=4") continue;
+    if (c["stages"].get<int>() != 4 || c["replicas"].get<int>() != 1) continue;
+    const std::string run = dir.file("run" + std::to_string(checked++));
+    const auto [rc, log] = testing::pipelab(fmt::format("run --quiet {} --set run.output={} {}", dir.file("e.yaml"), run,
+                                                        testing::plan_candidate_flags(c)));
+    ASSERT_EQ(rc, 0) << label << "\n" << log;
+    const auto costs = nlohmann::json::parse(testing::read_text(run + "/metrics/costs.json"));
+    std::vector<double> measured(2, 0);
+    for (const auto& s : costs["stages"]) {
+      measured.at(s["device"].get<size_t>()) = s["device_peak_bytes"].get<double>();
+      // The first stage's I makes no input gradient and keeps nothing; the middle ones keep
+      // their gradients for W.
+      const int stage = s["stage"].get<int>();
+      if (stage == 0) EXPECT_EQ(s["backward_input_kept_bytes"].get<double>(), 0) << label;
+      if (stage == 1 || stage == 2) EXPECT_GT(s["backward_input_kept_bytes"].get<double>(), 0) << label;
+    }
+    for (size_t d = 0; d < 2; ++d) {
+      EXPECT_NEAR(c["peak_above_weights_bytes"][d].get<double>(), measured[d], 0.1 * measured[d]) << label << ", device " << d;
+    }
+  }
+  EXPECT_EQ(checked, 2);
 }
 
 }  // namespace

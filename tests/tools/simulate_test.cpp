@@ -112,16 +112,19 @@ TEST(Simulate, MemoryByHand) {
   EXPECT_EQ(r.static_bytes, (std::vector<double>{41, 41}));
   EXPECT_EQ(r.peak_activation_bytes, (std::vector<double>{400, 400}));
   EXPECT_EQ(r.peak_bytes, (std::vector<double>{441, 441}));
-  // 1F1B keeps D - r.
+  // 1F1B keeps D - r; and the gradient stage 1 sent back for micro-batch 0 (20) stays until
+  // stage 0's backward of it ends, while stage 1's F of micro-batch 1 runs: 100 + 20.
   r = sim::simulate(*scheme("{type: pipedream_flush, chunks: 4}"), 2, 4, 1, c, {});
-  EXPECT_EQ(r.peak_activation_bytes, (std::vector<double>{200, 100}));
+  EXPECT_EQ(r.peak_activation_bytes, (std::vector<double>{200, 120}));
   // Checkpointing: stage 1 keeps its 20-byte input per micro-batch (80), and the backward of
   // the last F recomputes the rest: 80 + 80 = 160.
   r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: always}"), 2, 4, 1, c, {});
   EXPECT_EQ(r.peak_activation_bytes[1], 160);
   // With measured transients (which include the recomputation) a micro-batch gives back what
   // it held and no more: the curve ends at the static bytes. Stage 1's first backward: 80
-  // held + a 30-byte transient.
+  // held + a 30-byte transient less the 10-byte gradient it makes (the static bytes hold it);
+  // its second: 60 held + the 20-byte gradient it sent for micro-batch 3 (stage 0's backward
+  // of it is still running) + 30.
   for (sim::StageCosts& k : c.stages) k.transient_bytes[ActionKind::Backward] = 30;
   r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: always}"), 2, 4, 1, c, {});
   EXPECT_EQ(r.memory[1].back().bytes, r.static_bytes[1]);

@@ -4,7 +4,7 @@
 # (threaded: 2 stage threads of 1 intra-op thread each; sequential: 1 thread), scheme (gpipe
 # without checkpointing, pipedream_flush = 1F1B) and micro-batch count (4, 8), it trains
 # experiments/simulate/validate_mlp.yaml for 2 epochs (the last one traced), replays it, and
-# prints predicted vs measured step time and each stage's host memory peak. Rounds interleave
+# prints predicted vs measured step time and each device's host memory peak. Rounds interleave
 # the configurations. Goals (docs/simulate.md): threaded within 10%, sequential within 3%,
 # memory within 10%. Run it alone: a second busy process skews every figure.
 #
@@ -15,7 +15,7 @@ pipelab=${1:-build/pipelab}
 rounds=${2:-3}
 out=$(mktemp -d /tmp/pipelab-validate-XXXX)
 trap 'rm -rf "$out"' EXIT
-printf "%-10s %-16s %2s %5s  %9s %9s %7s  %s\n" executor scheme m round measured predicted error "memory per stage (measured -> predicted MiB, error)"
+printf "%-10s %-16s %2s %5s  %9s %9s %7s  %s\n" executor scheme m round measured predicted error "memory per device (measured -> predicted MiB, error)"
 for round in $(seq 1 "$rounds"); do
   for executor in threaded sequential; do
     for scheme in gpipe pipedream_flush; do
@@ -34,8 +34,8 @@ for round in $(seq 1 "$rounds"); do
 import re, sys
 executor, scheme, m, rnd, report = sys.argv[1:]
 step = re.search(r"measured step ([\d.]+) ms .*predicted ([\d.]+) ms: ([+-][\d.]+)%", report)
-mem = re.findall(r"stage (\d+): .*measured ([\d.]+) MiB, predicted ([\d.]+) MiB: ([+-][\d.]+)%", report)
-memory = "  ".join(f"s{s} {a} -> {b} ({e}%)" for s, a, b, e in mem)
+mem = re.findall(r"device (\d+) \(stages? [\d, ]+\): .*measured ([\d.]+) MiB, predicted ([\d.]+) MiB: ([+-][\d.]+)%", report)
+memory = "  ".join(f"d{d} {a} -> {b} ({e}%)" for d, a, b, e in mem)
 print(f"{executor:<10} {scheme:<16} {m:>2} {rnd:>5}  {step[1]:>9} {step[2]:>9} {step[3]:>6}%  {memory}")
 PY
       done

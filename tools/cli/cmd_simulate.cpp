@@ -82,6 +82,32 @@ std::map<int, double> slow_devices(const std::vector<std::string>& given) {
   return out;
 }
 
+/// What the allocator saw during the measured run against the replay, per device:
+/// activations, temporaries and the gradients, the one being accumulated and the optimizer's
+/// last (the weights and the optimizer state were allocated before the meter started). A
+/// device's stages together: what each holds apart says nothing of their sum.
+void print_memory_check(const sim::SimCosts& f, const sim::SimResult& r) {
+  const std::vector<int> placement = r.schedule.placement();
+  for (size_t d = 0; d < r.peak_activation_bytes.size(); ++d) {
+    double measured = 0, gradients = 0;
+    std::vector<size_t> held;
+    for (size_t st = 0; st < f.stages.size() && st < placement.size(); ++st) {
+      if (static_cast<size_t>(placement[st]) != d) continue;
+      held.push_back(st);
+      gradients += 2 * f.stages[st].parameter_bytes;
+      // Files from before device peaks were measured have each stage's own peak only.
+      measured = std::max(measured, f.stages[st].device_peak_bytes > 0 ? f.stages[st].device_peak_bytes
+                                                                        : f.stages[st].peak_activation_bytes);
+    }
+    const double predicted = r.peak_activation_bytes[d] + gradients;
+    if (measured <= 0) continue;
+    fmt::print("device {} (stage{} {}): host peak of activations, gradients and temporaries measured {:.2f} MiB, "
+               "predicted {:.2f} MiB: {:+.1f}%\n",
+               d, held.size() == 1 ? "" : "s", fmt::join(held, ", "), measured / (1 << 20), predicted / (1 << 20),
+               100 * (predicted - measured) / measured);
+  }
+}
+
 }  // namespace
 
 int simulate(const Args& args) {
@@ -253,24 +279,7 @@ int simulate(const Args& args) {
     fmt::print("\nmeasured step {:.3f} ms ({} steps of {} with the {} executor); predicted {:.3f} ms: {:+.1f}%\n",
                f->step_seconds * 1e3, f->steps, f->scheme, f->executor, predicted * 1e3,
                100 * (predicted - f->step_seconds) / f->step_seconds);
-    // What the allocator saw during the run: activations, temporaries and the gradients,
-    // the one being accumulated and the optimizer's last (the weights and the optimizer
-    // state were allocated before the meter started).
-    const sim::SimResult& r = rows[0].result;
-    const std::vector<int> placement = r.schedule.placement();
-    for (size_t st = 0; st < f->stages.size() && st < placement.size(); ++st) {
-      const size_t d = static_cast<size_t>(placement[st]);
-      const double measured = f->stages[st].peak_activation_bytes;
-      double gradients = 0;
-      for (size_t q = 0; q < placement.size(); ++q) {
-        if (static_cast<size_t>(placement[q]) == d) gradients += 2 * f->stages[q].parameter_bytes;
-      }
-      const double predicted_bytes = r.peak_activation_bytes[d] + gradients;
-      if (measured <= 0) continue;
-      fmt::print("stage {}: host peak of activations, gradient and temporaries measured {:.2f} MiB, predicted {:.2f} MiB: "
-                 "{:+.1f}%\n",
-                 st, measured / (1 << 20), predicted_bytes / (1 << 20), 100 * (predicted_bytes - measured) / measured);
-    }
+    print_memory_check(*f, rows[0].result);
   }
   const bool several = rows.size() > 1;
   for (const SchemeRow& row : rows) {

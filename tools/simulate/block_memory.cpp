@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "core/stage/weight_pass.h"
 #include "core/util/memory_meter.h"
 
 namespace pipelab::sim {
@@ -23,38 +24,75 @@ Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples) {
   return {CrossEntropyLoss().compute(out.front(), torch::zeros(shape, torch::kLong))};
 }
 
+/// What one block's actions need, per size measured.
+struct Rises {
+  std::vector<double> forward, backward;  ///< how far each raises the bytes while it runs
+  std::vector<double> kept;               ///< what a split backward's I keeps for its W
+};
+
+/// The roots a backward of `out` starts from, and the gradients it starts with (allocated
+/// outside any scope, as a stage receives them).
+void roots_of(const Tensors& out, Tensors& roots, Tensors& grads) {
+  for (const at::Tensor& t : out) {
+    if (t.requires_grad()) {
+      roots.push_back(t);
+      grads.push_back(torch::ones_like(t));
+    }
+  }
+}
+
+/// The bytes a split backward's I on `block` (run on `in`) keeps until its W: the gradients
+/// arriving at each weight's node, which core/stage/weight_pass.h holds for W, less the input
+/// gradients I sends (they leave with the message).
+int64_t kept_for_weights(Block& block, const Tensors& in, bool last, const DataSpec& data, int examples,
+                         MemoryMeter* meter, int tag) {
+  const Tensors out = with_loss(call_block(block, in), last, data, examples);
+  Tensors roots, grads, wrt, weights;
+  roots_of(out, roots, grads);
+  for (const at::Tensor& x : in) {
+    if (x.requires_grad()) wrt.push_back(x);
+  }
+  for (const at::Tensor& p : block.module.ptr()->parameters()) {
+    if (p.requires_grad()) weights.push_back(p);
+  }
+  if (roots.empty() || wrt.empty()) return 0;
+  WeightPass pass(roots, wrt, weights);
+  MemoryMeter::Scope scope(meter, tag);
+  torch::autograd::grad(roots, wrt, grads, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
+  const int64_t kept = scope.retained();
+  pass.run(roots, grads);
+  return kept;
+}
+
 /// Per block, how far its forward and its backward raise its bytes above their level at the
-/// start, for `examples` examples. Each block runs alone on the previous one's output, cut from
-/// the graph as a stage receives it, twice: the second time (the one counted) its parameters'
-/// gradients exist and are accumulated into, as in every backward of a step but the first.
-/// The gradient a backward starts from is allocated outside it, as a stage receives it.
-void measure_rises(std::vector<Block>& blocks, const DataSpec& data, int examples, MemoryMeter* meter,
-                   std::vector<double>& forward, std::vector<double>& backward) {
+/// start, for `examples` examples, and what a split backward's I keeps. Each block runs alone
+/// on the previous one's output, cut from the graph as a stage receives it, twice: the second
+/// time (the one counted) its parameters' gradients exist and are accumulated into, as in
+/// every backward of a step but the first.
+void measure_rises(std::vector<Block>& blocks, const DataSpec& data, int examples, MemoryMeter* meter, Rises& r) {
   LiveSet live(zero_input(data, examples));
   for (size_t i = 0; i < blocks.size(); ++i) {
     const int tag = static_cast<int>(blocks.size() + i);  // apart from the retained bytes' tags
+    const bool last = i + 1 == blocks.size();
     Tensors out;
     int64_t forward_rise = 0, backward_rise = 0;
     for (int round = 0; round < 2; ++round) {
       const Tensors in = detached_inputs(live, blocks[i]);
       {
         MemoryMeter::Scope scope(meter, tag);
-        out = with_loss(call_block(blocks[i], in), i + 1 == blocks.size(), data, examples);
+        out = with_loss(call_block(blocks[i], in), last, data, examples);
         forward_rise = scope.peak_rise();
       }
       Tensors roots, grads;
-      for (const at::Tensor& t : out) {
-        if (t.requires_grad()) {
-          roots.push_back(t);
-          grads.push_back(torch::ones_like(t));
-        }
-      }
+      roots_of(out, roots, grads);
       MemoryMeter::Scope scope(meter, tag);
       if (!roots.empty()) torch::autograd::backward(roots, grads);
       backward_rise = scope.peak_rise();
     }
-    forward.push_back(static_cast<double>(forward_rise));
-    backward.push_back(static_cast<double>(backward_rise));
+    r.forward.push_back(static_cast<double>(forward_rise));
+    r.backward.push_back(static_cast<double>(backward_rise));
+    r.kept.push_back(static_cast<double>(
+        kept_for_weights(blocks[i], detached_inputs(live, blocks[i]), last, data, examples, meter, tag)));
     if (i + 1 == blocks.size()) break;
     Tensors kept;
     for (const at::Tensor& t : out) kept.push_back(t.detach());
@@ -121,12 +159,13 @@ BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint
   // Two sizes fix the line: the weight-sized temporaries of a backward do not grow with the
   // micro-batch, the activation-sized ones do.
   const int large = 4 * examples;
-  std::vector<double> f_small, b_small, f_large, b_large;
-  measure_rises(blocks, data, examples, meter.get(), f_small, b_small);
-  measure_rises(blocks, data, large, meter.get(), f_large, b_large);
+  Rises small, big;
+  measure_rises(blocks, data, examples, meter.get(), small);
+  measure_rises(blocks, data, large, meter.get(), big);
   for (size_t i = 0; i < blocks.size(); ++i) {
-    out.forward_rise.push_back(Affine::through(examples, f_small[i], large, f_large[i]));
-    out.backward_rise.push_back(Affine::through(examples, b_small[i], large, b_large[i]));
+    out.forward_rise.push_back(Affine::through(examples, small.forward[i], large, big.forward[i]));
+    out.backward_rise.push_back(Affine::through(examples, small.backward[i], large, big.backward[i]));
+    out.input_backward_kept.push_back(Affine::through(examples, small.kept[i], large, big.kept[i]));
   }
   if (optimizer) out.update_rise = measure_update_rises(blocks, *optimizer, meter.get());
   return out;

@@ -13,7 +13,8 @@ namespace pipelab::sim {
 /// through them in training mode with autograd, and returns per block the bytes its forward
 /// allocated that were still alive once the whole forward had run, per example; then, each
 /// block run alone at `examples` and four times as many, how far its forward and its
-/// backward raise the bytes while they run (BlockMemory::forward_rise, backward_rise), and,
+/// backward raise the bytes while they run (BlockMemory::forward_rise, backward_rise), what a
+/// split backward's I keeps for its W (input_backward_kept), and,
 /// given `optimizer`, how far a step of it on the block's parameters does (update_rise).
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
                                  const OptimizerFactory* optimizer = nullptr, int examples = 2);

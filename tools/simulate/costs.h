@@ -38,6 +38,9 @@ struct StageCosts {
   double activation_bytes = 0;  ///< sent forward per micro-batch (0 on the last stage)
   double gradient_bytes = 0;    ///< sent back per micro-batch (0 on stage 0)
   double retained_bytes = 0;    ///< held from a micro-batch's F until its backward ends
+  /// Held from a split backward's I until its W: the gradients W starts from (arriving at
+  /// each weight's node; core/stage/weight_pass.h), as large as the activations they match.
+  double backward_input_kept_bytes = 0;
   double peak_activation_bytes = 0;  ///< measured peak of activations (for validation; not replayed)
   /// Measured peak of the same bytes of every stage on the stage's device together
   /// (validation; not replayed).
@@ -68,6 +71,7 @@ struct StageCosts {
     v("activation_bytes", activation_bytes, "bytes sent forward per micro-batch", kBytes);
     v("gradient_bytes", gradient_bytes, "bytes sent back per micro-batch", kBytes);
     v("retained_bytes", retained_bytes, "bytes one in-flight micro-batch holds until its backward", kBytes);
+    v("backward_input_kept_bytes", backward_input_kept_bytes, "bytes a split backward's I keeps until its W", kBytes);
     v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", kBytes);
     v("device_peak_bytes", device_peak_bytes, "measured peak of the stage's device, all its stages (validation only)",
       kBytes);

@@ -45,6 +45,11 @@ void add_transients(StageCosts& k, const BlockMemory& memory, size_t first, size
   }
   k.transient_bytes[ActionKind::Forward] = forward;
   k.transient_bytes[ActionKind::Backward] = backward;
+  // The first stage's I has no input gradient to make: it runs nothing and keeps nothing
+  // (its W is the whole backward).
+  for (size_t b = first; first > 0 && b < first + count && b < memory.input_backward_kept.size(); ++b) {
+    k.backward_input_kept_bytes += std::max(0.0, memory.input_backward_kept[b].at(examples) * scale);
+  }
   // One step over the stage's tensors in turn: the largest block's temporaries.
   for (size_t b = first; b < first + count && b < memory.update_rise.size(); ++b) {
     k.transient_bytes[ActionKind::Update] = std::max(k.transient_bytes[ActionKind::Update], memory.update_rise[b] * scale);

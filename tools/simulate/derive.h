@@ -29,6 +29,9 @@ struct BlockMemory {
   /// keeps; the backward's temporaries and the input gradient it makes, less what it frees.
   /// Empty when not measured (then no transients are costed).
   std::vector<Affine> forward_rise, backward_rise;
+  /// Per block, bytes (float32) a split backward's I keeps until its W (the gradients W starts
+  /// from), as a line in the examples. Empty when not measured.
+  std::vector<Affine> input_backward_kept;
   /// Per block, bytes (float32) a step of the run's optimizer on its parameters allocates
   /// and frees (per-tensor temporaries; the state it keeps is static). Empty when not measured.
   std::vector<double> update_rise;

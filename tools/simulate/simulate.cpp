@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
@@ -122,6 +123,35 @@ void add_replayed_inputs(const SimResult& r, const SimCosts& c, size_t d,
   }
 }
 
+/// When each (stage, micro-batch)'s backward ends (its B, or its W when split), on any device.
+std::map<std::pair<int, int>, double> backward_ends(const SimResult& r) {
+  std::map<std::pair<int, int>, double> out;
+  for (const auto& row : r.timeline.devices) {
+    for (const TimedAction& x : row) {
+      if (kind_info(x.action.kind).frees_micro_batch) out[{x.action.stage, x.action.mb}] = x.end;
+    }
+  }
+  return out;
+}
+
+/// The gradients device `d`'s stages send back stay, from the send until the receiver's
+/// backward of that micro-batch ends: it starts from them (a split backward keeps them from
+/// its I to its W). They count where they were made, as one process's memory meter counts
+/// them; across processes the receiver holds a copy for that time and the sender's goes.
+void add_sent_gradients(const SimResult& r, const SimCosts& c, size_t d,
+                        const std::map<std::pair<int, int>, double>& ends,
+                        std::vector<std::pair<double, double>>& changes) {
+  for (const TimedAction& x : r.timeline.devices[d]) {
+    const Action& a = x.action;
+    if (!is_send(a.kind) || payload(a.kind) != 'B' || a.stage < 0) continue;
+    const auto end = ends.find({peer(a), a.mb});
+    const double bytes = c.stages[static_cast<size_t>(a.stage)].gradient_bytes;
+    if (end == ends.end() || bytes <= 0) continue;
+    changes.push_back({x.start, bytes});
+    changes.push_back({std::max(x.start, end->second), -bytes});
+  }
+}
+
 /// One device's bytes above its static ones over a replay: steps (an allocation or a free at
 /// an instant) and spikes (what an action of no duration needs for that instant, above the
 /// level the steps at that instant leave).
@@ -169,23 +199,31 @@ struct DeviceBytes {
 };
 
 /// The bytes of device `d`'s actions: +retained at each F's end (only the input under
-/// recompute, the rest from the backward's start) and -retained when the micro-batch's
-/// backward ends (its W, when the backward is split); while an action runs, its transient
+/// recompute, the rest from the backward's start), + what a split backward's I keeps for its
+/// W at the I's end, and all of it back when the micro-batch's backward ends (its W, when
+/// the backward is split); while an action runs, its transient
 /// bytes on top, and while an ALLREDUCE runs, a gradient-sized buffer.
 void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, size_t d,
                       DeviceBytes& bytes) {
   std::map<std::pair<int, int>, double> held_by;  // (stage, mb) -> bytes it holds now
+  std::set<int> accumulating;  // stages whose gradient exists in this step (a B or W made it)
   for (const TimedAction& x : r.timeline.devices[d]) {
     const Action& a = x.action;
     if (a.stage < 0) continue;
     const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
+    if (a.kind == ActionKind::Update) accumulating.erase(a.stage);
     // The sums an in-process collective makes, the buckets a c10d one reduces.
     if (kind_info(a.kind).role == KindRole::Collective) bytes.during(x, k.parameter_bytes);
     if (!is_compute(a.kind)) continue;
     const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
     const double kept = recompute ? std::min(k.gradient_bytes, k.retained_bytes) : k.retained_bytes;
-    // What the action needs while it runs, above the level at its start.
-    const double transient = k.transient_of(a.kind);
+    // What the action needs while it runs, above the level at its start. A transient is that
+    // of a backward that adds into the stage's gradient (a temporary of its size); the first
+    // one of a step makes the gradient instead, which the static bytes hold already.
+    double transient = k.transient_of(a.kind);
+    if (kind_info(a.kind).leaves_gradient && accumulating.insert(a.stage).second) {
+      transient = std::max(0.0, transient - k.parameter_bytes);
+    }
     bytes.during(x, transient);
     double& holds = held_by[{a.stage, a.mb}];
     if (a.kind == ActionKind::Forward) {
@@ -197,6 +235,11 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
     if (first_backward && recompute && (transient == 0 || !k.recompute_in_transient)) {
       bytes.steps.push_back({x.start, k.retained_bytes - kept});
       holds += k.retained_bytes - kept;
+    }
+    // A split backward's I keeps, until its W, the gradients W starts from.
+    if (first_backward && !kind_info(a.kind).frees_micro_batch) {
+      bytes.steps.push_back({x.end, k.backward_input_kept_bytes});
+      holds += k.backward_input_kept_bytes;
     }
     // B, or W when split (a micro-batch takes one or the other: the validator).
     if (kind_info(a.kind).frees_micro_batch) {
@@ -226,9 +269,11 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
     r.static_bytes[static_cast<size_t>(d)] += static_bytes(k, held.back());
     r.gradient_bytes[static_cast<size_t>(d)] += 2 * k.parameter_bytes;
   }
+  const std::map<std::pair<int, int>, double> ends = backward_ends(r);
   for (size_t d = 0; d < devices; ++d) {
     DeviceBytes bytes;
     if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
+    add_sent_gradients(r, c, d, ends, bytes.steps);
     add_action_bytes(r, held, c, d, bytes);
     r.peak_activation_bytes[d] = bytes.walk(r.static_bytes[d], r.memory[d]);
     r.peak_bytes[d] = r.static_bytes[d] + r.peak_activation_bytes[d];
