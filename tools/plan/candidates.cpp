@@ -122,14 +122,33 @@ const CompressionSection& compression_of(const Candidate& c, const Experiment& e
 
 namespace {
 
-/// The candidate `section` makes with `stages` model stages and `replicas` copies, as the run
+/// One scheme section the search tries, made once for every shape it is tried on (a search
+/// of a large cluster tries each on thousands).
+struct Made {
+  std::shared_ptr<const YAML::Node> section;
+  std::shared_ptr<const Scheme> scheme;  ///< null: the registry refuses the section
+  std::string label;
+};
+
+Made made_of(const YAML::Node& section, const SchemeKnobs& knobs) {
+  Made m{std::make_shared<const YAML::Node>(section), nullptr, label_of(section, knobs)};
+  try {
+    m.scheme = make_scheme(section);
+  } catch (const UserError&) {
+  }
+  return m;
+}
+
+/// The candidate `made` makes with `stages` model stages and `replicas` copies, as the run
 /// plan compiles it; none when the scheme or the plan refuses that shape.
-std::optional<Candidate> shape_of(const Experiment& e, const YAML::Node& section, int stages, int replicas) {
+std::optional<Candidate> shape_of(const Experiment& e, const Made& made, int stages, int replicas) {
+  if (!made.scheme) return std::nullopt;
   Candidate c;
-  c.section = std::make_shared<const YAML::Node>(section);
+  c.section = made.section;
+  c.label = made.label;
   c.replicas = replicas;
   try {
-    const std::shared_ptr<const Scheme> scheme = make_scheme(section);
+    const std::shared_ptr<const Scheme>& scheme = made.scheme;
     c.scheme = scheme;
     c.stages = scheme->stages(stages);
     const RunPlan plan = compile_plan(e, *scheme, c);
@@ -189,6 +208,7 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
     }
     const SchemeKnobs knobs = knobs_of(e, type);
     for (const YAML::Node& variant : variants(knobs)) {
+      std::map<std::pair<int, int>, Made> made;  // (replicas when the section holds them, m)
       for (int r = 1; r <= n && !over(); ++r) {
         if (!space.allow_idle && n % r != 0) continue;
         for (int per_device : {1, 2, 4}) {
@@ -196,14 +216,16 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
           // never more stages than the model has blocks.
           for (int p = space.allow_idle ? 1 : n / r; p <= n / r && p * per_device <= blocks; ++p) {
             const int stages = p * per_device;
-            const YAML::Node section = knobs.own_replicas ? with(variant, "replicas", YAML::Node(r)) : variant;
             for (int m : knobs.micro_key.empty() ? std::vector<int>{0} : micro_choices(space.batch / r)) {
-              const YAML::Node chosen = m ? with(section, knobs.micro_key, YAML::Node(m)) : YAML::Clone(section);
-              std::optional<Candidate> made = shape_of(e, chosen, stages, r);
-              if (!made) continue;  // a shape the scheme does not take (V-shapes on an odd count, ...)
-              Candidate& c = *made;
+              const auto key = std::make_pair(knobs.own_replicas ? r : 0, m);
+              if (!made.count(key)) {
+                const YAML::Node section = knobs.own_replicas ? with(variant, "replicas", YAML::Node(r)) : variant;
+                made[key] = made_of(m ? with(section, knobs.micro_key, YAML::Node(m)) : YAML::Clone(section), knobs);
+              }
+              std::optional<Candidate> shaped = shape_of(e, made[key], stages, r);
+              if (!shaped) continue;  // a shape the scheme does not take (V-shapes on an odd count, ...)
+              Candidate& c = *shaped;
               if (c.devices > n || (!space.allow_idle && c.devices != n)) continue;
-              c.label = label_of(chosen, knobs);
               for (Candidate& v : with_codecs(e, space, std::move(c))) {
                 const std::string key = fmt::format("{}|{}|{}|{}", v.label, v.stages, v.replicas, v.devices);
                 if (seen.insert(key).second) out.push_back(std::move(v));
