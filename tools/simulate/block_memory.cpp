@@ -28,6 +28,7 @@ Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples) {
 struct Rises {
   std::vector<double> forward, backward;  ///< how far each raises the bytes while it runs
   std::vector<double> kept;               ///< what a split backward's I keeps for its W
+  std::vector<double> input, weight;      ///< how far a split backward's I and W raise them
 };
 
 /// The roots a backward of `out` starts from, and the gradients it starts with (allocated
@@ -41,11 +42,12 @@ void roots_of(const Tensors& out, Tensors& roots, Tensors& grads) {
   }
 }
 
-/// The bytes a split backward's I on `block` (run on `in`) keeps until its W: the gradients
-/// arriving at each weight's node, which core/stage/weight_pass.h holds for W, less the input
-/// gradients I sends (they leave with the message).
-int64_t kept_for_weights(Block& block, const Tensors& in, bool last, const DataSpec& data, int examples,
-                         MemoryMeter* meter, int tag) {
+/// A split backward on `block` (run on `in`): the bytes its I keeps until its W (the
+/// gradients arriving at each weight's node, which core/stage/weight_pass.h holds for W,
+/// less the input gradients I sends: they leave with the message), and how far its I and its
+/// W raise the bytes while they run (a W computes only the weights' products).
+void measure_split(Block& block, const Tensors& in, bool last, const DataSpec& data, int examples, MemoryMeter* meter,
+                   int tag, Rises& r) {
   const Tensors out = with_loss(call_block(block, in), last, data, examples);
   Tensors roots, grads, wrt, weights;
   roots_of(out, roots, grads);
@@ -55,13 +57,22 @@ int64_t kept_for_weights(Block& block, const Tensors& in, bool last, const DataS
   for (const at::Tensor& p : block.module.ptr()->parameters()) {
     if (p.requires_grad()) weights.push_back(p);
   }
-  if (roots.empty() || wrt.empty()) return 0;
+  if (roots.empty() || wrt.empty()) {
+    r.kept.push_back(0);
+    r.input.push_back(0);
+    r.weight.push_back(0);
+    return;
+  }
   WeightPass pass(roots, wrt, weights);
+  {
+    MemoryMeter::Scope scope(meter, tag);
+    torch::autograd::grad(roots, wrt, grads, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
+    r.kept.push_back(static_cast<double>(scope.retained()));
+    r.input.push_back(static_cast<double>(scope.peak_rise()));
+  }
   MemoryMeter::Scope scope(meter, tag);
-  torch::autograd::grad(roots, wrt, grads, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
-  const int64_t kept = scope.retained();
   pass.run(roots, grads);
-  return kept;
+  r.weight.push_back(static_cast<double>(scope.peak_rise()));
 }
 
 /// Per block, how far its forward and its backward raise its bytes above their level at the
@@ -91,8 +102,7 @@ void measure_rises(std::vector<Block>& blocks, const DataSpec& data, int example
     }
     r.forward.push_back(static_cast<double>(forward_rise));
     r.backward.push_back(static_cast<double>(backward_rise));
-    r.kept.push_back(static_cast<double>(
-        kept_for_weights(blocks[i], detached_inputs(live, blocks[i]), last, data, examples, meter, tag)));
+    measure_split(blocks[i], detached_inputs(live, blocks[i]), last, data, examples, meter, tag, r);
     if (i + 1 == blocks.size()) break;
     Tensors kept;
     for (const at::Tensor& t : out) kept.push_back(t.detach());
@@ -166,6 +176,8 @@ BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint
     out.forward_rise.push_back(Affine::through(examples, small.forward[i], large, big.forward[i]));
     out.backward_rise.push_back(Affine::through(examples, small.backward[i], large, big.backward[i]));
     out.input_backward_kept.push_back(Affine::through(examples, small.kept[i], large, big.kept[i]));
+    out.input_backward_rise.push_back(Affine::through(examples, small.input[i], large, big.input[i]));
+    out.weight_backward_rise.push_back(Affine::through(examples, small.weight[i], large, big.weight[i]));
   }
   if (optimizer) out.update_rise = measure_update_rises(blocks, *optimizer, meter.get());
   return out;

@@ -45,10 +45,20 @@ void add_transients(StageCosts& k, const BlockMemory& memory, size_t first, size
   }
   k.transient_bytes[ActionKind::Forward] = forward;
   k.transient_bytes[ActionKind::Backward] = backward;
-  // The first stage's I has no input gradient to make: it runs nothing and keeps nothing
-  // (its W is the whole backward).
-  for (size_t b = first; first > 0 && b < first + count && b < memory.input_backward_kept.size(); ++b) {
-    k.backward_input_kept_bytes += std::max(0.0, memory.input_backward_kept[b].at(examples) * scale);
+  // A split backward: its I runs the blocks last to first, above what the later blocks' Is
+  // keep for their Ws; its W, each block's weight products in turn. The first stage's I has
+  // no input gradient to make: it runs nothing and keeps nothing (its W is the whole backward).
+  if (memory.input_backward_kept.size() == memory.forward_rise.size()) {
+    double kept = 0, input = 0, weight = 0;
+    for (size_t b = first + count; b-- > first;) {
+      input = std::max(input, memory.input_backward_rise.at(b).at(examples) * scale + kept);
+      weight = std::max(weight, memory.weight_backward_rise.at(b).at(examples) * scale);
+      kept += std::max(0.0, memory.input_backward_kept[b].at(examples) * scale);
+    }
+    k.backward_input_kept_bytes = first > 0 ? kept : 0;
+    // One byte, not 0, on the first stage: 0 would read as "a whole B's" (StageCosts).
+    k.transient_bytes[ActionKind::BackwardInput] = first > 0 ? input : 1;
+    k.transient_bytes[ActionKind::BackwardWeight] = first > 0 ? weight : backward;
   }
   // One step over the stage's tensors in turn: the largest block's temporaries.
   for (size_t b = first; b < first + count && b < memory.update_rise.size(); ++b) {

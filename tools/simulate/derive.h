@@ -32,6 +32,9 @@ struct BlockMemory {
   /// Per block, bytes (float32) a split backward's I keeps until its W (the gradients W starts
   /// from), as a line in the examples. Empty when not measured.
   std::vector<Affine> input_backward_kept;
+  /// Per block, bytes (float32): how far a split backward's I and its W raise the level they
+  /// start at, as lines in the examples. Empty when not measured (then a whole B's).
+  std::vector<Affine> input_backward_rise, weight_backward_rise;
   /// Per block, bytes (float32) a step of the run's optimizer on its parameters allocates
   /// and frees (per-tensor temporaries; the state it keeps is static). Empty when not measured.
   std::vector<double> update_rise;

@@ -4,7 +4,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <set>
 
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
@@ -123,12 +122,19 @@ void add_replayed_inputs(const SimResult& r, const SimCosts& c, size_t d,
   }
 }
 
-/// When each (stage, micro-batch)'s backward ends (its B, or its W when split), on any device.
-std::map<std::pair<int, int>, double> backward_ends(const SimResult& r) {
-  std::map<std::pair<int, int>, double> out;
+/// When each micro-batch's backward ends (its B, or its W when split), on any device: per
+/// stage, per micro-batch number (-1: none in the replay). A flat table: the planner replays
+/// thousands of schedules.
+using BackwardEnds = std::vector<std::vector<double>>;
+BackwardEnds backward_ends(const SimResult& r) {
+  BackwardEnds out(static_cast<size_t>(std::max(0, r.stages)));
   for (const auto& row : r.timeline.devices) {
     for (const TimedAction& x : row) {
-      if (kind_info(x.action.kind).frees_micro_batch) out[{x.action.stage, x.action.mb}] = x.end;
+      const Action& a = x.action;
+      if (!kind_info(a.kind).frees_micro_batch || a.stage < 0 || a.mb < 0 || a.stage >= r.stages) continue;
+      std::vector<double>& ends = out[static_cast<size_t>(a.stage)];
+      if (ends.size() <= static_cast<size_t>(a.mb)) ends.resize(static_cast<size_t>(a.mb) + 1, -1);
+      ends[static_cast<size_t>(a.mb)] = x.end;
     }
   }
   return out;
@@ -138,17 +144,18 @@ std::map<std::pair<int, int>, double> backward_ends(const SimResult& r) {
 /// backward of that micro-batch ends: it starts from them (a split backward keeps them from
 /// its I to its W). They count where they were made, as one process's memory meter counts
 /// them; across processes the receiver holds a copy for that time and the sender's goes.
-void add_sent_gradients(const SimResult& r, const SimCosts& c, size_t d,
-                        const std::map<std::pair<int, int>, double>& ends,
+void add_sent_gradients(const SimResult& r, const SimCosts& c, size_t d, const BackwardEnds& ends,
                         std::vector<std::pair<double, double>>& changes) {
   for (const TimedAction& x : r.timeline.devices[d]) {
     const Action& a = x.action;
-    if (!is_send(a.kind) || payload(a.kind) != 'B' || a.stage < 0) continue;
-    const auto end = ends.find({peer(a), a.mb});
+    if (!is_send(a.kind) || payload(a.kind) != 'B' || a.stage < 0 || a.mb < 0) continue;
+    const int to = peer(a);
     const double bytes = c.stages[static_cast<size_t>(a.stage)].gradient_bytes;
-    if (end == ends.end() || bytes <= 0) continue;
+    if (to < 0 || to >= r.stages || bytes <= 0) continue;
+    const std::vector<double>& at = ends[static_cast<size_t>(to)];
+    if (static_cast<size_t>(a.mb) >= at.size() || at[static_cast<size_t>(a.mb)] < 0) continue;
     changes.push_back({x.start, bytes});
-    changes.push_back({std::max(x.start, end->second), -bytes});
+    changes.push_back({std::max(x.start, at[static_cast<size_t>(a.mb)]), -bytes});
   }
 }
 
@@ -206,12 +213,13 @@ struct DeviceBytes {
 void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, size_t d,
                       DeviceBytes& bytes) {
   std::map<std::pair<int, int>, double> held_by;  // (stage, mb) -> bytes it holds now
-  std::set<int> accumulating;  // stages whose gradient exists in this step (a B or W made it)
+  // Per stage, whether its gradient exists in this step (a B or W made it).
+  std::vector<char> accumulating(c.stages.size(), 0);
   for (const TimedAction& x : r.timeline.devices[d]) {
     const Action& a = x.action;
     if (a.stage < 0) continue;
     const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
-    if (a.kind == ActionKind::Update) accumulating.erase(a.stage);
+    if (a.kind == ActionKind::Update) accumulating[static_cast<size_t>(a.stage)] = 0;
     // The sums an in-process collective makes, the buckets a c10d one reduces.
     if (kind_info(a.kind).role == KindRole::Collective) bytes.during(x, k.parameter_bytes);
     if (!is_compute(a.kind)) continue;
@@ -221,7 +229,8 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
     // of a backward that adds into the stage's gradient (a temporary of its size); the first
     // one of a step makes the gradient instead, which the static bytes hold already.
     double transient = k.transient_of(a.kind);
-    if (kind_info(a.kind).leaves_gradient && accumulating.insert(a.stage).second) {
+    if (kind_info(a.kind).leaves_gradient && !accumulating[static_cast<size_t>(a.stage)]) {
+      accumulating[static_cast<size_t>(a.stage)] = 1;
       transient = std::max(0.0, transient - k.parameter_bytes);
     }
     bytes.during(x, transient);
@@ -269,7 +278,7 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
     r.static_bytes[static_cast<size_t>(d)] += static_bytes(k, held.back());
     r.gradient_bytes[static_cast<size_t>(d)] += 2 * k.parameter_bytes;
   }
-  const std::map<std::pair<int, int>, double> ends = backward_ends(r);
+  const BackwardEnds ends = backward_ends(r);
   for (size_t d = 0; d < devices; ++d) {
     DeviceBytes bytes;
     if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
