@@ -171,8 +171,9 @@ std::string codec_label(const CompressionSection& section) {
 /// the codec codes: the run plan says) `c` with the codec.
 std::vector<Candidate> with_codecs(const Experiment& e, const PlanSpace& space, Candidate c) {
   if (!space.compress) return {std::move(c)};
+  static const auto none = std::make_shared<const CompressionSection>();  // shared by every uncoded candidate
   Candidate coded = c;
-  c.compression = std::make_shared<const CompressionSection>();
+  c.compression = none;
   std::vector<Candidate> out{std::move(c)};
   coded.compression = space.compress;
   try {
