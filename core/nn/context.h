@@ -24,20 +24,24 @@ class RecomputeGuard {
 };
 
 /// The generator random blocks (dropout) draw from on this thread; null = LibTorch's default.
+/// Asking for it counts as drawing (GeneratorScope's `drew`).
 at::Generator* current_generator();
 
 /// Makes `gen` the current generator for its lifetime. A stage installs each block's own
 /// generator around that block, so masks depend only on the block and on the order of its
-/// micro-batches, never on the partition, the executor or thread timing.
+/// micro-batches, never on the partition, the executor or thread timing. `drew`, when given,
+/// is set if anything asks for the generator meanwhile: a stage snapshots, for a forward it
+/// will recompute, only the generators its blocks draw from.
 class GeneratorScope {
  public:
-  explicit GeneratorScope(at::Generator* gen);
+  explicit GeneratorScope(at::Generator* gen, bool* drew = nullptr);
   ~GeneratorScope();
   GeneratorScope(const GeneratorScope&) = delete;
   GeneratorScope& operator=(const GeneratorScope&) = delete;
 
  private:
   at::Generator* previous_;
+  bool* previous_drew_;
 };
 
 }  // namespace pipelab::nn

@@ -71,7 +71,21 @@ Stage::Forwarded Stage::forwarded(int mb) const {
 
 void Stage::release(int mb) { saved_.erase(mb); }
 
-Tensors Stage::run_blocks(Tensors x) {
+Tensors Stage::run_training_blocks(Tensors x) {
+  std::vector<bool> drew;
+  Tensors out = run_blocks(std::move(x), &drew);
+  if (draws_.size() != drew.size()) draws_.assign(drew.size(), -1);
+  for (size_t i = 0; i < drew.size(); ++i) draws_[i] = std::max(draws_[i], drew[i] ? 1 : 0);
+  return out;
+}
+
+std::vector<at::Tensor> Stage::drawn_rng_states() const {
+  std::vector<bool> keep(generators_.size(), true);
+  for (size_t i = 0; i < keep.size() && i < draws_.size(); ++i) keep[i] = draws_[i] != 0;
+  return rng_states(keep);
+}
+
+Tensors Stage::run_blocks(Tensors x, std::vector<bool>* drew) {
   PIPELAB_ASSERT(x.size() == input_names_.size(), "stage {} received {} tensors for its {} inputs", index_, x.size(),
                  input_names_.size());
   if (channels_last_) {
@@ -81,9 +95,14 @@ Tensors Stage::run_blocks(Tensors x) {
   }
   device::AutocastScope amp(device_.type(), autocast_.value_or(at::kFloat), autocast_.has_value());
   LiveSet live(input_names_, std::move(x));
+  if (drew) drew->assign(blocks_.size(), false);
   for (size_t i = 0; i < blocks_.size(); ++i) {
-    nn::GeneratorScope scope(&generators_[i]);
-    live.run(blocks_[i]);
+    bool drawn = false;
+    {
+      nn::GeneratorScope scope(&generators_[i], &drawn);
+      live.run(blocks_[i]);
+    }
+    if (drew) (*drew)[i] = drawn;
   }
   // The loss takes "x"; any other live tensor (a mask) ends with the model.
   return is_last() ? Tensors{live.get("x")} : live.take(output_names_);
@@ -96,18 +115,22 @@ at::Tensor Stage::run_loss(const at::Tensor& out, const at::Tensor& target, doub
   return loss_scale != 1.0 ? loss * loss_scale : loss;
 }
 
-std::vector<at::Tensor> Stage::rng_states() const {
-  std::vector<at::Tensor> out;
-  out.reserve(generators_.size());
-  for (const at::Generator& g : generators_) {
-    std::lock_guard<std::mutex> lock(const_cast<at::Generator&>(g).mutex());
-    out.push_back(g.get_state());
+std::vector<at::Tensor> Stage::rng_states() const { return rng_states(std::vector<bool>(generators_.size(), true)); }
+
+std::vector<at::Tensor> Stage::rng_states(const std::vector<bool>& keep) const {
+  std::vector<at::Tensor> out(generators_.size());
+  for (size_t i = 0; i < generators_.size(); ++i) {
+    if (!keep[i]) continue;
+    at::Generator& g = const_cast<at::Generator&>(generators_[i]);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    out[i] = g.get_state();
   }
   return out;
 }
 
 void Stage::set_rng_states(const std::vector<at::Tensor>& states) {
   for (size_t i = 0; i < generators_.size(); ++i) {
+    if (!states[i].defined()) continue;  // a block that draws nothing (drawn_rng_states)
     std::lock_guard<std::mutex> lock(generators_[i].mutex());
     generators_[i].set_state(states[i]);
   }
@@ -127,11 +150,11 @@ ForwardResult Stage::forward(int mb, Tensors x_in, const ForwardOptions& options
   ForwardResult result;
   Tensors out;
   if (options.checkpoint) {
-    s.rng = rng_states();
+    s.rng = drawn_rng_states();
     at::NoGradGuard no_grad;
-    out = run_blocks(s.inputs);
+    out = run_training_blocks(s.inputs);
   } else {
-    out = run_blocks(s.inputs);
+    out = run_training_blocks(s.inputs);
   }
   result.count = out.front().size(0);
   if (is_last()) {
@@ -152,15 +175,22 @@ Stage::Root Stage::backward_root(Saved& s, int mb, const Tensors& dy) {
   if (s.checkpointed && !s.recomputed) {
     // Recompute with the generator states of the original forward (same dropout masks),
     // then put the generators back where they were.
-    const std::vector<at::Tensor> now = rng_states();
+    std::vector<bool> drawing(s.rng.size());
+    for (size_t i = 0; i < s.rng.size(); ++i) drawing[i] = s.rng[i].defined();
+    const std::vector<at::Tensor> now = rng_states(drawing);
     set_rng_states(s.rng);
+    std::vector<bool> drew;
     {
       nn::RecomputeGuard recomputing;
       at::AutoGradMode grad(true);
-      s.outputs = run_blocks(s.inputs);
+      s.outputs = run_blocks(s.inputs, &drew);
       if (is_last()) s.outputs = {run_loss(s.outputs.front(), s.target, s.loss_scale)};
     }
     set_rng_states(now);
+    for (size_t i = 0; i < drew.size(); ++i) {
+      PIPELAB_ASSERT(!drew[i] || s.rng[i].defined(),
+                     "stage {}: block {} drew randomness when recomputed but not in its forward", index_, i);
+    }
     s.recomputed = true;
   }
   // fp16: the backward starts from the gradient times this stage's loss scale, and what

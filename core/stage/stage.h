@@ -165,7 +165,9 @@ class Stage {
   struct Saved {
     Tensors inputs;                   ///< what the blocks received (grad-requiring leaves after stage 0)
     Tensors outputs;                  ///< outputs (or {loss} on the last stage) with their graph
-    std::vector<at::Tensor> rng;      ///< generator states, for a checkpointed forward
+    /// The states of the generators its blocks draw from, for a checkpointed forward
+    /// (undefined for a block that draws none: a CPU generator's state is 5 KB).
+    std::vector<at::Tensor> rng;
     bool checkpointed = false;
     at::Tensor target;
     double loss_scale = 1.0;
@@ -189,8 +191,15 @@ class Stage {
   static at::Tensor first_of(const Tensors& t) { return t.empty() ? at::Tensor() : t.front(); }
 
   /// The blocks under the stage's autocast setting: the outbound tensors, or on the last
-  /// stage {x} for the loss.
-  Tensors run_blocks(Tensors x);
+  /// stage {x} for the loss. `drew`, when given, gets per block whether it drew randomness.
+  Tensors run_blocks(Tensors x, std::vector<bool>* drew = nullptr);
+  /// A training forward's blocks, learning which draw randomness (draws_).
+  Tensors run_training_blocks(Tensors x);
+  /// The states of the generators a recomputation must replay: those of the blocks that
+  /// draw, or may (not run in training yet); undefined for the others.
+  std::vector<at::Tensor> drawn_rng_states() const;
+  /// The states of the generators `keep` marks; undefined for the others.
+  std::vector<at::Tensor> rng_states(const std::vector<bool>& keep) const;
   at::Tensor run_loss(const at::Tensor& out, const at::Tensor& target, double loss_scale);
 
   int index_, count_, replica_;
@@ -204,6 +213,9 @@ class Stage {
   std::shared_ptr<Loss> head_loss_;
   c10::Device device_;
   std::vector<at::Generator> generators_;  ///< one per block (nn/context.h)
+  /// Per block: 1 once a training forward of it drew randomness (dropout), 0 once one ran
+  /// without, -1 before any ran.
+  std::vector<int> draws_;
   std::unique_ptr<Optimizer> optimizer_;
   std::function<double(int64_t)> lr_at_;
   double base_lr_ = 0;  ///< the optimizer's LR when there is no schedule
