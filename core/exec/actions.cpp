@@ -244,7 +244,7 @@ Message forward(ActionContext& c) {
     c.slot.policy->before_forward(stage, mb, in);
     c.notify([&](ActionObserver& o) { o.forward(stage, mb); });
     ForwardOptions options;
-    options.checkpoint = c.slot.policy->checkpoint(mb);
+    options.checkpoint = c.slot.recompute || c.slot.policy->checkpoint(mb);
     options.target = target;
     // Only the loss is scaled: other stages need not ask (a feed may have to load the
     // mini-batch to answer, as a replica's share in a multi-process run does).

@@ -29,6 +29,9 @@ struct StageSlot {
   StagePolicy* policy = nullptr;
   /// What B and H compute; null: end-to-end backprop (GradientRoute::end_to_end()).
   GradientRoute* route = nullptr;
+  /// Every forward in training keeps only its input and runs again in its backward
+  /// (partition.recompute, RunPlan::recomputes), whatever the policy's checkpoint() says.
+  bool recompute = false;
   /// The collective its ALLREDUCE actions join (its replicas, or every stage under
   /// CollectiveScope::Model), as member `replica` of its GradientPlan. Null without one.
   std::shared_ptr<AllReduce> all_reduce;

@@ -33,6 +33,53 @@ YAML::Node ConfigValue<Replicas>::write(const Replicas& r) {
   return r.per_stage.empty() ? YAML::Node(r.count) : ConfigValue<std::vector<int>>::write(r.per_stage);
 }
 
+Recompute ConfigValue<Recompute>::read(const ConfigNode& n) {
+  Recompute r;
+  if (n.yaml().IsSequence()) {
+    r.kind = Recompute::Kind::Stages;
+    for (size_t i = 0; i < n.yaml().size(); ++i) {
+      const ConfigNode item(n.yaml()[i], n.source(), fmt::format("{}[{}]", n.path(), i));
+      const int s = ConfigValue<int>::read(item);
+      if (s < 0) item.fail(fmt::format("a stage cannot be negative, got {}", s), "number stages from 0");
+      if (!r.stages.empty() && s <= r.stages.back()) {
+        item.fail(fmt::format("stage {} comes after stage {}", s, r.stages.back()),
+                  "list each stage once, in ascending order");
+      }
+      r.stages.push_back(s);
+    }
+    return r;
+  }
+  const std::string text = ConfigValue<std::string>::read(n);
+  const std::pair<const char*, Recompute::Kind> names[] = {
+      {"never", Recompute::Kind::Never}, {"except_last", Recompute::Kind::ExceptLast}, {"always", Recompute::Kind::Always}};
+  for (const auto& [name, kind] : names) {
+    if (text == name) {
+      r.kind = kind;
+      return r;
+    }
+  }
+  n.fail(fmt::format("unknown recomputation '{}'", text), "use never, except_last, always, or a list of stages like [0, 1]");
+}
+
+YAML::Node ConfigValue<Recompute>::write(const Recompute& r) {
+  switch (r.kind) {
+    case Recompute::Kind::Never: return YAML::Node("never");
+    case Recompute::Kind::ExceptLast: return YAML::Node("except_last");
+    case Recompute::Kind::Always: return YAML::Node("always");
+    case Recompute::Kind::Stages: break;
+  }
+  return ConfigValue<std::vector<int>>::write(r.stages);
+}
+
+std::vector<bool> Recompute::of(int count) const {
+  std::vector<bool> out(static_cast<size_t>(std::max(0, count)), kind == Kind::Always || kind == Kind::ExceptLast);
+  if (kind == Kind::ExceptLast && count > 0) out.back() = false;
+  for (const int s : stages) {
+    if (s < count) out[static_cast<size_t>(s)] = true;
+  }
+  return out;
+}
+
 Balance ConfigValue<Balance>::read(const ConfigNode& n) {
   Balance b;
   if (n.yaml().IsSequence()) {

@@ -51,12 +51,32 @@ struct ConfigValue<Replicas> {
   static YAML::Node write(const Replicas& r);
 };
 
+/// `partition.recompute`: the pipeline stages whose forwards keep only their input and run
+/// again inside their backward (activation checkpointing, stage by stage as AdaPipe plans
+/// it), for any scheme; a scheme's own choice (GPipe's `checkpoint`) adds to it.
+struct Recompute {
+  enum class Kind { Never, ExceptLast, Always, Stages } kind = Kind::Never;
+  std::vector<int> stages;  ///< with Kind::Stages: pipeline stages, ascending, no repeats
+  /// Per pipeline stage of a pipeline of `count`, whether it recomputes (Stages: the caller
+  /// has checked them against `count`).
+  std::vector<bool> of(int count) const;
+  bool operator==(const Recompute& o) const { return kind == o.kind && stages == o.stages; }
+};
+
+template <>
+struct ConfigValue<Recompute> {
+  static std::string type() { return "never, except_last, always, or a list of pipeline stages like [0, 1]"; }
+  static Recompute read(const ConfigNode& n);
+  static YAML::Node write(const Recompute& r);
+};
+
 /// The `partition:` section.
 struct PartitionOptions {
   int stages = 1;
   Replicas replicas;
   Balance balance;
   Placement placement;
+  Recompute recompute;
   template <class V>
   void fields(V& v) {
     v("stages", stages, "number of pipeline stages D", positive);
@@ -71,6 +91,11 @@ struct PartitionOptions {
       "the device of each stage: scheme (the scheme's own), client_server (the first and the last stage on device 0, "
       "the middle ones on 1.., as gpipe_test's client and servers), or [d0, d1, ...]; each stage keeps its order of "
       "actions, so the numbers do not change");
+    v("recompute", recompute,
+      "pipeline stages whose forwards keep only their input and run again in their backward (activation "
+      "checkpointing): never, except_last (every stage but the last), always, or a list like [0, 1]; with any "
+      "scheme, and added to a scheme's own checkpoint choice. The recomputed forward reads the weights its "
+      "backward reads: the forward's on a flushed schedule and under weight stashing");
   }
 };
 

@@ -277,6 +277,7 @@ void RunBuilder::wire_stages(const StageAddOns& add_ons) {
     slot.stage = &s;
     slot.policy = p_->policies.back().get();
     slot.route = p_->routes.back().get();
+    slot.recompute = p_->plan.recomputes(s.index());
     p_->slots.push_back(slot);
   }
 }

@@ -82,6 +82,18 @@ void check_replicated_stages(const PlanRequest& r, int stages) {
   }
 }
 
+/// partition.recompute per pipeline stage, refusing a stage the pipeline does not have.
+std::vector<bool> recompute_of(const PlanRequest& r, int positions) {
+  const std::vector<int>& listed = r.recompute.stages;
+  if (!listed.empty() && listed.back() >= positions) {
+    r.source->fail("partition.recompute",
+                   fmt::format("stage {} is not a pipeline stage: the pipeline has {} (0 to {})", listed.back(),
+                               positions, positions - 1),
+                   "list stages below the pipeline's count");
+  }
+  return r.recompute.of(positions);
+}
+
 }  // namespace
 
 RunPlan RunPlan::compile(const PlanRequest& request) {
@@ -99,6 +111,7 @@ RunPlan RunPlan::compile(const PlanRequest& request) {
     plan.layout_ = plan.replicas_ > 1 ? StageLayout::uniform(plan.stages_, plan.replicas_) : StageLayout();
     plan.placement_ = replicated_placement(*plan.scheme_, plan.stages_, plan.replicas_);
   }
+  plan.recompute_ = recompute_of(request, plan.codec_positions());
   const bool cross = request.ties_cross_stages.value_or(plan.stages_ > 1);
   plan.sync_ = gradient_sync(request.gradients, *plan.scheme_, plan.stages_, plan.copies(), request.tied_weights,
                              request.tied_weights && cross);
@@ -133,6 +146,7 @@ PlanRequest plan_request(const Experiment& e, int stages) {
   r.tied_weights = e.model->ties_weights();
   r.several_processes = !e.executor->world().process_name().empty();
   r.compression = e.compression;
+  r.recompute = e.partition.recompute;
   r.source = e.source;
   return r;
 }
@@ -143,6 +157,18 @@ int RunPlan::codec_positions() const {
 
 std::function<int(int)> RunPlan::codec_position() const {
   return [layout = layout_](int stage) { return layout.position(stage); };
+}
+
+bool RunPlan::recomputes(int stage) const {
+  const size_t p = static_cast<size_t>(layout_.replicated() ? layout_.position(stage) : stage % std::max(1, stages_));
+  return p < recompute_.size() && recompute_[p];
+}
+
+StageMemory RunPlan::stage_memory(int stage) const {
+  const int p = layout_.replicated() ? layout_.position(stage) : stage % std::max(1, stages_);
+  StageMemory m = scheme_->stage_memory(p, stages_);
+  m.recompute = m.recompute || recomputes(stage);
+  return m;
 }
 
 int RunPlan::copies() const { return std::max(replicas_, layout_.max_replicas()); }

@@ -38,6 +38,8 @@ struct PlanRequest {
   /// The boundaries' codecs (the file's compression section; none by default): a codec that
   /// codes no message of the plan is refused.
   CompressionSection compression;
+  /// partition.recompute: the pipeline stages that recompute their forwards in backward.
+  Recompute recompute;
   /// Where the file's keys are (errors at partition.replicas name the file and line).
   std::shared_ptr<const ConfigSource> source;
 };
@@ -68,6 +70,12 @@ class RunPlan {
   /// The device of every stage (stage ids as layout() numbers them).
   const std::vector<int>& placement() const { return placement_; }
   int devices() const;
+  /// Whether stage `stage` (stage ids as layout() numbers them) recomputes every forward in
+  /// its backward by partition.recompute (a scheme's own choice is its policy's).
+  bool recomputes(int stage) const;
+  /// What stage `stage` keeps in memory: its scheme's figures, recomputing where
+  /// partition.recompute says so too (what `simulate` and `plan` replay).
+  StageMemory stage_memory(int stage) const;
   /// The ALLREDUCE before each update: the replicas' sums, a global clip, tied weights.
   const GradientSync& sync() const { return sync_; }
   /// The pipeline positions the boundaries' codecs number (replicated stages: the pipeline
@@ -121,6 +129,7 @@ class RunPlan {
   StageLayout layout_;
   std::vector<int> placement_;
   GradientSync sync_;
+  std::vector<bool> recompute_;  ///< per pipeline stage (position)
   std::shared_ptr<const ConfigSource> source_;  ///< where errors point (the experiment's file)
 };
 
