@@ -116,19 +116,21 @@ TEST(Simulate, MemoryByHand) {
   // stage 0's backward of it ends, while stage 1's F of micro-batch 1 runs: 100 + 20.
   r = sim::simulate(*scheme("{type: pipedream_flush, chunks: 4}"), 2, 4, 1, c, {});
   EXPECT_EQ(r.peak_activation_bytes, (std::vector<double>{200, 120}));
-  // Checkpointing: stage 1 keeps its 20-byte input per micro-batch (80), and the backward of
-  // the last F recomputes the rest: 80 + 80 = 160.
+  // Checkpointing: stage 1 keeps nothing of its own (its inputs are what stage 0 sent, and
+  // count there: 4 x 20 until stage 1's backwards of them end), and each backward recomputes
+  // its 100 bytes; the gradients it sends back take 20 s each on the link (1 byte/s), so
+  // by its last backward it holds three of them: 100 + 60. Stage 0's backwards start when
+  // the last one has gone: its peak is a recomputation's 100.
   r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: always}"), 2, 4, 1, c, {});
-  EXPECT_EQ(r.peak_activation_bytes[1], 160);
+  EXPECT_EQ(r.peak_activation_bytes, (std::vector<double>{100, 160}));
   // With measured transients (which include the recomputation) a micro-batch gives back what
-  // it held and no more: the curve ends at the static bytes. Stage 1's first backward: 80
-  // held + a 30-byte transient less the 10-byte gradient it makes (the static bytes hold it);
-  // its second: 60 held + the 20-byte gradient it sent for micro-batch 3 (stage 0's backward
-  // of it is still running) + 30.
+  // it held and no more: the curve ends at the static bytes. Stage 1's first backward: a
+  // 30-byte transient less the 10-byte gradient it makes (the static bytes hold it); its
+  // last: the three gradients it sent and still holds + 30.
   for (sim::StageCosts& k : c.stages) k.transient_bytes[ActionKind::Backward] = 30;
   r = sim::simulate(*scheme("{type: gpipe, chunks: 4, checkpoint: always}"), 2, 4, 1, c, {});
   EXPECT_EQ(r.memory[1].back().bytes, r.static_bytes[1]);
-  EXPECT_EQ(r.peak_activation_bytes[1], 80 + 30);
+  EXPECT_EQ(r.peak_activation_bytes[1], 60 + 30);
   // PipeDream stashes D - r versions: stage 0 of 4 holds 4 weight versions + 2 gradients.
   r = sim::simulate(*scheme("{type: pipedream}"), 4, 8, 1, [&] {
     sim::SimCosts four = uniform(4, 20);

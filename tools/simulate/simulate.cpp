@@ -65,8 +65,7 @@ double collective_time(const SimCosts& c, const StageCosts& k, int copies) {
 /// (activation checkpointing). Measured costs (a run's step_seconds) have that in their
 /// backward already; derived and given ones do not.
 bool recomputes(const SimCosts& c, const RunPlan& plan, int s) {
-  const int pipeline = std::max(1, plan.stages());
-  return c.step_seconds <= 0 && plan.scheme().stage_memory(s % pipeline, pipeline).recompute;
+  return c.step_seconds <= 0 && plan.stage_memory(s).recompute;
 }
 
 /// Seconds of compute action `kind` of a stage costed `s`: the codecs' work joins the
@@ -142,15 +141,21 @@ BackwardEnds backward_ends(const SimResult& r) {
 
 /// The gradients device `d`'s stages send back stay, from the send until the receiver's
 /// backward of that micro-batch ends: it starts from them (a split backward keeps them from
-/// its I to its W). They count where they were made, as one process's memory meter counts
-/// them; across processes the receiver holds a copy for that time and the sender's goes.
-void add_sent_gradients(const SimResult& r, const SimCosts& c, size_t d, const BackwardEnds& ends,
-                        std::vector<std::pair<double, double>>& changes) {
+/// its I to its W). So do the activations a recomputing stage sends on: it keeps none of its
+/// own, but the receiver keeps its input until its backward ends (a stage that keeps its
+/// activations holds its output that long anyway). Both count where they were made, as one
+/// process's memory meter counts them; across processes the receiver holds a copy for that
+/// time and the sender's goes.
+void add_sent_messages(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, size_t d,
+                       const BackwardEnds& ends, std::vector<std::pair<double, double>>& changes) {
   for (const TimedAction& x : r.timeline.devices[d]) {
     const Action& a = x.action;
-    if (!is_send(a.kind) || payload(a.kind) != 'B' || a.stage < 0 || a.mb < 0) continue;
+    if (!is_send(a.kind) || a.stage < 0 || a.mb < 0) continue;
+    const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
+    const bool back = payload(a.kind) == 'B';
+    if (!back && (payload(a.kind) != 'F' || !held[static_cast<size_t>(a.stage)].recompute)) continue;
     const int to = peer(a);
-    const double bytes = c.stages[static_cast<size_t>(a.stage)].gradient_bytes;
+    const double bytes = back ? k.gradient_bytes : k.activation_bytes;
     if (to < 0 || to >= r.stages || bytes <= 0) continue;
     const std::vector<double>& at = ends[static_cast<size_t>(to)];
     if (static_cast<size_t>(a.mb) >= at.size() || at[static_cast<size_t>(a.mb)] < 0) continue;
@@ -205,8 +210,8 @@ struct DeviceBytes {
   }
 };
 
-/// The bytes of device `d`'s actions: +retained at each F's end (only the input under
-/// recompute, the rest from the backward's start), + what a split backward's I keeps for its
+/// The bytes of device `d`'s actions: +retained at each F's end (none under recompute, all of
+/// it from the backward's start), + what a split backward's I keeps for its
 /// W at the I's end, and all of it back when the micro-batch's backward ends (its W, when
 /// the backward is split); while an action runs, its transient
 /// bytes on top, and while an ALLREDUCE runs, a gradient-sized buffer.
@@ -223,8 +228,10 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
     // The sums an in-process collective makes, the buckets a c10d one reduces.
     if (kind_info(a.kind).role == KindRole::Collective) bytes.during(x, k.parameter_bytes);
     if (!is_compute(a.kind)) continue;
+    // A recomputing stage keeps only its input, which the stage before it made (counted
+    // there, add_sent_messages) or the feed did.
     const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
-    const double kept = recompute ? std::min(k.gradient_bytes, k.retained_bytes) : k.retained_bytes;
+    const double kept = recompute ? 0.0 : k.retained_bytes;
     // What the action needs while it runs, above the level at its start. A transient is that
     // of a backward that adds into the stage's gradient (a temporary of its size); the first
     // one of a step makes the gradient instead, which the static bytes hold already.
@@ -260,7 +267,7 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
 
 /// Memory per device over the replay: the static part, then what its actions hold
 /// (add_action_bytes).
-void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
+void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c) {
   const std::vector<int> placement = r.schedule.placement();
   const size_t devices = static_cast<size_t>(r.devices);
   r.static_bytes.assign(devices, 0);
@@ -269,9 +276,8 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   r.gradient_bytes.assign(devices, 0);
   r.memory.assign(devices, {});
   std::vector<StageMemory> held;
-  const int pipeline = r.schedule.pipeline_stages();
   for (int s = 0; s < r.stages; ++s) {
-    held.push_back(scheme.stage_memory(s % pipeline, pipeline));
+    held.push_back(plan.stage_memory(s));
     const StageCosts& k = c.stages[static_cast<size_t>(s)];
     const int d = placement[static_cast<size_t>(s)];
     if (d < 0) continue;
@@ -282,7 +288,7 @@ void add_memory(SimResult& r, const Scheme& scheme, const SimCosts& c) {
   for (size_t d = 0; d < devices; ++d) {
     DeviceBytes bytes;
     if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
-    add_sent_gradients(r, c, d, ends, bytes.steps);
+    add_sent_messages(r, held, c, d, ends, bytes.steps);
     add_action_bytes(r, held, c, d, bytes);
     r.peak_activation_bytes[d] = bytes.walk(r.static_bytes[d], r.memory[d]);
     r.peak_bytes[d] = r.static_bytes[d] + r.peak_activation_bytes[d];
@@ -371,7 +377,7 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
   }
   // Per step: a flushed scheme's replay is one step; otherwise units_per_step units' share.
   r.bytes_per_step = scheme.span() == Span::MiniBatch ? bytes / steps : bytes * units_per_step / units;
-  add_memory(r, scheme, costs);
+  add_memory(r, plan, costs);
   return r;
 }
 
