@@ -82,7 +82,9 @@ def overrides(c):
     balance = "[" + ", ".join(str(b) for b in c["balance"]) + "]"
     return ["--set", "scheme=" + c["scheme"], "--set", f"partition.stages={c['stages']}",
             "--set", f"partition.replicas={1 if own_replicas else c['replicas']}",
-            "--set", f"partition.balance={balance}"]
+            "--set", f"partition.balance={balance}"] + (
+                ["--set", "partition.recompute=[" + ", ".join(str(s) for s in c["recompute"]) + "]"]
+                if c.get("recompute") else [])
 
 
 def measure(pipelab, experiment, c, out):

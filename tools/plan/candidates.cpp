@@ -113,6 +113,7 @@ RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate&
   // A scheme that sets its own copies (data parallelism) takes none from the partition.
   r.replicas = Replicas{scheme.replicas(1) == 1 ? c.replicas : 1, {}};
   r.compression = compression_of(c, e);
+  if (!c.recompute.empty()) r.recompute = Recompute{Recompute::Kind::Stages, c.recompute};
   return RunPlan::compile(r);
 }
 
@@ -269,7 +270,7 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
                                        sim::compute_seconds(costs, plan, stage, ActionKind::Backward));
       if (syncs) compute[d] += sim::collective_seconds(costs, plan, stage);
       first[d] = std::min(first[d], p);
-      held[d] += sim::static_bytes(costs.stages.at(static_cast<size_t>(p)), plan.scheme().stage_memory(p, plan.stages()));
+      held[d] += sim::static_bytes(costs.stages.at(static_cast<size_t>(p)), plan.stage_memory(stage));
     }
     // A pipeline flushed per mini-batch starts empty: a device waits, before its first action,
     // for the first micro-batch's forwards through every stage ahead of its earliest one.

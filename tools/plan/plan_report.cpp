@@ -103,6 +103,7 @@ std::string ranked_json(const std::vector<Candidate>& ranked) {
                        .add("devices", c.devices)
                        .add("balance", balance)
                        .add("searched_cut", c.searched_cut)
+                       .add("recompute", std::vector<int64_t>(c.recompute.begin(), c.recompute.end()))
                        .add("step_seconds", c.step)
                        .add("samples_per_second", c.samples_per_second)
                        .add("bubble", c.bubble)
@@ -125,6 +126,11 @@ YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const
   for (const int n : c.balance) balance.push_back(n);
   balance.SetStyle(YAML::EmitterStyle::Flow);
   if (!c.balance.empty()) partition["balance"] = balance;
+  if (!c.recompute.empty()) {
+    YAML::Node stages = ConfigValue<Recompute>::write(Recompute{Recompute::Kind::Stages, c.recompute});
+    stages.SetStyle(YAML::EmitterStyle::Flow);
+    partition["recompute"] = stages;
+  }
   root["partition"] = partition;
   YAML::Node scheme = YAML::Clone(section);
   scheme.SetStyle(YAML::EmitterStyle::Flow);

@@ -9,6 +9,7 @@
 
 #include "tools/plan/candidates.h"
 #include "tools/plan/cut_search.h"
+#include "tools/plan/recompute_fit.h"
 
 namespace pipelab::plan {
 namespace {
@@ -94,6 +95,7 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
       c.lost = "not replayed: the time limit (--time-limit) ran out first";
     } else if (replay(c, e, space, costs_of, options)) {
       ++out.simulated;
+      out.simulated += recompute_to_fit(c, e, space, costs_of, options);
       c.lost = constraint_lost(c, space);
       if (c.lost.empty()) best.insert(std::upper_bound(best.begin(), best.end(), c.step), c.step);
     }

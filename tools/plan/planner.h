@@ -59,6 +59,9 @@ struct Candidate {
   /// The boundaries' codecs, when the planner chose them (`--compress-below`: none, or the
   /// codec on every boundary); null: the file's compression section, as a run of it has.
   std::shared_ptr<const CompressionSection> compression;
+  /// The pipeline stages the planner recomputes to fit the memory cap (partition.recompute:
+  /// the file's stages and these); empty: the file's choice, as a run of it has.
+  std::vector<int> recompute;
   std::vector<double> peaks;  ///< per device
   /// Per device, its peak above its weights (every version), optimizer state and buffers:
   /// activations, transients and the gradients, what a run's meter measures (costs.json's
