@@ -21,8 +21,10 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 /// Why a simulated candidate cannot be ranked under the constraints ("" when it can).
 std::string constraint_lost(const Candidate& c, const PlanSpace& space) {
   if (space.memory_cap > 0 && c.peak > space.memory_cap) {
-    return fmt::format("memory: its peak {} exceeds the cap {} by {}", bytes_text(c.peak),
-                       bytes_text(space.memory_cap), bytes_text(c.peak - space.memory_cap));
+    // A flushed candidate has tried recomputing its fullest device's stages (recompute_fit.h).
+    return fmt::format("memory: its peak {} exceeds the cap {} by {}{}", bytes_text(c.peak),
+                       bytes_text(space.memory_cap), bytes_text(c.peak - space.memory_cap),
+                       c.flushed ? ", and recomputing stages does not bring it under" : "");
   }
   if (c.staleness > space.max_staleness) {
     return fmt::format("staleness: gradients {} weight versions stale, more than {}", c.staleness,
