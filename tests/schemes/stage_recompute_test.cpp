@@ -9,20 +9,12 @@
 
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
+#include "tests/tools/plan_support.h"
 
 namespace pipelab::stage_recompute_test {
 namespace {
 
-// Activations outweigh the weights (micro-batches of 128 through 64-wide layers), and 1F1B's
-// first stage of four holds four micro-batches' activations, its last one.
-const char* kMlp = R"(
-model:     {type: mlp, sizes: [32, 64, 64, 64, 64, 64, 64, 64, 8]}
-dataset:   {type: synthetic, samples: 2048, test_samples: 16, shape: [32], classes: 8}
-partition: {stages: 4}
-scheme:    {type: pipedream_flush, chunks: 8}
-optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
-run:       {epochs: 1, batch_size: 1024, seed: 0, threads: 1, progress: false}
-)";
+const char* const kMlp = testing::kDeepMlp;
 
 TEST(StageRecompute, ChangesNoNumberOfAnySchemeThatReadsTheForwardsWeights) {
   for (const std::string& scheme :

@@ -102,23 +102,12 @@ TEST(PlanMemory, SplitBackwardsOnTwoStagesPerDeviceArePredictedWithinTenPercent)
   EXPECT_EQ(checked, 2);
 }
 
-// 1F1B on four stages: the first holds four micro-batches' activations, the last one
-// (micro-batches of 128 through 64-wide layers, so activations outweigh the weights).
-const char* kDeep = R"(
-model:     {type: mlp, sizes: [32, 64, 64, 64, 64, 64, 64, 64, 8]}
-dataset:   {type: synthetic, samples: 2048, test_samples: 16, shape: [32], classes: 8}
-partition: {stages: 4}
-scheme:    {type: pipedream_flush, chunks: 8}
-optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
-run:       {epochs: 1, batch_size: 1024, seed: 0, threads: 1, progress: false}
-)";
-
 // A cap that the first two devices exceed: the planner recomputes the stages of the fullest
 // device, earliest first, until the pipeline fits, and spares the others; the run of that
 // plan holds on each device what the plan said.
 TEST(PlanMemory, UnderATightCapTheFullestStagesRecomputeAndTheRunFits) {
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kDeep);
+  testing::write_text(dir.file("e.yaml"), testing::kDeepMlp);
   const std::string plan = fmt::format("plan {} --devices 4 --device-flops 1 --schemes pipedream_flush --top 300 "
                                        "--json {} ",
                                        dir.file("e.yaml"), dir.file("ranked.json"));
