@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Two processes against the peer: pipelab's `launch --nproc 2`, pipelab's threaded executor
 (one process, one thread per device) and torch.distributed.pipelining (PipelineStage and its
-schedules from the installed torch, 2 processes over Gloo), on the same MLP, batch and
+schedules from the installed torch, 2 processes over Gloo), on the same model, batch and
 schedule, interleaved in one run.
 
-    tools/bench/bench_processes.py [--pipelab build/pipelab] [--widths 64,512,1024]
+    tools/bench/bench_processes.py [--pipelab build/pipelab] [--models mlp,lm,cnn] [--widths 64,512,1024]
                                    [--rounds 4] [--steps 16] [--schedules gpipe,1f1b,...] [--with-gloo]
 
-Every system trains an MLP of 8 Linear(W, W) layers (ReLU between them) with plain SGD on
-batches of 256 rows in 8 micro-batches, one intra-op thread per stage device. A figure is the
+Every system trains the same workload (tools/bench/peer_models.py: an MLP of 8 Linear(W, W)
+layers, a causal transformer language model, a ResNet on CIFAR-sized images), cut into the
+same stages, with plain SGD on mini-batches of 8 micro-batches, one intra-op thread per
+stage device. A figure is the
 median over rounds of the seconds per training step in the steady state: pipelab's epochs
 after the first (metrics/epochs.csv, train_seconds / steps), torch's steps after two
 warm-up steps (timed between barriers on every rank). Printed: those seconds and the ratios
@@ -27,11 +29,14 @@ import sys
 import tempfile
 import time
 
-LAYERS, BATCH, MICRO = 8, 256, 8
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_models import MICRO, workload  # noqa: E402
 
 # schedule -> (pipelab scheme, pipelab stages, torch schedule class, torch stages per rank)
 SCHEDULES = {
-    "gpipe": ("{type: gpipe, chunks: 8}", 2, "ScheduleGPipe", 1),
+    # torch's ScheduleGPipe recomputes nothing: neither does this GPipe (pipelab's default is
+    # torchgpipe's except_last).
+    "gpipe": ("{type: gpipe, chunks: 8, checkpoint: never}", 2, "ScheduleGPipe", 1),
     "1f1b": ("{type: pipedream_flush, chunks: 8}", 2, "Schedule1F1B", 1),
     "interleaved": ("{type: interleaved_1f1b, chunks: 8, virtual_stages: 2}", 4, "ScheduleInterleaved1F1B", 2),
     "zb": ("{type: zb_h1, chunks: 8}", 2, "ScheduleInterleavedZeroBubble", 1),
@@ -45,23 +50,21 @@ def free_port():
         return s.getsockname()[1]
 
 
-def experiment(width, steps, scheme, stages, executor):
-    return f"""
-model:     {{type: mlp, sizes: [{', '.join([str(width)] * (LAYERS + 1))}]}}
-dataset:   {{type: synthetic, samples: {steps * BATCH}, test_samples: {BATCH}, shape: [{width}], classes: {width}}}
-partition: {{stages: {stages}}}
+def experiment(work, steps, scheme, stages, executor, data_dir):
+    balance = ", ".join(str(b) for b in work.balance(stages))
+    return work.sections(steps, data_dir) + f"""partition: {{stages: {stages}, balance: [{balance}]}}
 scheme:    {scheme}
 optimizer: {{type: sgd, lr: 0.01}}
-run:       {{epochs: 3, batch_size: {BATCH}, seed: 1, progress: false, executor: {{type: {executor}}}}}
+run:       {{epochs: 3, batch_size: {work.batch}, seed: 1, progress: false, executor: {{type: {executor}}}}}
 """
 
 
-def pipelab_step_seconds(binary, width, steps, schedule, processes, backend="auto"):
+def pipelab_step_seconds(binary, work, steps, schedule, processes, backend="auto"):
     scheme, stages, _, _ = SCHEDULES[schedule]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "e.yaml")
         with open(path, "w") as f:
-            f.write(experiment(width, steps, scheme, stages, "distributed" if processes else "threaded"))
+            f.write(experiment(work, steps, scheme, stages, "distributed" if processes else "threaded", tmp))
         out = os.path.join(tmp, "run")
         env = dict(os.environ, OMP_NUM_THREADS="1")
         if processes:
@@ -93,25 +96,21 @@ def torch_worker(args):
     else:
         mine = [rank + world * k for k in range(per_rank)]  # looped placement
     torch.manual_seed(1)
-    layers = []
-    for i in range(LAYERS):
-        layers.append(torch.nn.Linear(args.width, args.width))
-        if i < LAYERS - 1:
-            layers.append(torch.nn.ReLU())
-    per_stage = LAYERS // stages_total
+    work = workload(args.model, args.width)
+    blocks = work.blocks()  # every rank makes them all, in one order: the same weights
+    starts = [0]
+    for count in work.balance(stages_total):
+        starts.append(starts[-1] + count)
     stages, params = [], []
     for s in mine:
-        # Linear i is layers[2i]; a stage takes its Linear layers and the ReLUs after them.
-        part = torch.nn.Sequential(*layers[2 * s * per_stage: min(2 * (s + 1) * per_stage, len(layers))])
+        part = torch.nn.Sequential(*blocks[starts[s]:starts[s + 1]])
         params += list(part.parameters())
         stages.append(pipelining.PipelineStage(part, s, stages_total, torch.device("cpu")))
-    loss_fn = torch.nn.CrossEntropyLoss()
     cls = getattr(pipelining, schedule_name)
     multi = issubclass(cls, pipelining.schedules.PipelineScheduleMulti)
-    schedule = cls(stages if multi else stages[0], n_microbatches=MICRO, loss_fn=loss_fn)
+    schedule = cls(stages if multi else stages[0], n_microbatches=MICRO, loss_fn=work.loss)
     opt = torch.optim.SGD(params, lr=0.01)
-    x = torch.randn(BATCH, args.width)
-    y = torch.randint(0, args.width, (BATCH,))
+    x, y = work.batch_tensors()
     first, last = 0 in mine, stages_total - 1 in mine
 
     def step():
@@ -136,31 +135,33 @@ def torch_worker(args):
     dist.destroy_process_group()
 
 
-def torch_step_seconds(width, steps, schedule):
+def torch_step_seconds(model, width, steps, schedule):
     port = free_port()
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-        cmd = [sys.executable, __file__, "--torch-worker", "--width", str(width), "--steps", str(steps),
-               "--schedule", schedule]
+        cmd = [sys.executable, __file__, "--torch-worker", "--model", model, "--width", str(width),
+               "--steps", str(steps), "--schedule", schedule]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate() for p in procs]
     if any(p.returncode != 0 for p in procs):
         logs = "\n".join(f"rank {r}:\n{e[-2000:]}" for r, (_, e) in enumerate(outs))
-        raise SystemExit(f"torch workers failed ({schedule}, width {width}):\n{logs}")
+        raise SystemExit(f"torch workers failed ({model}, {schedule}, width {width}):\n{logs}")
     return json.loads(outs[0][0].strip().splitlines()[-1])["seconds"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pipelab", default="build/pipelab")
-    ap.add_argument("--widths", default="512")
+    ap.add_argument("--models", default="mlp,lm,cnn", help="workloads (tools/bench/peer_models.py)")
+    ap.add_argument("--widths", default="512", help="the MLP's widths")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
     ap.add_argument("--with-gloo", action="store_true", help="also time launch with backend gloo")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--model", default="mlp", help=argparse.SUPPRESS)
     ap.add_argument("--width", type=int, default=512, help=argparse.SUPPRESS)
     ap.add_argument("--schedule", default="gpipe", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -168,24 +169,27 @@ def main():
         return torch_worker(args)
     import torch
 
-    print(f"pipelab {args.pipelab} against torch {torch.__version__}; {LAYERS} x Linear(W), batch {BATCH}, "
-          f"{MICRO} micro-batches, 2 processes x 1 thread, Gloo; medians of {args.rounds} interleaved rounds")
-    print(f"{'W':>5} {'schedule':<12} {'launch s/step':>13} {'threaded':>9} {'torch':>9} "
+    print(f"pipelab {args.pipelab} against torch {torch.__version__}; {MICRO} micro-batches, "
+          f"2 processes x 1 thread, Gloo; medians of {args.rounds} interleaved rounds")
+    print(f"{'model':<22} {'schedule':<12} {'launch s/step':>13} {'threaded':>9} {'torch':>9} "
           f"{'launch/torch':>12} {'launch/threaded':>15}" + (f" {'gloo s/step':>11} {'gloo/torch':>10}" if args.with_gloo else ""))
-    for width in [int(w) for w in args.widths.split(",")]:
-        for schedule in args.schedules.split(","):
-            times = {"launch": [], "threaded": [], "torch": [], "gloo": []}
-            for _ in range(args.rounds):
-                times["launch"].append(pipelab_step_seconds(args.pipelab, width, args.steps, schedule, True))
-                if args.with_gloo:
-                    times["gloo"].append(pipelab_step_seconds(args.pipelab, width, args.steps, schedule, True, "gloo"))
-                times["threaded"].append(pipelab_step_seconds(args.pipelab, width, args.steps, schedule, False))
-                times["torch"].append(torch_step_seconds(width, args.steps, schedule))
-            m = {k: statistics.median(v) for k, v in times.items() if v}
-            # Speed ratios: the other's seconds over launch's.
-            gloo = f" {m['gloo']:>11.4f} {m['torch'] / m['gloo']:>10.2f}" if args.with_gloo else ""
-            print(f"{width:>5} {schedule:<12} {m['launch']:>13.4f} {m['threaded']:>9.4f} {m['torch']:>9.4f} "
-                  f"{m['torch'] / m['launch']:>12.2f} {m['threaded'] / m['launch']:>15.2f}{gloo}", flush=True)
+    for model in args.models.split(","):
+        for width in [int(w) for w in args.widths.split(",")] if model == "mlp" else [0]:
+            work = workload(model, width)
+            label = f"{model} {width}" if model == "mlp" else model
+            for schedule in args.schedules.split(","):
+                times = {"launch": [], "threaded": [], "torch": [], "gloo": []}
+                for _ in range(args.rounds):
+                    times["launch"].append(pipelab_step_seconds(args.pipelab, work, args.steps, schedule, True))
+                    if args.with_gloo:
+                        times["gloo"].append(pipelab_step_seconds(args.pipelab, work, args.steps, schedule, True, "gloo"))
+                    times["threaded"].append(pipelab_step_seconds(args.pipelab, work, args.steps, schedule, False))
+                    times["torch"].append(torch_step_seconds(model, width, args.steps, schedule))
+                m = {k: statistics.median(v) for k, v in times.items() if v}
+                # Speed ratios: the other's seconds over launch's.
+                gloo = f" {m['gloo']:>11.4f} {m['torch'] / m['gloo']:>10.2f}" if args.with_gloo else ""
+                print(f"{label:<22} {schedule:<12} {m['launch']:>13.4f} {m['threaded']:>9.4f} {m['torch']:>9.4f} "
+                      f"{m['torch'] / m['launch']:>12.2f} {m['threaded'] / m['launch']:>15.2f}{gloo}", flush=True)
 
 
 if __name__ == "__main__":
