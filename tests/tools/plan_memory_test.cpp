@@ -9,9 +9,12 @@
 
 #include <set>
 
+#include <yaml-cpp/yaml.h>
+
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 #include "tests/tools/plan_support.h"
+#include "tools/plan/plan_report.h"
 
 namespace pipelab::plan_memory_test {
 namespace {
@@ -130,9 +133,14 @@ TEST(PlanMemory, UnderATightCapTheFullestStagesRecomputeAndTheRunFits) {
   // Devices 0 and 1 hold the most (four and three micro-batches in flight, or their sends).
   ASSERT_GT(std::min(peaks[0], peaks[1]), std::max(peaks[2], peaks[3]));
   const double cap = (std::min(peaks[0], peaks[1]) + std::max(peaks[2], peaks[3])) / 2;
-  const auto fit = pipeline(fmt::format("--memory-cap {}", cap / (1 << 30)), "pipedream_flush chunks=8 recompute=[0,1]");
+  const auto fit = pipeline(fmt::format("--memory-cap {} --emit {}", cap / (1 << 30), dir.file("best.yaml")),
+                            "pipedream_flush chunks=8 recompute=[0,1]");
   ASSERT_FALSE(fit.is_null());
   EXPECT_EQ(fit["recompute"], nlohmann::json::array({0, 1}));
+  // The emitted winner carries its own recomputed stages (none when it recomputes nothing).
+  const auto winner = nlohmann::json::parse(testing::read_text(dir.file("ranked.json")))["ranked"][0];
+  const YAML::Node emitted = YAML::LoadFile(dir.file("best.yaml"))["partition"]["recompute"];
+  EXPECT_EQ(emitted ? emitted.as<std::vector<int>>() : std::vector<int>{}, winner["recompute"].get<std::vector<int>>());
   for (const auto& p : fit["peak_bytes"]) EXPECT_LE(p.get<double>(), cap);
   EXPECT_GT(fit["step_seconds"].get<double>(), free["step_seconds"].get<double>());
   // The run of it recomputes stages 0 and 1, and their devices hold what the plan said. (In
@@ -148,6 +156,21 @@ TEST(PlanMemory, UnderATightCapTheFullestStagesRecomputeAndTheRunFits) {
     const double measured = s["device_peak_bytes"].get<double>();
     if (device < 2) EXPECT_NEAR(fit["peak_above_weights_bytes"][device].get<double>(), measured, 0.1 * measured) << device;
   }
+}
+
+TEST(PlanMemory, TheEmittedFileRecomputesTheStagesThePlanChose) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kDeepMlp);
+  plan::Candidate c;
+  c.section = std::make_shared<const YAML::Node>(YAML::Load("{type: pipedream_flush, chunks: 8}"));
+  c.stages = 4;
+  c.balance = {2, 2, 2, 2};
+  c.recompute = {0, 1};
+  const YAML::Node emitted = plan::emitted_experiment(dir.file("e.yaml"), c, dir.path());
+  EXPECT_EQ(emitted["partition"]["recompute"].as<std::vector<int>>(), (std::vector<int>{0, 1}));
+  // ... and a run of it reads them back.
+  const Experiment e = testing::experiment(YAML::Dump(emitted));
+  EXPECT_EQ(e.partition.recompute, (Recompute{Recompute::Kind::Stages, {0, 1}}));
 }
 
 }  // namespace
