@@ -35,8 +35,11 @@ double StageCosts::seconds_of(ActionKind k) const {
 double StageCosts::transient_of(ActionKind k) const {
   const ActionKindInfo& i = kind_info(k);
   if (i.role != KindRole::Compute) return 0;
-  // A split backward's halves each need what the whole one needs while they run.
-  return transient_bytes[k] > 0 || i.cost_fallback == k ? transient_bytes[k] : transient_bytes[i.cost_fallback];
+  // A kind with figures of its own (seconds or bytes: measured, or derived) has its own
+  // transient, 0 included (the first stage's I computes nothing); without any, a split
+  // backward's halves each need what the whole one needs while they run.
+  const bool own = transient_bytes[k] > 0 || seconds[k] > 0 || i.cost_fallback == k;
+  return own ? transient_bytes[k] : transient_bytes[i.cost_fallback];
 }
 
 SimCosts SimCosts::scaled_to(double examples) const {

@@ -46,7 +46,8 @@ struct StageCosts {
   /// (validation; not replayed).
   double device_peak_bytes = 0;
   /// Per compute kind, the bytes an action needs above the level at its start while it
-  /// runs (key: "<cost key>_transient_bytes"; I and W without a figure: B's).
+  /// runs (key: "<cost key>_transient_bytes"; I and W with no figure of their own, neither
+  /// seconds nor bytes: B's).
   PerKind<double> transient_bytes;
   /// Whether the backward's transient includes the forward it recomputes: measured in a run
   /// that recomputed, it does; derived from blocks measured one at a time, it does not, and
@@ -89,7 +90,8 @@ struct StageCosts {
   /// Seconds of an action of kind `k` (0 for communication; the fallback's share without a
   /// figure of its own).
   double seconds_of(ActionKind k) const;
-  /// Transient bytes of an action of kind `k` (the fallback's without a figure of its own).
+  /// Transient bytes of an action of kind `k` (the fallback's when `k` has no seconds and no
+  /// transient of its own).
   double transient_of(ActionKind k) const;
 };
 

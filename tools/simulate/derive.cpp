@@ -56,8 +56,7 @@ void add_transients(StageCosts& k, const BlockMemory& memory, size_t first, size
       kept += std::max(0.0, memory.input_backward_kept[b].at(examples) * scale);
     }
     k.backward_input_kept_bytes = first > 0 ? kept : 0;
-    // One byte, not 0, on the first stage: 0 would read as "a whole B's" (StageCosts).
-    k.transient_bytes[ActionKind::BackwardInput] = first > 0 ? input : 1;
+    k.transient_bytes[ActionKind::BackwardInput] = first > 0 ? input : 0;
     k.transient_bytes[ActionKind::BackwardWeight] = first > 0 ? weight : backward;
   }
   // One step over the stage's tensors in turn: the largest block's temporaries.
