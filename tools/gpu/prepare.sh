@@ -16,10 +16,10 @@ if [ "${1:-}" = "--sources" ]; then sources=1; shift; fi
 build=${1:-build-gpu}
 out=.device
 rm -rf "$out" && mkdir -p "$out/debs"
-runtime=(libyaml-cpp0.7 libboost-program-options1.74.0 libjpeg62-turbo libfmt9 libspdlog1.10)
+runtime=(libyaml-cpp0.7 libboost-program-options1.74.0 libjpeg62-turbo libfmt9 libspdlog1.10 libre2-9)
 dev=(libyaml-cpp-dev libboost-program-options-dev libboost-program-options1.74-dev libboost1.74-dev
      libeigen3-dev libfmt-dev libspdlog-dev libgtest-dev libgmock-dev googletest libjpeg62-turbo-dev
-     libgloo-dev nlohmann-json3-dev)
+     libgloo-dev nlohmann-json3-dev libre2-dev)
 pkgs=("${runtime[@]}")
 [ "$sources" = 1 ] && pkgs+=("${dev[@]}")
 (cd "$out/debs" && apt-get download "${pkgs[@]}" >/dev/null)
