@@ -5,19 +5,28 @@
 ///    next to tools/bench/eager_train.py (a plain PyTorch eager loop on torchvision's ResNet
 ///    with the same optimizer, data path and logging). Rounds alternate between the two
 ///    (each round: the Python process, then pipelab); the median samples/s of each is
-///    reported with the ratio pipelab / eager (goal >= 0.95).
+///    reported with the ratio pipelab / eager (goal >= 1.0), with run.trace on (the default:
+///    CUDA events around each action) and off.
 /// 2. 4-stage GPipe (chunks 8, checkpoint except_last) of the same ResNet on the one GPU:
 ///    the sequential executor against the threaded one (a thread and a CUDA stream per stage).
 ///
+/// 3. With --profile DIR, after the rest: LibTorch's profiler (Kineto: host operators and
+///    CUDA kernels) over one short `single` run of the first configuration, written as a
+///    Chrome trace DIR/pipelab.json, and the same for the eager loop (DIR/eager.json), so
+///    that each step's GPU idle time and host work can be compared offline.
+///
 ///   build/pipelab_bench_gpu [--depth 50] [--configs 64:none:cl,...] [--steps 20] [--rounds 2]
-///                           [--python python3] [--skip-eager] [--skip-gpipe]
+///                           [--python python3] [--skip-eager] [--skip-gpipe] [--profile DIR]
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -56,7 +65,7 @@ std::vector<Config> parse_configs(const std::string& text) {
 /// Samples/s of pipelab's runner over the second of two epochs of `steps` steps (the first
 /// warms up cuDNN and the caching allocator), with `scheme` and `executor` sections.
 double pipelab_samples_per_second(int depth, const Config& c, int steps, const std::string& scheme,
-                                  const std::string& executor, int stages) {
+                                  const std::string& executor, int stages, bool trace = true) {
   const std::string yaml = fmt::format(
       "model: {{type: resnet, depth: {}, stem: imagenet}}\n"
       "dataset: {{type: synthetic, samples: {}, test_samples: {}, shape: [3, 224, 224], classes: 1000}}\n"
@@ -64,13 +73,15 @@ double pipelab_samples_per_second(int depth, const Config& c, int steps, const s
       "scheme: {}\n"
       "optimizer: {{type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-4}}\n"
       "run: {{epochs: 2, batch_size: {}, seed: 0, devices: [cuda:0], amp: {}, channels_last: {}, progress: false,\n"
-      "      executor: {}}}\n",
-      depth, c.batch * steps, c.batch, stages, scheme, c.batch, c.amp, c.channels_last ? "true" : "false", executor);
+      "      executor: {}, trace: {}}}\n",
+      depth, c.batch * steps, c.batch, stages, scheme, c.batch, c.amp, c.channels_last ? "true" : "false", executor,
+      trace ? "true" : "false");
   const std::string out = (fs::temp_directory_path() / "pipelab-bench-gpu").string();
   pipelab::Experiment e = pipelab::Experiment::parse(yaml, "bench_gpu.yaml", {"run.output=" + out});
   pipelab::RunnerOptions options;
   options.overwrite = true;
   options.quiet = true;
+  options.summary = false;
   const pipelab::RunSummary s = pipelab::Runner(e, options).run();
   fs::remove_all(out);
   return s.history.at(1).samples_per_second;
@@ -105,6 +116,33 @@ std::map<std::string, double> eager_samples_per_second(const std::string& python
   return out;
 }
 
+/// Runs `fn` under LibTorch's Kineto profiler (host operators of this thread, CUDA kernels of
+/// every stream) and writes the Chrome trace to `path`.
+template <class Fn>
+void profiled(const std::string& path, Fn&& fn) {
+  namespace prof = torch::profiler::impl;
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+  const std::set<prof::ActivityType> activities{prof::ActivityType::CPU, prof::ActivityType::CUDA};
+  torch::autograd::profiler::prepareProfiler(config, activities);
+  torch::autograd::profiler::enableProfiler(config, activities);
+  fn();
+  torch::autograd::profiler::disableProfiler()->save(path);
+}
+
+/// Chrome traces of one short `single` run of `c` in pipelab (DIR/pipelab.json) and in the
+/// eager loop (DIR/eager.json). Last in main(): the profiler's CUDA tracing (CUPTI) can be
+/// slow or unavailable, and the table comes first.
+void write_profiles(const fs::path& dir, int depth, const Config& c, const std::string& python,
+                    const std::string& script) {
+  fs::create_directories(dir);
+  profiled((dir / "pipelab.json").string(),
+           [&] { pipelab_samples_per_second(depth, c, 4, "{type: single}", "sequential", 1); });
+  const std::string command = fmt::format("{} {} --depth {} --configs {} --steps 4 --warmup 4 --profile {}", python,
+                                          script, depth, c.label(), (dir / "eager.json").string());
+  if (std::system(command.c_str()) != 0) std::cerr << "the eager profile failed: " << command << "\n";
+  std::cout << "profiles of " << c.label() << " written to " << dir.string() << "\n" << std::flush;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -125,7 +163,8 @@ int main(int argc, char** argv) {
       "python", po::value(&python)->default_value(python), "Python with torch and torchvision")(
       "script", po::value(&script)->default_value(script), "the eager loop")(
       "gpipe-batch", po::value(&gpipe_batch)->default_value(gpipe_batch), "mini-batch of the GPipe comparison")(
-      "skip-eager", "pipelab's figures only")("skip-gpipe", "no GPipe executor comparison");
+      "skip-eager", "pipelab's figures only")("skip-gpipe", "no GPipe executor comparison")(
+      "profile", po::value<std::string>(), "write Chrome traces of the first configuration to this folder");
   po::variables_map vm;
   if (const auto code = pipelab::bench::parse_command_line(argc, argv, desc, vm)) return *code;
   if (!pipelab::device::cuda_available()) {
@@ -136,23 +175,32 @@ int main(int argc, char** argv) {
   std::cout << fmt::format("{}; ResNet-{} 224x224, SGD momentum 0.9, {} timed steps, {} rounds\n",
                            pipelab::device::describe_runtime(), depth, steps, rounds)
             << std::flush;
-  std::map<std::string, std::vector<double>> lab, eager;
+  // run.trace (the default) times each action with CUDA events; the second figure is without.
+  std::map<std::string, std::vector<double>> lab, untraced, eager;
   for (int r = 0; r < rounds; ++r) {
     if (!vm.count("skip-eager")) {
-      for (const auto& [label, v] : eager_samples_per_second(python, script, depth, configs, steps)) eager[label].push_back(v);
+      for (const auto& [label, v] : eager_samples_per_second(python, script, depth, configs, steps)) {
+        eager[label].push_back(v);
+        std::cout << fmt::format("  round {} {:<14} eager   {:8.1f} samples/s\n", r + 1, label, v) << std::flush;
+      }
     }
     for (const Config& c : list) {
       lab[c.label()].push_back(pipelab_samples_per_second(depth, c, steps, "{type: single}", "sequential", 1));
-      std::cout << fmt::format("  round {} {:<14} pipelab {:8.1f} samples/s\n", r + 1, c.label(), lab[c.label()].back())
+      untraced[c.label()].push_back(
+          pipelab_samples_per_second(depth, c, steps, "{type: single}", "sequential", 1, /*trace=*/false));
+      std::cout << fmt::format("  round {} {:<14} pipelab {:8.1f} samples/s, trace off {:8.1f}\n", r + 1, c.label(),
+                               lab[c.label()].back(), untraced[c.label()].back())
                 << std::flush;
     }
   }
-  std::cout << fmt::format("\n| batch:amp:layout | pipelab samples/s | eager samples/s | pipelab / eager |\n"
-                           "|---|---:|---:|---:|\n");
+  std::cout << fmt::format(
+      "\n| batch:amp:layout | pipelab samples/s | trace off | eager samples/s | pipelab / eager | trace off / eager |\n"
+      "|---|---:|---:|---:|---:|---:|\n");
+  const auto ratio = [](double a, double b) { return b > 0 ? fmt::format("{:.3f}", a / b) : std::string("-"); };
   for (const Config& c : list) {
-    const double l = median(lab[c.label()]), e = median(eager[c.label()]);
-    std::cout << fmt::format("| {} | {:.1f} | {} | {} |\n", c.label(), l, e > 0 ? fmt::format("{:.1f}", e) : "-",
-                             e > 0 ? fmt::format("{:.3f}", l / e) : "-");
+    const double l = median(lab[c.label()]), u = median(untraced[c.label()]), e = median(eager[c.label()]);
+    std::cout << fmt::format("| {} | {:.1f} | {:.1f} | {} | {} | {} |\n", c.label(), l, u,
+                             e > 0 ? fmt::format("{:.1f}", e) : "-", ratio(l, e), ratio(u, e));
   }
   if (!vm.count("skip-gpipe")) {
     Config c{gpipe_batch, "none", true};
@@ -167,5 +215,6 @@ int main(int argc, char** argv) {
                              "  sequential {:.1f} samples/s, threaded (4 streams) {:.1f} samples/s, ratio {:.3f}\n",
                              depth, gpipe_batch, s, t, t / s);
   }
+  if (vm.count("profile")) write_profiles(vm["profile"].as<std::string>(), depth, list.front(), python, script);
   return 0;
 }

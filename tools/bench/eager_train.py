@@ -78,11 +78,20 @@ def main():
                    help="comma-separated BATCH:AMP:LAYOUT")
     p.add_argument("--steps", type=int, default=20, help="timed steps per configuration")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first (cuDNN setup, allocator)")
+    p.add_argument("--profile", help="write a Chrome trace of the whole run (host operators, CUDA kernels) here")
     args = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("eager_train.py: no CUDA device")
+    profiler = None
+    if args.profile:
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        profiler = torch.profiler.profile(activities=activities)
+        profiler.__enter__()
     for batch, amp, cl in parse_configs(args.configs):
         print(json.dumps(run(args.depth, batch, amp, cl, args.steps, args.warmup, torch.device("cuda:0"))), flush=True)
+    if profiler:
+        profiler.__exit__(None, None, None)
+        profiler.export_chrome_trace(args.profile)
 
 
 if __name__ == "__main__":
