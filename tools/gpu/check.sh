@@ -4,9 +4,15 @@
 #   tools/gpu/check.sh tests  BUILD LOGS  # the GPU tests (ctest -L gpu), verbose, figures grepped
 #   tools/gpu/check.sh suite  BUILD LOGS  # every other test, on all cores
 #   tools/gpu/check.sh bench  BUILD LOGS  # pipelab_bench_gpu; torchgpipe's ResNet-101 speed rows
+#   tools/gpu/check.sh pipelines BUILD LOGS # torchgpipe's baseline and pipeline-1, then pipeline-8
+#                      and -4 with every stage on the one GPU (threaded, 2 epochs): the
+#                      costs.json `pipelab simulate` replays for k devices
 #   tools/gpu/check.sh probe  BUILD LOGS  # one epoch of each SpecTrain IMDB model (epoch time)
 #   tools/gpu/check.sh sweeps BUILD LOGS [JOBS]  # both SpecTrain IMDB sweeps, in the background
 #   tools/gpu/check.sh wait   BUILD LOGS SECONDS # waits for the sweeps; packs their results
+#   tools/gpu/check.sh lease  BUILD LOGS [T1 T2 T3]  # one short lease (docs/gpu.md): `tests` for at
+#                      most T1 s, pipelab_bench_gpu with Chrome traces (LOGS/profile) for T2,
+#                      the CPU suite for T3 (BENCH_ARGS: more arguments of pipelab_bench_gpu)
 # IMDB is read from data/imdb/aclImdb-train-test.tar.gz (carried with the tree), unpacked
 # into /tmp/pipelab-data.
 set -uo pipefail
@@ -32,13 +38,36 @@ case "$step" in
   suite)
     ctest --test-dir "$build" -LE gpu -j"$(nproc)" --timeout 600 --output-on-failure > "$logs/suite.log" 2>&1
     rc=$?; tail -n 30 "$logs/suite.log"; exit $rc ;;
-  bench)
-    "$build/pipelab_bench_gpu" 2>&1 | tee "$logs/bench-gpu.log"
+  lease)
+    # A quarter of an hour, one machine start: each group under a cap, in the order of what
+    # matters most. Side by side they starved each other (2026-11-26: 18 test processes with
+    # 16 intra-op threads each on 16 cores ran CPU tests 10-40x slower), so they take turns,
+    # the benchmark alone, and the suite last with two intra-op threads per test process (as on the 2-core CI).
+    timeout -k 10 "${4:-150}" "$0" tests "$build" "$logs" > "$logs/tests.out" 2>&1
+    echo "gpu tests: exit $?"; pkill -f pipelab_tests; sleep 1
+    grep -cE "^ *[0-9]+/[0-9]+ Test .*Passed" "$logs/gpu-tests-verbose.log"
+    grep -E "^ *[0-9]+/[0-9]+ Test" "$logs/gpu-tests-verbose.log" | grep -v Passed | cut -c1-160
+    timeout -k 10 "${5:-160}" "$build/pipelab_bench_gpu" --profile "$logs/profile" ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench-gpu.log"
+    (cd "$logs/profile" 2>/dev/null && xz -T4 -6 ./*.json)
+    timeout -k 10 "${6:-150}" env OMP_NUM_THREADS=2 ctest --test-dir "$build" -LE gpu -j"$(nproc)" --timeout 300 \
+      --output-on-failure > "$logs/suite.log" 2>&1
+    echo "suite: exit $?"; grep -cE "^ *[0-9]+/[0-9]+ Test .*Passed" "$logs/suite.log"
+    grep -E "^ *[0-9]+/[0-9]+ Test" "$logs/suite.log" | grep -v Passed | cut -c1-160 ;;
+  pipelines)
     f=$(base experiments/seeds/torchgpipe_resnet101_speed.yaml)
-    "$pipelab" run "$f" --set run.output=runs/speed/baseline --quiet > "$logs/speed-baseline.log" 2>&1
-    "$pipelab" run "$f" --set run.output=runs/speed/pipeline1 --set 'scheme={type: gpipe, chunks: 2, checkpoint: except_last}' \
+    "$pipelab" run "$f" --set run.output=$PWD/runs/speed/baseline --quiet > "$logs/speed-baseline.log" 2>&1
+    "$pipelab" run "$f" --set run.output=$PWD/runs/speed/pipeline1 --set 'scheme={type: gpipe, chunks: 2, checkpoint: except_last}' \
       --set run.batch_size=220 --set dataset.samples=220 --quiet > "$logs/speed-pipeline1.log" 2>&1
-    for r in baseline pipeline1; do echo "== $r"; cat "runs/speed/$r/metrics/epochs.csv"; done | tee "$logs/speed-epochs.txt" ;;
+    for r in baseline pipeline1; do echo "== $r"; cat "runs/speed/$r/metrics/epochs.csv"; done | tee "$logs/speed-epochs.txt"
+    for k in 8:150:5400:torchgpipe_8 4:256:5632:[5,8,11,11]; do
+      IFS=: read -r stages chunks batch balance <<< "$k"
+      out=$PWD/runs/speed/pipeline$stages-one-gpu
+      "$pipelab" run "$f" --set run.output=$out --set "scheme={type: gpipe, chunks: $chunks, checkpoint: except_last}" \
+        --set partition.stages=$stages --set "partition.balance=$balance" --set run.batch_size=$batch \
+        --set dataset.samples=$batch --set run.epochs=2 --set run.executor=threaded --quiet > "$logs/pipeline$stages.log" 2>&1
+      echo "pipeline-$stages: exit $?"; mkdir -p "$logs/pipeline$stages"
+      cp $out/metrics/epochs.csv $out/metrics/costs.json $out/summary.json "$logs/pipeline$stages/" 2>/dev/null
+    done ;;
   probe)
     imdb
     for m in transformer residual_lstm; do
