@@ -65,7 +65,14 @@ ChunkFeed::ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::
 
 void ChunkFeed::on_result(int, const MicroBatchResult& r) {
   std::lock_guard<std::mutex> lock(mutex_);
-  totals_.add(r);
+  results_.push_back(r);
+}
+
+LossTotals ChunkFeed::totals() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  LossTotals t;
+  for (const MicroBatchResult& r : results_) t.add(r);
+  return t;
 }
 
 LoaderFeed::LoaderFeed(DataLoader& loader, at::ScalarType dtype,

@@ -46,13 +46,17 @@ class ChunkFeed : public Feed {
   double loss_scale(int mb) override { return scales_.at(static_cast<size_t>(mb)); }
   void on_result(int mb, const MicroBatchResult& r) override;
   at::Tensor example_ids(int mb) override { return ids_.empty() ? at::Tensor() : ids_.at(static_cast<size_t>(mb)); }
-  const LossTotals& totals() const { return totals_; }
+  /// The results so far, added in the order they came. Read here and not as they come:
+  /// reading a loss on a GPU waits for it, and the last stage reports right after its
+  /// forward, so reading then would stall the device queue between the forward and the
+  /// backward of every step (call after the run, once).
+  LossTotals totals() const;
 
  private:
   std::vector<at::Tensor> xs_, ys_, ids_;
   std::vector<double> scales_;
-  std::mutex mutex_;
-  LossTotals totals_;
+  mutable std::mutex mutex_;
+  std::vector<MicroBatchResult> results_;
 };
 
 /// Mini-batch j of a loader's current epoch as micro-batch j, fetched when the first stage
