@@ -10,17 +10,32 @@ Optimizer::Optimizer(std::vector<at::Tensor> params, double lr)
 
 void Optimizer::step() {
   at::NoGradGuard no_grad;
+  std::vector<size_t> index;
+  std::vector<at::Tensor> data, grads;
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& g = params_[i].grad();
     if (!g.defined()) continue;
     // Update through .data(): it shares the storage but not autograd's version counter, so
     // the graphs of micro-batches still in flight (1F1B) read the new values in their
     // backward instead of failing, as PyTorch <= 1.4 did (docs/schemes.md F3, Q13).
-    at::Tensor data = params_[i].data();
+    index.push_back(i);
+    data.push_back(params_[i].data());
+    grads.push_back(g);
     last_grad_[i] = g;
-    last_coupled_[i] = update(i, data, g);
+  }
+  if (!index.empty()) {
+    const std::vector<at::Tensor> consumed = update_all(index, data, grads);
+    for (size_t k = 0; k < index.size(); ++k) last_coupled_[index[k]] = consumed[k];
   }
   ++steps_;
+}
+
+std::vector<at::Tensor> Optimizer::update_all(const std::vector<size_t>& index, std::vector<at::Tensor>& params,
+                                              const std::vector<at::Tensor>& grads) {
+  std::vector<at::Tensor> consumed;
+  consumed.reserve(index.size());
+  for (size_t k = 0; k < index.size(); ++k) consumed.push_back(update(index[k], params[k], grads[k]));
+  return consumed;
 }
 
 void Optimizer::zero_grad() {

@@ -97,6 +97,13 @@ class Optimizer {
   /// Applies one update to `param` (parameter i's data) with gradient `grad`; returns the
   /// gradient consumed after any coupled L2 term.
   virtual at::Tensor update(size_t i, at::Tensor& param, const at::Tensor& grad) = 0;
+  /// update() for parameters `index` at once (their data and gradients, same order); returns
+  /// the consumed gradients. An optimizer whose update is a few elementwise operations
+  /// overrides it with LibTorch's multi-tensor (_foreach) operations: on a GPU one launch
+  /// updates many tensors, where one per tensor and operation made the update of a ResNet
+  /// hundreds of launches (docs/gpu.md). On the CPU they are the per-tensor operations.
+  virtual std::vector<at::Tensor> update_all(const std::vector<size_t>& index, std::vector<at::Tensor>& params,
+                                             const std::vector<at::Tensor>& grads);
 
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> last_grad_, last_coupled_;

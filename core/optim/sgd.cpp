@@ -98,6 +98,33 @@ class Sgd : public Optimizer {
     return consumed;
   }
 
+  // update() on all parameters at once, operation by operation (the same arithmetic).
+  std::vector<at::Tensor> update_all(const std::vector<size_t>& index, std::vector<at::Tensor>& params,
+                                     const std::vector<at::Tensor>& grads) override {
+    std::vector<at::Tensor> d = o_.weight_decay != 0 ? at::_foreach_add(grads, params, o_.weight_decay) : grads;
+    const std::vector<at::Tensor> consumed = d;
+    if (o_.momentum != 0) {
+      std::vector<at::Tensor> old_buffers, old_d, buffers;
+      for (size_t k = 0; k < index.size(); ++k) {
+        at::Tensor& buf = buffers_[index[k]];
+        if (!buf.defined()) {
+          buf = d[k].clone();
+        } else {
+          old_buffers.push_back(buf);
+          old_d.push_back(d[k]);
+        }
+        buffers.push_back(buf);
+      }
+      if (!old_buffers.empty()) {
+        at::_foreach_mul_(old_buffers, o_.momentum);
+        at::_foreach_add_(old_buffers, old_d, 1 - o_.dampening);
+      }
+      d = o_.nesterov ? at::_foreach_add(d, buffers, o_.momentum) : buffers;
+    }
+    at::_foreach_add_(params, d, -lr_);
+    return consumed;
+  }
+
  private:
   SgdOptions o_;
   std::vector<at::Tensor> buffers_;

@@ -64,6 +64,37 @@ TEST(Optimizer, SgdDampeningNesterovPlain) {
   EXPECT_NEAR(d[0], 0.2, 1e-15);
 }
 
+TEST(Optimizer, SgdUpdatesManyParametersAtOnceAsF1DoesEachAlone) {
+  // Several tensors in one step (the multi-tensor path): one starts without a gradient, so
+  // in step 2 its momentum buffer is new while the others' are not; F1 per tensor here.
+  for (const bool nesterov : {false, true}) {
+    const double lr = 0.3, mu = 0.9, wd = 0.05, tau = nesterov ? 0.0 : 0.25;
+    at::manual_seed(3);
+    std::vector<at::Tensor> w{at::randn({3, 4}, at::kDouble), at::randn({5}, at::kDouble), at::randn({2, 2}, at::kDouble)};
+    std::vector<at::Tensor> want, v(w.size());
+    for (const at::Tensor& t : w) want.push_back(t.clone());
+    auto source = std::make_shared<ConfigSource>("opt.yaml");
+    const std::string yaml = fmt::format("{{type: sgd, lr: {}, momentum: {}, dampening: {}, weight_decay: {}, nesterov: {}}}",
+                                         lr, mu, tau, wd, nesterov);
+    auto opt = Registry<OptimizerFactory>::get().create(ConfigNode(YAML::Load(yaml), source, "optimizer"))->make(w);
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (step == 0 && i == 1) continue;  // no gradient yet
+        const at::Tensor g = at::randn(w[i].sizes(), at::kDouble);
+        w[i].mutable_grad() = g;
+        const at::Tensor G = g + wd * want[i];
+        v[i] = v[i].defined() ? mu * v[i] + (1 - tau) * G : G.clone();
+        want[i] = want[i] - lr * (nesterov ? G + mu * v[i] : v[i]);
+      }
+      opt->step();
+      opt->zero_grad();
+      for (size_t i = 0; i < w.size(); ++i) {
+        EXPECT_LT((w[i] - want[i]).abs().max().item<double>(), 1e-14) << "tensor " << i << ", step " << step;
+      }
+    }
+  }
+}
+
 /// F2 in scalar arithmetic (torch semantics: eps after the bias-corrected square root).
 std::vector<double> adam_by_hand(const std::vector<double>& grads, double lr, double wd, bool decoupled) {
   const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
