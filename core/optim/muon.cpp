@@ -1,0 +1,226 @@
+/// Muon, as torch.optim.Muon (torch 2.15; reference-schemes-10.md §10.1, F59-F61): for a 2-D
+/// weight W with gradient g, B <- lerp(B, g, 1 - mu); u = lerp(g, B, mu) with Nesterov, else
+/// B; O = NS_k(u) in bf16 (F60: Newton-Schulz with the quintic (a, b, c)); W <- W (1 - lr
+/// lambda); W <- W - lr rho O, rho from `adjust_lr` (F61). The ATen calls and the scalars'
+/// double arithmetic are the reference code's, so a CPU run gives its bits (§10.1's recipe).
+///
+/// Muon updates matrices only. Every other parameter (biases, norms' gains, 1-D or 4-D
+/// tensors) goes to `fallback`, another optimizer section (commonly AdamW, §10.1's routing,
+/// F62), whose learning rate follows the schedule in proportion. Without a fallback such a
+/// parameter is refused when the stage's optimizer is made.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/optim/optimizer.h"
+#include "core/util/error.h"
+
+namespace pipelab {
+
+/// Another optimizer's section, nested in this one's options.
+struct OptimizerSection {
+  std::shared_ptr<const OptimizerFactory> factory;
+};
+
+template <>
+struct ConfigValue<OptimizerSection> {
+  static std::string type() { return "an optimizer section like {type: adamw, lr: 3.0e-4}"; }
+  static OptimizerSection read(const ConfigNode& n) { return {Registry<OptimizerFactory>::get().create(n)}; }
+  static YAML::Node write(const OptimizerSection& v) { return v.factory->resolved(); }
+};
+
+namespace {
+
+enum class AdjustLr { Original, MatchRmsAdamw, SpectralUnclamped };
+
+/// (a, b, c): exactly three numbers.
+struct ThreeCoefficients {
+  std::string operator()(const std::vector<double>& c) const {
+    return c.size() == 3 ? "" : "three numbers (a, b, c), e.g. [3.4445, -4.775, 2.0315]";
+  }
+};
+
+struct MuonOptions {
+  double lr = 1e-3;
+  double weight_decay = 0.1;
+  double momentum = 0.95;
+  bool nesterov = true;
+  std::vector<double> ns_coefficients{3.4445, -4.7750, 2.0315};
+  double eps = 1e-7;
+  int64_t ns_steps = 5;
+  AdjustLr adjust_lr = AdjustLr::Original;
+  std::optional<OptimizerSection> fallback;
+  template <class V>
+  void fields(V& v) {
+    v("lr", lr, "learning rate gamma (torch.optim.Muon: 1e-3)", in_range(0, 1e30));
+    v("weight_decay", weight_decay, "decoupled weight decay lambda, applied with the unadjusted lr", non_negative);
+    v("momentum", momentum, "momentum mu of the buffer B <- lerp(B, g, 1 - mu)", non_negative);
+    v("nesterov", nesterov, "orthogonalise lerp(g, B, mu) instead of B");
+    v("ns_coefficients", ns_coefficients, "Newton-Schulz quintic coefficients (a, b, c)", ThreeCoefficients{});
+    v("eps", eps, "floor of the Frobenius norm the update is divided by", positive);
+    v("ns_steps", ns_steps, "Newton-Schulz iterations", InRange{1, 99});
+    v.choice("adjust_lr", adjust_lr,
+             Choices<AdjustLr>{{"original", AdjustLr::Original},
+                               {"match_rms_adamw", AdjustLr::MatchRmsAdamw},
+                               {"spectral_unclamped", AdjustLr::SpectralUnclamped}},
+             "lr ratio rho of an A x B weight: sqrt(max(1, A/B)), 0.2 sqrt(max(A, B)) or sqrt(A/B)");
+    v("fallback", fallback, "the optimizer of every parameter that is not a matrix (e.g. {type: adamw, lr: 3.0e-4})");
+  }
+};
+
+/// F61 with torch's double arithmetic (A / B is Python's true division).
+double lr_ratio(AdjustLr mode, const at::Tensor& w) {
+  const double a = static_cast<double>(w.size(0)), b = static_cast<double>(w.size(1));
+  switch (mode) {
+    case AdjustLr::Original: return std::sqrt(std::max(1.0, a / b));
+    case AdjustLr::MatchRmsAdamw: return 0.2 * std::sqrt(std::max(a, b));
+    case AdjustLr::SpectralUnclamped: return std::sqrt(a / b);
+  }
+  return 1.0;
+}
+
+/// F60: k Newton-Schulz iterations on a bf16 copy of u (the wider way round), as torch's
+/// _zeropower_via_newtonschulz.
+at::Tensor newton_schulz(const at::Tensor& u, const std::vector<double>& abc, int64_t steps, double eps) {
+  const bool tall = u.size(0) > u.size(1);
+  at::Tensor x = u.to(at::kBFloat16, /*non_blocking=*/false, /*copy=*/true);
+  if (tall) x = x.t();
+  x.div_(x.norm().clamp(eps));
+  for (int64_t k = 0; k < steps; ++k) {
+    const at::Tensor gram = x.mm(x.t());
+    const at::Tensor update = at::addmm(gram, gram, gram, /*beta=*/abc[1], /*alpha=*/abc[2]);
+    x = at::addmm(x, update, x, /*beta=*/abc[0]);
+  }
+  return tall ? x.t() : x;
+}
+
+/// "3" or "64 x 3 x 3 x 3".
+std::string shape_text(const at::Tensor& t) {
+  std::string out;
+  for (const int64_t d : t.sizes()) out += (out.empty() ? "" : " x ") + std::to_string(d);
+  return out.empty() ? "a scalar" : out;
+}
+
+class Muon : public Optimizer {
+ public:
+  Muon(std::vector<at::Tensor> params, const MuonOptions& o, const Component& section)
+      : Optimizer(std::move(params), o.lr), o_(o), buffers_(params_.size()), updates_(params_.size()),
+        fallback_index_(params_.size(), -1) {
+    std::vector<at::Tensor> others;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (params_[i].dim() == 2) continue;
+      fallback_index_[i] = static_cast<int>(others.size());
+      others.push_back(params_[i]);
+    }
+    if (others.empty()) return;
+    if (!o_.fallback) {
+      section.fail("fallback",
+                   fmt::format("Muon updates matrices only, and this stage has {} other parameters (the first has "
+                               "shape {})",
+                               others.size(), shape_text(others.front())),
+                   "add an optimizer for them, e.g. `fallback: {type: adamw, lr: 3.0e-4, weight_decay: 0.01}`");
+    }
+    fallback_ = o_.fallback->factory->make(std::move(others));
+  }
+
+  /// The latest update's direction rho O, whatever the kind asked (as Adam's): a weight
+  /// predictor (SpecTrain, PipeOptim) then extrapolates along Muon's own last step. That
+  /// pairing is pipelab's, not a reference's; the predictors written for SGD's or Adam's
+  /// state alone (FTPipe, XPipe's Adam form, Gap-Aware) refuse Muon.
+  at::Tensor direction(size_t i, const DirectionRequest& request) const override {
+    if (fallback_index_.at(i) >= 0) return fallback_->direction(static_cast<size_t>(fallback_index_[i]), request);
+    const at::Tensor& o = updates_.at(i);
+    return o.defined() ? o.to(params_[i].scalar_type()) * lr_ratio(o_.adjust_lr, params_[i]) : at::Tensor();
+  }
+  double decoupled_decay() const override { return o_.weight_decay; }
+
+  std::vector<std::pair<std::string, at::Tensor>> state() const override {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      if (buffers_[i].defined()) out.emplace_back(std::to_string(i) + ".momentum_buffer", buffers_[i]);
+    }
+    if (!fallback_) return out;
+    // The fallback's state under the stage's parameter indices.
+    for (auto [name, t] : fallback_->state()) {
+      const size_t dot = name.find('.');
+      const int j = std::stoi(name.substr(0, dot));
+      const auto it = std::find(fallback_index_.begin(), fallback_index_.end(), j);
+      out.emplace_back(std::to_string(it - fallback_index_.begin()) + name.substr(dot), t);
+    }
+    return out;
+  }
+
+  void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state) override {
+    std::vector<std::pair<std::string, at::Tensor>> theirs;
+    for (const auto& [name, t] : state) {
+      const size_t dot = name.find('.');
+      const size_t i = std::stoul(name.substr(0, dot));
+      if (i >= params_.size()) continue;
+      if (fallback_index_[i] >= 0) {
+        theirs.emplace_back(std::to_string(fallback_index_[i]) + name.substr(dot), t);
+      } else if (name.substr(dot + 1) == "momentum_buffer") {
+        buffers_[i] = t.to(params_[i].options()).clone();
+      }
+    }
+    if (fallback_) fallback_->load_state(theirs);
+  }
+
+ protected:
+  at::Tensor update(size_t i, at::Tensor& p, const at::Tensor& grad) override {
+    at::Tensor& buf = buffers_[i];
+    if (!buf.defined()) buf = at::zeros_like(grad);
+    buf.lerp_(grad, 1.0 - o_.momentum);
+    const at::Tensor u = o_.nesterov ? grad.lerp(buf, o_.momentum) : buf;
+    updates_[i] = newton_schulz(u, o_.ns_coefficients, o_.ns_steps, o_.eps);
+    p.mul_(1.0 - lr_ * o_.weight_decay);
+    p.add_(updates_[i], -(lr_ * lr_ratio(o_.adjust_lr, p)));
+    return grad;
+  }
+
+  std::vector<at::Tensor> update_all(const std::vector<size_t>& index, std::vector<at::Tensor>& params,
+                                     const std::vector<at::Tensor>& grads) override {
+    std::vector<at::Tensor> consumed;
+    bool others = false;
+    for (size_t k = 0; k < index.size(); ++k) {
+      if (fallback_index_[index[k]] >= 0) {
+        others = true;
+        consumed.push_back(grads[k]);
+      } else {
+        consumed.push_back(update(index[k], params[k], grads[k]));
+      }
+    }
+    if (others) {
+      // The fallback's learning rate follows the schedule: base x (this lr / Muon's base).
+      // Its step count is this optimizer's (Adam's bias correction reads it), as if it were
+      // one optimizer over the stage: the same on resume, where only steps() is restored.
+      fallback_->set_lr(o_.fallback->factory->base_lr() * (o_.lr > 0 ? lr_ / o_.lr : 1.0));
+      fallback_->set_steps(steps_);
+      fallback_->step();
+    }
+    return consumed;
+  }
+
+ private:
+  MuonOptions o_;
+  std::vector<at::Tensor> buffers_, updates_;
+  std::vector<int> fallback_index_;  ///< index in the fallback's parameters, -1 for a matrix
+  std::unique_ptr<Optimizer> fallback_;
+};
+
+class MuonFactory : public Configured<OptimizerFactory, MuonOptions> {
+ public:
+  using Configured::Configured;
+  std::unique_ptr<Optimizer> make(std::vector<at::Tensor> params) const override {
+    return std::make_unique<Muon>(std::move(params), options_, *this);
+  }
+  double base_lr() const override { return options_.lr; }
+};
+
+}  // namespace
+
+PIPELAB_REGISTER(OptimizerFactory, MuonFactory, "muon",
+                 "Muon: Newton-Schulz orthogonalised momentum for matrices (torch.optim.Muon), a fallback "
+                 "optimizer for the rest");
+
+}  // namespace pipelab
