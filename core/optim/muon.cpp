@@ -55,7 +55,8 @@ struct MuonOptions {
   void fields(V& v) {
     v("lr", lr, "learning rate gamma (torch.optim.Muon: 1e-3)", in_range(0, 1e30));
     v("weight_decay", weight_decay, "decoupled weight decay lambda, applied with the unadjusted lr", non_negative);
-    v("momentum", momentum, "momentum mu of the buffer B <- lerp(B, g, 1 - mu)", non_negative);
+    // torch accepts mu >= 1 (reference-schemes-10.md Q72); a buffer that grows is refused here.
+    v("momentum", momentum, "momentum mu of the buffer B <- lerp(B, g, 1 - mu)", in_half_open(0, 1));
     v("nesterov", nesterov, "orthogonalise lerp(g, B, mu) instead of B");
     v("ns_coefficients", ns_coefficients, "Newton-Schulz quintic coefficients (a, b, c)", ThreeCoefficients{});
     v("eps", eps, "floor of the Frobenius norm the update is divided by", positive);

@@ -1,0 +1,108 @@
+// The one-step-delayed pipeline with Muon (reference-schemes-10.md §10.2, F63) is
+// pipedream_2bw with `optimizer: muon`: oracle O26 on two stages, h = W0 x and
+// y = W1 (h, 1), against the torch float32 figures the doc gives for step 3, synchronous
+// (gpipe) and delayed; and 2BW's delay is the only difference in step 1.
+#include <gtest/gtest.h>
+
+#include "core/schedule/lower.h"
+#include "core/weights/weights.h"
+#include "tests/support/helpers.h"
+
+namespace pipelab::delayed_muon_test {
+namespace {
+
+/// h = x W^T with W a 1 x 2 matrix, optionally on (x, 1).
+struct RowImpl : torch::nn::Module {
+  RowImpl(float a, float b, bool append_one) : append_one(append_one) {
+    w = register_parameter("w", at::tensor({a, b}).view({1, 2}));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor in = append_one ? at::cat({x, at::ones_like(x)}, 1) : x;
+    return at::matmul(in, w.t());
+  }
+  bool append_one;
+  at::Tensor w;
+};
+TORCH_MODULE(Row);
+
+class HalfSquaredError : public Loss {
+ public:
+  at::Tensor compute(const at::Tensor& out, const at::Tensor& t) const override {
+    return ((out - t).pow(2) / 2).mean();
+  }
+  at::Tensor correct(const at::Tensor&, const at::Tensor&) const override { return at::zeros({}, at::kLong); }
+};
+
+/// O26's three samples, one per mini-batch.
+class Samples : public Feed {
+ public:
+  explicit Samples(int offset) : offset_(offset) {}
+  at::Tensor input(int mb) override {
+    static const float x[3][2] = {{1, 2}, {2, -1}, {-1, 1}};
+    const int u = mb + offset_;
+    return at::tensor({x[u][0], x[u][1]}).view({1, 2});
+  }
+  at::Tensor target(int mb) override {
+    static const float t[3] = {0.5f, -1.f, 0.f};
+    return at::full({1, 1}, t[mb + offset_]);
+  }
+  double loss_scale(int) override { return 1; }
+  void on_result(int, const MicroBatchResult&) override {}
+
+ private:
+  int offset_;
+};
+
+/// W0 and W1 after `steps` steps of `scheme_yaml` with O26's Muon (lr 0.1, no decay, mu 0.95,
+/// Nesterov, rho 1 for a 1 x 2 weight).
+std::vector<at::Tensor> run(const std::string& scheme_yaml, int steps) {
+  const auto source = std::make_shared<ConfigSource>("t");
+  auto scheme = Registry<Scheme>::get().create(ConfigNode(YAML::Load(scheme_yaml), source, "scheme"));
+  auto optimizer = Registry<OptimizerFactory>::get().create(
+      ConfigNode(YAML::Load("{type: muon, lr: 0.1, weight_decay: 0, momentum: 0.95}"), source, "optimizer"));
+  std::vector<std::unique_ptr<Stage>> stages;
+  std::vector<std::unique_ptr<StagePolicy>> policies;
+  std::vector<StageSlot> slots;
+  for (int r = 0; r < 2; ++r) {
+    StageSpec spec;
+    spec.index = r;
+    spec.count = 2;
+    spec.blocks = {{fmt::format("row{}", r), torch::nn::AnyModule(r == 0 ? Row(0.5f, 0.25f, false) : Row(1.f, 0.5f, true))}};
+    if (r == 1) spec.loss = std::make_shared<HalfSquaredError>();
+    stages.push_back(std::make_unique<Stage>(std::move(spec)));
+    stages.back()->set_optimizer(optimizer->make(stages.back()->parameters()));
+    policies.push_back(scheme->make_policy(*stages.back()));
+    slots.push_back({stages.back().get(), policies.back().get()});
+  }
+  auto executor = Registry<Executor>::get().create_default("sequential");
+  if (scheme->span() == Span::MiniBatch) {
+    for (int k = 0; k < steps; ++k) {
+      Samples feed(k);
+      executor->run(with_communication(scheme->schedule(2, 1)), slots, feed, RunMode::Train);
+    }
+  } else {
+    Samples feed(0);
+    executor->run(with_communication(scheme->schedule(2, steps)), slots, feed, RunMode::Train);
+  }
+  return {copy_weights(*stages[0]).at(0).flatten(), copy_weights(*stages[1]).at(0).flatten()};
+}
+
+void expect_near(const std::vector<at::Tensor>& w, const std::vector<float>& want, const char* what) {
+  const at::Tensor got = at::cat(w);
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(got[i].item<float>(), want[static_cast<size_t>(i)], 1e-6) << what << " weight " << i;
+  }
+}
+
+TEST(DelayedMuon, TwoStagesAsO26) {
+  const char* sync = "{type: gpipe, chunks: 1}";
+  const char* delayed = "{type: pipedream_2bw, micro_batches: 1}";
+  // Step 1: nothing is stale yet.
+  EXPECT_TRUE(at::equal(at::cat(run(sync, 1)), at::cat(run(delayed, 1))));
+  // Step 3, O26's torch float32 row (W0 then W1).
+  expect_near(run(sync, 3), {0.331445336f, 0.201904297f, 0.869531274f, 0.340624988f}, "sync");
+  expect_near(run(delayed, 3), {0.334570318f, 0.205755606f, 0.867773473f, 0.339453101f}, "2BW");
+}
+
+}  // namespace
+}  // namespace pipelab::delayed_muon_test
