@@ -48,6 +48,9 @@
 /// - UNVERIFIED (the paper's wording of the constraint, m >= D?) -> `require_m_ge_d`, off:
 ///   when on, micro_batches < stages is an error; off, the code's clamp w_r = min(D-1-r, m)
 ///   keeps any m valid (two buffers suffice whenever w_r <= m, derived).
+/// - with Muon this is the one-step-delayed pipeline of arXiv:2606.30634 (reference-schemes-10.md
+///   §10.2, F63); its error-feedback correction, whose equation was not read (Q74), is
+///   `error_feedback` in pipelab's own form (above the options), 0 (off) by default.
 /// - paper hyperparameters (UNVERIFIED) and the public driver's (Adam, lr 1.5e-5, ...) are
 ///   experiment settings, not scheme options.
 ///
@@ -75,10 +78,19 @@ namespace {
 
 using Flush = FlushOption::Flush;  // its default differs: never
 
+/// pipelab's form of the error-feedback correction of arXiv:2606.30634 (reference-schemes-10.md
+/// §10.2, F64, Q74): the paper's equation was not read, so this is configuration, off by
+/// default. With coefficient c, the update direction d_k (W_{k+1} = W_k (1 - lr lambda) - lr d_k)
+/// becomes d_k + c (d_k - d_{k-1}), or the gradient g_k becomes g_k + c (g_k - g_{k-1}) before
+/// the optimizer; the first step of a run uses its own as the previous one.
+enum class FeedbackOn { Update, Gradient };
+
 struct Pipedream2bwOptions {
   int micro_batches = 4;
   Flush flush = Flush::Never;
   bool require_m_ge_d = false;
+  double error_feedback = 0;
+  FeedbackOn error_feedback_on = FeedbackOn::Update;
   template <class V>
   void fields(V& v) {
     v("micro_batches", micro_batches,
@@ -88,6 +100,12 @@ struct Pipedream2bwOptions {
     v("require_m_ge_d", require_m_ge_d,
       "reject micro_batches < stages, the paper's constraint as commonly stated (UNVERIFIED); "
       "off, the warm-up is clamped to m as in the reference code");
+    v("error_feedback", error_feedback,
+      "coefficient c of pipelab's error-feedback form (the paper's equation is unread, Q74): "
+      "d_k + c (d_k - d_{k-1}); 0 is off", in_range(0, 10));
+    v.choice("error_feedback_on", error_feedback_on,
+             Choices<FeedbackOn>{{"update", FeedbackOn::Update}, {"gradient", FeedbackOn::Gradient}},
+             "what the correction extrapolates: the optimizer's update direction, or the gradient before it");
   }
 };
 
@@ -117,7 +135,8 @@ Schedule two_bw_schedule(int stages, int units, int m) {
 /// the optimizer steps and evaluation reads), `older_` holds W_{k-1}.
 class TwoBufferPolicy : public StagePolicy {
  public:
-  TwoBufferPolicy(Stage& stage, int m) : m_(m), swap_(stage) {}
+  TwoBufferPolicy(Stage& stage, int m, double feedback, FeedbackOn on)
+      : m_(m), feedback_(feedback), on_(on), swap_(stage) {}
 
   void begin(Stage& stage, int micro_batches) override {
     // A start or a restart after a flush: both buffers hold the live weights.
@@ -125,6 +144,7 @@ class TwoBufferPolicy : public StagePolicy {
     units_in_run_ = micro_batches;
     updates_ = 0;
     accumulated_ = 0;
+    previous_.clear();
   }
   void before_forward(Stage& stage, int mb, Message&) override { record_.forward(mb, read(stage, mb)); }
   void after_forward(Stage&, int, Message&) override { swap_.restore(); }
@@ -145,7 +165,9 @@ class TwoBufferPolicy : public StagePolicy {
     // The older buffer takes W_k; the optimizer then steps the live one to W_{k+1}.
     const std::vector<at::Tensor> params = stage.parameters();
     for (size_t i = 0; i < params.size(); ++i) older_[i].copy_(params[i].detach());
+    if (feedback_ != 0 && on_ == FeedbackOn::Gradient) extrapolate_gradients(params);
     stage.step(lr_factor_at_unit(stage, units_before_ + updates_ * m_, "pipedream_2bw"));
+    if (feedback_ != 0 && on_ == FeedbackOn::Update) extrapolate_update(stage, params);
     ++updates_;
     accumulated_ = 0;
     record_.add(stage, "stored_versions", 2.0);
@@ -173,7 +195,38 @@ class TwoBufferPolicy : public StagePolicy {
     return live - 1;
   }
 
+  /// g_k <- g_k + c (g_k - g_{k-1}).
+  void extrapolate_gradients(const std::vector<at::Tensor>& params) {
+    std::vector<at::Tensor> raw;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor g = params[i].grad();
+      raw.push_back(g.defined() ? g.clone() : at::Tensor());
+      if (g.defined() && previous_.size() == params.size() && previous_[i].defined()) {
+        params[i].mutable_grad().add_(g - previous_[i], feedback_);
+      }
+    }
+    previous_ = std::move(raw);
+  }
+
+  /// W_{k+1} -= lr c (d_k - d_{k-1}), d_k read back from the step the optimizer took:
+  /// d_k = (W_k (1 - lr lambda) - W_{k+1}) / lr, lambda its decoupled decay.
+  void extrapolate_update(Stage& stage, const std::vector<at::Tensor>& params) {
+    const double lr = stage.optimizer().lr();
+    if (lr == 0) return;
+    const double keep = 1 - lr * stage.optimizer().decoupled_decay();
+    std::vector<at::Tensor> d;
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor w = params[i].detach();
+      d.push_back((older_[i] * keep - w) / lr);
+      if (previous_.size() == params.size()) w.sub_(d.back() - previous_[i], lr * feedback_);
+    }
+    previous_ = std::move(d);
+  }
+
   int64_t m_;
+  double feedback_;
+  FeedbackOn on_;
+  std::vector<at::Tensor> previous_;  ///< d_{k-1} or g_{k-1} of the error feedback (empty: none yet)
   WeightSwap swap_;
   Weights older_;
   int64_t units_in_run_ = 0, units_before_ = 0;
@@ -207,7 +260,8 @@ class Pipedream2bw : public Configured<Scheme, Pipedream2bwOptions> {
   }
 
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
-    return std::make_unique<TwoBufferPolicy>(stage, options_.micro_batches);
+    return std::make_unique<TwoBufferPolicy>(stage, options_.micro_batches, options_.error_feedback,
+                                             options_.error_feedback_on);
   }
 };
 

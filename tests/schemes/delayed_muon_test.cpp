@@ -104,5 +104,65 @@ TEST(DelayedMuon, TwoStagesAsO26) {
   expect_near(run(delayed, 3), {0.334570318f, 0.205755606f, 0.867773473f, 0.339453101f}, "2BW");
 }
 
+/// One stage y = w x, loss (y - t)^2 / 2, one sample per mini-batch: x_k = 1 + k / 2,
+/// t_k = (-1)^k.
+class Scalars : public Feed {
+ public:
+  at::Tensor input(int mb) override { return at::full({1, 1}, 1.0 + mb / 2.0, at::kDouble); }
+  at::Tensor target(int mb) override { return at::full({1, 1}, mb % 2 ? -1.0 : 1.0, at::kDouble); }
+  double loss_scale(int) override { return 1; }
+  void on_result(int, const MicroBatchResult&) override {}
+};
+
+struct ScalarImpl : torch::nn::Module {
+  ScalarImpl() { w = register_parameter("w", at::full({1, 1}, 0.5, at::kDouble)); }
+  at::Tensor forward(const at::Tensor& x) { return at::matmul(x, w); }
+  at::Tensor w;
+};
+TORCH_MODULE(Scalar);
+
+double one_stage(const std::string& scheme_yaml, const std::string& optimizer_yaml, int steps) {
+  const auto source = std::make_shared<ConfigSource>("t");
+  auto scheme = Registry<Scheme>::get().create(ConfigNode(YAML::Load(scheme_yaml), source, "scheme"));
+  auto optimizer = Registry<OptimizerFactory>::get().create(ConfigNode(YAML::Load(optimizer_yaml), source, "optimizer"));
+  StageSpec spec;
+  spec.blocks = {{"w", torch::nn::AnyModule(Scalar())}};
+  spec.loss = std::make_shared<HalfSquaredError>();
+  Stage stage(std::move(spec));
+  stage.set_optimizer(optimizer->make(stage.parameters()));
+  auto policy = scheme->make_policy(stage);
+  std::vector<StageSlot> slots{{&stage, policy.get()}};
+  Scalars feed;
+  Registry<Executor>::get().create_default("sequential")->run(with_communication(scheme->schedule(1, steps)), slots,
+                                                               feed, RunMode::Train);
+  return copy_weights(stage).at(0).item<double>();
+}
+
+// pipelab's error-feedback form (F64, Q74), by hand at D = 1 (2BW is still one step delayed
+// there): g_k is taken at W_{k-1}, d_k = g_k for plain SGD, W_{k+1} = W_k - lr (d_k + c (d_k -
+// d_{k-1})), d_{-1} = d_0. On plain SGD both places of the correction give the same weights.
+TEST(DelayedMuon, ErrorFeedbackByHandOnOneStage) {
+  const double lr = 0.1, c = 0.5;
+  std::vector<double> w{0.5};  // W_0, W_1, ...
+  double previous = 0;
+  for (int k = 0; k < 5; ++k) {
+    const double x = 1.0 + k / 2.0, t = k % 2 ? -1.0 : 1.0, at = w[static_cast<size_t>(std::max(k - 1, 0))];
+    const double g = (at * x - t) * x;
+    const double d = g + (k > 0 ? c * (g - previous) : 0.0);
+    previous = g;
+    w.push_back(w.back() - lr * d);
+  }
+  const std::string sgd = "{type: sgd, lr: 0.1}";
+  const std::string base = "{type: pipedream_2bw, micro_batches: 1, error_feedback: 0.5";
+  EXPECT_NEAR(one_stage(base + "}", sgd, 5), w.back(), 1e-12);
+  EXPECT_NEAR(one_stage(base + ", error_feedback_on: gradient}", sgd, 5), w.back(), 1e-12);
+  // Off by default: the plain delayed update.
+  EXPECT_GT(std::abs(one_stage("{type: pipedream_2bw, micro_batches: 1}", sgd, 5) - w.back()), 1e-3);
+  // With Muon's decoupled decay the correction leaves the decay alone: c = 0 changes nothing.
+  const std::string muon = "{type: muon, lr: 0.1, weight_decay: 0.1}";
+  EXPECT_EQ(one_stage(base.substr(0, base.find(", error")) + ", error_feedback: 0}", muon, 4),
+            one_stage("{type: pipedream_2bw, micro_batches: 1}", muon, 4));
+}
+
 }  // namespace
 }  // namespace pipelab::delayed_muon_test
