@@ -59,5 +59,12 @@ TEST(ResumeState, NewSchemesCarryTheirState) {
   expect_resume_is_seamless({"scheme={type: pipemare, rescheduling_steps: 10, correction: backward, velocity_decay: 0.5}"});
 }
 
+TEST(ResumeState, PaciAndMuonResumeBitForBit) {
+  // 6 mini-batches an epoch and a = 4: each epoch ends with a partial group.
+  expect_resume_is_seamless({"scheme={type: paci, accumulation: 4, backward: stash}"});
+  expect_resume_is_seamless({"scheme={type: paci, accumulation: 2, backward: recompute}",
+                             "optimizer={type: muon, lr: 0.02, fallback: {type: adamw, lr: 0.001, weight_decay: 0.01}}"});
+}
+
 }  // namespace
 }  // namespace pipelab::resume_state_test

@@ -6,6 +6,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/modern_schedules_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/next_schedules_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/delayed_muon_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/paci_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipedream_2bw_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipedream_flush_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipelined_backprop_test.cpp

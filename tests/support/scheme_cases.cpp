@@ -25,6 +25,7 @@ std::vector<SchemeCase> scheme_cases() {
       {"gpipe", {"chunks: 4, checkpoint: always"}},
       {"pipedream", {"flush: never", "vertical_sync: true"}},
       {"pipedream_2bw", {"flush: never, micro_batches: 2", "flush: epoch, micro_batches: 2"}},
+      {"paci", {"accumulation: 2, backward: stash", "accumulation: 3, backward: recompute, flush: never"}},
       {"spectrain", {"version: 2"}},
       {"interlocking", {"mode: local", "mode: pairwise", "mode: nwise, distance: 2"}},
       {"dgl", {"buffer: 2, max_reuse: 2"}},
