@@ -6,6 +6,11 @@ schedule, interleaved in one run.
 
     tools/bench/bench_processes.py [--pipelab build/pipelab] [--models mlp,lm,cnn] [--widths 64,512,1024]
                                    [--rounds 4] [--steps 16] [--schedules gpipe,1f1b,...] [--with-gloo]
+    tools/bench/bench_processes.py --single [--threads 1,2] [--models ...]
+
+`--single` instead compares pipelab's `single` scheme (one stage, `pipelab run`) with the
+eager PyTorch loop a researcher writes for the same model (SGD, one loss.item() per step), at
+each intra-op thread count: the seconds per step and eager / single (> 1: pipelab is faster).
 
 Every system trains the same workload (tools/bench/peer_models.py: an MLP of 8 Linear(W, W)
 layers, a causal transformer language model, a ResNet on CIFAR-sized images), cut into the
@@ -79,6 +84,76 @@ def pipelab_step_seconds(binary, work, steps, schedule, processes, backend="auto
             rows = f.read().splitlines()
         column = rows[0].split(",").index("train_seconds")
         return statistics.median(float(r.split(",")[column]) for r in rows[2:]) / steps
+
+
+def single_step_seconds(binary, work, steps, threads):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "e.yaml")
+        with open(path, "w") as f:
+            f.write(experiment(work, steps, "{type: single}", 1, "sequential", tmp))
+        out = os.path.join(tmp, "run")
+        cmd = [binary, "run", path, "--quiet", "--set", f"run.threads={threads}", "--set", f"run.output={out}"]
+        done = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS=str(threads)), capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
+        with open(os.path.join(out, "metrics", "epochs.csv")) as f:
+            rows = f.read().splitlines()
+        column = rows[0].split(",").index("train_seconds")
+        return statistics.median(float(r.split(",")[column]) for r in rows[2:]) / steps
+
+
+def eager_worker(args):
+    """The eager loop, in a process of its own (its thread count and allocator)."""
+    import torch
+
+    torch.set_num_threads(args.threads_one)
+    torch.manual_seed(1)
+    work = workload(args.model, args.width)
+    model = torch.nn.Sequential(*work.blocks())
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = work.batch_tensors()
+
+    def step():
+        loss = work.loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.item()
+
+    for _ in range(2):
+        step()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    print(json.dumps({"seconds": (time.perf_counter() - start) / args.steps}))
+
+
+def eager_step_seconds(model, width, steps, threads):
+    cmd = [sys.executable, __file__, "--eager-worker", "--model", model, "--width", str(width), "--steps", str(steps),
+           "--threads-one", str(threads)]
+    done = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS=str(threads)), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the eager loop failed ({model}):\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def single_against_eager(args):
+    import torch
+
+    print(f"pipelab {args.pipelab} `single` against eager torch {torch.__version__}; medians of {args.rounds} "
+          f"interleaved rounds")
+    print(f"{'model':<22} {'threads':>7} {'single s/step':>13} {'eager s/step':>12} {'eager/single':>12}")
+    for model in args.models.split(","):
+        for width in [int(w) for w in args.widths.split(",")] if model == "mlp" else [0]:
+            work = workload(model, width)
+            label = f"{model} {width}" if model == "mlp" else model
+            for threads in [int(t) for t in args.threads.split(",")]:
+                single, eager = [], []
+                for _ in range(args.rounds):
+                    single.append(single_step_seconds(args.pipelab, work, args.steps, threads))
+                    eager.append(eager_step_seconds(model, width, args.steps, threads))
+                s, e = statistics.median(single), statistics.median(eager)
+                print(f"{label:<22} {threads:>7} {s:>13.4f} {e:>12.4f} {e / s:>12.2f}", flush=True)
 
 
 def torch_worker(args):
@@ -160,13 +235,21 @@ def main():
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
     ap.add_argument("--with-gloo", action="store_true", help="also time launch with backend gloo")
+    ap.add_argument("--single", action="store_true", help="pipelab's single scheme against the eager loop instead")
+    ap.add_argument("--threads", default="1,2", help="--single: intra-op thread counts")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--eager-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--threads-one", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--model", default="mlp", help=argparse.SUPPRESS)
     ap.add_argument("--width", type=int, default=512, help=argparse.SUPPRESS)
     ap.add_argument("--schedule", default="gpipe", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker:
         return torch_worker(args)
+    if args.eager_worker:
+        return eager_worker(args)
+    if args.single:
+        return single_against_eager(args)
     import torch
 
     print(f"pipelab {args.pipelab} against torch {torch.__version__}; {MICRO} micro-batches, "
