@@ -64,6 +64,14 @@ run:       {{epochs: 3, batch_size: {work.batch}, seed: 1, progress: false, exec
 """
 
 
+def steady_seconds(out, steps):
+    """Seconds per step of a pipelab run in `out`: the median over epochs after the first."""
+    with open(os.path.join(out, "metrics", "epochs.csv")) as f:
+        rows = f.read().splitlines()
+    column = rows[0].split(",").index("train_seconds")
+    return statistics.median(float(r.split(",")[column]) for r in rows[2:]) / steps
+
+
 def pipelab_step_seconds(binary, work, steps, schedule, processes, backend="auto"):
     scheme, stages, _, _ = SCHEDULES[schedule]
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,10 +88,7 @@ def pipelab_step_seconds(binary, work, steps, schedule, processes, backend="auto
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
-        with open(os.path.join(out, "metrics", "epochs.csv")) as f:
-            rows = f.read().splitlines()
-        column = rows[0].split(",").index("train_seconds")
-        return statistics.median(float(r.split(",")[column]) for r in rows[2:]) / steps
+        return steady_seconds(out, steps)
 
 
 def single_step_seconds(binary, work, steps, threads):
@@ -96,10 +101,7 @@ def single_step_seconds(binary, work, steps, threads):
         done = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS=str(threads)), capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
-        with open(os.path.join(out, "metrics", "epochs.csv")) as f:
-            rows = f.read().splitlines()
-        column = rows[0].split(",").index("train_seconds")
-        return statistics.median(float(r.split(",")[column]) for r in rows[2:]) / steps
+        return steady_seconds(out, steps)
 
 
 def eager_worker(args):
