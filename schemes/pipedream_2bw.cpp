@@ -101,7 +101,7 @@ struct Pipedream2bwOptions {
       "reject micro_batches < stages, the paper's constraint as commonly stated (UNVERIFIED); "
       "off, the warm-up is clamped to m as in the reference code");
     v("error_feedback", error_feedback,
-      "coefficient c of pipelab's error-feedback form (the paper's equation is unread, Q74): "
+      "coefficient c of pipelab's own error-feedback form (the paper's equation was not read): "
       "d_k + c (d_k - d_{k-1}); 0 is off", in_range(0, 10));
     v.choice("error_feedback_on", error_feedback_on,
              Choices<FeedbackOn>{{"update", FeedbackOn::Update}, {"gradient", FeedbackOn::Gradient}},
