@@ -73,7 +73,8 @@ TEST(ShadowSync, SynchronousSchemesEqualTheirShadowAtEveryUpdate) {
 
 TEST(ShadowSync, AsynchronousRunsAreBitwiseUnchangedAndMeasured) {
   for (const char* scheme : {"scheme={type: async}", "scheme={type: pipedream}", "scheme={type: spectrain}",
-                             "scheme={type: pipedream_2bw, micro_batches: 2, flush: never}"}) {
+                             "scheme={type: pipedream_2bw, micro_batches: 2, flush: never}",
+                             "scheme={type: paci, accumulation: 2, backward: stash}"}) {
     for (const char* executor : {"run.executor=sequential", "run.executor=threaded"}) {
       const TensorDict off = testing::train(kMlp, {scheme, executor, "run.dtype=float32"});
       const TensorDict on = testing::train(kMlp, {scheme, executor, "run.dtype=float32", "run.shadow=sync"});
