@@ -21,6 +21,7 @@
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
 #include "core/weights/stashing_policy.h"
+#include "core/weights/weights.h"
 
 namespace pipelab {
 namespace {
@@ -61,12 +62,7 @@ Schedule paci_schedule(int stages, int units, int a) {
 
 /// The mean of the gradients accumulated since the last update, then the step.
 void mean_step(Stage& stage, int& accumulated) {
-  at::NoGradGuard no_grad;
-  if (accumulated > 1) {
-    for (const at::Tensor& p : stage.parameters()) {
-      if (p.grad().defined()) p.grad().div_(static_cast<double>(accumulated));
-    }
-  }
+  average_gradients(stage, accumulated);
   stage.step();
   accumulated = 0;
 }

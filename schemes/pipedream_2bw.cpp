@@ -157,11 +157,7 @@ class TwoBufferPolicy : public StagePolicy {
   void update(Stage& stage) override {
     at::NoGradGuard no_grad;
     // The mean over the mini-batch's micro-batches (Megatron divides each micro-batch's loss by m).
-    if (accumulated_ > 1) {
-      for (const at::Tensor& p : stage.parameters()) {
-        if (p.grad().defined()) p.grad().div_(static_cast<double>(accumulated_));
-      }
-    }
+    average_gradients(stage, accumulated_);
     // The older buffer takes W_k; the optimizer then steps the live one to W_{k+1}.
     const std::vector<at::Tensor> params = stage.parameters();
     for (size_t i = 0; i < params.size(); ++i) older_[i].copy_(params[i].detach());

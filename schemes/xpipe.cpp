@@ -150,14 +150,7 @@ class XpipePolicy : public StagePolicy {
   }
 
   void update(Stage& stage) override {
-    {
-      at::NoGradGuard no_grad;
-      if (accumulated_ > 1) {  // the mean over the mini-batch's micro-batches
-        for (const at::Tensor& p : stage.parameters()) {
-          if (p.grad().defined()) p.grad().div_(static_cast<double>(accumulated_));
-        }
-      }
-    }
+    average_gradients(stage, accumulated_);  // the mean over the mini-batch's micro-batches
     // The LR of the mini-batch's first micro-batch, not of the stage's update count.
     stage.step(lr_factor_at_unit(stage, next_update_unit(), "xpipe"));
     ++updates_;

@@ -83,22 +83,12 @@ class Sgd : public Optimizer {
 
  protected:
   at::Tensor update(size_t i, at::Tensor& p, const at::Tensor& grad) override {
-    at::Tensor d = o_.weight_decay != 0 ? grad.add(p, o_.weight_decay) : grad;
-    const at::Tensor consumed = d;
-    if (o_.momentum != 0) {
-      at::Tensor& buf = buffers_[i];
-      if (!buf.defined()) {
-        buf = d.clone();
-      } else {
-        buf.mul_(o_.momentum).add_(d, 1 - o_.dampening);
-      }
-      d = o_.nesterov ? d.add(buf, o_.momentum) : buf;
-    }
-    p.add_(d, -lr_);
-    return consumed;
+    std::vector<at::Tensor> params{p};
+    return update_all({i}, params, {grad}).front();
   }
 
-  // update() on all parameters at once, operation by operation (the same arithmetic).
+  // F1 on all parameters at once, operation by operation: LibTorch's multi-tensor operations
+  // (on the CPU, the per-tensor ones).
   std::vector<at::Tensor> update_all(const std::vector<size_t>& index, std::vector<at::Tensor>& params,
                                      const std::vector<at::Tensor>& grads) override {
     std::vector<at::Tensor> d = o_.weight_decay != 0 ? at::_foreach_add(grads, params, o_.weight_decay) : grads;

@@ -20,6 +20,14 @@ void write_weights(Stage& stage, const Weights& w) {
   for (size_t i = 0; i < params.size(); ++i) params[i].data().copy_(w[i]);
 }
 
+void average_gradients(Stage& stage, int count) {
+  if (count <= 1) return;
+  at::NoGradGuard no_grad;
+  for (const at::Tensor& p : stage.parameters()) {
+    if (p.grad().defined()) p.grad().div_(static_cast<double>(count));
+  }
+}
+
 double distance(const Weights& a, const Weights& b) {
   PIPELAB_ASSERT(a.size() == b.size(), "{} vs {} tensors", a.size(), b.size());
   double sum = 0;

@@ -23,6 +23,9 @@ Weights copy_weights(Stage& stage);
 void write_weights(Stage& stage, const Weights& w);
 /// sqrt(sum of squared elements) over all tensors of a - b.
 double distance(const Weights& a, const Weights& b);
+/// Divides the stage's gradients by `count` (> 1): the mean over the micro-batches whose
+/// gradients one update accumulated (schemes that sum unscaled micro-batch losses).
+void average_gradients(Stage& stage, int count);
 
 /// Puts other weights into a stage's parameters for one action and the live ones back.
 /// The live values wait in a buffer that is reused across swaps.
