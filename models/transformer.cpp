@@ -55,6 +55,7 @@
 
 #include "core/config/bounds.h"
 #include "core/nn/dropout.h"
+#include "core/nn/sequence_segment.h"
 #include "models/blocks/containers.h"
 #include "models/blocks/init.h"
 #include "models/blocks/text.h"
@@ -131,8 +132,13 @@ class TextEmbedImpl : public torch::nn::Module {
     pos_ = register_module("pos", torch::nn::Linear(maxlen, d_model));
   }
   torch::Tensor forward(const torch::Tensor& ids) {
-    // pos(one_hot(t)) = pos.weight[:, t] + pos.bias, for every position t at once.
-    return emb_ff_(embed_(ids)) + (pos_->weight.t() + pos_->bias);
+    // pos(one_hot(t)) = pos.weight[:, t] + pos.bias, for every position t at once; a
+    // sequence segment's tokens (core/nn/sequence_segment.h) sit at its offset.
+    torch::Tensor positions = pos_->weight.t();
+    if (const nn::SequenceSegment* segment = nn::current_segment()) {
+      positions = positions.narrow(0, segment->offset, ids.size(1));
+    }
+    return emb_ff_(embed_(ids)) + (positions + pos_->bias);
   }
 
  private:
@@ -173,12 +179,21 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask = {}) {
     const int64_t n = x.size(0), t = x.size(1), d = x.size(2), head = d / heads_;
     const auto split = [&](const torch::Tensor& y) { return y.view({n, t, heads_, head}).transpose(1, 2); };
-    const torch::Tensor q = split(q_(x)), k = split(k_(x)), v = split(v_(x));
+    const torch::Tensor q = split(q_(x));
+    torch::Tensor k = split(k_(x)), v = split(v_(x));
+    if (causal_) {
+      // Computing one segment of the sequences: its queries also see the earlier segments'
+      // keys and values, kept (with their gradients' way back) by the cache.
+      std::vector<torch::Tensor> kv = segments_.extend({k, v}, 2);
+      k = kv[0];
+      v = kv[1];
+    }
+    const int64_t keys = k.size(2), before = keys - t;  // keys of the earlier segments
     torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(double(head));
     if (mask.defined()) scores = scores.masked_fill(mask.logical_not().view({n, 1, 1, t}), lowest(scores.scalar_type()));
     if (causal_) {
       // Position i sees keys j <= i only (a language model must not read the word it predicts).
-      const torch::Tensor future = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu(1);
+      const torch::Tensor future = torch::ones({t, keys}, x.options().dtype(torch::kBool)).triu(1 + before);
       scores = scores.masked_fill(future, lowest(scores.scalar_type()));
     }
     const torch::Tensor weights = torch::softmax(scores, -1);
@@ -188,6 +203,7 @@ class SelfAttentionImpl : public torch::nn::Module {
  private:
   int64_t heads_;
   bool causal_;
+  nn::SegmentCache segments_;
   torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, joint_{nullptr};
 };
 TORCH_MODULE(SelfAttention);
@@ -237,6 +253,14 @@ class Transformer : public Configured<ModelFactory, TransformerOptions> {
  public:
   using Configured::Configured;
   bool ties_weights() const override { return options_.tie_embeddings; }
+  /// The causal language model computes a sequence segment by segment (each layer's
+  /// attention keeps the earlier segments' keys and values). Per token and layer it spends
+  /// 4 d^2 multiply-adds on the q/k/v/joint projections and 2 d ff on the feed-forward, and
+  /// 2 d on each key it attends to (the score and the weighted value): 2 d + ff keys' worth.
+  std::optional<double> segment_token_work() const override {
+    if (options_.head != Head::Lm) return std::nullopt;
+    return static_cast<double>(2 * options_.d_model + options_.ff);
+  }
   ModelDef define(const DataSpec& data) const override {
     const int64_t maxlen = text_input(*this, data), classes = data.classes;
     check_targets(data, maxlen);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,13 @@ class ModelFactory : public Component {
   /// of `pipelab schedule` and `simulate` needs it for the ALLREDUCE that ties add. A model
   /// that ties says so here too (a run goes by define()'s ties; the tools by this answer).
   virtual bool ties_weights() const { return false; }
+  /// Whether a training forward may compute one segment of its sequences at a time
+  /// (core/nn/sequence_segment.h: Seq1F1B's and TeraPipe's units), and what a token costs
+  /// there: the work per token of what does not attend, in units of the work one query
+  /// spends on one key (the cost model of `segmentation: equal_compute`,
+  /// core/scheme/sequence_split.h). Nullopt (the default): the model computes whole
+  /// sequences only, and a scheme that splits them is refused.
+  virtual std::optional<double> segment_token_work() const { return std::nullopt; }
 };
 
 }  // namespace pipelab
