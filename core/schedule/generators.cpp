@@ -26,22 +26,24 @@ Schedule gpipe(int stages, int micro_batches) {
   return s;
 }
 
-Schedule one_f_one_b(int stages, int micro_batches) {
+Schedule one_f_one_b(int stages, int micro_batches, int segments) {
   Schedule s(stages);
+  const int units = micro_batches * segments;
   for (int r = 0; r < stages; ++r) {
-    const int warmup = std::min(stages - 1 - r, micro_batches);
+    const int warmup = std::min(stages - 1 - r + segments - 1, units);
     auto& a = s.device(r);
     for (int j = 0; j < warmup; ++j) a.push_back(Action::F(r, j));
-    for (int i = 0; i + warmup < micro_batches; ++i) {
+    for (int i = 0; i + warmup < units; ++i) {
       a.push_back(Action::F(r, warmup + i));
-      a.push_back(Action::B(r, i));
+      a.push_back(Action::B(r, reversed_segment(i, segments)));
       a.push_back(Action::U(r));
     }
-    for (int i = std::max(0, micro_batches - warmup); i < micro_batches; ++i) {
-      a.push_back(Action::B(r, i));
+    for (int i = std::max(0, units - warmup); i < units; ++i) {
+      a.push_back(Action::B(r, reversed_segment(i, segments)));
       a.push_back(Action::U(r));
     }
   }
+  s.set_segments(segments);
   return s;
 }
 

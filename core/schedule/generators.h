@@ -18,7 +18,16 @@ Schedule gpipe(int stages, int micro_batches);
 
 /// 1F1B (§2.1): stage r runs w_r = D-1-r warm-up forwards, then F(w_r+i) B(i) U, then
 /// drains the remaining backwards, each followed by an update.
-Schedule one_f_one_b(int stages, int micro_batches);
+/// With `segments` k > 1, 1F1B over sequence-segment units (Seq1F1B, Sun et al. 2024;
+/// core/scheme/sequence_split.h): m micro-batches make m k units, forwards in unit order,
+/// w_r = D-1-r + k-1 warm-up units (the backward of a micro-batch's last segment, which comes
+/// first, needs all k forwards), and each micro-batch's backwards in reverse segment order.
+Schedule one_f_one_b(int stages, int micro_batches, int segments = 1);
+
+/// The unit whose backward is the i-th of a stage that runs whole micro-batches of
+/// `segments` units in order, each one's segments in reverse: unit i with its segment
+/// number mirrored within its micro-batch (i itself for one segment).
+inline int reversed_segment(int i, int segments) { return i / segments * segments + segments - 1 - i % segments; }
 
 /// PipeDream's 1F1B-RR (SOSP'19 §3.2; its runtime's warm-up rule) for replicated stages:
 /// pipeline stage p has counts[p] replicas, each on its own device, and its replica

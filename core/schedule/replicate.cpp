@@ -12,6 +12,8 @@ Schedule replicate(const std::vector<Schedule>& per_replica) {
   const int replicas = static_cast<int>(per_replica.size());
   const int stages = per_replica.front().stages(), devices = per_replica.front().devices();
   Schedule out(stages * replicas, devices * replicas);
+  // Replica r's units follow r - 1's whole micro-batches, so u / k still names a micro-batch.
+  out.set_segments(per_replica.front().segments());
   int first_mb = 0;
   for (int r = 0; r < replicas; ++r) {
     const Schedule& s = per_replica[static_cast<size_t>(r)];

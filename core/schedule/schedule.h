@@ -129,7 +129,15 @@ class Schedule {
     layout_ = o.layout_;
     scope_ = o.scope_;
     replay_ = o.replay_;
+    segments_ = o.segments_;
   }
+
+  /// Sequence segments per micro-batch (Seq1F1B, TeraPipe; core/scheme/sequence_split.h):
+  /// with k > 1 the schedule's units are (micro-batch, segment) pairs, unit u being segment
+  /// u % k of micro-batch u / k, and every stage must run a micro-batch's segments forward in
+  /// order and backward in reverse order (validate.h). 1 (the default): whole micro-batches.
+  int segments() const { return segments_; }
+  void set_segments(int k) { segments_ = k; }
 
   /// Replayed inputs (decoupled greedy learning's replay buffers, docs/schemes.md F56). By
   /// default a stage's forward of micro-batch mb reads the activation received as mb. With
@@ -190,7 +198,7 @@ class Schedule {
   std::string window(int d, size_t index, const std::string& mark = "<-- HERE") const;
 
   bool operator==(const Schedule& o) const {
-    return stages_ == o.stages_ && layout_ == o.layout_ && devices_ == o.devices_ &&
+    return stages_ == o.stages_ && layout_ == o.layout_ && devices_ == o.devices_ && segments_ == o.segments_ &&
            (replay_ == o.replay_ || (replay_ && o.replay_ && replay_->reads == o.replay_->reads));
   }
 
@@ -198,6 +206,7 @@ class Schedule {
   int stages_ = 0;
   StageLayout layout_;
   CollectiveScope scope_ = CollectiveScope::Replicas;
+  int segments_ = 1;
   std::vector<std::vector<Action>> devices_;
   std::shared_ptr<const ScheduleSource> source_;
   struct Replay {

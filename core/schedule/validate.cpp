@@ -215,6 +215,54 @@ void check_coverage(const Schedule& s, const Report& report, Coverage coverage, 
   }
 }
 
+/// With sequence segments (Schedule::segments), whole micro-batches of units, each stage
+/// running a micro-batch's segments forward in order and backward in reverse order: a
+/// segment attends to the earlier segments' keys and values, so their gradients are complete
+/// only once every later segment's backward ran (core/nn/sequence_segment.h).
+void check_segments(const Schedule& s, const Report& report, const Where& where) {
+  const int k = s.segments();
+  if (k <= 1) return;
+  const int units = s.micro_batches();
+  if (units % k != 0) {
+    report.whole(fmt::format("{} units do not make whole micro-batches of {} segments", units, k),
+                 fmt::format("number the units 0..{} (a multiple of {})", (units / k + 1) * k - 1, k));
+  }
+  for (const auto& [key_, at] : where) {
+    const auto [stage, kind, mb] = key_;
+    const int segment = mb % k;
+    const auto find = [&](ActionKind kd, int unit) {
+      const auto it = where.find(key(stage, kd, unit));
+      return it == where.end() ? nullptr : &it->second;
+    };
+    const auto backward_of = [&](int unit) {
+      const auto* b = find(ActionKind::Backward, unit);
+      return b ? b : find(ActionKind::BackwardInput, unit);
+    };
+    const int mb_of = mb / k;
+    if (kind == ActionKind::Forward && segment > 0) {
+      const auto* before = find(ActionKind::Forward, mb - 1);
+      if (!before || before->second > at.second) {
+        report.at(at.first, at.second,
+                  fmt::format("segment {} of micro-batch {} runs forward before segment {} (units are (micro-batch, "
+                              "segment) pairs, {} segments each)",
+                              segment, mb_of, segment - 1, k),
+                  fmt::format("run {}F{} first: a segment attends to the earlier ones", stage, mb - 1));
+      }
+    }
+    if ((kind == ActionKind::Backward || kind == ActionKind::BackwardInput) && segment + 1 < k) {
+      const auto* after = backward_of(mb + 1);
+      if (!after || after->second > at.second) {
+        report.at(at.first, at.second,
+                  fmt::format("segment {} of micro-batch {} runs backward before segment {} (units are (micro-batch, "
+                              "segment) pairs, {} segments each)",
+                              segment, mb_of, segment + 1, k),
+                  fmt::format("run {}{}{} first: the later segments' gradients flow back into this one", stage,
+                              Action::kind_name(kind), mb + 1));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void validate_schedule(const Schedule& in, const ValidateOptions& options) {
@@ -231,6 +279,7 @@ void validate_schedule(const Schedule& in, const ValidateOptions& options) {
   check_compute(s, report, training, where);
   if (training) check_updates(s, report, options);
   check_coverage(s, report, training ? options.coverage : Coverage::Any, where);
+  if (training) check_segments(s, report, where);
   validation::check_messages(s, report, where);
   validation::check_collectives(s, report);
   validation::check_gradients_before_arrival(s, report);

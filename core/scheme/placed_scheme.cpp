@@ -47,6 +47,7 @@ class PlacedScheme : public Scheme {
   int replicas(int requested) const override { return inner_->replicas(requested); }
   Span span() const override { return inner_->span(); }
   int micro_batches() const override { return inner_->micro_batches(); }
+  SequenceSplit sequence_split() const override { return inner_->sequence_split(); }
   std::vector<int> max_in_flight(int stages) const override { return inner_->max_in_flight(stages); }
   ValidateOptions schedule_rules(int stages) const override { return inner_->schedule_rules(stages); }
   StageMemory stage_memory(int stage, int stages) const override { return inner_->stage_memory(stage, stages); }

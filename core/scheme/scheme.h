@@ -14,6 +14,7 @@
 #include "core/exec/message.h"
 #include "core/scheme/gradient_route.h"
 #include "core/scheme/scheme_parts.h"
+#include "core/scheme/sequence_split.h"
 #include "core/schedule/schedule.h"
 #include "core/schedule/validate.h"
 #include "core/stage/stage.h"
@@ -91,6 +92,11 @@ class Scheme : public Component {
   virtual Span span() const { return Span::MiniBatch; }
   /// Micro-batches per mini-batch (GPipe's chunks); 1 for schemes without micro-batching.
   virtual int micro_batches() const { return 1; }
+  /// How the scheme cuts each micro-batch's sequences into schedule units (Seq1F1B,
+  /// TeraPipe; core/scheme/sequence_split.h); the default does not: units are micro-batches.
+  /// A scheme that does gives schedule(stages, m) the micro-batch count m and returns
+  /// m * segments units, set_segments() on its schedule.
+  virtual SequenceSplit sequence_split() const { return {}; }
   /// The schedule of one run over `units` micro-batches (or mini-batches) on `stages` stages:
   /// complete (with its messages), or compute-only, which lower() completes as a pipeline.
   virtual Schedule schedule(int stages, int units) const = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/util/error.h"
+#include "core/schedule/generators.h"
 #include "schemes/schedules/modern.h"
 
 namespace pipelab::schedules {
@@ -46,7 +47,7 @@ std::vector<int> v_placement(int devices) {
   return out;
 }
 
-Schedule interleaved_1f1b(int p, int v, int m) {
+Schedule interleaved_1f1b(int p, int v, int m, int segments) {
   require_sizes("interleaved_1f1b", p, v, m);
   if (v < 2) {
     throw UserError(fmt::format(
@@ -60,30 +61,37 @@ Schedule interleaved_1f1b(int p, int v, int m) {
   // this is Megatron-LM's order (rounds of p); Megatron refuses other counts and runs every
   // forward first when m == p, which holds more micro-batches on the later devices for the same
   // makespan (docs/schedules.md).
-  const int rounds = std::max(1, m / p);
-  if (m % rounds != 0) {
+  // With sequence segments, Seq1F1B's interleaved form (thunlp/Seq1F1B) takes p units per
+  // round; a round here holds whole micro-batches, ceil(p/k) of them (p units when k divides p),
+  // so that each micro-batch's backwards can run its segments in reverse.
+  const int group = segments > 1 ? std::min(m, (p + segments - 1) / segments) : 0;
+  const int rounds = segments > 1 ? m / group : std::max(1, m / p);
+  if (m % rounds != 0 || (segments > 1 && m % group != 0)) {
     throw UserError(fmt::format("interleaved_1f1b: {} micro-batches on {} devices make {} rounds, which {} does not "
-                                "divide (torch's rule). Fix: use a multiple of {} micro-batches, or of {}",
-                                m, p, rounds, m, rounds, p));
+                                "divide ({}). Fix: use a multiple of {} micro-batches",
+                                m, p, rounds, m, segments > 1 ? "rounds of ceil(devices / segments)" : "torch's rule",
+                                segments > 1 ? group : rounds));
   }
-  const int per_round = m / rounds;
+  const int per_round = m / rounds * segments;
   Schedule s(p * v, p);
-  const int total = m * v;  // (chunk, micro-batch) pairs per device
+  const int total = m * segments * v;  // (chunk, unit) pairs per device
   for (int d = 0; d < p; ++d) {
     // Warm-up: the last device needs (v-1) rounds of forwards before its first backward
     // (micro-batch 0 must pass all v chunks), each device before it 2 more (the forward to the
-    // device after it and the backward back).
-    const int warmup = std::min((v - 1) * per_round + 2 * (p - 1 - d), total);
+    // device after it and the backward back); segments - 1 more for the backward of a
+    // micro-batch's last segment, which comes first.
+    const int warmup = std::min((v - 1) * per_round + 2 * (p - 1 - d) + segments - 1, total);
     std::vector<int> forwards(static_cast<size_t>(p * v), 0), backwards(static_cast<size_t>(p * v), 0);
     // The k-th forward runs on chunk (k / per_round) mod v; the k-th backward walks the chunks
-    // in reverse (the last chunk's gradients come back first); micro-batches count per stage.
+    // in reverse (the last chunk's gradients come back first); units count per stage, the
+    // backwards' reversed within each micro-batch (reversed_segment()).
     const auto forward = [&](int k) {
       const int stage = ((k / per_round) % v) * p + d;
       s.add(d, Action::F(stage, forwards[static_cast<size_t>(stage)]++));
     };
     const auto backward = [&](int k) {
       const int stage = (v - 1 - (k / per_round) % v) * p + d;
-      s.add(d, Action::B(stage, backwards[static_cast<size_t>(stage)]++));
+      s.add(d, Action::B(stage, reversed_segment(backwards[static_cast<size_t>(stage)]++, segments)));
     };
     for (int k = 0; k < warmup; ++k) forward(k);
     for (int k = 0; k + warmup < total; ++k) {  // steady state: one forward, one backward
@@ -93,6 +101,7 @@ Schedule interleaved_1f1b(int p, int v, int m) {
     for (int k = total - warmup; k < total; ++k) backward(k);  // cool-down
   }
   add_updates(s, looped_placement(p, v));
+  s.set_segments(segments);
   return s;
 }
 

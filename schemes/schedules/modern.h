@@ -29,7 +29,10 @@ std::vector<int> v_placement(int devices);
 /// Bubble (p-1)/(v*m + p-1); device d holds min(2(p-1-d) + (v-1)m/R + 1, v*m) micro-batches
 /// (Megatron, which needs m a multiple of p, runs every forward first when m == p; torch does
 /// not, and neither does pipelab).
-Schedule interleaved_1f1b(int devices, int virtual_stages, int micro_batches);
+/// With `segments` k > 1, Seq1F1B's interleaved form (Sun et al. 2024): each micro-batch is k
+/// units (core/scheme/sequence_split.h), a round holds its micro-batches' units, every device
+/// warms up k - 1 units more, and each micro-batch's backwards run its segments in reverse.
+Schedule interleaved_1f1b(int devices, int virtual_stages, int micro_batches, int segments = 1);
 
 /// Looped BFS (Lamy-Poirier 2022, "Breadth-First Pipeline Parallelism"; torch's
 /// ScheduleLoopedBFS): looped placement, each device runs every forward of its first stage, then
