@@ -1,6 +1,7 @@
 #include "core/exec/actions.h"
 
 #include "core/compress/compression.h"
+#include "core/nn/sequence_segment.h"
 
 #include <algorithm>
 #include <chrono>
@@ -249,6 +250,9 @@ Message forward(ActionContext& c) {
     // Only the loss is scaled: other stages need not ask (a feed may have to load the
     // mini-batch to answer, as a replica's share in a multi-process run does).
     options.loss_scale = stage.is_last() ? c.feed.loss_scale(unit) : 1.0;
+    // A unit that is a segment of its sequences computes in that segment's scope.
+    const nn::SequenceSegment segment = c.feed.segment(unit);
+    const nn::SegmentScope scope(&segment);
     result = stage.forward(mb, std::move(in.values), options);
   }
   Message out{std::move(result.activations), {}, in.tag};

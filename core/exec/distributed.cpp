@@ -65,6 +65,7 @@ class RelayFeed : public Feed {
   at::Tensor target(int mb) override { return inner_.target(mb); }
   double loss_scale(int mb) override { return inner_.loss_scale(mb); }
   at::Tensor example_ids(int mb) override { return inner_.example_ids(mb); }
+  nn::SequenceSegment segment(int mb) override { return inner_.segment(mb); }
   void on_result(int mb, const MicroBatchResult& r) override {
     if (!keep_) return inner_.on_result(mb, r);
     std::lock_guard<std::mutex> lock(mutex_);

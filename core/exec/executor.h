@@ -14,6 +14,7 @@
 #include "core/exec/message.h"
 #include "core/exec/observer.h"
 #include "core/exec/world.h"
+#include "core/nn/sequence_segment.h"
 #include "core/schedule/timeline.h"
 #include "core/scheme/scheme.h"
 #include "core/util/memory_meter.h"
@@ -71,6 +72,9 @@ class Feed {
   /// codecs with per-example state (AQ-SGD); undefined where the feed does not know them.
   /// Any stage may ask, in any process of the run.
   virtual at::Tensor example_ids(int /*mb*/) { return {}; }
+  /// The part of its sequences unit mb is (core/nn/sequence_segment.h): a scheme that
+  /// pipelines sequence segments feeds through a SegmentFeed; the default is whole sequences.
+  virtual nn::SequenceSegment segment(int /*mb*/) { return {}; }
 };
 
 /// Count and total seconds of one action kind.

@@ -8,6 +8,7 @@
 
 #include <fmt/ranges.h>
 
+#include "core/io/safetensors.h"
 #include "core/train/run_builder.h"
 #include "core/train/shadow_sync.h"
 #include "core/train/state_dict.h"

@@ -102,6 +102,7 @@ void model_data_mismatch(const Experiment& e, const DataSpec& spec, const c10::E
 void check_schedules(const Experiment& e, const RunParts& parts) {
   const int stages = parts.plan.stages();
   parts.plan.check_batch_size(e.run.batch_size);
+  parts.plan.check_sequences(parts.data.spec.input_shape);
   // The first schedule run's (a mini-batch's, an epoch's or the run's first epoch's), with
   // its messages: what the executors run.
   const RunPlan& plan = parts.plan;

@@ -5,7 +5,7 @@
 namespace pipelab {
 
 ChunkedRunFeed::ChunkedRunFeed(DataLoader& loader, at::ScalarType dtype, const Window& window, int replicas,
-                               int micro_batches, Done done)
+                               int micro_batches, Done done, const SequenceSplit& split)
     : mini_batch_(window.first), done_(std::move(done)) {
   PIPELAB_ASSERT(window.count == 1, "a run flushed per mini-batch covers one, not {}", window.count);
   const int epoch = window.first_epoch + static_cast<int>(window.first / window.per_epoch);
@@ -17,6 +17,7 @@ ChunkedRunFeed::ChunkedRunFeed(DataLoader& loader, at::ScalarType dtype, const W
     sizes.insert(sizes.end(), share.begin(), share.end());
   }
   chunks_ = std::make_unique<ChunkFeed>(batch, sizes, dtype);
+  if (split.active()) segments_ = std::make_unique<SegmentFeed>(*chunks_, split, batch.x.size(1));
 }
 
 LoaderRunFeed::LoaderRunFeed(DataLoader& loader, at::ScalarType dtype, const Window& window, int replicas, Done done,

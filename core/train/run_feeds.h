@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/train/feeds.h"
+#include "core/train/segment_feed.h"
 
 namespace pipelab {
 
@@ -31,15 +32,17 @@ class RunFeed {
 /// it split into the scheme's micro-batches; its totals are reported once the run is over.
 class ChunkedRunFeed final : public RunFeed {
  public:
+  /// With an active `split`, the executor reads each micro-batch's sequence segments.
   ChunkedRunFeed(DataLoader& loader, at::ScalarType dtype, const Window& window, int replicas, int micro_batches,
-                 Done done);
-  Feed& feed() override { return *chunks_; }
+                 Done done, const SequenceSplit& split = {});
+  Feed& feed() override { return segments_ ? static_cast<Feed&>(*segments_) : *chunks_; }
   void finish() override { done_(mini_batch_, chunks_->totals()); }
 
  private:
   int64_t mini_batch_;
   Done done_;
   std::unique_ptr<ChunkFeed> chunks_;
+  std::unique_ptr<SegmentFeed> segments_;
 };
 
 /// A pipeline across mini-batches (an epoch, or every epoch of a run never flushed):

@@ -94,6 +94,37 @@ std::vector<bool> recompute_of(const PlanRequest& r, int positions) {
   return r.recompute.of(positions);
 }
 
+/// A scheme that cuts sequences into segments (core/scheme/sequence_split.h): what can run it.
+SequenceSplit sequence_split_of(const PlanRequest& r) {
+  SequenceSplit split = r.scheme->sequence_split();
+  if (!split.active()) return split;
+  const auto fail = [&](const char* key, const std::string& what, const std::string& fix) {
+    r.source->fail(key, fmt::format("scheme {} computes each micro-batch in {} sequence segments, {}", r.scheme->type(),
+                                    split.segments, what),
+                   fix);
+  };
+  if (!r.segment_token_work) {
+    fail("scheme.segments", "but the model computes whole sequences only (a segment must read the earlier ones' "
+                            "keys and values: a causal language model)",
+         "use model: {type: transformer, head: lm}, or scheme.segments: 1");
+  }
+  if (r.recompute.kind != Recompute::Kind::Never) {
+    fail("partition.recompute", "and a recomputed forward would compute whole sequences",
+         "leave partition.recompute out with sequence segments");
+  }
+  if (r.compression.any()) {
+    fail("compression", "and the boundary codecs code whole micro-batches (per-example state included)",
+         "leave the compression section out with sequence segments");
+  }
+  if (static_cast<int64_t>(split.segments) * std::max(1, r.scheme->micro_batches()) >= kMaxScheduleStages) {
+    fail("scheme.segments", fmt::format("and {} micro-batches: too many units (fewer than {})",
+                                        r.scheme->micro_batches(), kMaxScheduleStages),
+         "use fewer segments or micro-batches");
+  }
+  split.token_work = *r.segment_token_work;
+  return split;
+}
+
 }  // namespace
 
 RunPlan RunPlan::compile(const PlanRequest& request) {
@@ -112,6 +143,7 @@ RunPlan RunPlan::compile(const PlanRequest& request) {
     plan.placement_ = replicated_placement(*plan.scheme_, plan.stages_, plan.replicas_);
   }
   plan.recompute_ = recompute_of(request, plan.codec_positions());
+  plan.split_ = sequence_split_of(request);
   const bool cross = request.ties_cross_stages.value_or(plan.stages_ > 1);
   plan.sync_ = gradient_sync(request.gradients, *plan.scheme_, plan.stages_, plan.copies(), request.tied_weights,
                              request.tied_weights && cross);
@@ -134,6 +166,7 @@ RunPlan RunPlan::whole_pipelines(const Scheme& scheme, int stages, int replicas,
   plan.layout_ = replicas > 1 ? StageLayout::uniform(stages, replicas) : StageLayout();
   plan.placement_ = replicated_placement(scheme, stages, replicas);
   plan.sync_ = sync;
+  plan.split_ = scheme.sequence_split();  // a what-if: whatever the model, the cost model's attention alone
   return plan;
 }
 
@@ -147,6 +180,7 @@ PlanRequest plan_request(const Experiment& e, int stages) {
   r.several_processes = !e.executor->world().process_name().empty();
   r.compression = e.compression;
   r.recompute = e.partition.recompute;
+  r.segment_token_work = e.model->segment_token_work();
   r.source = e.source;
   return r;
 }
@@ -216,6 +250,17 @@ void RunPlan::check_batch_size(int64_t batch_size) const {
   }
 }
 
+void RunPlan::check_sequences(const std::vector<int64_t>& input_shape) const {
+  if (!split_.active() || !source_) return;
+  if (input_shape.size() != 1 || input_shape[0] < split_.segments) {
+    source_->fail("scheme.segments",
+                  fmt::format("{} segments per sequence, but the examples have shape {}", split_.segments,
+                              shape_text(input_shape)),
+                  input_shape.size() == 1 ? fmt::format("use at most {} segments", input_shape.empty() ? 1 : input_shape[0])
+                                          : std::string("use a dataset of token sequences"));
+  }
+}
+
 Schedule RunPlan::program(const std::vector<int>& units) const {
   if (layout_.uniform()) return replicated_schedule(*scheme_, stages_, units, sync_);
   // Replicated stages: one pipeline whose stages deal the mini-batches round robin.
@@ -241,7 +286,7 @@ std::unique_ptr<RunFeed> RunPlan::feed(DataLoader& loader, at::ScalarType dtype,
                                        RunFeed::Done done, bool one_process) const {
   if (scheme_->span() == Span::MiniBatch) {
     return std::make_unique<ChunkedRunFeed>(loader, dtype, window, replicas_, scheme_->micro_batches(),
-                                            std::move(done));
+                                            std::move(done), split_);
   }
   return std::make_unique<LoaderRunFeed>(loader, dtype, window, copies() > 1 ? replicas_ : 0, std::move(done),
                                          one_process);

@@ -40,6 +40,9 @@ struct PlanRequest {
   CompressionSection compression;
   /// partition.recompute: the pipeline stages that recompute their forwards in backward.
   Recompute recompute;
+  /// Whether the model computes a sequence segment by segment, and its per-token work
+  /// (ModelFactory::segment_token_work): a scheme that splits sequences needs it.
+  std::optional<double> segment_token_work;
   /// Where the file's keys are (errors at partition.replicas name the file and line).
   std::shared_ptr<const ConfigSource> source;
 };
@@ -95,6 +98,12 @@ class RunPlan {
   /// Refuses (a ConfigError at run.batch_size) a mini-batch too small to split as the plan
   /// splits it: into the scheme's micro-batches on every replica, or a share per replica.
   void check_batch_size(int64_t batch_size) const;
+  /// How each micro-batch's sequences are cut into units (core/scheme/sequence_split.h; the
+  /// model's token work filled in); inactive for a scheme whose units are micro-batches.
+  const SequenceSplit& sequence_split() const { return split_; }
+  /// Refuses (a ConfigError at scheme.segments) examples of `input_shape` that cannot be cut
+  /// into the split's segments: not sequences, or fewer tokens than segments.
+  void check_sequences(const std::vector<int64_t>& input_shape) const;
   /// The training schedule with `units[r]` micro-batches (or mini-batches) on replica r
   /// (with replicated stages: their sum, dealt round robin), with its messages: what the
   /// executors run.
@@ -130,6 +139,7 @@ class RunPlan {
   std::vector<int> placement_;
   GradientSync sync_;
   std::vector<bool> recompute_;  ///< per pipeline stage (position)
+  SequenceSplit split_;
   std::shared_ptr<const ConfigSource> source_;  ///< where errors point (the experiment's file)
 };
 

@@ -98,6 +98,7 @@ class ShadowFeed : public Feed {
   double loss_scale(int mb) override;
   void on_result(int mb, const MicroBatchResult& r) override { inner_.on_result(mb, r); }
   at::Tensor example_ids(int mb) override { return inner_.example_ids(mb); }
+  nn::SequenceSegment segment(int mb) override { return inner_.segment(mb); }
 
  private:
   Feed& inner_;

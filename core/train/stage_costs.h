@@ -18,6 +18,8 @@ struct StageCostInputs {
   std::string executor, scheme, dtype;
   int micro_batches = 1;         ///< per mini-batch (Scheme::micro_batches)
   double micro_batch_size = 0;   ///< examples per micro-batch
+  int segments = 1;              ///< sequence segments per micro-batch (the plan's split)
+  int64_t sequence_length = 0;   ///< tokens per example (0: not sequences)
   double step_seconds = 0;       ///< mean wall seconds of one mini-batch
   int64_t steps = 0;             ///< executor runs timed for step_seconds
   std::vector<int> placement;    ///< the device of each stage

@@ -91,6 +91,13 @@ bool file_model_ties(const ConfigNode& top) {
   return top.has("model") && Registry<ModelFactory>::get().create(top.child("model"))->ties_weights();
 }
 
+/// Whether the file's model computes sequences segment by segment (what a scheme that cuts
+/// them needs); without a model section, the schedule is drawn as the scheme makes it.
+std::optional<double> file_segment_token_work(const ConfigNode& top) {
+  if (!top.has("model")) return 0.0;
+  return Registry<ModelFactory>::get().create(top.child("model"))->segment_token_work();
+}
+
 /// Whether the file's run goes over several processes (replicated stages refuse it).
 bool file_runs_processes(const YAML::Node& root) {
   if (!root.IsMap() || !root["run"] || !root["run"].IsMap() || !root["run"]["executor"]) return false;
@@ -232,6 +239,7 @@ int schedule(const Args& args) {
   request.replicas = per_stage.empty() ? Replicas{replicas, {}} : Replicas{1, per_stage};
   request.gradients = top.has("optimizer") ? read_gradient_options(top.child("optimizer")) : GradientOptions{};
   request.tied_weights = file_model_ties(top);
+  request.segment_token_work = file_segment_token_work(top);
   request.several_processes = file_runs_processes(root);
   if (top.has("compression")) request.compression = read_compression(top.child("compression"));
   request.source = source;
@@ -257,6 +265,11 @@ int schedule(const Args& args) {
              "  F forward                 B backward (input and weights)   I, W: B split into input, weights\n"
              "  H auxiliary head's backward (interlocking)                 U optimizer step\n{}\n",
              s.compute_only().to_text());
+  if (s.segments() > 1) {
+    fmt::print("units are sequence segments: unit u is segment u % {0} of micro-batch u / {0}; each micro-batch's "
+               "segments run forward in order and backward in reverse (docs/schedules.md)\n\n",
+               s.segments());
+  }
   if (plan.sync().scope == CollectiveScope::Model) {
     fmt::print("{} over every stage: each U waits for an ALLREDUCE of all {} stages (shown with --lowered)\n\n",
                request.tied_weights ? "the model's tied weights meet" : "optimizer.clip_grad_norm clips", s.stages());
