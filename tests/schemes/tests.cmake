@@ -11,6 +11,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/pipedream_flush_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipelined_backprop_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_equality_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sequence_segments_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stage_recompute_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sync_schedules_test.cpp
 )

@@ -18,9 +18,8 @@ std::unique_ptr<Scheme> make_scheme(const std::string& section) {
   return Registry<Scheme>::get().create(ConfigNode(YAML::Load(section), source, "scheme"));
 }
 
-}  // namespace
-
-std::vector<SchemeCase> scheme_cases() {
+/// The registry's cases, of the schemes that split sequences or of the others.
+std::vector<SchemeCase> registry_cases(bool sequences) {
   const std::map<std::string, std::vector<std::string>> variants{
       {"gpipe", {"chunks: 4, checkpoint: always"}},
       {"pipedream", {"flush: never", "vertical_sync: true"}},
@@ -32,6 +31,7 @@ std::vector<SchemeCase> scheme_cases() {
       {"interleaved_1f1b", {"chunks: 4, virtual_stages: 2"}},
       {"looped_bfs", {"chunks: 4, virtual_stages: 2"}},
       {"zb_h1", {"chunks: 4, virtual_stages: 2"}},
+      {"seq1f1b", {"chunks: 2, segments: 3, virtual_stages: 2, segmentation: equal_tokens"}},
       {"pipemare", {"rescheduling_steps: 10", "rescheduling_steps: 10, correction: backward, velocity_decay: 0.5",
                     "rescheduling_steps: 10, correction: forward, velocity_decay: 0.5, flush: never"}},
       {"ftpipe", {"predictor: msnag, stash: true, gap_aware: all_except_last",
@@ -59,11 +59,22 @@ std::vector<SchemeCase> scheme_cases() {
         // dp's stages are its replicas.
         const std::string extra = name == "dp" ? fmt::format("replicas: {}", stages) : option;
         const std::string section = fmt::format("{{type: {}{}{}}}", name, extra.empty() ? "" : ", ", extra);
-        const std::vector<int> placement = make_scheme(section)->placement(stages);
+        const std::unique_ptr<Scheme> scheme = make_scheme(section);
+        if (scheme->sequence_split().active() != sequences) continue;
+        const std::vector<int> placement = scheme->placement(stages);
         out.push_back({section, stages, *std::max_element(placement.begin(), placement.end()) + 1});
       }
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SchemeCase> sequence_scheme_cases() { return registry_cases(true); }
+
+std::vector<SchemeCase> scheme_cases() {
+  std::vector<SchemeCase> out = registry_cases(false);
   // Schedules from files: a hand-written 1F1B (text) and an interleaved one (torch CSV).
   const std::string dir = PIPELAB_EXPERIMENTS_DIR "/schedules/";
   out.push_back({"{type: custom, file: '" + dir + "1f1b_d2_m4.sched'}", 2, 2});
