@@ -154,7 +154,8 @@ std::shared_ptr<const CompressionSection> codecs_of(const PlanFlags& f, const Ex
 /// What to search, from the flags, the experiment and where its costs come from.
 plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSource& source) {
   plan::PlanSpace space;
-  space.schemes = f.vm.count("schemes") ? flag_list("--schemes", f.schemes) : plan::default_schemes(f.async);
+  space.schemes = f.vm.count("schemes") ? flag_list("--schemes", f.schemes)
+                                        : plan::default_schemes(f.async, e.model->segment_token_work().has_value());
   space.devices = f.devices;
   space.allow_idle = f.allow_idle;
   space.memory_cap = (f.memory_cap > 0 ? f.memory_cap : f.device_memory) * kGiB;

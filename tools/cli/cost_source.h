@@ -88,6 +88,7 @@ class CostSource {
       return;
     }
     const DataSpec spec = data_spec(e, vm);
+    if (spec.integer_input && spec.input_shape.size() == 1) sequence_length_ = static_cast<double>(spec.input_shape[0]);
     const ModelDef def = e.model->define(spec);
     dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
     blocks_ = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
@@ -192,6 +193,7 @@ class CostSource {
     }
     sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_, times_.empty() ? nullptr : &times_);
     c.source = times_.empty() ? "derived" : "timed here";
+    c.sequence_length = sequence_length_;
     add_tied_bytes(c, balance);
     sim::apply_compression(c, compression, device_.dtype_bytes);
     return c;
@@ -213,6 +215,7 @@ class CostSource {
   sim::BlockMemory memory_;
   sim::BlockTimes times_;
   int small_ = 0, large_ = 0;  ///< the two sizes blocks were timed at
+  double sequence_length_ = 0;  ///< tokens per example (0: not sequences)
   std::vector<BlockTie> ties_;
 };
 

@@ -25,6 +25,7 @@ struct SchemeKnobs {
   bool virtual_stages = false;  ///< takes `virtual_stages`
   bool own_replicas = false;    ///< takes `replicas` (data parallelism's copies)
   bool checkpoint = false;      ///< takes `checkpoint: never | except_last | always`
+  bool segments = false;        ///< cuts sequences into `segments` (Seq1F1B, TeraPipe)
 };
 
 YAML::Node with(const YAML::Node& section, const std::string& key, const YAML::Node& value) {
@@ -56,6 +57,8 @@ SchemeKnobs knobs_of(const Experiment& e, const std::string& type) {
   k.virtual_stages = takes(with(k.base, "virtual_stages", YAML::Node(2)), [](const Scheme&) { return true; });
   k.own_replicas = takes(with(k.base, "replicas", YAML::Node(2)), [](const Scheme& s) { return s.replicas(1) == 2; });
   k.checkpoint = takes(with(k.base, "checkpoint", YAML::Node("always")), [](const Scheme&) { return true; });
+  k.segments = takes(with(k.base, "segments", YAML::Node(2)),
+                     [](const Scheme& s) { return s.sequence_split().segments == 2; });
   return k;
 }
 
@@ -65,6 +68,13 @@ std::vector<YAML::Node> variants(const SchemeKnobs& k) {
   if (k.virtual_stages) {
     out.clear();
     for (int v : {1, 2, 4}) out.push_back(with(k.base, "virtual_stages", YAML::Node(v)));
+  }
+  if (k.segments) {
+    std::vector<YAML::Node> each;
+    for (const YAML::Node& s : out) {
+      for (int n : {2, 4, 8}) each.push_back(with(s, "segments", YAML::Node(n)));
+    }
+    out = each;
   }
   if (k.checkpoint) {
     std::vector<YAML::Node> both;

@@ -46,9 +46,12 @@ bool faster(const Candidate& a, const Candidate& b) {
 
 }  // namespace
 
-std::vector<std::string> default_schemes(bool async) {
+std::vector<std::string> default_schemes(bool async, bool sequences) {
   std::vector<std::string> out{"single",   "dp",     "gpipe", "pipedream_flush", "interleaved_1f1b", "zb_h1",
                                "zb_h2",    "zbv",    "v_half", "v_min",         "dualpipe_v"};
+  if (sequences) {
+    for (const char* s : {"seq1f1b", "terapipe"}) out.push_back(s);
+  }
   if (async) {
     for (const char* s : {"pipedream", "pipedream_2bw", "async", "spectrain", "pipeoptim", "pipemare", "xpipe"}) {
       out.push_back(s);

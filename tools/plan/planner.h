@@ -116,7 +116,8 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
                   const OnProgress& on_progress = {});
 
 /// The schemes tried by default: every synchronous schedule (and, with `async`, the
-/// asynchronous ones), `single` and `dp` included.
-std::vector<std::string> default_schemes(bool async);
+/// asynchronous ones), `single` and `dp` included; with `sequences` (a model that computes a
+/// sequence segment by segment), the sequence-level pipelines too.
+std::vector<std::string> default_schemes(bool async, bool sequences = false);
 
 }  // namespace pipelab::plan

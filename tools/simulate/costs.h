@@ -115,6 +115,12 @@ struct SimCosts {
   double micro_batch_size = 0;  ///< examples the costs are for (0: unknown; cannot be rescaled)
   double step_seconds = 0;      ///< measured step, when the costs were measured
   int micro_batches = 0;        ///< micro-batches per step of the measured run (0: unknown)
+  /// Sequence segments per micro-batch of the measured run (Seq1F1B, TeraPipe): its actions'
+  /// figures are then one segment's, on average; 1 for whole micro-batches.
+  int segments = 1;
+  /// Tokens per example (0: unknown, or not sequences): what a plan that cuts sequences into
+  /// segments needs to cost each segment (core/scheme/sequence_split.h).
+  double sequence_length = 0;
   int steps = 0;                ///< mini-batches the measured step time is the mean of
   std::string executor, scheme, dtype, format;
   /// The measured run's compression section ("" without one): its sizes are encoded already.
@@ -132,6 +138,9 @@ struct SimCosts {
     v("micro_batch_size", micro_batch_size, "examples per micro-batch the costs are for (0: unknown)", kExamples);
     v("step_seconds", step_seconds, "measured seconds of one step", kSeconds);
     v("micro_batches", micro_batches, "micro-batches per step of the measured run", in_range(0, 1e9));
+    v("segments", segments, "sequence segments per micro-batch of the measured run (1: whole micro-batches)",
+      in_range(1, 1 << 16));
+    v("sequence_length", sequence_length, "tokens per example (0: unknown or not sequences)", in_range(0, 1e9));
     v("steps", steps, "steps the measured time averages", in_range(0, 2e9));
     v("executor", executor, "executor of the measured run");
     v("scheme", scheme, "scheme of the measured run");

@@ -14,6 +14,48 @@
 namespace pipelab::sim {
 namespace {
 
+/// What one unit of the schedule costs against one unit of the costs. Units are micro-batches
+/// unless the plan cuts sequences into segments (core/scheme/sequence_split.h): segment j then
+/// does its share of the micro-batch's work (seconds, the activations it keeps, which grow
+/// with the keys its queries read as the work does) and carries its share of the tokens
+/// (messages). Costs measured in segments are one segment's on average: k_c of them make a
+/// micro-batch.
+class UnitScale {
+ public:
+  UnitScale(const RunPlan& plan, const SimCosts& c) {
+    const SequenceSplit& split = plan.sequence_split();
+    if (!split.active() && c.segments <= 1) return;
+    const double measured = std::max(1, c.segments);
+    if (!split.active()) {
+      work_ = tokens_ = {measured};
+      return;
+    }
+    if (c.sequence_length < split.segments) {
+      throw UserError(fmt::format("scheme {} cuts each sequence into {} segments, but the costs ({}) give no sequence "
+                                  "length to cut. Fix: use costs measured by a run of a sequence model "
+                                  "(metrics/costs.json) or derived from one",
+                                  plan.scheme().type(), split.segments, c.source));
+    }
+    const int64_t length = static_cast<int64_t>(c.sequence_length);
+    const std::vector<int64_t> cuts = split.cuts(length);
+    for (int j = 0; j < split.segments; ++j) {
+      work_.push_back(split.share(j, length) * measured);
+      tokens_.push_back(static_cast<double>(cuts[static_cast<size_t>(j) + 1] - cuts[static_cast<size_t>(j)]) /
+                        static_cast<double>(length) * measured);
+    }
+  }
+  /// Of seconds and kept bytes, and of message bytes, for action `a`.
+  double work(const Action& a) const { return of(work_, a); }
+  double tokens(const Action& a) const { return of(tokens_, a); }
+
+ private:
+  static double of(const std::vector<double>& per_segment, const Action& a) {
+    if (per_segment.empty() || a.mb < 0) return 1.0;
+    return per_segment[static_cast<size_t>(a.mb) % per_segment.size()];
+  }
+  std::vector<double> work_, tokens_;
+};
+
 double wire_bytes(const SimCosts& c, const Action& send) {
   const StageCosts& s = c.stages.at(static_cast<size_t>(send.stage));
   return payload(send.kind) == 'F' ? s.activation_bytes : s.gradient_bytes;
@@ -85,13 +127,16 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& pl
   e.one_worker = o.one_worker;
   auto recompute = std::make_shared<std::vector<bool>>();
   for (size_t s = 0; s < c.stages.size(); ++s) recompute->push_back(recomputes(c, plan, static_cast<int>(s)));
-  e.compute = [&c, &o, recompute](int d, const Action& a) {
+  auto scale = std::make_shared<const UnitScale>(plan, c);
+  e.compute = [&c, &o, recompute, scale](int d, const Action& a) {
     const auto slow = o.slow.find(d);
     const double t = action_time(c.stages.at(static_cast<size_t>(a.stage)), a.kind,
                                  (*recompute)[static_cast<size_t>(a.stage)]);
-    return t * (slow == o.slow.end() ? 1.0 : slow->second);
+    // An update's time does not depend on the units before it.
+    const double unit = a.kind == ActionKind::Update ? 1.0 : scale->work(a);
+    return t * unit * (slow == o.slow.end() ? 1.0 : slow->second);
   };
-  e.wire = [&c](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a)); };
+  e.wire = [&c, scale](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a) * scale->tokens(a)); };
   e.latency = [&c](const Action&) { return c.link.latency_seconds(); };
   e.collective = [&c, &plan](const Action& a) {
     return collective_time(c, c.stages.at(static_cast<size_t>(a.stage)), copies_of(plan, a.stage));
@@ -146,8 +191,8 @@ BackwardEnds backward_ends(const SimResult& r) {
 /// activations holds its output that long anyway). Both count where they were made, as one
 /// process's memory meter counts them; across processes the receiver holds a copy for that
 /// time and the sender's goes.
-void add_sent_messages(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, size_t d,
-                       const BackwardEnds& ends, std::vector<std::pair<double, double>>& changes) {
+void add_sent_messages(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, const UnitScale& unit,
+                       size_t d, const BackwardEnds& ends, std::vector<std::pair<double, double>>& changes) {
   for (const TimedAction& x : r.timeline.devices[d]) {
     const Action& a = x.action;
     if (!is_send(a.kind) || a.stage < 0 || a.mb < 0) continue;
@@ -155,7 +200,7 @@ void add_sent_messages(const SimResult& r, const std::vector<StageMemory>& held,
     const bool back = payload(a.kind) == 'B';
     if (!back && (payload(a.kind) != 'F' || !held[static_cast<size_t>(a.stage)].recompute)) continue;
     const int to = peer(a);
-    const double bytes = back ? k.gradient_bytes : k.activation_bytes;
+    const double bytes = (back ? k.gradient_bytes : k.activation_bytes) * unit.tokens(a);
     if (to < 0 || to >= r.stages || bytes <= 0) continue;
     const std::vector<double>& at = ends[static_cast<size_t>(to)];
     if (static_cast<size_t>(a.mb) >= at.size() || at[static_cast<size_t>(a.mb)] < 0) continue;
@@ -215,8 +260,8 @@ struct DeviceBytes {
 /// W at the I's end, and all of it back when the micro-batch's backward ends (its W, when
 /// the backward is split); while an action runs, its transient
 /// bytes on top, and while an ALLREDUCE runs, a gradient-sized buffer.
-void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, size_t d,
-                      DeviceBytes& bytes) {
+void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, const UnitScale& unit,
+                      size_t d, DeviceBytes& bytes) {
   std::map<std::pair<int, int>, double> held_by;  // (stage, mb) -> bytes it holds now
   // Per stage, whether its gradient exists in this step (a B or W made it).
   std::vector<char> accumulating(c.stages.size(), 0);
@@ -231,11 +276,13 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
     // A recomputing stage keeps only its input, which the stage before it made (counted
     // there, add_sent_messages) or the feed did.
     const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
-    const double kept = recompute ? 0.0 : k.retained_bytes;
+    const double share = a.kind == ActionKind::Update ? 1.0 : unit.work(a);
+    const double retained = k.retained_bytes * share;
+    const double kept = recompute ? 0.0 : retained;
     // What the action needs while it runs, above the level at its start. A transient is that
     // of a backward that adds into the stage's gradient (a temporary of its size); the first
     // one of a step makes the gradient instead, which the static bytes hold already.
-    double transient = k.transient_of(a.kind);
+    double transient = k.transient_of(a.kind) * share;
     if (kind_info(a.kind).leaves_gradient && !accumulating[static_cast<size_t>(a.stage)]) {
       accumulating[static_cast<size_t>(a.stage)] = 1;
       transient = std::max(0.0, transient - k.parameter_bytes);
@@ -249,13 +296,13 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
     const bool first_backward = kind_info(a.kind).takes_gradients;  // B, or I when split
     // The recomputed forward (a transient measured in a recomputing run includes it already).
     if (first_backward && recompute && (transient == 0 || !k.recompute_in_transient)) {
-      bytes.steps.push_back({x.start, k.retained_bytes - kept});
-      holds += k.retained_bytes - kept;
+      bytes.steps.push_back({x.start, retained - kept});
+      holds += retained - kept;
     }
     // A split backward's I keeps, until its W, the gradients W starts from.
     if (first_backward && !kind_info(a.kind).frees_micro_batch) {
-      bytes.steps.push_back({x.end, k.backward_input_kept_bytes});
-      holds += k.backward_input_kept_bytes;
+      bytes.steps.push_back({x.end, k.backward_input_kept_bytes * share});
+      holds += k.backward_input_kept_bytes * share;
     }
     // B, or W when split (a micro-batch takes one or the other: the validator).
     if (kind_info(a.kind).frees_micro_batch) {
@@ -285,11 +332,12 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c) {
     r.gradient_bytes[static_cast<size_t>(d)] += 2 * k.parameter_bytes;
   }
   const BackwardEnds ends = backward_ends(r);
+  const UnitScale unit(plan, c);
   for (size_t d = 0; d < devices; ++d) {
     DeviceBytes bytes;
     if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
-    add_sent_messages(r, held, c, d, ends, bytes.steps);
-    add_action_bytes(r, held, c, d, bytes);
+    add_sent_messages(r, held, c, unit, d, ends, bytes.steps);
+    add_action_bytes(r, held, c, unit, d, bytes);
     r.peak_activation_bytes[d] = bytes.walk(r.static_bytes[d], r.memory[d]);
     r.peak_bytes[d] = r.static_bytes[d] + r.peak_activation_bytes[d];
   }
@@ -367,7 +415,8 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
     r.bubble = span > 0 ? 1 - (total_busy(twice, nullptr) - busy) / (r.devices * span) : 0;
   }
   double bytes = 0;
-  for (const TimedTransfer& t : r.timeline.transfers) bytes += wire_bytes(costs, t.send);
+  const UnitScale unit(plan, costs);
+  for (const TimedTransfer& t : r.timeline.transfers) bytes += wire_bytes(costs, t.send) * unit.tokens(t.send);
   for (const auto& row : r.timeline.devices) {
     for (const TimedAction& x : row) {
       if (kind_info(x.action.kind).role == KindRole::Collective) {
