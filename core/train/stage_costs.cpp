@@ -61,6 +61,23 @@ double retained_per_action(const ExecStats& stats, size_t s, ActionKind kind, bo
   return ratio(retained, actions);
 }
 
+/// With sequence segments, each segment's part of stage `s`'s compute seconds (F, B, I, W
+/// of the units of that segment); empty without segments or records.
+nlohmann::json segment_shares(const ExecStats& stats, size_t s, int segments) {
+  nlohmann::json out = nlohmann::json::array();
+  if (segments <= 1 || s >= stats.actions.size()) return out;
+  std::vector<double> seconds(static_cast<size_t>(segments), 0.0);
+  double total = 0;
+  for (const ActionRecord& a : stats.actions[s]) {
+    if (a.mb < 0 || !is_compute(a.kind) || a.kind == ActionKind::Update || a.kind == ActionKind::Head) continue;
+    seconds[static_cast<size_t>(a.mb % segments)] += a.end - a.start;
+    total += a.end - a.start;
+  }
+  if (total <= 0) return out;
+  for (const double t : seconds) out.push_back(t / total);
+  return out;
+}
+
 /// A kind's typical transient on stage `s`: the median rise above the level at the action's
 /// start. The median, not the peak: a mini-batch's first backward also allocates the
 /// gradient, which the simulator counts apart (with the weights).
@@ -121,6 +138,7 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
     st["buffer_bytes"] = at_or<int64_t>(in.buffer_bytes, s, 0);
     st["optimizer_bytes"] = at_or<int64_t>(in.optimizer_bytes, s, 0);
     st["stored_versions"] = number(at_or(in.stored_versions, s, 1.0));
+    if (in.segments > 1) st["segment_shares"] = segment_shares(stats, s, in.segments);
     stages.push_back(st);
   }
   root["stages"] = stages;

@@ -63,6 +63,9 @@ struct StageCosts {
   /// replayed as part of F and of the action that takes the gradient (B, or I).
   double codec_forward_seconds = 0, codec_backward_seconds = 0;
   int stage = 0, device = 0;   ///< as measured (informational)
+  /// Measured in sequence segments (SimCosts::segments): each segment's part of the stage's
+  /// compute seconds (F, B, I, W), segment 0 first; empty when not measured so.
+  std::vector<double> segment_shares;
 
   template <class V>
   void fields(V& v) {
@@ -78,6 +81,7 @@ struct StageCosts {
       kBytes);
     for (const KindKeys& k : kind_keys()) v(k.transient, transient_bytes[k.kind], k.transient_doc.c_str(), kBytes);
     v("parameter_bytes", parameter_bytes, "bytes of the stage's parameters", kBytes);
+    v("segment_shares", segment_shares, "each sequence segment's part of the compute seconds (measured in segments)");
     v("tied_bytes", tied_bytes, "bytes of its parameters tied to another stage's (summed before each update)", kBytes);
     v("buffer_bytes", buffer_bytes, "bytes of its buffers (batch-norm statistics)", kBytes);
     v("optimizer_bytes", optimizer_bytes, "bytes of its optimizer state", kBytes);

@@ -16,10 +16,12 @@ namespace {
 
 /// What one unit of the schedule costs against one unit of the costs. Units are micro-batches
 /// unless the plan cuts sequences into segments (core/scheme/sequence_split.h): segment j then
-/// does its share of the micro-batch's work (seconds, the activations it keeps, which grow
-/// with the keys its queries read as the work does) and carries its share of the tokens
-/// (messages). Costs measured in segments are one segment's on average: k_c of them make a
-/// micro-batch.
+/// does its share of the micro-batch's work and carries its share of the tokens (messages).
+/// The work's share is the cost model's (docs/schemes.md F70) for the activations a segment
+/// keeps, which grow with the keys its queries read as the work does, and for its seconds
+/// unless the costs were measured in as many segments: then each stage's measured shares
+/// (StageCosts::segment_shares). Costs measured in segments are one segment's on average: k_c
+/// of them make a micro-batch.
 class UnitScale {
  public:
   UnitScale(const RunPlan& plan, const SimCosts& c) {
@@ -43,8 +45,20 @@ class UnitScale {
       tokens_.push_back(static_cast<double>(cuts[static_cast<size_t>(j) + 1] - cuts[static_cast<size_t>(j)]) /
                         static_cast<double>(length) * measured);
     }
+    if (c.segments != split.segments) return;
+    for (const StageCosts& k : c.stages) {
+      std::vector<double> shares;
+      if (k.segment_shares.size() == static_cast<size_t>(split.segments)) {
+        for (const double x : k.segment_shares) shares.push_back(x * measured);
+      }
+      seconds_.push_back(shares);
+    }
   }
-  /// Of seconds and kept bytes, and of message bytes, for action `a`.
+  /// Of an action's seconds, of the bytes it keeps, of its messages' bytes.
+  double seconds(const Action& a) const {
+    const size_t st = static_cast<size_t>(a.stage);
+    return st < seconds_.size() && !seconds_[st].empty() ? of(seconds_[st], a) : of(work_, a);
+  }
   double work(const Action& a) const { return of(work_, a); }
   double tokens(const Action& a) const { return of(tokens_, a); }
 
@@ -54,6 +68,7 @@ class UnitScale {
     return per_segment[static_cast<size_t>(a.mb) % per_segment.size()];
   }
   std::vector<double> work_, tokens_;
+  std::vector<std::vector<double>> seconds_;  ///< per stage, measured
 };
 
 double wire_bytes(const SimCosts& c, const Action& send) {
@@ -133,7 +148,7 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& pl
     const double t = action_time(c.stages.at(static_cast<size_t>(a.stage)), a.kind,
                                  (*recompute)[static_cast<size_t>(a.stage)]);
     // An update's time does not depend on the units before it.
-    const double unit = a.kind == ActionKind::Update ? 1.0 : scale->work(a);
+    const double unit = a.kind == ActionKind::Update ? 1.0 : scale->seconds(a);
     return t * unit * (slow == o.slow.end() ? 1.0 : slow->second);
   };
   e.wire = [&c, scale](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a) * scale->tokens(a)); };
