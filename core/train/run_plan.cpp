@@ -98,6 +98,9 @@ std::vector<bool> recompute_of(const PlanRequest& r, int positions) {
 SequenceSplit sequence_split_of(const PlanRequest& r) {
   SequenceSplit split = r.scheme->sequence_split();
   if (!split.active()) return split;
+  // Only the feed of a flush per mini-batch cuts them (RunPlan::feed).
+  PIPELAB_ASSERT(r.scheme->span() == Span::MiniBatch, "scheme {} cuts sequences but is not flushed per mini-batch",
+                 r.scheme->type());
   const auto fail = [&](const char* key, const std::string& what, const std::string& fix) {
     r.source->fail(key, fmt::format("scheme {} computes each micro-batch in {} sequence segments, {}", r.scheme->type(),
                                     split.segments, what),
@@ -256,7 +259,7 @@ void RunPlan::check_sequences(const std::vector<int64_t>& input_shape) const {
     source_->fail("scheme.segments",
                   fmt::format("{} segments per sequence, but the examples have shape {}", split_.segments,
                               shape_text(input_shape)),
-                  input_shape.size() == 1 ? fmt::format("use at most {} segments", input_shape.empty() ? 1 : input_shape[0])
+                  input_shape.size() == 1 ? fmt::format("use at most {} segments", input_shape[0])
                                           : std::string("use a dataset of token sequences"));
   }
 }
