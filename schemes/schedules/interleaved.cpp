@@ -67,10 +67,15 @@ Schedule interleaved_1f1b(int p, int v, int m, int segments) {
   const int group = segments > 1 ? std::min(m, (p + segments - 1) / segments) : 0;
   const int rounds = segments > 1 ? m / group : std::max(1, m / p);
   if (m % rounds != 0 || (segments > 1 && m % group != 0)) {
+    if (segments > 1) {
+      throw UserError(fmt::format("interleaved_1f1b: {} micro-batches of {} segments on {} devices: rounds hold {} "
+                                  "whole micro-batches (ceil(devices / segments)), which {} does not divide. Fix: use "
+                                  "a multiple of {} micro-batches",
+                                  m, segments, p, group, m, group));
+    }
     throw UserError(fmt::format("interleaved_1f1b: {} micro-batches on {} devices make {} rounds, which {} does not "
-                                "divide ({}). Fix: use a multiple of {} micro-batches",
-                                m, p, rounds, m, segments > 1 ? "rounds of ceil(devices / segments)" : "torch's rule",
-                                segments > 1 ? group : rounds));
+                                "divide (torch's rule). Fix: use a multiple of {} micro-batches, or of {}",
+                                m, p, rounds, m, rounds, p));
   }
   const int per_round = m / rounds * segments;
   Schedule s(p * v, p);
