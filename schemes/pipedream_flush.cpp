@@ -23,15 +23,7 @@ class PipedreamFlush : public Configured<Scheme, PipedreamFlushOptions> {
   int micro_batches() const override { return options_.chunks; }
 
   /// 1F1B over the micro-batches, without its per-micro-batch updates, then one update.
-  Schedule schedule(int stages, int units) const override {
-    Schedule s = schedules::one_f_one_b(stages, units);
-    for (int r = 0; r < stages; ++r) {
-      auto& actions = s.device(r);
-      actions.erase(std::remove(actions.begin(), actions.end(), Action::U(r)), actions.end());
-      actions.push_back(Action::U(r));
-    }
-    return s;
-  }
+  Schedule schedule(int stages, int units) const override { return schedules::one_f_one_b_flushed(stages, units); }
 
   std::vector<int> max_in_flight(int stages) const override {
     std::vector<int> bound;

@@ -42,14 +42,7 @@ class Seq1f1b : public SyncPipeline<Seq1f1bOptions> {
   Schedule schedule(int stages, int micro_batches) const override {
     const int k = options_.segment.segments, v = options_.virtual_stages;
     if (v > 1) return schedules::interleaved_1f1b(devices_for(stages, v), v, micro_batches, k);
-    // 1F1B over the units without its per-unit updates, then one update (pipedream_flush's).
-    Schedule s = schedules::one_f_one_b(stages, micro_batches, k);
-    for (int r = 0; r < stages; ++r) {
-      auto& actions = s.device(r);
-      actions.erase(std::remove(actions.begin(), actions.end(), Action::U(r)), actions.end());
-      actions.push_back(Action::U(r));
-    }
-    return s;
+    return schedules::one_f_one_b_flushed(stages, micro_batches, k);
   }
   std::vector<int> max_in_flight(int stages) const override {
     if (options_.virtual_stages > 1) return {};

@@ -47,6 +47,16 @@ Schedule one_f_one_b(int stages, int micro_batches, int segments) {
   return s;
 }
 
+Schedule one_f_one_b_flushed(int stages, int micro_batches, int segments) {
+  Schedule s = one_f_one_b(stages, micro_batches, segments);
+  for (int r = 0; r < stages; ++r) {
+    auto& actions = s.device(r);
+    actions.erase(std::remove(actions.begin(), actions.end(), Action::U(r)), actions.end());
+    actions.push_back(Action::U(r));
+  }
+  return s;
+}
+
 std::vector<int> round_robin_warmups(const std::vector<int>& counts) {
   int ranks = 0;
   for (const int c : counts) ranks += c;

@@ -24,6 +24,10 @@ Schedule gpipe(int stages, int micro_batches);
 /// first, needs all k forwards), and each micro-batch's backwards in reverse segment order.
 Schedule one_f_one_b(int stages, int micro_batches, int segments = 1);
 
+/// 1F1B (with its `segments`) without the update after each backward: each stage steps once,
+/// after its last backward (PipeDream-Flush's flush per mini-batch; Seq1F1B's).
+Schedule one_f_one_b_flushed(int stages, int micro_batches, int segments = 1);
+
 /// The unit whose backward is the i-th of a stage that runs whole micro-batches of
 /// `segments` units in order, each one's segments in reverse: unit i with its segment
 /// number mirrored within its micro-batch (i itself for one segment).
