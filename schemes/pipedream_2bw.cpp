@@ -212,7 +212,9 @@ class TwoBufferPolicy : public StagePolicy {
     const double keep = 1 - lr * stage.optimizer().decoupled_decay();
     std::vector<at::Tensor> d;
     for (size_t i = 0; i < params.size(); ++i) {
-      at::Tensor w = params[i].detach();
+      // Through .data(), as the optimizer steps (core/optim/optimizer.cpp): not autograd's
+      // version counter, which the graphs of the micro-batches in flight check.
+      at::Tensor w = params[i].data();
       d.push_back((older_[i] * keep - w) / lr);
       if (previous_.size() == params.size()) w.sub_(d.back() - previous_[i], lr * feedback_);
     }

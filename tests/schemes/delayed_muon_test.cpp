@@ -166,3 +166,29 @@ TEST(DelayedMuon, ErrorFeedbackByHandOnOneStage) {
 
 }  // namespace
 }  // namespace pipelab::delayed_muon_test
+
+namespace pipelab::delayed_muon_test {
+namespace {
+
+// The correction steps the live weights while micro-batches whose graphs saved them are in
+// flight (4 stages of 1F1B, flush: never): it must leave autograd's version counters alone, as
+// the optimizer does, or their backwards stop with "modified by an inplace operation".
+TEST(DelayedMuon, ErrorFeedbackWithMicroBatchesInFlight) {
+  const char* mlp = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 4]}
+dataset:   {type: synthetic, samples: 128, test_samples: 32, shape: [12], classes: 4}
+partition: {stages: 4}
+scheme:    {type: pipedream_2bw, micro_batches: 2, error_feedback: 1}
+optimizer: {type: adamw, lr: 0.001}
+run:       {epochs: 1, batch_size: 8, seed: 1, threads: 1}
+)";
+  for (const char* on : {"update", "gradient"}) {
+    SCOPED_TRACE(on);
+    TensorDict weights;
+    EXPECT_NO_THROW(weights = testing::train(mlp, {std::string("scheme.error_feedback_on=") + on}));
+    for (const auto& [name, t] : weights) EXPECT_TRUE(t.isfinite().all().item<bool>()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace pipelab::delayed_muon_test
