@@ -24,14 +24,7 @@ void write_counting(const std::string& path, int64_t n, int64_t seed) {
   save_tensor_dict(path, {{"x", x}, {"y", (x + 1).remainder(kWords)}});
 }
 
-DataSpec lm_spec() {
-  DataSpec d;
-  d.input_shape = {kLength};
-  d.classes = kWords;
-  d.integer_input = true;
-  d.target_shape = {kLength};
-  return d;
-}
+DataSpec lm_spec() { return testing::word_windows(kWords, kLength); }
 
 const char* kModel = "{type: transformer, head: lm, tie_embeddings: true, num_words: 20, d_model: 8, heads: 2, ff: 8, "
                      "layers: 2, dropout: 0.0}";

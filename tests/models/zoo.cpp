@@ -15,6 +15,15 @@ DataSpec images(int64_t channels, int64_t height, int64_t width, int64_t classes
   return d;
 }
 
+DataSpec word_windows(int64_t words, int64_t length) {
+  DataSpec d;
+  d.input_shape = {length};
+  d.classes = words;
+  d.integer_input = true;
+  d.target_shape = {length};
+  return d;
+}
+
 ModelDef define_model(const std::string& section, const DataSpec& data) {
   const ConfigNode node(YAML::Load(section), std::make_shared<ConfigSource>("test.yaml"), "model");
   return Registry<ModelFactory>::get().create(node)->define(data);

@@ -1,5 +1,5 @@
 #pragma once
-/// Helpers for the vision-model tests: define a registered model from a YAML section, build
+/// Helpers for the model tests: data specs, define a registered model from a YAML section, build
 /// its blocks, count parameters and run a forward pass through the chain of blocks.
 #include <string>
 #include <vector>
@@ -11,6 +11,9 @@ namespace pipelab::testing {
 
 /// Image data [channels, height, width] with `classes` classes.
 DataSpec images(int64_t channels, int64_t height, int64_t width, int64_t classes);
+/// A language model's data: windows of `length` word ids below `words`, the next word at
+/// every position as the target.
+DataSpec word_windows(int64_t words, int64_t length);
 
 /// The model that `section` (flow YAML, e.g. "{type: resnet, depth: 18}") defines for `data`.
 ModelDef define_model(const std::string& section, const DataSpec& data);

@@ -27,14 +27,7 @@ namespace {
 
 constexpr int64_t kWords = 20, kLength = 8;
 
-DataSpec lm_spec() {
-  DataSpec d;
-  d.input_shape = {kLength};
-  d.classes = kWords;
-  d.integer_input = true;
-  d.target_shape = {kLength};
-  return d;
-}
+DataSpec lm_spec() { return testing::word_windows(kWords, kLength); }
 
 const char* kModel = "{type: transformer, head: lm, num_words: 20, d_model: 8, heads: 2, ff: 8, layers: 3, dropout: 0.0}";
 
