@@ -33,9 +33,4 @@ std::vector<int64_t> SequenceSplit::cuts(int64_t total) const {
   return out;
 }
 
-double SequenceSplit::share(int j, int64_t total) const {
-  const std::vector<int64_t> c = cuts(total);
-  return work(c[static_cast<size_t>(j)], c[static_cast<size_t>(j) + 1]) / work(0, total);
-}
-
 }  // namespace pipelab

@@ -34,8 +34,6 @@ struct SequenceSplit {
   std::vector<int64_t> cuts(int64_t total) const;
   /// The work of tokens [first, end) under the cost model above.
   double work(int64_t first, int64_t end) const;
-  /// Segment j's part of the work of a sequence of `total` tokens, under the same model.
-  double share(int j, int64_t total) const;
 };
 
 /// The `segments` and `segmentation` options of a scheme that splits sequences.

@@ -40,8 +40,9 @@ class UnitScale {
     }
     const int64_t length = static_cast<int64_t>(c.sequence_length);
     const std::vector<int64_t> cuts = split.cuts(length);
+    const double whole = split.work(0, length);
     for (int j = 0; j < split.segments; ++j) {
-      work_.push_back(split.share(j, length) * measured);
+      work_.push_back(split.work(cuts[static_cast<size_t>(j)], cuts[static_cast<size_t>(j) + 1]) / whole * measured);
       tokens_.push_back(static_cast<double>(cuts[static_cast<size_t>(j) + 1] - cuts[static_cast<size_t>(j)]) /
                         static_cast<double>(length) * measured);
     }
@@ -136,13 +137,13 @@ double action_time(const StageCosts& s, ActionKind kind, bool recompute) {
   return s.seconds_of(kind) + codec + again;
 }
 
-EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& plan) {
+EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& plan,
+                       const std::shared_ptr<const UnitScale>& scale) {
   EventCosts e;
   e.overlap = o.overlap;
   e.one_worker = o.one_worker;
   auto recompute = std::make_shared<std::vector<bool>>();
   for (size_t s = 0; s < c.stages.size(); ++s) recompute->push_back(recomputes(c, plan, static_cast<int>(s)));
-  auto scale = std::make_shared<const UnitScale>(plan, c);
   e.compute = [&c, &o, recompute, scale](int d, const Action& a) {
     const auto slow = o.slow.find(d);
     const double t = action_time(c.stages.at(static_cast<size_t>(a.stage)), a.kind,
@@ -329,7 +330,7 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
 
 /// Memory per device over the replay: the static part, then what its actions hold
 /// (add_action_bytes).
-void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c) {
+void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c, const UnitScale& unit) {
   const std::vector<int> placement = r.schedule.placement();
   const size_t devices = static_cast<size_t>(r.devices);
   r.static_bytes.assign(devices, 0);
@@ -347,7 +348,6 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c) {
     r.gradient_bytes[static_cast<size_t>(d)] += 2 * k.parameter_bytes;
   }
   const BackwardEnds ends = backward_ends(r);
-  const UnitScale unit(plan, c);
   for (size_t d = 0; d < devices; ++d) {
     DeviceBytes bytes;
     if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
@@ -359,7 +359,8 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c) {
 }
 
 /// `costs`: every stage of the plan (plan_costs).
-SimResult replay_plan(const RunPlan& plan, int units, const SimCosts& costs, const SimOptions& o) {
+SimResult replay_plan(const RunPlan& plan, int units, const SimCosts& costs, const SimOptions& o,
+                      const std::shared_ptr<const UnitScale>& scale) {
   SimResult r;
   // The run plan's own training schedule (core/train/run_plan.h): what a run executes.
   r.schedule = plan.training(equal_units(units, plan.replicas()));
@@ -367,7 +368,7 @@ SimResult replay_plan(const RunPlan& plan, int units, const SimCosts& costs, con
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
-  r.timeline = replay(r.schedule, event_costs(costs, o, plan));
+  r.timeline = replay(r.schedule, event_costs(costs, o, plan, scale));
   r.makespan = r.timeline.makespan;
   return r;
 }
@@ -410,7 +411,8 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
                    const SimOptions& options, int units_per_step) {
   const Scheme& scheme = plan.scheme();
   const SimCosts costs = plan_costs(one_pipeline, plan);
-  SimResult r = replay_plan(plan, units, costs, options);
+  const auto unit = std::make_shared<const UnitScale>(plan, costs);
+  SimResult r = replay_plan(plan, units, costs, options, unit);
   const double busy = total_busy(r, &r.busy);
   // A flushed replay may hold several optimizer steps (naive, single and dp step after every
   // unit): its per-step figures divide by them.
@@ -422,7 +424,7 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
   } else {
     // A pipeline that runs on: the time per unit once it is full, and the idle share of
     // that time, from the difference of two replays (U and 2U units).
-    const SimResult twice = replay_plan(plan, 2 * units, costs, options);
+    const SimResult twice = replay_plan(plan, 2 * units, costs, options, unit);
     const double span = twice.makespan - r.makespan;
     const double per_unit = span / units;
     r.step_seconds = per_unit * units_per_step;
@@ -430,8 +432,7 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
     r.bubble = span > 0 ? 1 - (total_busy(twice, nullptr) - busy) / (r.devices * span) : 0;
   }
   double bytes = 0;
-  const UnitScale unit(plan, costs);
-  for (const TimedTransfer& t : r.timeline.transfers) bytes += wire_bytes(costs, t.send) * unit.tokens(t.send);
+  for (const TimedTransfer& t : r.timeline.transfers) bytes += wire_bytes(costs, t.send) * unit->tokens(t.send);
   for (const auto& row : r.timeline.devices) {
     for (const TimedAction& x : row) {
       if (kind_info(x.action.kind).role == KindRole::Collective) {
@@ -441,7 +442,7 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
   }
   // Per step: a flushed scheme's replay is one step; otherwise units_per_step units' share.
   r.bytes_per_step = scheme.span() == Span::MiniBatch ? bytes / steps : bytes * units_per_step / units;
-  add_memory(r, plan, costs);
+  add_memory(r, plan, costs, *unit);
   return r;
 }
 
