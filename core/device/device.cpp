@@ -11,6 +11,7 @@
 
 #ifdef PIPELAB_WITH_CUDA
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -61,6 +62,21 @@ at::Generator make_generator(const c10::Device& device, uint64_t seed) {
 #endif
   }
   return at::detail::createCPUGenerator(seed);
+}
+
+AllocatorPeak allocator_peak(const c10::Device& device) {
+  AllocatorPeak out;
+#ifdef PIPELAB_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    out.allocated = stats.allocated_bytes[all].peak;
+    out.reserved = stats.reserved_bytes[all].peak;
+  }
+#else
+  (void)device;
+#endif
+  return out;
 }
 
 std::string describe_runtime() {

@@ -22,6 +22,14 @@ c10::Device parse(const std::string& text);
 void synchronize(const c10::Device& device);
 /// A new random generator for `device`, seeded with `seed`.
 at::Generator make_generator(const c10::Device& device, uint64_t seed);
+/// The CUDA caching allocator's peaks on a GPU since its process started: bytes held by
+/// tensors, and bytes the allocator reserved from the driver (both 0 on the CPU). What
+/// nvidia-smi would not show apart: the first is what a simulator's memory model predicts.
+struct AllocatorPeak {
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+};
+AllocatorPeak allocator_peak(const c10::Device& device);
 /// "LibTorch 2.15.0 (CUDA 13.2, 1 GPU)" for logs and run records.
 std::string describe_runtime();
 

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/device/device.h"
 #include "core/exec/world.h"
 #include "core/train/run_parts.h"
 #include "core/train/run_recorder.h"
@@ -67,6 +68,10 @@ StageCostInputs RunRecorder::stage_cost_inputs(std::vector<int64_t> optimizer_by
   for (const auto& s : parts_.stages) {
     in.parameter_bytes.push_back(tensor_bytes(s->module().parameters()));
     in.buffer_bytes.push_back(tensor_bytes(s->module().buffers()));
+    const device::AllocatorPeak peak = device::allocator_peak(s->device());
+    in.cuda_allocated_peak_bytes.push_back(peak.allocated);
+    in.cuda_reserved_peak_bytes.push_back(peak.reserved);
+    in.cuda_device.push_back(s->device().is_cuda() ? std::max<int>(s->device().index(), 0) : -1);
   }
   in.tied_bytes = parts_.cross_stage_tie_bytes();
   in.optimizer_bytes = std::move(optimizer_bytes);

@@ -133,6 +133,11 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
     }
     st["peak_activation_bytes"] = at_or<int64_t>(stats.peak_activation_bytes, s, 0);
     st["device_peak_bytes"] = at_or<int64_t>(stats.device_peak_bytes, static_cast<size_t>(st["device"].get<int>()), 0);
+    if (at_or<int64_t>(in.cuda_reserved_peak_bytes, s, 0) > 0) {
+      st["cuda_device"] = in.cuda_device[s];
+      st["cuda_allocated_peak_bytes"] = in.cuda_allocated_peak_bytes[s];
+      st["cuda_reserved_peak_bytes"] = in.cuda_reserved_peak_bytes[s];
+    }
     st["parameter_bytes"] = at_or<int64_t>(in.parameter_bytes, s, 0);
     st["tied_bytes"] = at_or<int64_t>(in.tied_bytes, s, 0);
     st["buffer_bytes"] = at_or<int64_t>(in.buffer_bytes, s, 0);

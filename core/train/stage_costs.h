@@ -30,6 +30,10 @@ struct StageCostInputs {
   /// The run's `compression:` section in YAML's flow form ("" without one): the message
   /// sizes and codec times are then the encoded ones.
   std::string compression;
+  /// Per stage, its GPU's caching-allocator peaks (device::allocator_peak; empty or 0 on
+  /// the CPU), so that a simulation can be checked against what the device held.
+  std::vector<int64_t> cuda_allocated_peak_bytes, cuda_reserved_peak_bytes;
+  std::vector<int> cuda_device;  ///< per stage, its GPU's index (-1 on the CPU)
 };
 
 /// costs.json's text for the traced `stats` (merged over processes) and `in`.

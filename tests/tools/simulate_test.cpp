@@ -177,6 +177,33 @@ TEST(Simulate, CostsFiles) {
   EXPECT_NE(why.find("no `stages` list"), std::string::npos) << why;
 }
 
+// A run measured on a GPU: costs.json holds each stage's GPU and that GPU's caching-allocator
+// peak, and the replay of its own costs sets beside it the simulated devices' whole peaks
+// (weights, gradients and optimizer state included) summed: here 2 x (1 + 2 x 1 + 1) MiB
+// against 10 MiB measured.
+TEST(Simulate, AGpuRunIsCheckedAgainstItsCachingAllocator) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"),
+                      "model: {type: mlp, sizes: [8, 16, 16, 4]}\n"
+                      "dataset: {type: synthetic, samples: 64, shape: [8], classes: 4}\n"
+                      "partition: {stages: 2}\nscheme: {type: gpipe, chunks: 2}\n"
+                      "optimizer: {type: sgd, lr: 0.1}\nrun: {epochs: 1, batch_size: 16}\n");
+  const std::string stage =
+      R"("forward": 0.001, "backward": 0.002, "parameter_bytes": 1048576, "optimizer_bytes": 1048576,
+         "cuda_device": 0, "cuda_allocated_peak_bytes": 10485760, "cuda_reserved_peak_bytes": 16777216)";
+  testing::write_text(dir.file("c.json"),
+                      R"({"scheme": "gpipe", "executor": "threaded", "micro_batches": 2, "micro_batch_size": 8,
+                          "step_seconds": 0.015, "steps": 4, "stages": [{"stage": 0, "device": 0, )" +
+                          stage + R"(}, {"stage": 1, "device": 1, )" + stage + "}]}\n");
+  const auto [code, out] = testing::shell(std::string(PIPELAB_BINARY) + " simulate " + dir.file("e.yaml") +
+                                          " --costs " + dir.file("c.json"));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cuda:0 (simulated devices 0, 1): caching allocator's peak 10.0 MiB, predicted 8.0 MiB with the "
+                     "weights, gradients and optimizer state: -20.0%"),
+            std::string::npos)
+      << out;
+}
+
 TEST(Simulate, DerivedCostsByHand) {
   // Two blocks: 1000 FLOPs and 10 outputs per example, then 3000 FLOPs and 5 outputs, 100 and
   // 50 parameters; 1 GFLOP/s, no memory limit, 4 examples, float32.

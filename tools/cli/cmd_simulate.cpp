@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "core/config/registry.h"
 #include "core/config/yaml_file.h"
@@ -82,6 +84,29 @@ std::map<int, double> slow_devices(const std::vector<std::string>& given) {
   return out;
 }
 
+/// On a run measured on GPUs, each GPU's caching-allocator peak against the replay: the whole
+/// peaks (weights in every version, gradients, optimizer state, buffers, activations) of the
+/// simulated devices whose stages it ran, summed (an upper bound when they do not coincide).
+void print_gpu_check(const sim::SimCosts& f, const sim::SimResult& r) {
+  const std::vector<int> placement = r.schedule.placement();
+  std::map<int, std::set<int>> devices;  // GPU -> simulated devices
+  std::map<int, double> measured;
+  for (size_t st = 0; st < f.stages.size() && st < placement.size(); ++st) {
+    const sim::StageCosts& s = f.stages[st];
+    if (s.cuda_device < 0 || s.cuda_allocated_peak_bytes <= 0) continue;
+    devices[s.cuda_device].insert(placement[st]);
+    measured[s.cuda_device] = s.cuda_allocated_peak_bytes;
+  }
+  for (const auto& [gpu, simulated] : devices) {
+    double predicted = 0;
+    for (const int d : simulated) predicted += r.peak_bytes.at(static_cast<size_t>(d));
+    fmt::print("cuda:{} (simulated device{} {}): caching allocator's peak {:.1f} MiB, predicted {:.1f} MiB with the "
+               "weights, gradients and optimizer state: {:+.1f}%\n",
+               gpu, simulated.size() == 1 ? "" : "s", fmt::join(simulated, ", "), measured[gpu] / (1 << 20),
+               predicted / (1 << 20), 100 * (predicted - measured[gpu]) / measured[gpu]);
+  }
+}
+
 /// What the allocator saw during the measured run against the replay, per device:
 /// activations, temporaries and the gradients, the one being accumulated and the optimizer's
 /// last (the weights and the optimizer state were allocated before the meter started). A
@@ -101,11 +126,12 @@ void print_memory_check(const sim::SimCosts& f, const sim::SimResult& r) {
     }
     const double predicted = r.peak_activation_bytes[d] + gradients;
     if (measured <= 0) continue;
-    fmt::print("device {} (stage{} {}): host peak of activations, gradients and temporaries measured {:.2f} MiB, "
+    fmt::print("device {} (stage{} {}): peak of activations, gradients and temporaries measured {:.2f} MiB, "
                "predicted {:.2f} MiB: {:+.1f}%\n",
                d, held.size() == 1 ? "" : "s", fmt::join(held, ", "), measured / (1 << 20), predicted / (1 << 20),
                100 * (predicted - measured) / measured);
   }
+  print_gpu_check(f, r);
 }
 
 }  // namespace

@@ -45,6 +45,10 @@ struct StageCosts {
   /// Measured peak of the same bytes of every stage on the stage's device together
   /// (validation; not replayed).
   double device_peak_bytes = 0;
+  /// On a GPU, its CUDA caching allocator's peaks over the whole run (every stage on that GPU,
+  /// weights, optimizer state and cuDNN workspaces included; validation only).
+  double cuda_allocated_peak_bytes = 0, cuda_reserved_peak_bytes = 0;
+  int cuda_device = -1;  ///< that GPU's index (-1: the stage ran on the CPU)
   /// Per compute kind, the bytes an action needs above the level at its start while it
   /// runs (key: "<cost key>_transient_bytes"; I and W with no figure of their own, neither
   /// seconds nor bytes: B's).
@@ -79,6 +83,11 @@ struct StageCosts {
     v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", kBytes);
     v("device_peak_bytes", device_peak_bytes, "measured peak of the stage's device, all its stages (validation only)",
       kBytes);
+    v("cuda_device", cuda_device, "the GPU the stage ran on (-1: the CPU; validation only)", in_range(-1, 1 << 16));
+    v("cuda_allocated_peak_bytes", cuda_allocated_peak_bytes,
+      "the GPU caching allocator's peak of bytes in tensors over the run (validation only)", kBytes);
+    v("cuda_reserved_peak_bytes", cuda_reserved_peak_bytes,
+      "the GPU caching allocator's peak of bytes reserved from the driver (validation only)", kBytes);
     for (const KindKeys& k : kind_keys()) v(k.transient, transient_bytes[k.kind], k.transient_doc.c_str(), kBytes);
     v("parameter_bytes", parameter_bytes, "bytes of the stage's parameters", kBytes);
     v("segment_shares", segment_shares, "each sequence segment's part of the compute seconds (measured in segments)");
