@@ -76,11 +76,18 @@ void MemoryMeter::release(const Block& b) {
 
 void MemoryMeter::reportMemoryUsage(void* ptr, int64_t alloc_size, size_t /*total_allocated*/,
                                     size_t /*total_reserved*/, c10::Device device) {
-  if (device.type() != c10::DeviceType::CPU || alloc_size == 0) return;
+  // Host memory and GPU memory: a stage on a GPU allocates its activations there (the
+  // caching allocator reports each tensor's block as it is handed out and given back, on
+  // the thread that asks; 2026-11-26's GPU run saw 8 bytes per GPU stage without this).
+  if ((device.type() != c10::DeviceType::CPU && device.type() != c10::DeviceType::CUDA) || alloc_size == 0) return;
+  // Some LibTorch versions report a CUDA block by the address of their own record of it, a
+  // host address: the device type keeps the two kinds of key apart (the low bit is free,
+  // both being aligned).
+  const uintptr_t key = reinterpret_cast<uintptr_t>(ptr) | (device.is_cuda() ? 1u : 0u);
   std::lock_guard<std::mutex> lock(mutex_);
   if (alloc_size < 0) {
     // Unknown blocks were allocated before the meter or on a thread without it.
-    const auto it = blocks_.find(ptr);
+    const auto it = blocks_.find(key);
     if (it == blocks_.end()) return;
     release(it->second);
     blocks_.erase(it);
@@ -88,10 +95,10 @@ void MemoryMeter::reportMemoryUsage(void* ptr, int64_t alloc_size, size_t /*tota
   }
   // A live entry at a new allocation's address was freed where nobody reported it (on a
   // thread without the meter): settle it now.
-  const auto stale = blocks_.find(ptr);
+  const auto stale = blocks_.find(key);
   if (stale != blocks_.end()) release(stale->second);
   const Block b{alloc_size, t_tag, t_scope};
-  blocks_[ptr] = b;
+  blocks_[key] = b;
   Usage& u = tags_[b.tag];
   u.current += b.bytes;
   u.peak = std::max(u.peak, u.current);

@@ -1,7 +1,9 @@
 #pragma once
-/// Host memory per pipeline stage, measured from LibTorch's own CPU allocator reporting.
+/// Memory per pipeline stage, measured from LibTorch's own allocators' reporting: host
+/// memory for a stage on the CPU, the CUDA caching allocator's blocks for one on a GPU.
 ///
-/// c10's DefaultCPUAllocator reports every allocation and free (a negative size) to the
+/// c10's DefaultCPUAllocator (and CUDA's caching allocator, per tensor block, whether or
+/// not it is cached) reports every allocation and free (a negative size) to the
 /// thread-local c10::MemoryReportingInfoBase in the PROFILER_STATE debug-info slot whenever
 /// that object says memoryProfilingEnabled() — the hook PyTorch's profiler uses for
 /// `profile_memory=True` on CPU. A MemoryMeter is such an object: it charges each
@@ -14,8 +16,9 @@
 ///   frees (c10 only reports on a thread whose PROFILER_STATE slot asks for it). When such a
 ///   free's address is later allocated again on a metered thread, the old block is settled
 ///   then (an address cannot be live twice), so counts drift only until the address is reused;
-/// - CUDA and other devices (their allocators report here too; they are ignored: the CUDA
-///   caching allocator keeps its own statistics);
+/// - devices other than the CPU and CUDA GPUs (their reports are ignored);
+/// - the CUDA caching allocator's cached but unused segments (its reserved bytes, which
+///   costs.json records apart);
 /// - memory not from LibTorch's CPU allocator (BLAS workspaces, the heap of std containers);
 /// - blocks allocated before the meter was installed (the weights): frees of unknown blocks
 ///   are ignored (c10 may log one warning per 1000 of them: "Memory block of unknown size").
@@ -116,7 +119,7 @@ class MemoryMeter : public c10::MemoryReportingInfoBase {
   void release(const Block& b);  // under mutex_
 
   mutable std::mutex mutex_;
-  std::unordered_map<void*, Block> blocks_;
+  std::unordered_map<uintptr_t, Block> blocks_;  ///< by address, the low bit set for a GPU's
   std::map<int, Usage> tags_;
   std::map<int, int> group_of_;  ///< tag -> group
   std::map<int, Usage> groups_;

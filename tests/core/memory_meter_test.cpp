@@ -1,4 +1,4 @@
-// MemoryMeter: host bytes per tag from LibTorch's CPU allocator reports. A tensor made under
+// MemoryMeter: bytes per tag from LibTorch's CPU (and CUDA) allocator reports. A tensor made under
 // a tag is counted with its exact nbytes and given back when freed (the peak stays); threads
 // without the meter are not counted; and the F actions of an MLP stage retain the same
 // bytes for every micro-batch of one size.
@@ -36,6 +36,27 @@ TEST(MemoryMeter, CountsATensorUnderItsTagUntilItIsFreed) {
   // Outside any scope: the untagged account.
   at::Tensor untagged = at::empty({7}, at::kByte);
   EXPECT_EQ(meter->usage(MemoryMeter::kNoTag).current, 7);
+}
+
+// A GPU's caching allocator reports to the same hook; some LibTorch versions name a block by
+// a host address (their record of it), so a GPU block and a host block at one address are
+// two blocks. Other devices are not counted.
+TEST(MemoryMeter, CountsGpuBlocksApartFromHostBlocksAtTheSameAddress) {
+  MemoryMeter meter;
+  alignas(16) static char address[16];
+  const c10::Device cpu(c10::kCPU), gpu(c10::kCUDA, 0);
+  {
+    MemoryMeter::Scope scope(&meter, 2);
+    meter.reportMemoryUsage(address, 1000, 0, 0, cpu);
+    meter.reportMemoryUsage(address, 512, 0, 0, gpu);
+    meter.reportMemoryUsage(address, 64, 0, 0, c10::Device(c10::kMeta));
+    EXPECT_EQ(meter.usage(2).current, 1512);
+    meter.reportMemoryUsage(address, -512, 0, 0, gpu);
+    EXPECT_EQ(meter.usage(2).current, 1000) << "the GPU block's free leaves the host block";
+    meter.reportMemoryUsage(address, -1000, 0, 0, cpu);
+  }
+  EXPECT_EQ(meter.usage(2).current, 0);
+  EXPECT_EQ(meter.usage(2).peak, 1512);
 }
 
 TEST(MemoryMeter, AGroupPeaksAtItsTagsSumAtOneTimeNotAtTheSumOfTheirPeaks) {
