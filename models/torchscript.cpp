@@ -160,11 +160,11 @@ class TorchScript : public Configured<ModelFactory, TorchScriptOptions> {
     at::Tensor whole;
     try {
       whole = tensor_of(copy.forward({x}), "the module's forward");
-    } catch (const c10::Error& e) {
+    } catch (const std::exception& e) {
       global.set_state(saved);
       fail("file",
            fmt::format("the module does not take examples of shape {}{}: {}", shape_text(data.input_shape),
-                       data.integer_input ? " (token ids)" : "", first_line(e.what_without_backtrace())),
+                       data.integer_input ? " (token ids)" : "", first_line(reason(e))),
            "script a module for this dataset's examples");
     }
     global.set_current_seed(0);
@@ -177,12 +177,12 @@ class TorchScript : public Configured<ModelFactory, TorchScriptOptions> {
                              "returns a tuple; a ModuleList has none)");
         }
         chained = tensor_of(child.forward({chained}), "its forward");
-      } catch (const c10::Error& e) {
+      } catch (const std::exception& e) {
         global.set_state(saved);
         fail("file",
              fmt::format("child '{}', called in the order the children are declared on what those before it give (as "
                          "pipelab's stages call them), fails: {}",
-                         c.name, first_line(e.what_without_backtrace())),
+                         c.name, first_line(reason(e))),
              "script an nn.Sequential whose children each take one tensor and return one");
       }
     }
@@ -195,6 +195,13 @@ class TorchScript : public Configured<ModelFactory, TorchScriptOptions> {
     TORCH_CHECK(v.isTensor(), what, " returns a ", v.tagKind(), ", not one tensor (wrap the layer in a module that "
                 "returns its output tensor)");
     return v.toTensor();
+  }
+
+  /// An error's text without LibTorch's C++ backtrace. The TorchScript interpreter throws a
+  /// c10::Error in LibTorch 2.15 but a std::runtime_error (torch::jit::JITException) in 2.11.
+  static std::string reason(const std::exception& e) {
+    const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+    return c10 ? c10->what_without_backtrace() : e.what();
   }
 
   /// The reason in a LibTorch message: its first line, or for an error inside the
