@@ -2,17 +2,20 @@
 # What docs/gpu.md reports, as it ran on the GPU machine. From the project's root there,
 # after `source .device/setup.sh BUILD` (BUILD: the build folder, e.g. build-gpu):
 #   tools/gpu/check.sh tests  BUILD LOGS  # the GPU tests (ctest -L gpu), verbose, figures grepped
-#   tools/gpu/check.sh suite  BUILD LOGS  # every other test, on all cores
-#   tools/gpu/check.sh bench  BUILD LOGS  # pipelab_bench_gpu; torchgpipe's ResNet-101 speed rows
+#   tools/gpu/check.sh suite  BUILD LOGS  # every other test, on all cores (2 intra-op threads each)
+#   tools/gpu/check.sh bench  BUILD LOGS  # pipelab_bench_gpu ${BENCH_ARGS}: ResNet-50 against eager
 #   tools/gpu/check.sh pipelines BUILD LOGS # torchgpipe's baseline and pipeline-1, then pipeline-8
 #                      and -4 with every stage on the one GPU (threaded, 2 epochs): the
 #                      costs.json `pipelab simulate` replays for k devices
+#   tools/gpu/check.sh simcheck BUILD LOGS # docs/simulate.md's device check: ResNet-50 `single`, a
+#                      4-stage GPipe and a 4-stage zb_h1 on the one GPU (threaded), each run's
+#                      costs.json (with the caching allocator's peaks) for `pipelab simulate`
+#                      here, and the GPU's measured matmul TFLOP/s and copy bandwidth
 #   tools/gpu/check.sh probe  BUILD LOGS  # one epoch of each SpecTrain IMDB model (epoch time)
 #   tools/gpu/check.sh sweeps BUILD LOGS [JOBS]  # both SpecTrain IMDB sweeps, in the background
 #   tools/gpu/check.sh wait   BUILD LOGS SECONDS # waits for the sweeps; packs their results
-#   tools/gpu/check.sh lease  BUILD LOGS [T1 T2 T3]  # one short lease (docs/gpu.md): `tests` for at
-#                      most T1 s, pipelab_bench_gpu with Chrome traces (LOGS/profile) for T2,
-#                      the CPU suite for T3 (BENCH_ARGS: more arguments of pipelab_bench_gpu)
+#   tools/gpu/check.sh lease  BUILD LOGS [STEP:SECONDS ...]  # one short lease (docs/gpu.md): the
+#                      steps in turn, each under its cap (default tests:150 bench:160 suite:150)
 # IMDB is read from data/imdb/aclImdb-train-test.tar.gz (carried with the tree), unpacked
 # into /tmp/pipelab-data.
 set -uo pipefail
@@ -29,30 +32,41 @@ imdb() {
 }
 case "$step" in
   tests)
-    ctest --test-dir "$build" -L gpu -j8 --timeout 300 -V > "$logs/gpu-tests-verbose.log" 2>&1
+    OMP_NUM_THREADS=2 ctest --test-dir "$build" -L gpu -j8 --timeout 300 -V > "$logs/gpu-tests-verbose.log" 2>&1
     rc=$?
     grep -E "tests passed|tests failed|\[ figure \]|\*\*\*Failed|Failed  |SKIPPED" "$logs/gpu-tests-verbose.log" \
       | sed 's/^[0-9]*: //' | sort -u > "$logs/gpu-tests-summary.txt"
     tail -n 40 "$logs/gpu-tests-verbose.log"
     exit $rc ;;
   suite)
-    ctest --test-dir "$build" -LE gpu -j"$(nproc)" --timeout 600 --output-on-failure > "$logs/suite.log" 2>&1
+    OMP_NUM_THREADS=2 ctest --test-dir "$build" -LE gpu -j"$(nproc)" --timeout 300 --output-on-failure > "$logs/suite.log" 2>&1
     rc=$?; tail -n 30 "$logs/suite.log"; exit $rc ;;
   lease)
-    # A quarter of an hour, one machine start: each group under a cap, in the order of what
-    # matters most. Side by side they starved each other (2026-11-26: 18 test processes with
-    # 16 intra-op threads each on 16 cores ran CPU tests 10-40x slower), so they take turns,
-    # the benchmark alone, and the suite last with two intra-op threads per test process (as on the 2-core CI).
-    timeout -k 10 "${4:-150}" "$0" tests "$build" "$logs" > "$logs/tests.out" 2>&1
-    echo "gpu tests: exit $?"; pkill -f pipelab_tests; sleep 1
-    grep -cE "^ *[0-9]+/[0-9]+ Test .*Passed" "$logs/gpu-tests-verbose.log"
-    grep -E "^ *[0-9]+/[0-9]+ Test" "$logs/gpu-tests-verbose.log" | grep -v Passed | cut -c1-160
-    timeout -k 10 "${5:-160}" "$build/pipelab_bench_gpu" --profile "$logs/profile" ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench-gpu.log"
-    (cd "$logs/profile" 2>/dev/null && xz -T4 -6 ./*.json)
-    timeout -k 10 "${6:-150}" env OMP_NUM_THREADS=2 ctest --test-dir "$build" -LE gpu -j"$(nproc)" --timeout 300 \
-      --output-on-failure > "$logs/suite.log" 2>&1
-    echo "suite: exit $?"; grep -cE "^ *[0-9]+/[0-9]+ Test .*Passed" "$logs/suite.log"
-    grep -E "^ *[0-9]+/[0-9]+ Test" "$logs/suite.log" | grep -v Passed | cut -c1-160 ;;
+    # A quarter of an hour, one machine start: each group under its cap in seconds, in the
+    # order given (most important first). Side by side they starved each other (2026-11-26:
+    # 18 test processes with 16 intra-op threads each on 16 cores ran CPU tests 10-40x
+    # slower), so they take turns, and the suite runs with two intra-op threads per process.
+    shift 3
+    for item in "${@:-tests:150 bench:160 suite:150}"; do
+      for group in $item; do
+        name=${group%%:*} cap=${group##*:}
+        start=$(date +%s)
+        timeout -k 10 "$cap" "$0" "$name" "$build" "$logs" > "$logs/$name.out" 2>&1
+        echo "== $name: exit $? after $(( $(date +%s) - start )) s (cap $cap)"
+        pkill -f pipelab_tests; pkill -f "$pipelab "; sleep 1
+        case "$name" in
+          tests|suite)
+            log="$logs/suite.log"; [ "$name" = tests ] && log="$logs/gpu-tests-verbose.log"
+            echo "passed: $(grep -cE '^ *[0-9]+/[0-9]+ Test .*Passed' "$log")"
+            grep -E "^ *[0-9]+/[0-9]+ Test" "$log" | grep -v Passed | cut -c1-160 ;;
+          *) tail -n 40 "$logs/$name.out" ;;
+        esac
+      done
+    done ;;
+  bench)
+    # BENCH_ARGS: pipelab_bench_gpu's arguments (e.g. --configs, --steps, --profile DIR).
+    "$build/pipelab_bench_gpu" ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench-gpu.log"
+    (cd "$logs/profile" 2>/dev/null && xz -T4 -6 ./*.json) ;;
   pipelines)
     f=$(base experiments/seeds/torchgpipe_resnet101_speed.yaml)
     "$pipelab" run "$f" --set run.output=$PWD/runs/speed/baseline --quiet > "$logs/speed-baseline.log" 2>&1
@@ -67,6 +81,40 @@ case "$step" in
         --set dataset.samples=$batch --set run.epochs=2 --set run.executor=threaded --quiet > "$logs/pipeline$stages.log" 2>&1
       echo "pipeline-$stages: exit $?"; mkdir -p "$logs/pipeline$stages"
       cp $out/metrics/epochs.csv $out/metrics/costs.json $out/summary.json "$logs/pipeline$stages/" 2>/dev/null
+    done ;;
+  simcheck)
+    python3 - <<'PY' 2>&1 | tee "$logs/device-rates.txt"
+import torch, time
+def rate(fn, n):
+    fn(); torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(n): fn()
+    torch.cuda.synchronize(); return (time.perf_counter() - t) / n
+torch.backends.cuda.matmul.allow_tf32 = False
+a = torch.randn(8192, 8192, device="cuda"); b = torch.randn(8192, 8192, device="cuda")
+print(f"fp32 matmul (no TF32): {2 * 8192**3 / rate(lambda: a @ b, 10) / 1e12:.1f} TFLOP/s")
+ab, bb = a.bfloat16(), b.bfloat16()
+print(f"bf16 matmul: {2 * 8192**3 / rate(lambda: ab @ bb, 20) / 1e12:.1f} TFLOP/s")
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
+print(f"device copy: {2 * x.numel() / rate(lambda: y.copy_(x), 20) / 1e9:.0f} GB/s (read + written)")
+PY
+    f=runs/tmp/simcheck.yaml; mkdir -p runs/tmp
+    cat > "$f" <<'YML'
+model:     {type: resnet, depth: 50, stem: imagenet}
+dataset:   {type: synthetic, samples: 640, test_samples: 64, shape: [3, 224, 224], classes: 1000}
+partition: {stages: 1, balance: auto}
+scheme:    {type: single}
+optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
+run:       {epochs: 2, batch_size: 64, eval_batch_size: 64, seed: 0, devices: [cuda:0]}
+YML
+    for c in "single:1:64:sequential" "gpipe:4:128:threaded" "zb_h1:4:128:threaded"; do
+      IFS=: read -r scheme stages batch executor <<< "$c"
+      chunks=""; [ "$scheme" != single ] && chunks=", chunks: 8"
+      out=$PWD/runs/simcheck/$scheme
+      "$pipelab" run "$f" --set run.output=$out --set "scheme={type: $scheme$chunks}" --set partition.stages=$stages \
+        --set run.batch_size=$batch --set dataset.samples=$((batch * 8)) --set run.executor=$executor --quiet \
+        > "$logs/simcheck-$scheme.log" 2>&1
+      echo "simcheck $scheme: exit $?"; mkdir -p "$logs/simcheck-$scheme"
+      cp $out/metrics/epochs.csv $out/metrics/costs.json $out/summary.json $out/config.yaml "$logs/simcheck-$scheme/" 2>/dev/null
     done ;;
   probe)
     imdb
