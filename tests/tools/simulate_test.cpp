@@ -20,6 +20,13 @@
 namespace pipelab::simulate_test {
 namespace {
 
+/// A 2-stage GPipe of a small MLP, 2 micro-batches of 8 examples.
+constexpr const char* kTwoStageMlp =
+    "model: {type: mlp, sizes: [8, 16, 16, 4]}\n"
+    "dataset: {type: synthetic, samples: 64, shape: [8], classes: 4}\n"
+    "partition: {stages: 2}\nscheme: {type: gpipe, chunks: 2}\n"
+    "optimizer: {type: sgd, lr: 0.1}\nrun: {epochs: 1, batch_size: 16}\n";
+
 std::unique_ptr<Scheme> scheme(const std::string& yaml) {
   return Registry<Scheme>::get().create(ConfigNode(YAML::Load(yaml), std::make_shared<ConfigSource>("t"), "scheme"));
 }
@@ -183,11 +190,7 @@ TEST(Simulate, CostsFiles) {
 // against 10 MiB measured.
 TEST(Simulate, AGpuRunIsCheckedAgainstItsCachingAllocator) {
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"),
-                      "model: {type: mlp, sizes: [8, 16, 16, 4]}\n"
-                      "dataset: {type: synthetic, samples: 64, shape: [8], classes: 4}\n"
-                      "partition: {stages: 2}\nscheme: {type: gpipe, chunks: 2}\n"
-                      "optimizer: {type: sgd, lr: 0.1}\nrun: {epochs: 1, batch_size: 16}\n");
+  testing::write_text(dir.file("e.yaml"), kTwoStageMlp);
   const std::string stage =
       R"("forward": 0.001, "backward": 0.002, "parameter_bytes": 1048576, "optimizer_bytes": 1048576,
          "cuda_device": 0, "cuda_allocated_peak_bytes": 10485760, "cuda_reserved_peak_bytes": 16777216)";
@@ -298,11 +301,7 @@ TEST(Simulate, TraceAndSvg) {
 
 TEST(Simulate, Command) {
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"),
-                      "model: {type: mlp, sizes: [8, 16, 16, 4]}\n"
-                      "dataset: {type: synthetic, samples: 64, shape: [8], classes: 4}\n"
-                      "partition: {stages: 2}\nscheme: {type: gpipe, chunks: 2}\n"
-                      "optimizer: {type: sgd, lr: 0.1}\nrun: {epochs: 1, batch_size: 16}\n");
+  testing::write_text(dir.file("e.yaml"), kTwoStageMlp);
   testing::write_text(dir.file("c.yaml"), "micro_batch_size: 8\nstages:\n  - {forward: 0.001, backward: 0.002}\n"
                                           "  - {forward: 0.001, backward: 0.002}\n");
   const std::string bin = PIPELAB_BINARY;
