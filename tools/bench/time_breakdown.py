@@ -4,6 +4,10 @@
 
     tools/bench/time_breakdown.py FILE [--pipelab build/pipelab] [--executors threaded,sequential,launch]
                                   [--set key=value ...]
+    tools/bench/time_breakdown.py --workload lm|cnn|mlp --schedule gpipe|1f1b|interleaved|zb|zbv [--steps 4]
+
+The second form trains one of bench_processes.py's workloads (peer_models.py: the MLP, the
+transformer language model, the CIFAR ResNet) cut as that benchmark cuts it for the schedule.
 
 Each executor trains FILE (run.trace on, one intra-op thread per device) and its last epoch
 is split, per device and summed over devices, into:
@@ -33,6 +37,10 @@ import re
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_processes import SCHEDULES, experiment as peer_experiment  # noqa: E402
+from peer_models import workload  # noqa: E402
 
 COMPUTE = {"F", "B", "I", "W", "H", "U"}
 
@@ -110,16 +118,26 @@ def ideal_step(pipelab, experiment, costs, overrides):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment")
+    ap.add_argument("experiment", nargs="?", help="experiment file (or --workload and --schedule)")
+    ap.add_argument("--workload", choices=["mlp", "lm", "cnn"], help="a workload of bench_processes.py")
+    ap.add_argument("--schedule", choices=sorted(SCHEDULES), help="with --workload: the schedule")
+    ap.add_argument("--steps", type=int, default=4, help="with --workload: steps per epoch")
     ap.add_argument("--pipelab", default="build/pipelab")
     ap.add_argument("--executors", default="sequential,threaded,launch")
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     a = ap.parse_args()
+    if bool(a.experiment) == bool(a.workload and a.schedule):
+        ap.error("give an experiment file, or --workload and --schedule")
     executors = a.executors.split(",")
     if "sequential" not in executors:
         executors.insert(0, "sequential")  # the uncontended compute and the ideal
     results = {}
     with tempfile.TemporaryDirectory(prefix="pipelab-breakdown-") as tmp:
+        if a.workload:
+            scheme, stages, _, _ = SCHEDULES[a.schedule]
+            a.experiment = os.path.join(tmp, f"{a.workload}-{a.schedule}.yaml")
+            with open(a.experiment, "w") as f:
+                f.write(peer_experiment(workload(a.workload), a.steps, scheme, stages, "threaded", tmp))
         for ex in executors:
             out = os.path.join(tmp, ex)
             train(a.pipelab, a.experiment, ex, out, a.overrides)
@@ -129,7 +147,8 @@ def main():
     alone = results["sequential"][0].get("compute", 0)
     cats = [c for c in ["compute", "collectives", "sends", "receives", "between actions", "other"]
             if any(r[0].get(c, 0) > 0 for r in results.values())]
-    print(f"{a.experiment}: ms per step, summed over devices (the traced epoch); ideal step {ideal * 1e3:.2f} ms")
+    name = f"{a.workload} {a.schedule}" if a.workload else a.experiment
+    print(f"{name}: ms per step, summed over devices (the traced epoch); ideal step {ideal * 1e3:.2f} ms")
     print(f"{'executor':<11} {'step':>8} {'ideal/step':>10} " + " ".join(f"{c:>15}" for c in cats) +
           f" {'contention':>10}")
     for ex in executors:
