@@ -5,8 +5,10 @@
 #   tools/gpu/check.sh suite  BUILD LOGS  # every other test, on all cores (2 intra-op threads each)
 #   tools/gpu/check.sh bench  BUILD LOGS  # pipelab_bench_gpu ${BENCH_ARGS}: ResNet-50 against eager
 #   tools/gpu/check.sh pipelines BUILD LOGS # torchgpipe's baseline and pipeline-1, then pipeline-8
-#                      and -4 with every stage on the one GPU (threaded, 2 epochs): the
-#                      costs.json `pipelab simulate` replays for k devices
+#                      and -4 with every stage on the one GPU (2 epochs; PIPELINES_EXECUTOR,
+#                      default sequential: each stage's costs uncontended, as on a GPU of its
+#                      own): the costs.json `pipelab simulate` replays for k devices
+#   tools/gpu/check.sh amoeba BUILD LOGS  # torchgpipe's AmoebaNet-D memory columns on the one GPU
 #   tools/gpu/check.sh simcheck BUILD LOGS # docs/simulate.md's device check: ResNet-50 `single`, a
 #                      4-stage GPipe and a 4-stage zb_h1 on the one GPU (threaded), each run's
 #                      costs.json (with the caching allocator's peaks) for `pipelab simulate`
@@ -78,10 +80,17 @@ case "$step" in
       out=$PWD/runs/speed/pipeline$stages-one-gpu
       "$pipelab" run "$f" --set run.output=$out --set "scheme={type: gpipe, chunks: $chunks, checkpoint: except_last}" \
         --set partition.stages=$stages --set "partition.balance=$balance" --set run.batch_size=$batch \
-        --set dataset.samples=$batch --set run.epochs=2 --set run.executor=threaded --quiet > "$logs/pipeline$stages.log" 2>&1
+        --set dataset.samples=$batch --set run.epochs=2 --set run.executor=${PIPELINES_EXECUTOR:-sequential} --quiet \
+        > "$logs/pipeline$stages.log" 2>&1
       echo "pipeline-$stages: exit $?"; mkdir -p "$logs/pipeline$stages"
       cp $out/metrics/epochs.csv $out/metrics/costs.json $out/summary.json "$logs/pipeline$stages/" 2>/dev/null
     done ;;
+  amoeba)
+    # torchgpipe's AmoebaNet-D memory table, each column's stages on the one GPU in turn
+    # (experiments/seeds/torchgpipe_amoebanet_memory.yaml); the costs files hold the figures.
+    f=experiments/seeds/torchgpipe_amoebanet_memory.yaml
+    "$pipelab" sweep "$f" --jobs 1 --set sweep.output=$PWD/runs/amoeba 2>&1 | tail -n 12
+    tar -czf "$logs/amoeba-costs.tar.gz" $(find runs/amoeba -name costs.json -o -name summary.json -o -name config.yaml) ;;
   simcheck)
     python3 - <<'PY' 2>&1 | tee "$logs/device-rates.txt"
 import torch, time
