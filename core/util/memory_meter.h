@@ -6,7 +6,7 @@
 /// not it is cached) reports every allocation and free (a negative size) to the
 /// thread-local c10::MemoryReportingInfoBase in the PROFILER_STATE debug-info slot whenever
 /// that object says memoryProfilingEnabled() — the hook PyTorch's profiler uses for
-/// `profile_memory=True` on CPU. A MemoryMeter is such an object: it charges each
+/// `profile_memory=True`. A MemoryMeter is such an object: it charges each
 /// allocation to the current thread's tag (the stage whose action runs, kNoTag outside
 /// actions) and each free to the tag its allocation had, whichever metered thread frees it
 /// (an activation made by stage s is often freed by stage s+1's backward).
@@ -19,7 +19,7 @@
 /// - devices other than the CPU and CUDA GPUs (their reports are ignored);
 /// - the CUDA caching allocator's cached but unused segments (its reserved bytes, which
 ///   costs.json records apart);
-/// - memory not from LibTorch's CPU allocator (BLAS workspaces, the heap of std containers);
+/// - memory not from LibTorch's allocators (BLAS workspaces, the heap of std containers);
 /// - blocks allocated before the meter was installed (the weights): frees of unknown blocks
 ///   are ignored (c10 may log one warning per 1000 of them: "Memory block of unknown size").
 /// It takes the PROFILER_STATE slot for the threads it is installed on, so it cannot run
