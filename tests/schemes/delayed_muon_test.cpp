@@ -164,12 +164,6 @@ TEST(DelayedMuon, ErrorFeedbackByHandOnOneStage) {
             one_stage("{type: pipedream_2bw, micro_batches: 1}", muon, 4));
 }
 
-}  // namespace
-}  // namespace pipelab::delayed_muon_test
-
-namespace pipelab::delayed_muon_test {
-namespace {
-
 // The correction steps the live weights while micro-batches whose graphs saved them are in
 // flight (4 stages of 1F1B, flush: never): it must leave autograd's version counters alone, as
 // the optimizer does, or their backwards stop with "modified by an inplace operation".
