@@ -6,6 +6,7 @@ schedule, interleaved in one run.
 
     tools/bench/bench_processes.py [--pipelab build/pipelab] [--models mlp,lm,cnn] [--widths 64,512,1024]
                                    [--rounds 4] [--steps 16] [--schedules gpipe,1f1b,...] [--with-gloo]
+                                   [--no-ideal] [--markdown]
     tools/bench/bench_processes.py --single [--threads 1,2] [--models ...]
 
 `--single` instead compares pipelab's `single` scheme (one stage, `pipelab run`) with the
@@ -17,9 +18,13 @@ layers, a causal transformer language model, a ResNet on CIFAR-sized images), cu
 same stages, with plain SGD on mini-batches of 8 micro-batches, one intra-op thread per
 stage device. A figure is the
 median over rounds of the seconds per training step in the steady state: pipelab's epochs
-after the first (metrics/epochs.csv, train_seconds / steps), torch's steps after two
-warm-up steps (timed between barriers on every rank). Printed: those seconds and the ratios
-pipelab processes / torch and pipelab processes / pipelab threaded (speed: > 1 is faster).
+after the first (metrics/epochs.csv, train_seconds / steps; untraced, as torch records
+nothing), torch's steps after two warm-up steps (timed between barriers on every rank).
+Each round also measures the bubble-limited ideal (docs/perf.md: `pipelab simulate`'s replay
+of the schedule with a sequential run's measured stage costs). Printed: those seconds and the
+speed ratios within each round (> 1: the first named is faster; median [min, max] over the
+rounds): launch / torch, launch / threaded, and ideal / each system, its efficiency. ideal /
+torch bounds launch / torch: pipelab's processes at the ideal would be that much faster.
 `--with-gloo` also times `launch` with `run.executor.backend: gloo` (every message over Gloo's
 TCP transport, as between machines) beside the default (shared memory on one machine).
 LibTorch's threads spin, so nothing else should run meanwhile.
@@ -36,6 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_models import MICRO, workload  # noqa: E402
+from traced_runs import ideal_step, train  # noqa: E402
 
 # schedule -> (pipelab scheme, pipelab stages, torch schedule class, torch stages per rank)
 SCHEDULES = {
@@ -72,23 +78,27 @@ def steady_seconds(out, steps):
     return statistics.median(float(r.split(",")[column]) for r in rows[2:]) / steps
 
 
-def pipelab_step_seconds(binary, work, steps, schedule, processes, backend="auto"):
+def pipelab_step_seconds(binary, work, steps, schedule, executor, backend="auto"):
+    """Seconds per step of `executor` (launch or threaded), untraced: torch records nothing either."""
     scheme, stages, _, _ = SCHEDULES[schedule]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "e.yaml")
         with open(path, "w") as f:
-            f.write(experiment(work, steps, scheme, stages, "distributed" if processes else "threaded", tmp))
+            f.write(experiment(work, steps, scheme, stages, "distributed" if executor == "launch" else "threaded", tmp))
         out = os.path.join(tmp, "run")
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        if processes:
-            cmd = [binary, "launch", "--nproc", "2", path, "--set", "run.threads=1", "--set", f"run.output={out}",
-                   "--set", f"run.executor.backend={backend}"]
-        else:
-            cmd = [binary, "run", path, "--quiet", "--set", "run.threads=2", "--set", f"run.output={out}"]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
+        overrides = [f"run.executor.backend={backend}"] if executor == "launch" else []
+        train(binary, path, executor, out, overrides, trace=False)
         return steady_seconds(out, steps)
+
+
+def ideal_step_seconds(binary, work, steps, schedule):
+    """The bubble-limited ideal step (traced_runs.ideal_step) of `schedule` on `work`."""
+    scheme, stages, _, _ = SCHEDULES[schedule]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "e.yaml")
+        with open(path, "w") as f:
+            f.write(experiment(work, steps, scheme, stages, "sequential", tmp))
+        return ideal_step(binary, path, os.path.join(tmp, "run"))
 
 
 def single_step_seconds(binary, work, steps, threads):
@@ -97,7 +107,8 @@ def single_step_seconds(binary, work, steps, threads):
         with open(path, "w") as f:
             f.write(experiment(work, steps, "{type: single}", 1, "sequential", tmp))
         out = os.path.join(tmp, "run")
-        cmd = [binary, "run", path, "--quiet", "--set", f"run.threads={threads}", "--set", f"run.output={out}"]
+        cmd = [binary, "run", path, "--quiet", "--set", f"run.threads={threads}", "--set", f"run.output={out}",
+               "--set", "run.trace=false"]
         done = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS=str(threads)), capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
@@ -237,6 +248,9 @@ def main():
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
     ap.add_argument("--with-gloo", action="store_true", help="also time launch with backend gloo")
+    ap.add_argument("--no-ideal", action="store_true", help="skip the bubble-limited ideal (a sequential traced "
+                    "run and `pipelab simulate` a round)")
+    ap.add_argument("--markdown", action="store_true", help="also print the table in Markdown")
     ap.add_argument("--single", action="store_true", help="pipelab's single scheme against the eager loop instead")
     ap.add_argument("--threads", default="1,2", help="--single: intra-op thread counts")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
@@ -255,27 +269,68 @@ def main():
     import torch
 
     print(f"pipelab {args.pipelab} against torch {torch.__version__}; {MICRO} micro-batches, "
-          f"2 processes x 1 thread, Gloo; medians of {args.rounds} interleaved rounds")
-    print(f"{'model':<22} {'schedule':<12} {'launch s/step':>13} {'threaded':>9} {'torch':>9} "
-          f"{'launch/torch':>12} {'launch/threaded':>15}" + (f" {'gloo s/step':>11} {'gloo/torch':>10}" if args.with_gloo else ""))
+          f"2 processes x 1 thread, Gloo; medians of {args.rounds} interleaved rounds, [min, max] of the "
+          f"rounds' ratios")
+    rows = []
     for model in args.models.split(","):
         for width in [int(w) for w in args.widths.split(",")] if model == "mlp" else [0]:
             work = workload(model, width)
-            label = f"{model} {width}" if model == "mlp" else model
+            label = work.describe() if args.markdown else (f"{model} {width}" if model == "mlp" else model)
             for schedule in args.schedules.split(","):
-                times = {"launch": [], "threaded": [], "torch": [], "gloo": []}
-                for _ in range(args.rounds):
-                    times["launch"].append(pipelab_step_seconds(args.pipelab, work, args.steps, schedule, True))
-                    if args.with_gloo:
-                        times["gloo"].append(pipelab_step_seconds(args.pipelab, work, args.steps, schedule, True, "gloo"))
-                    times["threaded"].append(pipelab_step_seconds(args.pipelab, work, args.steps, schedule, False))
-                    times["torch"].append(torch_step_seconds(model, width, args.steps, schedule))
-                m = {k: statistics.median(v) for k, v in times.items() if v}
-                # Speed ratios: the other's seconds over launch's.
-                gloo = f" {m['gloo']:>11.4f} {m['torch'] / m['gloo']:>10.2f}" if args.with_gloo else ""
-                print(f"{label:<22} {schedule:<12} {m['launch']:>13.4f} {m['threaded']:>9.4f} {m['torch']:>9.4f} "
-                      f"{m['torch'] / m['launch']:>12.2f} {m['threaded'] / m['launch']:>15.2f}{gloo}", flush=True)
+                rows.append(measure(args, work, schedule, label))
+                print_row(rows[-1], header=len(rows) == 1)
+    if args.markdown:
+        print("\n" + markdown(rows))
 
+
+def measure(args, work, schedule, label):
+    """One row: each system's seconds per step and the ratios, round by round."""
+    times = {k: [] for k in ["launch", "threaded", "torch"] + (["gloo"] if args.with_gloo else []) +
+             ([] if args.no_ideal else ["ideal"])}
+    for _ in range(args.rounds):
+        times["launch"].append(pipelab_step_seconds(args.pipelab, work, args.steps, schedule, "launch"))
+        if args.with_gloo:
+            times["gloo"].append(pipelab_step_seconds(args.pipelab, work, args.steps, schedule, "launch", "gloo"))
+        times["threaded"].append(pipelab_step_seconds(args.pipelab, work, args.steps, schedule, "threaded"))
+        times["torch"].append(torch_step_seconds(work.name, getattr(work, "width", 0), args.steps, schedule))
+        if not args.no_ideal:
+            times["ideal"].append(ideal_step_seconds(args.pipelab, work, args.steps, schedule))
+    # Speed ratios within a round (its runs are neighbours in time): the other's seconds over
+    # the named one's, so > 1 means the named one is faster.
+    pairs = {"launch/torch": ("torch", "launch"), "launch/threaded": ("threaded", "launch"),
+             "gloo/torch": ("torch", "gloo"), "ideal/launch": ("ideal", "launch"),
+             "ideal/threaded": ("ideal", "threaded"), "ideal/torch": ("ideal", "torch")}
+    ratios = {name: [a / b for a, b in zip(times[num], times[den])]
+              for name, (num, den) in pairs.items() if num in times and den in times}
+    return {"label": label, "schedule": schedule, "seconds": {k: statistics.median(v) for k, v in times.items()},
+            "ratios": ratios}
+
+
+def spread(values):
+    return f"{statistics.median(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+
+
+def print_row(row, header):
+    sec, ratios = row["seconds"], row["ratios"]
+    if header:
+        print(f"{'model':<22} {'schedule':<12} " + " ".join(f"{k + ' s/step':>15}" for k in sec) + " " +
+              " ".join(f"{k:>18}" for k in ratios))
+    print(f"{row['label'][:22]:<22} {row['schedule']:<12} " + " ".join(f"{v:>15.4f}" for v in sec.values()) + " " +
+          " ".join(f"{spread(v):>18}" for v in ratios.values()), flush=True)
+
+
+SCHEDULE_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B", "zb": "ZB-H1", "zbv": "ZB-V"}
+
+
+def markdown(rows):
+    """The rows as docs/perf.md's and the README's table."""
+    keys = list(rows[0]["ratios"])
+    out = ["| workload | schedule | launch s/step | " + " | ".join(keys) + " |",
+           "|---|---|---:|" + "---:|" * len(keys)]
+    for r in rows:
+        out.append(f"| {r['label']} | {SCHEDULE_NAMES.get(r['schedule'], r['schedule'])} | "
+                   f"{r['seconds']['launch']:.3f} | " + " | ".join(spread(r["ratios"][k]) for k in keys) + " |")
+    return "\n".join(out)
 
 if __name__ == "__main__":
     main()

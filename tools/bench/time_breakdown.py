@@ -33,14 +33,13 @@ import csv
 import collections
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_processes import SCHEDULES, experiment as peer_experiment  # noqa: E402
 from peer_models import workload  # noqa: E402
+from traced_runs import simulated_step, train  # noqa: E402
 
 COMPUTE = {"F", "B", "I", "W", "H", "U"}
 
@@ -55,22 +54,6 @@ def category(kind):
     if kind.startswith("RECV"):
         return "receives"
     return "other"
-
-
-def train(pipelab, experiment, executor, out, overrides):
-    sets = ["--set", "run.trace=true", "--set", f"run.output={out}", "--set", "run.progress=false"]
-    for o in overrides:
-        sets += ["--set", o]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    if executor == "launch":
-        cmd = [pipelab, "launch", "--nproc", "2", experiment, "--set", "run.threads=1"] + sets
-    else:
-        threads = "run.executor={type: threaded, intra_op_threads: 1}" if executor == "threaded" else \
-            "run.executor={type: sequential}"
-        cmd = [pipelab, "run", experiment, "--quiet", "--set", threads, "--set", "run.threads=1"] + sets
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
 
 
 def breakdown(out):
@@ -96,23 +79,6 @@ def measured_step(out):
     """The traced epoch's seconds per step (costs.json, which the trace wrote)."""
     with open(os.path.join(out, "metrics", "costs.json")) as f:
         return float(json.load(f)["step_seconds"])
-
-
-def ideal_step(pipelab, experiment, costs, overrides):
-    cmd = [pipelab, "simulate", experiment, "--costs", costs]
-    for o in overrides:
-        cmd += ["--set", o]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
-    header = None
-    for line in done.stdout.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if "step (ms)" in cells:
-            header = cells
-        elif header and len(cells) == len(header) and re.match(r"^[0-9.]+$", cells[header.index("step (ms)")]):
-            return float(cells[header.index("step (ms)")]) / 1e3
-    raise SystemExit(f"no step in `pipelab simulate`'s output:\n{done.stdout}")
 
 
 def main():
@@ -142,7 +108,7 @@ def main():
             out = os.path.join(tmp, ex)
             train(a.pipelab, a.experiment, ex, out, a.overrides)
             results[ex] = breakdown(out) + (measured_step(out),)
-        ideal = ideal_step(a.pipelab, a.experiment, os.path.join(tmp, "sequential", "metrics", "costs.json"),
+        ideal = simulated_step(a.pipelab, a.experiment, os.path.join(tmp, "sequential", "metrics", "costs.json"),
                            a.overrides)
     alone = results["sequential"][0].get("compute", 0)
     cats = [c for c in ["compute", "collectives", "sends", "receives", "between actions", "other"]
