@@ -30,6 +30,8 @@ TCP transport, as between machines) beside the default (shared memory on one mac
 LibTorch's threads spin, so nothing else should run meanwhile.
 """
 import argparse
+import collections
+import csv
 import json
 import os
 import socket
@@ -71,11 +73,16 @@ run:       {{epochs: 3, batch_size: {work.batch}, seed: 1, progress: false, exec
 
 
 def steady_seconds(out, steps):
-    """Seconds per step of a pipelab run in `out`: the median over epochs after the first."""
+    """Seconds per step of a pipelab run in `out`: the median over epochs after the first of
+    an epoch's training seconds over the mini-batches it trained (metrics/steps.csv)."""
     with open(os.path.join(out, "metrics", "epochs.csv")) as f:
-        rows = f.read().splitlines()
-    column = rows[0].split(",").index("train_seconds")
-    return statistics.median(float(r.split(",")[column]) for r in rows[2:]) / steps
+        epochs = list(csv.DictReader(f))
+    with open(os.path.join(out, "metrics", "steps.csv")) as f:
+        trained = collections.Counter(row["epoch"] for row in csv.DictReader(f))
+    if any(trained[e["epoch"]] != steps for e in epochs):
+        raise SystemExit(f"{out}: an epoch trained {dict(trained)} mini-batches, not {steps}: the workload's dataset "
+                         f"is not the size the benchmark asked for")
+    return statistics.median(float(e["train_seconds"]) for e in epochs[1:]) / steps
 
 
 def pipelab_step_seconds(binary, work, steps, schedule, executor, backend="auto"):

@@ -95,11 +95,16 @@ class Lm(Workload):
         import torch
         path = os.path.join(data_dir, "lm_tokens.pt")
         g = torch.Generator().manual_seed(0)
-        x = torch.randint(0, self.vocab, (steps * self.batch, self.seq + 1), generator=g)
-        torch.save({"x": x[:, :-1].contiguous(), "y": x[:, 1:].contiguous()}, path)
+        test_path = os.path.join(data_dir, "lm_test_tokens.pt")
+        g = torch.Generator().manual_seed(0)
+        # A test file of its own: without one, the dataset holds a fifth of `path` out for
+        # testing and an epoch has fewer than `steps` mini-batches.
+        for file, count in ((path, steps * self.batch), (test_path, self.batch)):
+            x = torch.randint(0, self.vocab, (count, self.seq + 1), generator=g)
+            torch.save({"x": x[:, :-1].contiguous(), "y": x[:, 1:].contiguous()}, file)
         return (f"model:     {{type: transformer, head: lm, num_words: {self.vocab}, d_model: {self.d_model}, "
                 f"heads: {self.heads}, ff: {self.ff}, layers: {self.layers}, dropout: 0, ff_residual: attention}}\n"
-                f"dataset:   {{type: tensors, path: {path}}}\n")
+                f"dataset:   {{type: tensors, path: {path}, test_path: {test_path}}}\n")
 
     def balance(self, stages):
         # embed, 4 layers, head: the embedding and the head together weigh about a layer.
