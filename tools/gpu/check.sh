@@ -14,6 +14,9 @@
 #                      costs.json (with the caching allocator's peaks) for `pipelab simulate`
 #                      here, and the GPU's measured matmul TFLOP/s and copy bandwidth
 #   tools/gpu/check.sh probe  BUILD LOGS  # one epoch of each SpecTrain IMDB model (epoch time)
+#   tools/gpu/check.sh seeds  BUILD LOGS [JOBS]  # the SpecTrain IMDB cells one seed left open, in
+#                      turn (JOBS at once, default 2): further seeds, `variant: paper`, the
+#                      unfinished runs; packed into spectrain-seeds.tar.gz
 #   tools/gpu/check.sh sweeps BUILD LOGS [JOBS]  # both SpecTrain IMDB sweeps, in the background
 #   tools/gpu/check.sh wait   BUILD LOGS SECONDS # waits for the sweeps; packs their results
 #   tools/gpu/check.sh lease  BUILD LOGS [STEP:SECONDS ...]  # one short lease (docs/gpu.md): the
@@ -134,6 +137,40 @@ YML
       echo "$m: one 4-stage epoch with data loading, $(awk "BEGIN{print $(date +%s.%N) - $start}") s wall"
       cat "runs/probe/$m/metrics/epochs.csv"
     done 2>&1 | tee "$logs/probe.log" ;;
+  seeds)
+    # SpecTrain's IMDB cells that one seed left open (docs/spectrain-imdb-gpu.md), most
+    # informative first: the off cells' `variant: paper` and further seeds, then the two
+    # unfinished runs, then the off cells' neighbours. Each line is a sweep of the model's
+    # seed file narrowed to a grid (the file's per-cell learning rates and epochs still
+    # apply), in a folder of its own; results are packed after each, and when the lease's
+    # cap stops the step.
+    imdb
+    jobs=${4:-2}
+    pack() { tar -czf "$logs/spectrain-seeds.tar.gz" $(find runs/seeds/spectrain-seeds -name summary.json \
+      -o -name epochs.csv -o -name experiment.yaml -o -name sweep.log) 2>/dev/null; }
+    trap 'pack; exit 143' TERM
+    n=0
+    while IFS='|' read -r m grid; do
+      n=$((n + 1))
+      echo "== $n $m $grid"
+      "$pipelab" sweep "experiments/seeds/spectrain/$m.yaml" --jobs "$jobs" --set "sweep.output=runs/seeds/spectrain-seeds/$n-$m" \
+        --set "sweep.grid=$grid" --set 'sweep.include=[]' 2>&1 | grep -v '^note:' | tail -n 6
+      pack
+    done <<'QUEUE'
+transformer|{scheme: [{type: pipedream, variant: paper}], partition.stages: [4], run.seed: [0]}
+transformer|{scheme: [{type: pipedream, variant: reference}], partition.stages: [4], run.seed: [1, 2]}
+residual_lstm|{scheme: [{type: spectrain, version: 2, variant: reference}], partition.stages: [4], run.seed: [1, 2]}
+residual_lstm|{scheme: [{type: spectrain, version: 2, variant: paper}], partition.stages: [4], run.seed: [0]}
+transformer|{scheme: [{type: spectrain, version: 2, variant: reference}], partition.stages: [2], run.seed: [1, 2]}
+transformer|{scheme: [{type: spectrain, version: 2, variant: paper}], partition.stages: [2], run.seed: [0]}
+transformer|{scheme: [{type: spectrain, version: 1, variant: reference}], partition.stages: [4], run.seed: [0]}
+residual_lstm|{scheme: [{type: spectrain, version: 1, variant: reference}], partition.stages: [4], run.seed: [0]}
+transformer|{scheme: [{type: async}], partition.stages: [4], run.seed: [1, 2]}
+transformer|{scheme: [{type: spectrain, version: 1, variant: reference}], partition.stages: [2], run.seed: [1, 2]}
+residual_lstm|{scheme: [{type: spectrain, version: 1, variant: reference}], partition.stages: [4], run.seed: [1, 2]}
+residual_lstm|{scheme: [{type: pipedream, variant: reference}], partition.stages: [4], run.seed: [1, 2]}
+QUEUE
+    ;;
   sweeps)
     imdb
     jobs=${4:-5}
