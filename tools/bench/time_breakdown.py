@@ -3,8 +3,9 @@
 (metrics/actions.csv: one row per action each device ran, host start and end).
 
     tools/bench/time_breakdown.py FILE [--pipelab build/pipelab] [--executors threaded,sequential,launch]
-                                  [--set key=value ...]
+                                  [--rounds N] [--set key=value ...]
     tools/bench/time_breakdown.py --workload lm|cnn|mlp --schedule gpipe|1f1b|interleaved|zb|zbv [--steps 4]
+                                  [--rounds N]
 
 The second form trains one of bench_processes.py's workloads (peer_models.py: the MLP, the
 transformer language model, the CIFAR ResNet) cut as that benchmark cuts it for the schedule.
@@ -33,6 +34,8 @@ import csv
 import collections
 import json
 import os
+import shutil
+import statistics
 import sys
 import tempfile
 
@@ -81,6 +84,33 @@ def measured_step(out):
         return float(json.load(f)["step_seconds"])
 
 
+def one_round(a, tmp, executors):
+    """Each executor's figures in one round: the step, ideal / step, the categories and the
+    kinds (seconds per step, summed over devices), contention against this round's
+    sequential run."""
+    results = {}
+    for ex in executors:
+        out = os.path.join(tmp, ex)
+        shutil.rmtree(out, ignore_errors=True)
+        train(a.pipelab, a.experiment, ex, out, a.overrides)
+        cats, kinds, _ = breakdown(out)
+        results[ex] = {"step": measured_step(out), "cats": cats, "kinds": kinds}
+    ideal = simulated_step(a.pipelab, a.experiment, os.path.join(tmp, "sequential", "metrics", "costs.json"),
+                           a.overrides)
+    alone = results["sequential"]["cats"].get("compute", 0)
+    for r in results.values():
+        r["ideal"] = ideal / r["step"]
+        r["cats"]["contention"] = r["cats"].get("compute", 0) - alone
+    return ideal, results
+
+
+def spread(values, scale=1.0, digits=2):
+    v = [x * scale for x in values]
+    if len(v) == 1:
+        return f"{v[0]:.{digits}f}"
+    return f"{statistics.median(v):.{digits}f} [{min(v):.{digits}f}, {max(v):.{digits}f}]"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,6 +118,8 @@ def main():
     ap.add_argument("--workload", choices=["mlp", "lm", "cnn"], help="a workload of bench_processes.py")
     ap.add_argument("--schedule", choices=sorted(SCHEDULES), help="with --workload: the schedule")
     ap.add_argument("--steps", type=int, default=4, help="with --workload: steps per epoch")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds (every executor in turn, then the next round); "
+                    "figures are medians, [min, max] beside them")
     ap.add_argument("--pipelab", default="build/pipelab")
     ap.add_argument("--executors", default="sequential,threaded,launch")
     ap.add_argument("--set", action="append", default=[], dest="overrides")
@@ -97,36 +129,32 @@ def main():
     executors = a.executors.split(",")
     if "sequential" not in executors:
         executors.insert(0, "sequential")  # the uncontended compute and the ideal
-    results = {}
+    rounds = []
     with tempfile.TemporaryDirectory(prefix="pipelab-breakdown-") as tmp:
         if a.workload:
             scheme, stages, _, _ = SCHEDULES[a.schedule]
             a.experiment = os.path.join(tmp, f"{a.workload}-{a.schedule}.yaml")
             with open(a.experiment, "w") as f:
                 f.write(peer_experiment(workload(a.workload), a.steps, scheme, stages, "threaded", tmp))
-        for ex in executors:
-            out = os.path.join(tmp, ex)
-            train(a.pipelab, a.experiment, ex, out, a.overrides)
-            results[ex] = breakdown(out) + (measured_step(out),)
-        ideal = simulated_step(a.pipelab, a.experiment, os.path.join(tmp, "sequential", "metrics", "costs.json"),
-                           a.overrides)
-    alone = results["sequential"][0].get("compute", 0)
-    cats = [c for c in ["compute", "collectives", "sends", "receives", "between actions", "other"]
-            if any(r[0].get(c, 0) > 0 for r in results.values())]
+        for _ in range(a.rounds):
+            rounds.append(one_round(a, tmp, executors))
+    ideals = [ideal for ideal, _ in rounds]
+    cats = [c for c in ["compute", "collectives", "sends", "receives", "between actions", "other", "contention"]
+            if any(r[ex]["cats"].get(c, 0) != 0 for _, r in rounds for ex in executors)]
     name = f"{a.workload} {a.schedule}" if a.workload else a.experiment
-    print(f"{name}: ms per step, summed over devices (the traced epoch); ideal step {ideal * 1e3:.2f} ms")
-    print(f"{'executor':<11} {'step':>8} {'ideal/step':>10} " + " ".join(f"{c:>15}" for c in cats) +
-          f" {'contention':>10}")
+    print(f"{name}: ms per step, summed over devices (the traced epoch), {a.rounds} round(s); ideal step "
+          f"{spread(ideals, 1e3)} ms")
+    print(f"{'executor':<11} {'step':>22} {'ideal/step':>18} " + " ".join(f"{c:>22}" for c in cats))
     for ex in executors:
-        cat, _, devices, step = results[ex]
-        contention = cat.get("compute", 0) - alone
-        print(f"{ex:<11} {step * 1e3:>8.2f} {ideal / step:>10.2f} " +
-              " ".join(f"{cat.get(c, 0) * 1e3:>15.2f}" for c in cats) + f" {contention * 1e3:>10.2f}")
-    print("\nper action kind, ms per step summed over devices:")
-    kinds = sorted({k for r in results.values() for k in r[1]})
+        got = [r[ex] for _, r in rounds]
+        print(f"{ex:<11} {spread([g['step'] for g in got], 1e3, 1):>22} {spread([g['ideal'] for g in got]):>18} " +
+              " ".join(f"{spread([g['cats'].get(c, 0) for g in got], 1e3, 1):>22}" for c in cats))
+    print("\nper action kind, ms per step summed over devices (medians):")
+    kinds = sorted({k for _, r in rounds for ex in executors for k in r[ex]["kinds"]})
     print(f"{'executor':<11} " + " ".join(f"{k:>9}" for k in kinds))
     for ex in executors:
-        print(f"{ex:<11} " + " ".join(f"{results[ex][1].get(k, 0) * 1e3:>9.2f}" for k in kinds))
+        print(f"{ex:<11} " + " ".join(f"{statistics.median(r[ex]['kinds'].get(k, 0) for _, r in rounds) * 1e3:>9.2f}"
+                                       for k in kinds))
     return 0
 
 
