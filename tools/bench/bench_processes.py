@@ -23,8 +23,8 @@ nothing), torch's steps after two warm-up steps (timed between barriers on every
 Each round also measures the bubble-limited ideal (docs/perf.md: `pipelab simulate`'s replay
 of the schedule with a sequential run's measured stage costs). Printed: those seconds and the
 speed ratios within each round (> 1: the first named is faster; median [min, max] over the
-rounds): launch / torch, launch / threaded, and ideal / each system, its efficiency. ideal /
-torch bounds launch / torch: pipelab's processes at the ideal would be that much faster.
+rounds): launch / torch, launch / threaded, and ideal / each system, its efficiency. At the
+ideal, launch / torch would be 1 / (ideal / torch): what a perfect executor could show.
 `--with-gloo` also times `launch` with `run.executor.backend: gloo` (every message over Gloo's
 TCP transport, as between machines) beside the default (shared memory on one machine).
 LibTorch's threads spin, so nothing else should run meanwhile.
@@ -302,8 +302,8 @@ def measure(args, work, schedule, label):
         times["torch"].append(torch_step_seconds(work.name, getattr(work, "width", 0), args.steps, schedule))
         if not args.no_ideal:
             times["ideal"].append(ideal_step_seconds(args.pipelab, work, args.steps, schedule))
-    # Speed ratios within a round (its runs are neighbours in time): the other's seconds over
-    # the named one's, so > 1 means the named one is faster.
+    # Ratios within a round (its runs are neighbours in time). launch/X: X's seconds over
+    # launch's (> 1: launch is faster); ideal/X: the ideal's seconds over X's, X's efficiency.
     pairs = {"launch/torch": ("torch", "launch"), "launch/threaded": ("threaded", "launch"),
              "gloo/torch": ("torch", "gloo"), "ideal/launch": ("ideal", "launch"),
              "ideal/threaded": ("ideal", "threaded"), "ideal/torch": ("ideal", "torch")}
@@ -338,6 +338,7 @@ def markdown(rows):
         out.append(f"| {r['label']} | {SCHEDULE_NAMES.get(r['schedule'], r['schedule'])} | "
                    f"{r['seconds']['launch']:.3f} | " + " | ".join(spread(r["ratios"][k]) for k in keys) + " |")
     return "\n".join(out)
+
 
 if __name__ == "__main__":
     main()
