@@ -147,7 +147,7 @@ YML
     imdb
     jobs=${4:-2}
     pack() { tar -czf "$logs/spectrain-seeds.tar.gz" $(find runs/seeds/spectrain-seeds -name summary.json \
-      -o -name epochs.csv -o -name experiment.yaml -o -name sweep.log) 2>/dev/null; }
+      -o -name epochs.csv -o -name experiment.yaml -o -name sweep.log 2>/dev/null) 2>/dev/null; }
     trap 'pack; exit 143' TERM
     n=0
     while IFS='|' read -r m grid; do
