@@ -109,16 +109,13 @@ def ideal_step_seconds(binary, work, steps, schedule):
 
 
 def single_step_seconds(binary, work, steps, threads):
+    """Seconds per step of `single` (one stage, sequential) at `threads` intra-op threads, untraced."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "e.yaml")
         with open(path, "w") as f:
             f.write(experiment(work, steps, "{type: single}", 1, "sequential", tmp))
         out = os.path.join(tmp, "run")
-        cmd = [binary, "run", path, "--quiet", "--set", f"run.threads={threads}", "--set", f"run.output={out}",
-               "--set", "run.trace=false"]
-        done = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS=str(threads)), capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
+        train(binary, path, "sequential", out, trace=False, threads=threads)
         return steady_seconds(out, steps)
 
 

@@ -60,7 +60,7 @@ def category(kind):
 
 
 def breakdown(out):
-    """Seconds per step in each category, summed over devices; the steps; the devices."""
+    """Seconds per step in each category and in each action kind, summed over devices."""
     with open(os.path.join(out, "metrics", "actions.csv")) as f:
         rows = list(csv.DictReader(f))
     seconds = collections.Counter()
@@ -75,7 +75,7 @@ def breakdown(out):
             seconds["between actions"] += start - last_end[d]
         last_end[d] = max(end, last_end.get(d, end))
     steps = max(1, steps)
-    return ({k: v / steps for k, v in seconds.items()}, {k: v / steps for k, v in by_kind.items()}, len(last_end))
+    return {k: v / steps for k, v in seconds.items()}, {k: v / steps for k, v in by_kind.items()}
 
 
 def measured_step(out):
@@ -93,7 +93,7 @@ def one_round(a, tmp, executors):
         out = os.path.join(tmp, ex)
         shutil.rmtree(out, ignore_errors=True)
         train(a.pipelab, a.experiment, ex, out, a.overrides)
-        cats, kinds, _ = breakdown(out)
+        cats, kinds = breakdown(out)
         results[ex] = {"step": measured_step(out), "cats": cats, "kinds": kinds}
     ideal = simulated_step(a.pipelab, a.experiment, os.path.join(tmp, "sequential", "metrics", "costs.json"),
                            a.overrides)

@@ -9,20 +9,21 @@ import re
 import subprocess
 
 
-def train(pipelab, experiment, executor, out, overrides=(), trace=True):
+def train(pipelab, experiment, executor, out, overrides=(), trace=True, threads=1):
     """Trains `experiment` into `out` with `executor` (sequential, threaded or launch: two
-    processes), one intra-op thread per device."""
+    processes), one intra-op thread per device; `threads` intra-op threads for the
+    sequential executor's one thread."""
     sets = ["--set", f"run.trace={'true' if trace else 'false'}", "--set", f"run.output={out}",
             "--set", "run.progress=false"]
     for o in overrides:
         sets += ["--set", o]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     if executor == "launch":
         cmd = [pipelab, "launch", "--nproc", "2", experiment, "--set", "run.threads=1"] + sets
     else:
-        threads = "run.executor={type: threaded, intra_op_threads: 1}" if executor == "threaded" else \
+        setting = "run.executor={type: threaded, intra_op_threads: 1}" if executor == "threaded" else \
             "run.executor={type: sequential}"
-        cmd = [pipelab, "run", experiment, "--quiet", "--set", threads, "--set", "run.threads=1"] + sets
+        cmd = [pipelab, "run", experiment, "--quiet", "--set", setting, "--set", f"run.threads={threads}"] + sets
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
