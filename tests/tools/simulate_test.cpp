@@ -103,6 +103,12 @@ TEST(Simulate, RingAllReduceByHand) {
   EXPECT_NEAR(eight.bytes_per_step, 4 * 4.5, 1e-12);
   EXPECT_NEAR(eight.step_seconds, 3 + 5.1 + 0.5, 1e-9);
   EXPECT_NEAR(eight.samples_per_second, 4 * 8 / 8.6, 1e-9);
+  // Through one host's memory at 3 bytes/s (the threaded executor's replicas), messages
+  // still on the link: the 4.5 ring bytes take 1.5 s, plus the same 0.6 s of latencies.
+  c.link.reduce_gbps = 24e-9;
+  EXPECT_NEAR(sim::simulate(*dp, 1, 1, 8, c, four).step_seconds, 3 + 1.5 + 0.6 + 0.5, 1e-12);
+  c.link.gbps = 0;  // an infinite link leaves the all-reduce its memory's time
+  EXPECT_NEAR(sim::simulate(*dp, 1, 1, 8, c, four).step_seconds, 3 + 1.5 + 0.6 + 0.5, 1e-12);
 }
 
 TEST(Simulate, MemoryByHand) {
@@ -269,7 +275,7 @@ TEST(Simulate, TimedBlocksCostWhatTheyDoHere) {
   const ModelDef def = testing::define_model("{type: mlp, sizes: [16, 1024, 1024, 16]}", data);
   const auto sgd = Registry<OptimizerFactory>::get().create(
       ConfigNode(YAML::Load("{type: sgd, lr: 0.1}"), std::make_shared<ConfigSource>("t"), "optimizer"));
-  const sim::BlockTimes t = sim::time_blocks(def, data, 0, *sgd, 8, 256, 1, 3);
+  const sim::BlockTimes t = sim::time_blocks(def, data, 0, *sgd, 8, 256, 1, 3, 2);
   ASSERT_EQ(t.forward.size(), 3u);
   ASSERT_EQ(t.update.size(), 3u);
   for (size_t b = 0; b < 3; ++b) {
@@ -278,6 +284,10 @@ TEST(Simulate, TimedBlocksCostWhatTheyDoHere) {
     EXPECT_GT(t.forward[b].at(256) + t.backward[b].at(256), 0);
   }
   EXPECT_GT(t.forward[1].at(256) + t.backward[1].at(256), 3 * (t.forward[0].at(256) + t.backward[0].at(256)));
+  // Summing two members' 4.3 MB of gradients in memory: seconds, not free, and not faster
+  // than any memory moves (a generous bound: 10 TB/s).
+  EXPECT_GT(t.reduce_gbps, 0);
+  EXPECT_LT(t.reduce_gbps, 8e4);
   const std::vector<BlockProfile> blocks(3);
   const sim::SimCosts c = sim::derive_costs(blocks, sim::BlockMemory{{0, 0, 0}, true, {}, {}}, {1, 2}, 64, {}, &t);
   EXPECT_DOUBLE_EQ(c.stages[1].seconds_of(ActionKind::Forward), t.forward[1].at(64) + t.forward[2].at(64));

@@ -284,10 +284,12 @@ int simulate(const Args& args) {
                         device.tflops, device.memory_gbs, dtype, device.optimizer_states,
                         source.memory().measured ? "measured with LibTorch's allocator" : "estimated as 2x block outputs")
           : source.file()->source;
-  const sim::LinkSpec link = source.file() ? source.file()->link : device.link;
-  fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\nlinks {} Gbit/s, {:g} us latency, {}{}{}\n\n", file,
+  const sim::LinkSpec& link = source.link();
+  fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\nlinks {} Gbit/s, {:g} us latency{}, {}{}{}\n\n", file,
              e.model->type(), e.run.batch_size, costs_line, link.gbps > 0 ? fmt::format("{:g}", link.gbps) : "infinite",
-             link.latency_us, sim_options.overlap ? "overlapping compute" : "blocking sends",
+             link.latency_us,
+             link.reduce_gbps > 0 ? fmt::format(", all-reduces through memory at {:.3g} Gbit/s", link.reduce_gbps) : "",
+             sim_options.overlap ? "overlapping compute" : "blocking sends",
              sim_options.one_worker ? "; one worker runs every action (--executor sequential)"
                                     : "; one worker per device (--executor devices)",
              sim_options.slow.empty() ? "" : "; slow devices given");

@@ -101,6 +101,9 @@ class CostSource {
       large_ = std::max(small_ + 1, batch);
       times_ = sim::time_blocks(def, spec, static_cast<uint64_t>(e.run.seed), *e.optimizer, small_, large_,
                                 std::max(1, e.run.threads));
+      // The devices here are threads of one process: replicas sum their gradients in its
+      // memory, which costs time however fast the links are said to be.
+      device_.link.reduce_gbps = times_.reduce_gbps;
     }
     ties_ = tied_blocks(def);
   }

@@ -32,15 +32,18 @@ Tensors detached_inputs(const LiveSet& live, const Block& block);
 struct BlockTimes {
   std::vector<Affine> forward, backward;
   std::vector<double> update;
+  /// An all-reduce of the timed gradients over two members through this host's memory, in
+  /// Gbit/s of each member's ring bytes (LinkSpec::reduce_gbps); 0 without gradients.
+  double reduce_gbps = 0;
   int threads = 1;  ///< the intra-op threads they were timed with
   bool empty() const { return forward.empty(); }
 };
 
 /// Times every block of `def` (built as a run builds it, in training mode) at `small` and
 /// `large` examples with `threads` intra-op threads: each block's forward on the previous
-/// block's output, its backward alone and a step of `optimizer` on its parameters, the
-/// median of `repeats` after one warm-up.
+/// block's output, its backward alone and a step of `optimizer` on its parameters: the
+/// median over `rounds` rounds, each timing both sizes, of `repeats` after a warm-up.
 BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory& optimizer,
-                       int small, int large, int threads, int repeats = 5);
+                       int small, int large, int threads, int repeats = 5, int rounds = 4);
 
 }  // namespace pipelab::sim

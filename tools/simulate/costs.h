@@ -112,13 +112,24 @@ struct StageCosts {
 struct LinkSpec {
   double gbps = 0;        ///< bandwidth in gigabits per second (0: infinite)
   double latency_us = 0;  ///< per message
+  /// What an all-reduce moves per second, Gbit/s of each member's ring bytes, when it runs
+  /// through one host's memory rather than the link (the threaded executor's replicas sum
+  /// their gradients in place: a message there is a handle, a sum is not); 0: the link's.
+  double reduce_gbps = 0;
   template <class V>
   void fields(V& v) {
     v("gbps", gbps, "bandwidth, Gbit/s (0: infinite)", in_range(0, 1e9));
     v("latency_us", latency_us, "latency per message, microseconds", in_range(0, 1e9));
+    v("reduce_gbps", reduce_gbps,
+      "an all-reduce's speed through one host's memory, Gbit/s of each member's ring bytes (0: the link's)",
+      in_range(0, 1e9));
   }
   /// Seconds `bytes` occupy the link.
   double wire_seconds(double bytes) const { return gbps > 0 ? bytes * 8 / (gbps * 1e9) : 0; }
+  /// Seconds an all-reduce member's `bytes` of ring traffic take.
+  double reduce_seconds(double bytes) const {
+    return reduce_gbps > 0 ? bytes * 8 / (reduce_gbps * 1e9) : wire_seconds(bytes);
+  }
   double latency_seconds() const { return latency_us * 1e-6; }
 };
 

@@ -116,7 +116,7 @@ double collective_bytes(const StageCosts& k, int copies) {
 double collective_time(const SimCosts& c, const StageCosts& k, int copies) {
   const int members = k.tied_bytes > 0 ? 2 * copies : copies;
   const int steps = members < 2 ? 0 : 2 * (members - 1);
-  return c.link.wire_seconds(collective_bytes(k, copies)) + steps * c.link.latency_seconds();
+  return c.link.reduce_seconds(collective_bytes(k, copies)) + steps * c.link.latency_seconds();
 }
 
 /// Whether stage `s` of `plan` runs its forward again in the action that takes the gradient
