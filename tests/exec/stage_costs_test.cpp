@@ -67,6 +67,15 @@ TEST(StageCosts, CostsJsonHoldsTheMeasuredStageCosts) {
   EXPECT_EQ(s1["optimizer_bytes"], s1["parameter_bytes"]);
 }
 
+TEST(StageCosts, ReplicasFiguresAreForTheirShareOfTheMiniBatch) {
+  // Two replicas of the pipeline take 8 of the 16 examples each and cut them into 4
+  // micro-batches of 2: the messages, and the size the replay scales the seconds from.
+  const nlohmann::json c = costs({"run.executor=threaded", "partition.replicas=2"});
+  EXPECT_EQ(c["micro_batches"], 4);
+  EXPECT_EQ(c["micro_batch_size"], 2);
+  EXPECT_EQ(c["stages"][0]["activation_bytes"], 2 * 24 * 4);
+}
+
 TEST(StageCosts, PlainSgdHasNoOptimizerState) {
   const nlohmann::json c = costs({"optimizer={type: sgd, lr: 0.05}"});
   EXPECT_EQ(c["executor"], "sequential");
