@@ -1,8 +1,12 @@
 // A small version of tools/bench/validate_plan.py: `pipelab plan --time-blocks` ranks four
-// plans for the 2 devices here whose predicted steps are at least twice apart, and measured
+// plans for the 2 devices here whose predicted steps are at least 2.5 times apart, and measured
 // runs (threaded executor, one thread per device) rank them the same. Steps are timed, so
-// the candidates are far apart and each keeps the faster of two interleaved runs: a test
-// running beside this one slows a run, it does not reorder plans twice as fast.
+// the candidates are far apart, each keeps the faster of two interleaved runs and ctest runs
+// this test alone (tests/CMakeLists.txt). Each run trains 16 steps: a run's first two steps
+// cost several milliseconds more than the rest (first allocations), which in 4 steps doubled
+// the measured step of the fastest plan (4 ms predicted) and reordered it (CI, 2026-11-27).
+// Measured over predicted steps run from 0.7 to 1.8 across plans here (docs/plan.md), so
+// neighbours 2.5 times apart keep their order; twice apart, they came within 1.3x.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -16,13 +20,13 @@ namespace {
 
 const char* kMlp = R"(
 model:     {type: mlp, sizes: [128, 512, 512, 512, 10]}
-dataset:   {type: synthetic, samples: 512, test_samples: 16, shape: [128], classes: 10}
+dataset:   {type: synthetic, samples: 2048, test_samples: 16, shape: [128], classes: 10}
 scheme:    {type: gpipe, chunks: 4}
 optimizer: {type: sgd, lr: 0.01, momentum: 0.9}
 run:       {epochs: 1, batch_size: 128, seed: 0, executor: {type: threaded, intra_op_threads: 1}, progress: false}
 )";
 
-TEST(PlanRanking, FourPlansTwiceApartRankAsMeasuredRunsRankThem) {
+TEST(PlanRanking, FourPlansFarApartRankAsMeasuredRunsRankThem) {
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), kMlp);
   const auto [code, out] = testing::pipelab(fmt::format("plan {} --devices 2 --time-blocks --allow-idle --top 1000 "
@@ -32,7 +36,7 @@ TEST(PlanRanking, FourPlansTwiceApartRankAsMeasuredRunsRankThem) {
   const auto ranked = nlohmann::json::parse(testing::read_text(dir.file("ranked.json")))["ranked"];
   std::vector<nlohmann::json> picked;
   for (const auto& c : ranked) {
-    if (picked.empty() || c["step_seconds"].get<double>() >= 2 * picked.back()["step_seconds"].get<double>()) {
+    if (picked.empty() || c["step_seconds"].get<double>() >= 2.5 * picked.back()["step_seconds"].get<double>()) {
       picked.push_back(c);
     }
     if (picked.size() == 4) break;
