@@ -43,7 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_models import MICRO, workload  # noqa: E402
-from traced_runs import ideal_step, train  # noqa: E402
+from traced_runs import ideal_step, spread, train  # noqa: E402
 
 # schedule -> (pipelab scheme, pipelab stages, torch schedule class, torch stages per rank)
 SCHEDULES = {
@@ -308,10 +308,6 @@ def measure(args, work, schedule, label):
               for name, (num, den) in pairs.items() if num in times and den in times}
     return {"label": label, "schedule": schedule, "seconds": {k: statistics.median(v) for k, v in times.items()},
             "ratios": ratios}
-
-
-def spread(values):
-    return f"{statistics.median(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
 
 
 def print_row(row, header):

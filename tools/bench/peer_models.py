@@ -94,7 +94,6 @@ class Lm(Workload):
     def sections(self, steps, data_dir):
         import torch
         path = os.path.join(data_dir, "lm_tokens.pt")
-        g = torch.Generator().manual_seed(0)
         test_path = os.path.join(data_dir, "lm_test_tokens.pt")
         g = torch.Generator().manual_seed(0)
         # A test file of its own: without one, the dataset holds a fifth of `path` out for

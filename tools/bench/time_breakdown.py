@@ -42,7 +42,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_processes import SCHEDULES, experiment as peer_experiment  # noqa: E402
 from peer_models import workload  # noqa: E402
-from traced_runs import simulated_step, train  # noqa: E402
+from traced_runs import simulated_step, spread, train  # noqa: E402
 
 COMPUTE = {"F", "B", "I", "W", "H", "U"}
 
@@ -102,13 +102,6 @@ def one_round(a, tmp, executors):
         r["ideal"] = ideal / r["step"]
         r["cats"]["contention"] = r["cats"].get("compute", 0) - alone
     return ideal, results
-
-
-def spread(values, scale=1.0, digits=2):
-    v = [x * scale for x in values]
-    if len(v) == 1:
-        return f"{v[0]:.{digits}f}"
-    return f"{statistics.median(v):.{digits}f} [{min(v):.{digits}f}, {max(v):.{digits}f}]"
 
 
 def main():

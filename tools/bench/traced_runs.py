@@ -2,11 +2,20 @@
 executor (one intra-op thread per device), and the bubble-limited ideal step that
 `pipelab simulate` replays from a sequential run's measured stage costs (docs/perf.md, "The
 ideal": every action at its uncontended time, the schedule's order and dependencies,
-messages free).
+messages free), and how their figures over rounds are printed.
 """
 import os
 import re
+import statistics
 import subprocess
+
+
+def spread(values, scale=1.0, digits=2):
+    """Rounds' figures (times `scale`) as "median [min, max]"; a single round's as itself."""
+    v = [x * scale for x in values]
+    if len(v) == 1:
+        return f"{v[0]:.{digits}f}"
+    return f"{statistics.median(v):.{digits}f} [{min(v):.{digits}f}, {max(v):.{digits}f}]"
 
 
 def train(pipelab, experiment, executor, out, overrides=(), trace=True, threads=1):

@@ -1,6 +1,7 @@
 #include "tools/simulate/block_times.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <torch/torch.h>
 
@@ -10,6 +11,16 @@
 
 namespace pipelab::sim {
 namespace {
+
+/// The median seconds of `repeats` calls of `fn` after one that warms the allocator up.
+double median_seconds(int repeats, const std::function<void()>& fn) {
+  std::vector<double> t;
+  for (int r = 0; r <= repeats; ++r) {
+    const double s = seconds_of(fn);
+    if (r > 0) t.push_back(s);
+  }
+  return median(t);
+}
 
 /// Each block's forward and backward seconds for `examples` examples, `repeats` of each,
 /// appended to `forward[b]` and `backward[b]`.
@@ -59,15 +70,10 @@ std::vector<double> time_updates(std::vector<Block>& blocks, const OptimizerFact
       continue;
     }
     const std::unique_ptr<Optimizer> optimizer = factory.make(params);
-    std::vector<double> t;
-    for (int r = 0; r <= repeats; ++r) {
-      const double s = seconds_of([&] {
-        torch::NoGradGuard no_grad;
-        optimizer->step();
-      });
-      if (r > 0) t.push_back(s);
-    }
-    out.push_back(median(t));
+    out.push_back(median_seconds(repeats, [&] {
+      torch::NoGradGuard no_grad;
+      optimizer->step();
+    }));
   }
   return out;
 }
@@ -94,19 +100,15 @@ double time_reduce(const std::vector<Block>& blocks, int repeats) {
     mine.push_back(g.clone());
   }
   torch::NoGradGuard no_grad;
-  std::vector<double> t;
-  for (int r = 0; r <= repeats; ++r) {
-    const double s = seconds_of([&] {
-      for (size_t k = 0; k < grads.size(); ++k) {
-        const at::Tensor sum = grads[k].clone();
-        sum.add_(other[k]).div_(2);
-        mine[k].copy_(sum);
-        other[k].copy_(sum);
-      }
-    });
-    if (r > 0) t.push_back(s);
-  }
-  return bytes * 8 / std::max(median(t), 1e-9) / 1e9;
+  const double seconds = median_seconds(repeats, [&] {
+    for (size_t k = 0; k < grads.size(); ++k) {
+      const at::Tensor sum = grads[k].clone();
+      sum.add_(other[k]).div_(2);
+      mine[k].copy_(sum);
+      other[k].copy_(sum);
+    }
+  });
+  return bytes * 8 / std::max(seconds, 1e-9) / 1e9;
 }
 
 }  // namespace
