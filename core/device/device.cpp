@@ -10,6 +10,7 @@
 #include "core/util/error.h"
 
 #ifdef PIPELAB_WITH_CUDA
+#include "core/device/cuda_generator.h"
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -54,9 +55,7 @@ void synchronize(const c10::Device& device) {
 at::Generator make_generator(const c10::Device& device, uint64_t seed) {
   if (device.is_cuda()) {
 #ifdef PIPELAB_WITH_CUDA
-    at::Generator gen = at::cuda::detail::createCUDAGenerator(device.index());
-    gen.set_current_seed(seed);
-    return gen;
+    return make_cuda_generator(device.index(), seed);
 #else
     throw UserError("this pipelab was built against a LibTorch without CUDA. Fix: use cpu devices.");
 #endif

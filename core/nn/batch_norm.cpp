@@ -4,6 +4,7 @@
 #include <torch/nn/init.h>
 
 #include "core/nn/context.h"
+#include "core/util/error.h"
 
 namespace pipelab::nn {
 
@@ -24,6 +25,12 @@ torch::Tensor BatchNormImpl::forward(const torch::Tensor& x) {
   if (!is_training()) {
     return at::batch_norm(x, weight, bias, running_mean, running_var, false, 0.0, options_.eps,
                           at::globalContext().userEnabledCuDNN());
+  }
+  if (deferred_ && is_graphed()) {
+    throw UserError(
+        "run.cuda_graphs cannot capture deferred batch norm: its moments accumulate on the host, one micro-batch "
+        "at a time (docs/schemes.md, Q26). Fix: set run.cuda_graphs: false, or scheme.deferred_batch_norm: "
+        "false");
   }
   if (deferred_ || is_recomputing()) {
     // Normalise with this micro-batch's statistics; running statistics are not touched here.

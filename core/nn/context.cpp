@@ -5,7 +5,13 @@ namespace {
 thread_local bool t_recomputing = false;
 thread_local at::Generator* t_generator = nullptr;
 thread_local bool* t_drew = nullptr;
+thread_local bool t_graphed = false;
 }  // namespace
+
+bool is_graphed() { return t_graphed; }
+
+GraphedGuard::GraphedGuard(bool on) : previous_(t_graphed) { t_graphed = t_graphed || on; }
+GraphedGuard::~GraphedGuard() { t_graphed = previous_; }
 
 bool is_recomputing() { return t_recomputing; }
 

@@ -23,6 +23,24 @@ class RecomputeGuard {
   bool previous_;
 };
 
+/// True while a stage runs a training forward that `run.cuda_graphs` captures, or warms up
+/// for capture (core/stage/stage_graphs.h). A captured forward replays the same kernels on
+/// every call, so a block whose work depends on host-side state that changes from call to
+/// call (deferred batch norm's per-mini-batch moments) must refuse to run, naming itself.
+bool is_graphed();
+
+/// Marks the current thread's forward as graphed for its lifetime (when `on`).
+class GraphedGuard {
+ public:
+  explicit GraphedGuard(bool on = true);
+  ~GraphedGuard();
+  GraphedGuard(const GraphedGuard&) = delete;
+  GraphedGuard& operator=(const GraphedGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// The generator random blocks (dropout) draw from on this thread; null = LibTorch's default.
 /// Asking for it counts as drawing (GeneratorScope's `drew`).
 at::Generator* current_generator();

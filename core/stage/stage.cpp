@@ -6,6 +6,7 @@
 #include "core/device/compat.h"
 #include "core/device/device.h"
 #include "core/nn/context.h"
+#include "core/stage/stage_graphs.h"
 #include "core/stage/weight_pass.h"
 #include "core/util/error.h"
 
@@ -33,7 +34,10 @@ Stage::Stage(StageSpec spec)
       if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
     }
   }
+  if (spec.cuda_graphs) graphs_ = std::make_unique<StageGraphs>(index_, device_);
 }
+
+Stage::~Stage() = default;
 
 std::vector<at::Tensor> Stage::block_parameters() const {
   std::vector<at::Tensor> out;
@@ -64,12 +68,17 @@ Stage::Forwarded Stage::forwarded(int mb) const {
   const auto it = saved_.find(mb);
   PIPELAB_ASSERT(it != saved_.end(), "stage {}: micro-batch {} is not in flight", index_, mb);
   PIPELAB_ASSERT(!it->second.checkpointed, "stage {}: a gradient route cannot use a checkpointed forward", index_);
+  PIPELAB_ASSERT(it->second.graph_slot < 0, "stage {}: a gradient route cannot use a captured forward", index_);
   PIPELAB_ASSERT(it->second.inputs.size() == 1 && it->second.outputs.size() == 1,
                  "stage {}: a gradient route needs one tensor in and out", index_);
   return {it->second.inputs.front(), it->second.outputs.front(), it->second.target};
 }
 
-void Stage::release(int mb) { saved_.erase(mb); }
+void Stage::release(int mb) {
+  const auto it = saved_.find(mb);
+  if (it != saved_.end() && it->second.graph_slot >= 0) graphs_->release(it->second.graph_slot);
+  saved_.erase(mb);
+}
 
 Tensors Stage::run_training_blocks(Tensors x) {
   std::vector<bool> drew;
@@ -138,7 +147,14 @@ void Stage::set_rng_states(const std::vector<at::Tensor>& states) {
 
 ForwardResult Stage::forward(int mb, Tensors x_in, const ForwardOptions& options) {
   PIPELAB_ASSERT(!saved_.count(mb), "stage {}: forward of micro-batch {} twice", index_, mb);
+  const StageGraphs::OnStream on_stream(graphs_.get());
+  const std::string key = graph_key(x_in, options);
+  if (!key.empty() && graphs_->warm(key)) return graphed_forward(mb, key, x_in, options);
+  // A forward that will be captured later warms up first, as a graphed one: a block that
+  // cannot be captured says so now.
+  const nn::GraphedGuard graphed(!key.empty());
   Saved s;
+  s.warming = key;
   // After stage 0 each floating input is a leaf that collects the gradient to send back.
   s.inputs = std::move(x_in);
   if (!is_first()) {
@@ -203,12 +219,16 @@ Stage::Root Stage::backward_root(Saved& s, int mb, const Tensors& dy) {
   for (size_t i = 0; i < dy.size(); ++i) {
     // An output without a gradient (a mask, or one nothing downstream used) is no root.
     if (!dy[i].defined() || !s.outputs[i].requires_grad()) continue;
-    at::Tensor g = dy[i].to(s.outputs[i].device());
-    if (scaler_) g = g.to(at::kFloat) * scale;
     root.outputs.push_back(s.outputs[i]);
-    root.grads.push_back(g.to(s.outputs[i].scalar_type()));
+    root.grads.push_back(root_gradient(s.outputs[i], dy[i]));
   }
   return root;
+}
+
+at::Tensor Stage::root_gradient(const at::Tensor& out, const at::Tensor& dy) const {
+  at::Tensor g = dy.to(out.device());
+  if (scaler_) g = g.to(at::kFloat) * scaler_->scale();
+  return g.to(out.scalar_type());
 }
 
 Tensors Stage::input_gradients(const Saved& s, const Tensors& grads) const {
@@ -235,9 +255,12 @@ Tensors Stage::backward(int mb, const Tensors& dy) {
                  index_, mb);
   Saved s = std::move(it->second);
   saved_.erase(it);
+  const StageGraphs::OnStream on_stream(graphs_.get());
+  if (s.graph_slot >= 0) return graphed_backward(s, dy, true, true);
   const Root root = backward_root(s, mb, dy);
   // On the last stage there are no gradients: the loss starts from 1.
   if (!root.outputs.empty()) torch::autograd::backward(root.outputs, root.grads);
+  warmed(s);
   if (is_first()) return {};
   Tensors grads;
   for (const at::Tensor& x : s.inputs) grads.push_back(x.requires_grad() ? x.grad() : at::Tensor());
@@ -249,6 +272,12 @@ Tensors Stage::backward_input(int mb, const Tensors& dy) {
   PIPELAB_ASSERT(it != saved_.end() && !it->second.input_done, "stage {}: I of micro-batch {} without forward", index_,
                  mb);
   Saved& s = it->second;
+  const StageGraphs::OnStream on_stream(graphs_.get());
+  if (s.graph_slot >= 0) {
+    s.input_done = true;
+    s.root_grads = dy;  // W starts from the same gradients
+    return graphed_backward(s, dy, true, false);
+  }
   Root root = backward_root(s, mb, dy);
   s.roots = std::move(root.outputs);
   s.root_grads = std::move(root.grads);
@@ -261,11 +290,7 @@ Tensors Stage::backward_input(int mb, const Tensors& dy) {
   }
   Tensors found;
   if (!wrt.empty() && !s.roots.empty()) {
-    std::vector<at::Tensor> weights;
-    for (const at::Tensor& p : parameters()) {
-      if (p.requires_grad()) weights.push_back(p);
-    }
-    s.weight_pass = std::make_shared<WeightPass>(s.roots, wrt, weights);
+    s.weight_pass = std::make_shared<WeightPass>(s.roots, wrt, trained_parameters());
     found = torch::autograd::grad(s.roots, wrt, s.root_grads, /*retain_graph=*/true, /*create_graph=*/false,
                                   /*allow_unused=*/true);
   }
@@ -280,10 +305,13 @@ void Stage::backward_weight(int mb) {
   PIPELAB_ASSERT(it != saved_.end() && it->second.input_done, "stage {}: W of micro-batch {} before its I", index_, mb);
   Saved s = std::move(it->second);
   saved_.erase(it);
-  std::vector<at::Tensor> weights;
-  for (const at::Tensor& p : parameters()) {
-    if (p.requires_grad()) weights.push_back(p);
+  const StageGraphs::OnStream on_stream(graphs_.get());
+  if (s.graph_slot >= 0) {
+    graphed_backward(s, s.root_grads, false, true);
+    return;
   }
+  warmed(s);
+  const std::vector<at::Tensor> weights = trained_parameters();
   if (weights.empty() || s.roots.empty()) return;
   // From where each weight's path left the inputs' (kept by I), or the same graph walked
   // again, accumulating into the parameters only: either way the parameter gradients are

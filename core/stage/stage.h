@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/model/model.h"
@@ -18,6 +19,7 @@
 
 namespace pipelab {
 
+class StageGraphs;
 class WeightPass;
 
 /// How a forward runs.
@@ -58,11 +60,15 @@ struct StageSpec {
   Precision precision;
   /// 4-D parameters and inputs in channels-last memory layout (`run.channels_last`).
   bool channels_last = false;
+  /// Training forwards and backwards captured as CUDA graphs and replayed
+  /// (`run.cuda_graphs`, core/stage/stage_graphs.h); CUDA devices only.
+  bool cuda_graphs = false;
 };
 
 class Stage {
  public:
   explicit Stage(StageSpec spec);
+  ~Stage();
 
   int index() const { return index_; }
   int count() const { return count_; }
@@ -144,6 +150,9 @@ class Stage {
 
   /// Micro-batches whose forward ran and whose backward has not.
   size_t in_flight() const { return saved_.size(); }
+  /// run.cuda_graphs: the forwards captured so far (one per micro-batch the stage keeps in
+  /// flight, per input signature); 0 without graphs.
+  size_t captured_forwards() const;
 
   /// What the training forward of in-flight micro-batch `mb` kept, for gradient routes
   /// that do their own backward: the input (a grad-requiring leaf after the first stage),
@@ -178,6 +187,11 @@ class Stage {
     Tensors roots, root_grads;
     /// What W needs from I (stage/weight_pass.h); null where W walks the whole graph.
     std::shared_ptr<WeightPass> weight_pass;
+    /// run.cuda_graphs: the slot that replayed this forward (-1: it ran eagerly), and for
+    /// an eager one the signature it warms up (empty: none). I keeps the raw gradients
+    /// for W in `root_grads`.
+    int graph_slot = -1;
+    std::string warming;
   };
   /// Where a backward starts: the outputs (or scaled loss) that have gradients, and those.
   struct Root {
@@ -201,6 +215,22 @@ class Stage {
   /// The states of the generators `keep` marks; undefined for the others.
   std::vector<at::Tensor> rng_states(const std::vector<bool>& keep) const;
   at::Tensor run_loss(const at::Tensor& out, const at::Tensor& target, double loss_scale);
+  /// The gradient a backward starts from at output `out`, given the next stage's `dy`
+  /// (fp16: scaled by this stage's loss scale, precision.h).
+  at::Tensor root_gradient(const at::Tensor& out, const at::Tensor& dy) const;
+
+  // run.cuda_graphs (stage_graphed.cpp): a forward replayed through a captured slot, and
+  // its backward (the inputs' gradients and/or the weights', accumulated into .grad).
+  ForwardResult graphed_forward(int mb, const std::string& key, const Tensors& x, const ForwardOptions& options);
+  Tensors graphed_backward(Saved& s, const Tensors& dy, bool inputs, bool weights);
+  /// The signature a forward is captured under, or empty when it runs eagerly for good.
+  std::string graph_key(const Tensors& x, const ForwardOptions& options) const;
+  /// An eager forward and backward of `s` warmed its signature up.
+  void warmed(const Saved& s);
+  /// The generators of the blocks that draw randomness (or may: not run yet).
+  std::vector<at::Generator> drawing_generators() const;
+  /// The parameters that get gradients, in parameters() order.
+  std::vector<at::Tensor> trained_parameters() const;
 
   int index_, count_, replica_;
   bool first_, last_;
@@ -223,6 +253,7 @@ class Stage {
   std::optional<at::ScalarType> autocast_;
   std::unique_ptr<LossScaler> scaler_;
   bool channels_last_ = false;
+  std::unique_ptr<StageGraphs> graphs_;
 };
 
 }  // namespace pipelab
