@@ -8,6 +8,7 @@
 
 #include "core/train/run_config.h"
 #include "core/train/step_loop.h"
+#include "core/util/clock.h"
 
 namespace pipelab {
 
@@ -41,10 +42,6 @@ void add_epoch(RunSummary& summary, const EpochMetrics& m) {
     summary.best_epoch = m.epoch;
   }
   summary.history.push_back(m);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 }  // namespace

@@ -9,15 +9,12 @@
 #include "core/train/feeds.h"
 #include "core/train/run_parts.h"
 #include "core/train/shadow_sync.h"
+#include "core/util/clock.h"
 #include "core/util/memory_meter.h"
 #include "core/util/progress.h"
 
 namespace pipelab {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 double percent(int64_t hits, int64_t count) {
   return count ? 100.0 * static_cast<double>(hits) / static_cast<double>(count) : 0.0;
