@@ -40,6 +40,7 @@ struct RunOptions {
   Amp amp = Amp::None;
   LossScaleOptions loss_scale;
   bool channels_last = false;
+  bool cuda_graphs = false;
   int checkpoint_every = 0;
   CheckpointFormat checkpoint_format = CheckpointFormat::Pt;
   bool progress = true;
@@ -69,6 +70,9 @@ struct RunOptions {
     v("channels_last", channels_last,
       "keep 4-D weights and image batches in channels-last (NHWC) layout, as "
       "torch.channels_last: faster convolutions on GPU tensor cores");
+    v("cuda_graphs", cuda_graphs,
+      "capture each stage's training forward and backward as CUDA graphs and replay them (CUDA devices only; "
+      "the first step runs eagerly, checkpointed forwards always do; docs/gpu.md, CUDA graphs)");
     v.section("loss_scale", loss_scale, "fp16's per-stage dynamic loss scaler (torch.amp.GradScaler's defaults)");
     v("checkpoint_every", checkpoint_every, "save weights every N epochs (0: only at the end)", non_negative);
     v.choice("checkpoint_format", checkpoint_format,
@@ -89,6 +93,14 @@ struct RunOptions {
     if (amp != Amp::None && dtype == Dtype::Float64) {
       node.child("amp").fail("mixed precision needs float32 master weights, but run.dtype is float64",
                              "set run.dtype: float32 or run.amp: none");
+    }
+    if (cuda_graphs) {
+      for (const std::string& d : devices) {
+        if (d.rfind("cuda", 0) != 0) {
+          node.child("cuda_graphs").fail(fmt::format("CUDA graphs need CUDA devices, and run.devices names {}", d),
+                                         "set run.cuda_graphs: false, or run.devices to cuda devices");
+        }
+      }
     }
     if (eval_batch_size && (*eval_batch_size <= 0 || *eval_batch_size > 1000000000)) {
       node.child("eval_batch_size").fail(fmt::format("must be a number in [1, 1000000000], got {}", *eval_batch_size),

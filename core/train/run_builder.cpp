@@ -93,6 +93,13 @@ void check_scheme_fits(const Experiment& e, const Dataflow& dataflow) {
                                e.scheme->type()),
                    "use run.amp: bf16 (no loss scaling needed) or none");
   }
+  if (e.run.cuda_graphs && add_ons->routes_own_gradients()) {
+    e.source->fail("run.cuda_graphs",
+                   fmt::format("scheme {} computes its gradients itself from each forward's autograd graph, which a "
+                               "captured forward does not keep",
+                               e.scheme->type()),
+                   "set run.cuda_graphs: false");
+  }
 }
 
 }  // namespace
@@ -255,6 +262,7 @@ void RunBuilder::build_replica(int r, std::vector<Block> blocks, const std::vect
     spec.seed = static_cast<uint64_t>(run.seed);
     spec.precision = {run.amp, run.loss_scale};
     spec.channels_last = run.channels_last;
+    spec.cuda_graphs = run.cuda_graphs;
     auto stage = std::make_unique<Stage>(std::move(spec));
     if (p_->dtype != at::kFloat) stage->module().to(p_->dtype);
     p_->stages.push_back(std::move(stage));

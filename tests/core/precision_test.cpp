@@ -117,5 +117,16 @@ TEST(Amp, ConfigErrors) {
             std::string::npos);
 }
 
+// run.cuda_graphs (core/stage/stage_graphs.h): the CPU has no graphs; refused before
+// anything runs (tests/gpu/gpu_graphs_test.cpp has the refusals that need a GPU).
+TEST(CudaGraphs, ConfigErrors) {
+  const std::string cpu = testing::user_error([] { testing::experiment(kMlp, "", {"run.cuda_graphs=true"}); });
+  EXPECT_NE(cpu.find("run.cuda_graphs"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("CUDA graphs need CUDA devices, and run.devices names cpu"), std::string::npos) << cpu;
+  const std::string mixed = testing::user_error(
+      [] { testing::experiment(kMlp, "", {"run.cuda_graphs=true", "run.devices=[cuda:0, cpu]"}); });
+  EXPECT_NE(mixed.find("names cpu"), std::string::npos) << mixed;
+}
+
 }  // namespace
 }  // namespace pipelab::precision_test
