@@ -1,22 +1,26 @@
 /// Benchmark (not a test): pipelab on one GPU against the Python code a researcher would
 /// otherwise write, in one call so that both see the same GPU, driver and torch.
 ///
+/// 0. With --small-gpipe STEPS, first: a 4-stage GPipe of 8 x Linear(256), 8 micro-batches of
+///    32 rows, every stage on the one GPU (kernels of microseconds: the step is paced by its
+///    host), sequential and threaded executors, each with and without run.cuda_graphs.
 /// 1. ResNet (default 50) at 224x224, `single`, for each configuration BATCH:AMP:LAYOUT,
 ///    next to tools/bench/eager_train.py (a plain PyTorch eager loop on torchvision's ResNet
 ///    with the same optimizer, data path and logging). Rounds alternate between the two
-///    (each round: the Python process, then pipelab); the median samples/s of each is
-///    reported with the ratio pipelab / eager (goal >= 1.0), with run.trace on (the default:
-///    CUDA events around each action) and off.
+///    (each round: the Python process, then pipelab eager and with run.cuda_graphs); the
+///    median samples/s of each is reported with the ratios to eager (goal >= 1.0). run.trace
+///    is on (the default: CUDA events around each action); --trace-off adds a run without.
 /// 2. 4-stage GPipe (chunks 8, checkpoint except_last) of the same ResNet on the one GPU:
 ///    the sequential executor against the threaded one (a thread and a CUDA stream per stage).
+/// 3. With --host-profile DIR: LibTorch's profiler over one short `single` run of the first
+///    configuration, host operators only (no CUPTI), DIR/pipelab-host.json, and the same for
+///    the eager loop (DIR/eager-host.json): which operators each issues, and what they cost
+///    (tools/bench/gpu_trace_summary.py --host). With --profile DIR, last: the same with the
+///    CUDA kernels (DIR/pipelab.json, DIR/eager.json).
 ///
-/// 3. With --profile DIR, after the rest: LibTorch's profiler (Kineto: host operators and
-///    CUDA kernels) over one short `single` run of the first configuration, written as a
-///    Chrome trace DIR/pipelab.json, and the same for the eager loop (DIR/eager.json), so
-///    that each step's GPU idle time and host work can be compared offline.
-///
-///   build/pipelab_bench_gpu [--depth 50] [--configs 64:none:cl,...] [--steps 20] [--rounds 2]
-///                           [--python python3] [--skip-eager] [--skip-gpipe] [--profile DIR]
+///   build/pipelab_bench_gpu [--depth 50] [--configs 64:bf16:cl,...] [--steps 20] [--rounds 2]
+///                           [--small-gpipe STEPS] [--python python3] [--skip-eager] [--skip-resnet]
+///                           [--skip-gpipe] [--trace-off] [--host-profile DIR] [--profile DIR]
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
@@ -62,20 +66,9 @@ std::vector<Config> parse_configs(const std::string& text) {
   return out;
 }
 
-/// Samples/s of pipelab's runner over the second of two epochs of `steps` steps (the first
-/// warms up cuDNN and the caching allocator), with `scheme` and `executor` sections.
-double pipelab_samples_per_second(int depth, const Config& c, int steps, const std::string& scheme,
-                                  const std::string& executor, int stages, bool trace = true) {
-  const std::string yaml = fmt::format(
-      "model: {{type: resnet, depth: {}, stem: imagenet}}\n"
-      "dataset: {{type: synthetic, samples: {}, test_samples: {}, shape: [3, 224, 224], classes: 1000}}\n"
-      "partition: {{stages: {}}}\n"
-      "scheme: {}\n"
-      "optimizer: {{type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-4}}\n"
-      "run: {{epochs: 2, batch_size: {}, seed: 0, devices: [cuda:0], amp: {}, channels_last: {}, progress: false,\n"
-      "      executor: {}, trace: {}}}\n",
-      depth, c.batch * steps, c.batch, stages, scheme, c.batch, c.amp, c.channels_last ? "true" : "false", executor,
-      trace ? "true" : "false");
+/// Samples/s of pipelab's runner on the experiment `yaml` over its second epoch (the first
+/// warms up cuDNN, the caching allocator and, with run.cuda_graphs, captures the graphs).
+double samples_per_second(const std::string& yaml) {
   const std::string out = (fs::temp_directory_path() / "pipelab-bench-gpu").string();
   pipelab::Experiment e = pipelab::Experiment::parse(yaml, "bench_gpu.yaml", {"run.output=" + out});
   pipelab::RunnerOptions options;
@@ -85,6 +78,37 @@ double pipelab_samples_per_second(int depth, const Config& c, int steps, const s
   const pipelab::RunSummary s = pipelab::Runner(e, options).run();
   fs::remove_all(out);
   return s.history.at(1).samples_per_second;
+}
+
+/// ResNet-`depth` at 224x224 in configuration `c` with `scheme` and `executor` sections,
+/// two epochs of `steps` steps.
+double pipelab_samples_per_second(int depth, const Config& c, int steps, const std::string& scheme,
+                                  const std::string& executor, int stages, bool trace = true, bool graphs = false) {
+  return samples_per_second(fmt::format(
+      "model: {{type: resnet, depth: {}, stem: imagenet}}\n"
+      "dataset: {{type: synthetic, samples: {}, test_samples: {}, shape: [3, 224, 224], classes: 1000}}\n"
+      "partition: {{stages: {}}}\n"
+      "scheme: {}\n"
+      "optimizer: {{type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-4}}\n"
+      "run: {{epochs: 2, batch_size: {}, seed: 0, devices: [cuda:0], amp: {}, channels_last: {}, progress: false,\n"
+      "      executor: {}, trace: {}, cuda_graphs: {}}}\n",
+      depth, c.batch * steps, c.batch, stages, scheme, c.batch, c.amp, c.channels_last ? "true" : "false", executor,
+      trace ? "true" : "false", graphs ? "true" : "false"));
+}
+
+/// The small-kernel pipeline: 4-stage GPipe of 8 x Linear(256) (+ReLU), 8 micro-batches of
+/// 32 rows, every stage on cuda:0 (two linear layers a stage: kernels of microseconds, so a
+/// step's pace is its host's). run.trace off: no CUDA events around the actions.
+double small_gpipe_samples_per_second(int steps, const std::string& executor, bool graphs) {
+  return samples_per_second(fmt::format(
+      "model: {{type: mlp, sizes: [256, 256, 256, 256, 256, 256, 256, 256, 256]}}\n"
+      "dataset: {{type: synthetic, samples: {}, test_samples: 256, shape: [256], classes: 256}}\n"
+      "partition: {{stages: 4}}\n"
+      "scheme: {{type: gpipe, chunks: 8}}\n"
+      "optimizer: {{type: sgd, lr: 0.01, momentum: 0.9}}\n"
+      "run: {{epochs: 2, batch_size: 256, seed: 0, devices: [cuda:0], progress: false, trace: false,\n"
+      "      executor: {}, cuda_graphs: {}}}\n",
+      256 * steps, executor, graphs ? "true" : "false"));
 }
 
 /// samples/s per configuration label from one eager_train.py process.
@@ -116,29 +140,34 @@ std::map<std::string, double> eager_samples_per_second(const std::string& python
   return out;
 }
 
-/// Runs `fn` under LibTorch's Kineto profiler (host operators of this thread, CUDA kernels of
-/// every stream) and writes the Chrome trace to `path`.
+/// Runs `fn` under LibTorch's Kineto profiler and writes the Chrome trace to `path`: host
+/// operators of this thread, and with `cuda` the CUDA kernels of every stream (CUPTI, which
+/// hung or crawled on one machine: the host-only trace needs none of it).
 template <class Fn>
-void profiled(const std::string& path, Fn&& fn) {
+void profiled(const std::string& path, bool cuda, Fn&& fn) {
   namespace prof = torch::profiler::impl;
   const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
-  const std::set<prof::ActivityType> activities{prof::ActivityType::CPU, prof::ActivityType::CUDA};
+  std::set<prof::ActivityType> activities{prof::ActivityType::CPU};
+  if (cuda) activities.insert(prof::ActivityType::CUDA);
   torch::autograd::profiler::prepareProfiler(config, activities);
   torch::autograd::profiler::enableProfiler(config, activities);
   fn();
   torch::autograd::profiler::disableProfiler()->save(path);
 }
 
-/// Chrome traces of one short `single` run of `c` in pipelab (DIR/pipelab.json) and in the
-/// eager loop (DIR/eager.json). Last in main(): the profiler's CUDA tracing (CUPTI) can be
-/// slow or unavailable, and the table comes first.
+/// Chrome traces of one short `single` run of `c` in pipelab (DIR/pipelab[-host].json) and in
+/// the eager loop (DIR/eager[-host].json), host operators only unless `cuda`; tools/bench/
+/// gpu_trace_summary.py compares them. Last in main(): the table comes first.
 void write_profiles(const fs::path& dir, int depth, const Config& c, const std::string& python,
-                    const std::string& script) {
+                    const std::string& script, bool cuda) {
   fs::create_directories(dir);
-  profiled((dir / "pipelab.json").string(),
-           [&] { pipelab_samples_per_second(depth, c, 4, "{type: single}", "sequential", 1); });
-  const std::string command = fmt::format("{} {} --depth {} --configs {} --steps 4 --warmup 4 --profile {}", python,
-                                          script, depth, c.label(), (dir / "eager.json").string());
+  const std::string suffix = cuda ? "" : "-host";
+  // run.trace off: its memory meter takes the profiler's thread-local slot (memory_meter.h).
+  profiled((dir / ("pipelab" + suffix + ".json")).string(), cuda,
+           [&] { pipelab_samples_per_second(depth, c, 4, "{type: single}", "sequential", 1, /*trace=*/false); });
+  const std::string command =
+      fmt::format("{} {} --depth {} --configs {} --steps 4 --warmup 4 --profile {}{}", python, script, depth,
+                  c.label(), (dir / ("eager" + suffix + ".json")).string(), cuda ? "" : " --host-only");
   if (std::system(command.c_str()) != 0) std::cerr << "the eager profile failed: " << command << "\n";
   std::cout << "profiles of " << c.label() << " written to " << dir.string() << "\n" << std::flush;
 }
@@ -150,9 +179,76 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+/// The ResNet table: per round the eager loop (all configurations), then pipelab's `single`
+/// per configuration: eager execution, captured (run.cuda_graphs), and with --trace-off
+/// without the CUDA events around each action.
+void resnet_table(const std::vector<Config>& list, int depth, int steps, int rounds, bool eager_on, bool trace_off,
+                  const std::string& python, const std::string& script, const std::string& configs) {
+  std::map<std::string, std::vector<double>> lab, graphs, untraced, eager;
+  for (int r = 0; r < rounds; ++r) {
+    if (eager_on) {
+      for (const auto& [label, v] : eager_samples_per_second(python, script, depth, configs, steps)) {
+        eager[label].push_back(v);
+        std::cout << fmt::format("  round {} {:<14} eager   {:8.1f} samples/s\n", r + 1, label, v) << std::flush;
+      }
+    }
+    for (const Config& c : list) {
+      const std::string l = c.label();
+      lab[l].push_back(pipelab_samples_per_second(depth, c, steps, "{type: single}", "sequential", 1));
+      graphs[l].push_back(pipelab_samples_per_second(depth, c, steps, "{type: single}", "sequential", 1, true, true));
+      if (trace_off) {
+        untraced[l].push_back(pipelab_samples_per_second(depth, c, steps, "{type: single}", "sequential", 1, false));
+      }
+      std::cout << fmt::format("  round {} {:<14} pipelab {:8.1f} samples/s, cuda graphs {:8.1f}{}\n", r + 1, l,
+                               lab[l].back(), graphs[l].back(),
+                               trace_off ? fmt::format(", trace off {:8.1f}", untraced[l].back()) : "")
+                << std::flush;
+    }
+  }
+  const auto ratio = [](double a, double b) { return b > 0 ? fmt::format("{:.3f}", a / b) : std::string("-"); };
+  std::cout << "\n| batch:amp:layout | eager samples/s | pipelab | cuda graphs | pipelab / eager | graphs / eager |"
+               " graphs / pipelab |\n|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const Config& c : list) {
+    const std::string l = c.label();
+    const double p = median(lab[l]), g = median(graphs[l]), e = median(eager[l]);
+    std::cout << fmt::format("| {} | {} | {:.1f} | {:.1f} | {} | {} | {} |\n", l,
+                             e > 0 ? fmt::format("{:.1f}", e) : "-", p, g, ratio(p, e), ratio(g, e), ratio(g, p));
+  }
+  if (trace_off) {
+    for (const Config& c : list) {
+      std::cout << fmt::format("  {}: trace off {:.1f} samples/s\n", c.label(), median(untraced[c.label()]));
+    }
+  }
+  std::cout << std::flush;
+}
+
+/// The small-kernel GPipe on one GPU: sequential and threaded executors, each with and
+/// without CUDA graphs, in alternating rounds.
+void small_gpipe(int steps, int rounds) {
+  std::map<std::string, std::vector<double>> v;
+  const std::vector<std::pair<std::string, std::string>> executors{{"sequential", "sequential"},
+                                                                   {"threaded", "{type: threaded}"}};
+  for (int r = 0; r < rounds; ++r) {
+    for (const auto& [name, yaml] : executors) {
+      for (const bool g : {false, true}) {
+        const std::string key = name + (g ? "+graphs" : "");
+        v[key].push_back(small_gpipe_samples_per_second(steps, yaml, g));
+        std::cout << fmt::format("  round {} {:<19} {:9.1f} samples/s\n", r + 1, key, v[key].back()) << std::flush;
+      }
+    }
+  }
+  const double s = median(v["sequential"]), sg = median(v["sequential+graphs"]), t = median(v["threaded"]),
+               tg = median(v["threaded+graphs"]);
+  std::cout << fmt::format(
+      "\n4-stage GPipe of 8 x Linear(256), 8 micro-batches of 32, one GPU, samples/s (median of {} rounds):\n"
+      "  sequential {:.1f}, sequential + graphs {:.1f} ({:.2f}x)\n"
+      "  threaded {:.1f}, threaded + graphs {:.1f} ({:.2f}x); threaded / sequential {:.2f}x, with graphs {:.2f}x\n",
+      rounds, s, sg, sg / s, t, tg, tg / t, t / s, tg / sg) << std::flush;
+}
+
 int main(int argc, char** argv) {
   namespace po = boost::program_options;
-  int depth = 50, steps = 20, rounds = 2, gpipe_batch = 128;
+  int depth = 50, steps = 20, rounds = 2, gpipe_batch = 128, small_steps = 0;
   std::string configs = "64:none:cl,128:none:cl,64:bf16:cl,128:bf16:cl,128:bf16:cf", python = "python3";
   std::string script = std::string(PIPELAB_SOURCE_DIR) + "/tools/bench/eager_train.py";
   po::options_description desc("pipelab_bench_gpu: pipelab vs PyTorch eager on one GPU; GPipe executors");
@@ -164,7 +260,12 @@ int main(int argc, char** argv) {
       "script", po::value(&script)->default_value(script), "the eager loop")(
       "gpipe-batch", po::value(&gpipe_batch)->default_value(gpipe_batch), "mini-batch of the GPipe comparison")(
       "skip-eager", "pipelab's figures only")("skip-gpipe", "no GPipe executor comparison")(
-      "profile", po::value<std::string>(), "write Chrome traces of the first configuration to this folder");
+      "skip-resnet", "no ResNet table")("trace-off", "also pipelab with run.trace off")(
+      "small-gpipe", po::value(&small_steps)->default_value(small_steps),
+      "steps of the small-kernel GPipe (8 x Linear(256), 4 stages, m = 8) with and without graphs (0: skip)")(
+      "host-profile", po::value<std::string>(),
+      "write host-only Chrome traces (no CUPTI) of the first configuration to this folder")(
+      "profile", po::value<std::string>(), "write Chrome traces with CUDA kernels of the first configuration here");
   po::variables_map vm;
   if (const auto code = pipelab::bench::parse_command_line(argc, argv, desc, vm)) return *code;
   if (!pipelab::device::cuda_available()) {
@@ -175,32 +276,10 @@ int main(int argc, char** argv) {
   std::cout << fmt::format("{}; ResNet-{} 224x224, SGD momentum 0.9, {} timed steps, {} rounds\n",
                            pipelab::device::describe_runtime(), depth, steps, rounds)
             << std::flush;
-  // run.trace (the default) times each action with CUDA events; the second figure is without.
-  std::map<std::string, std::vector<double>> lab, untraced, eager;
-  for (int r = 0; r < rounds; ++r) {
-    if (!vm.count("skip-eager")) {
-      for (const auto& [label, v] : eager_samples_per_second(python, script, depth, configs, steps)) {
-        eager[label].push_back(v);
-        std::cout << fmt::format("  round {} {:<14} eager   {:8.1f} samples/s\n", r + 1, label, v) << std::flush;
-      }
-    }
-    for (const Config& c : list) {
-      lab[c.label()].push_back(pipelab_samples_per_second(depth, c, steps, "{type: single}", "sequential", 1));
-      untraced[c.label()].push_back(
-          pipelab_samples_per_second(depth, c, steps, "{type: single}", "sequential", 1, /*trace=*/false));
-      std::cout << fmt::format("  round {} {:<14} pipelab {:8.1f} samples/s, trace off {:8.1f}\n", r + 1, c.label(),
-                               lab[c.label()].back(), untraced[c.label()].back())
-                << std::flush;
-    }
-  }
-  std::cout << fmt::format(
-      "\n| batch:amp:layout | pipelab samples/s | trace off | eager samples/s | pipelab / eager | trace off / eager |\n"
-      "|---|---:|---:|---:|---:|---:|\n");
-  const auto ratio = [](double a, double b) { return b > 0 ? fmt::format("{:.3f}", a / b) : std::string("-"); };
-  for (const Config& c : list) {
-    const double l = median(lab[c.label()]), u = median(untraced[c.label()]), e = median(eager[c.label()]);
-    std::cout << fmt::format("| {} | {:.1f} | {:.1f} | {} | {} | {} |\n", c.label(), l, u,
-                             e > 0 ? fmt::format("{:.1f}", e) : "-", ratio(l, e), ratio(u, e));
+  if (small_steps > 0) small_gpipe(small_steps, rounds);
+  if (!vm.count("skip-resnet")) {
+    resnet_table(list, depth, steps, rounds, !vm.count("skip-eager"), vm.count("trace-off") > 0, python, script,
+                 configs);
   }
   if (!vm.count("skip-gpipe")) {
     Config c{gpipe_batch, "none", true};
@@ -215,6 +294,9 @@ int main(int argc, char** argv) {
                              "  sequential {:.1f} samples/s, threaded (4 streams) {:.1f} samples/s, ratio {:.3f}\n",
                              depth, gpipe_batch, s, t, t / s);
   }
-  if (vm.count("profile")) write_profiles(vm["profile"].as<std::string>(), depth, list.front(), python, script);
+  if (vm.count("host-profile")) {
+    write_profiles(vm["host-profile"].as<std::string>(), depth, list.front(), python, script, false);
+  }
+  if (vm.count("profile")) write_profiles(vm["profile"].as<std::string>(), depth, list.front(), python, script, true);
   return 0;
 }

@@ -79,12 +79,15 @@ def main():
     p.add_argument("--steps", type=int, default=20, help="timed steps per configuration")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first (cuDNN setup, allocator)")
     p.add_argument("--profile", help="write a Chrome trace of the whole run (host operators, CUDA kernels) here")
+    p.add_argument("--host-only", action="store_true", help="with --profile: host operators only (no CUPTI)")
     args = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("eager_train.py: no CUDA device")
     profiler = None
     if args.profile:
-        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if not args.host_only:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
         profiler = torch.profiler.profile(activities=activities)
         profiler.__enter__()
     for batch, amp, cl in parse_configs(args.configs):

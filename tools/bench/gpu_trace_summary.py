@@ -4,6 +4,7 @@ the ones `pipelab_bench_gpu --profile DIR` writes for pipelab (pipelab.json) and
 PyTorch loop (eager.json), optionally xz-compressed.
 
   python3 tools/bench/gpu_trace_summary.py DIR/pipelab.json.xz DIR/eager.json.xz
+  python3 tools/bench/gpu_trace_summary.py --host DIR/pipelab-host.json.xz DIR/eager-host.json.xz
 
 For each trace, over the window from the first to the last GPU kernel: the kernels' count and
 busy time (the union of their intervals, all streams), the GPU's idle share, the host's
@@ -11,6 +12,11 @@ synchronising calls (how many, how long), the kernels launched per host operator
 the operators that launch the most kernels. A loop whose GPU idles while its host is busy
 launching small kernels or waiting in synchronisations is host-bound: that is what shows
 here and not in samples/s.
+
+With --host (traces of host operators only, `pipelab_bench_gpu --host-profile`, which need no
+CUPTI): the operators each program issues, counted per convolution forward (both run the
+same ResNet, so the counts compare), with their host time: what one side issues that the
+other does not is its own host work.
 """
 import argparse
 import collections
@@ -111,13 +117,47 @@ def summarize(path, top):
         print(f"    {n:6d} {per_op_time[name] / 1e3:8.2f}  {name}")
 
 
+def host_summary(path, top):
+    ops = [e for e in load(path) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    if not ops:
+        print(f"{path}: no host operators in the trace")
+        return
+    # Top-level operators: not inside another operator of the same thread.
+    by_thread = collections.defaultdict(list)
+    for op in ops:
+        by_thread[op.get("tid")].append(op)
+    count, time, top_count, top_time = (collections.Counter() for _ in range(4))
+    for rows in by_thread.values():
+        rows.sort(key=lambda e: (e["ts"], -e["dur"]))
+        end = -1.0
+        for op in rows:
+            count[op["name"]] += 1
+            time[op["name"]] += op["dur"]
+            if op["ts"] >= end:
+                top_count[op["name"]] += 1
+                top_time[op["name"]] += op["dur"]
+                end = op["ts"] + op["dur"]
+    convs = count.get("aten::convolution", 0) or 1
+    print(f"== {path}")
+    print(f"  {sum(count.values())} operators ({sum(top_count.values())} top-level, {sum(top_time.values()) / 1e3:.1f}"
+          f" ms inclusive); {count.get('aten::convolution', 0)} aten::convolution: counts below are per convolution")
+    print(f"  top-level operators (top {top} by host time): per convolution, host ms in all, us each")
+    for name, t in top_time.most_common(top):
+        n = top_count[name]
+        print(f"    {n / convs:8.3f} {t / 1e3:9.2f} {t / n:8.1f}  {name}")
+    print(f"  all operators (top {top} by count): per convolution")
+    for name, n in count.most_common(top):
+        print(f"    {n / convs:8.3f}  {name}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("traces", nargs="+", help="Chrome traces (.json or .json.xz)")
     p.add_argument("--top", type=int, default=15, help="operators listed")
+    p.add_argument("--host", action="store_true", help="host operators only (--host-profile traces)")
     args = p.parse_args()
     for path in args.traces:
-        summarize(path, args.top)
+        (host_summary if args.host else summarize)(path, args.top)
 
 
 if __name__ == "__main__":
