@@ -3,7 +3,12 @@
 # after `source .device/setup.sh BUILD` (BUILD: the build folder, e.g. build-gpu):
 #   tools/gpu/check.sh tests  BUILD LOGS  # the GPU tests (ctest -L gpu), verbose, figures grepped
 #   tools/gpu/check.sh suite  BUILD LOGS  # every other test, on all cores (2 intra-op threads each)
-#   tools/gpu/check.sh bench  BUILD LOGS  # pipelab_bench_gpu ${BENCH_ARGS}: ResNet-50 against eager
+#   tools/gpu/check.sh bench  BUILD LOGS  # pipelab_bench_gpu ${BENCH_ARGS}: ResNet-50 against eager,
+#                      with and without CUDA graphs; the small-kernel GPipe (--small-gpipe N)
+#   tools/gpu/check.sh profile BUILD LOGS # host-only traces of pipelab's and the eager loop's
+#                      ResNet-50 step (PROFILE_CONFIG, default 64:bf16:cl), summarised
+#   tools/gpu/check.sh planmem BUILD LOGS # the PlanMemory tests (CPU tests whose peaks the GPU host
+#                      measured off), alone
 #   tools/gpu/check.sh pipelines BUILD LOGS # torchgpipe's baseline and pipeline-1, then pipeline-8
 #                      and -4 with every stage on the one GPU (2 epochs; PIPELINES_EXECUTOR,
 #                      default sequential: each stage's costs uncontended, as on a GPU of its
@@ -68,10 +73,28 @@ case "$step" in
         esac
       done
     done ;;
+  planmem)
+    OMP_NUM_THREADS=2 ctest --test-dir "$build" -R PlanMemory --timeout 200 --output-on-failure > "$logs/planmem.log" 2>&1
+    rc=$?
+    # The same split-backward check confined to two cores, as on the CPU machine where it passes.
+    taskset -c 0,1 "$build/tests/pipelab_tests" --gtest_filter='PlanMemory.Split*' >> "$logs/planmem.log" 2>&1
+    echo "on two cores: exit $?" >> "$logs/planmem.log"
+    tail -n 40 "$logs/planmem.log"; exit $rc ;;
+  profile)
+    # The host side of pipelab's ResNet-50 step against the eager loop's (PROFILE_CONFIG,
+    # default 64:bf16:cl): host-only traces (no CUPTI) and their summary.
+    "$build/pipelab_bench_gpu" --skip-resnet --skip-gpipe --configs "${PROFILE_CONFIG:-64:bf16:cl}" \
+      --host-profile "$logs/host-profile" 2>&1 | tee "$logs/profile.log"
+    (cd "$logs/host-profile" 2>/dev/null && xz -T4 -6 ./*.json)
+    python3 tools/bench/gpu_trace_summary.py --host --top 25 "$logs"/host-profile/*.xz > "$logs/host-profile.txt" 2>&1
+    tail -n 60 "$logs/host-profile.txt" ;;
   bench)
     # BENCH_ARGS: pipelab_bench_gpu's arguments (e.g. --configs, --steps, --profile DIR).
     "$build/pipelab_bench_gpu" ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench-gpu.log"
-    (cd "$logs/profile" 2>/dev/null && xz -T4 -6 ./*.json) ;;
+    for d in "$logs/profile" "$logs/host-profile"; do (cd "$d" 2>/dev/null && xz -T4 -6 ./*.json); done
+    if [ -d "$logs/host-profile" ]; then
+      python3 tools/bench/gpu_trace_summary.py --host --top 25 "$logs"/host-profile/*.xz > "$logs/host-profile.txt" 2>&1
+    fi ;;
   pipelines)
     f=$(base experiments/seeds/torchgpipe_resnet101_speed.yaml)
     "$pipelab" run "$f" --set run.output=$PWD/runs/speed/baseline --quiet > "$logs/speed-baseline.log" 2>&1
