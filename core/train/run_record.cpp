@@ -128,13 +128,27 @@ void RunRecord::begin(const YAML::Node& resolved_config, bool overwrite) {
     throw UserError("cannot create the run folder (run.output): " + filesystem_message(dir_, ec));
   }
   claim();
-  for (const char* stale : {"summary.json", "metrics/steps.jsonl", "metrics/epochs.jsonl", "log.txt",
-                            "checkpoints/state.pt", "checkpoints/state.prev.pt"}) {
-    fs::remove(fs::path(dir_) / stale, ec);
-  }
+  clear_earlier_run();
   write_file_atomic((fs::path(dir_) / "config.yaml").string(), emit(resolved_config));
   for (const MetricsFile& f : metrics_files()) write_file_atomic((fs::path(dir_) / f.name).string(), f.header + "\n");
   open_streams();
+}
+
+void RunRecord::clear_earlier_run() const {
+  // A fresh run shows none of an earlier run's files, whatever it got to before it stopped:
+  // everything under metrics/ and checkpoints/ (weights, snapshots, resume states, costs)
+  // and the top-level records go before anything is written. A file that cannot be removed
+  // stops the run: left, it would pass for this run's.
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  for (const char* sub : {"metrics", "checkpoints"}) {
+    for (const auto& entry : fs::directory_iterator(fs::path(dir_) / sub, ec)) stale.push_back(entry.path());
+  }
+  for (const char* name : {"summary.json", "trace.json", "log.txt"}) stale.push_back(fs::path(dir_) / name);
+  for (const fs::path& p : stale) {
+    fs::remove_all(p, ec);
+    if (ec) throw WriteError("cannot remove an earlier run's file: " + filesystem_message(p.string(), ec));
+  }
 }
 
 void RunRecord::begin_log_only(const YAML::Node& resolved_config, bool resuming) {

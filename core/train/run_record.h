@@ -93,6 +93,8 @@ class RunRecord {
   void open_streams();
   /// begin() and resume() of a log-only record: its folder, config.yaml and log.txt.
   void begin_log_only(const YAML::Node& resolved_config, bool resuming);
+  /// Removes every file an earlier run in the folder wrote (a fresh start).
+  void clear_earlier_run() const;
   /// Appends a line and hands it to the OS (the stream stays open between steps).
   void write_line(std::ofstream& out, const char* name, const std::string& line);
   /// Flushes `out` and throws WriteError if anything written to it failed.

@@ -154,6 +154,26 @@ TEST(Config, FinishedRunIsNotOverwritten) {
   EXPECT_NO_THROW(Runner(again, {true, true}).run());
 }
 
+// An overwritten run never shows an earlier run's files, even when it stops before writing
+// its own: its first epoch interrupted, the folder holds no final weights, trace or snapshot.
+TEST(Config, OverwrittenRunKeepsNoFileOfTheEarlierOne) {
+  testing::TempDir dir;
+  Experiment e = testing::experiment(kBase, dir.file("run"), {"run.trace=true", "run.epochs=2"});
+  Runner(e, {false, true}).run();
+  ASSERT_TRUE(std::filesystem::exists(dir.file("run/checkpoints/final.pt")));
+  ASSERT_TRUE(std::filesystem::exists(dir.file("run/trace.json")));
+  testing::write_text(dir.file("run/checkpoints/epoch_9_stage_0.pt"), "an earlier run's snapshot");
+  Experiment again = testing::experiment(kBase, dir.file("run"), {"run.trace=false", "run.epochs=2"});
+  RunnerOptions options{true, true};
+  options.stop_after = 1;
+  Runner(again, options).run();
+  for (const char* gone : {"checkpoints/final.pt", "checkpoints/epoch_9_stage_0.pt", "trace.json", "summary.json",
+                           "metrics/costs.json", "metrics/actions.csv"}) {
+    EXPECT_FALSE(std::filesystem::exists(dir.file(std::string("run/") + gone))) << gone;
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir.file("run/checkpoints/state.pt")));  // this run's, to resume
+}
+
 TEST(Config, ResolvedConfigRerunsTheSameExperiment) {
   testing::TempDir dir;
   Experiment e = testing::experiment(kBase, dir.file("a"));
