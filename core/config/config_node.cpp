@@ -9,8 +9,17 @@
 
 namespace pipelab {
 
-void ConfigSource::add_override(const std::string& path, const std::string& text) {
+void ConfigSource::add_override(const std::string& path, const std::string& text, const YAML::Node& value) {
   overrides_[path] = text;
+  if (value.IsDefined()) settings_.push_back({path, YAML::Clone(value), text});
+}
+
+std::vector<ConfigSource::Setting> ConfigSource::settings_under(const std::string& path) const {
+  std::vector<Setting> out;
+  for (const Setting& s : settings_) {
+    if (s.path.rfind(path + ".", 0) == 0) out.push_back(s);
+  }
+  return out;
 }
 
 std::string ConfigSource::override_for(const std::string& path) const {
@@ -75,7 +84,18 @@ ConfigNode ConfigNode::child(const std::string& key) const {
 std::vector<std::string> ConfigNode::keys() const {
   std::vector<std::string> out;
   if (!node_.IsMap()) return out;
-  for (const auto& kv : node_) out.push_back(kv.first.as<std::string>());
+  for (const auto& kv : node_) {
+    // A key that is not a plain name (`null` or `~`, or YAML's `? [a, b]` complex keys)
+    // could never be looked up again by its text.
+    if (!kv.first.IsScalar()) {
+      throw ConfigError(fmt::format("{}: {}: a key that is {}, not a name. Fix: {}",
+                                    format_mark(source_->file(), kv.first.Mark()), path_.empty() ? "(top level)" : path_,
+                                    kv.first.IsNull() ? "null (written null or ~)" : "a list or a mapping",
+                                    kv.first.IsNull() ? "quote it ('null') if that is the name you mean, or remove it"
+                                                      : "write the key as a plain name"));
+    }
+    out.push_back(kv.first.as<std::string>());
+  }
   return out;
 }
 
@@ -170,7 +190,7 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides
                                     text, what));
     }
     set_key_path(root, path, value, text, source.file());
-    source.add_override(path, text);
+    source.add_override(path, text, value);
   }
   apply_preset(root, source);
 }

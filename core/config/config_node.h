@@ -25,8 +25,17 @@ class ConfigSource {
  public:
   explicit ConfigSource(std::string file) : file_(std::move(file)) {}
   const std::string& file() const { return file_; }
-  /// Records that `path` was set on the command line as `text` ("--set a.b=1").
-  void add_override(const std::string& path, const std::string& text);
+  /// Records that `path` was set on the command line as `text` ("--set a.b=1"), to `value`
+  /// when given (what a preset applied later sets again under its own entry).
+  void add_override(const std::string& path, const std::string& text, const YAML::Node& value = YAML::Node());
+  /// A --set value as given: its key path, value and text.
+  struct Setting {
+    std::string path;
+    YAML::Node value;
+    std::string text;
+  };
+  /// The --set values strictly under `path` ("a" finds "a.b" and "a.b.c"), in the order given.
+  std::vector<Setting> settings_under(const std::string& path) const;
   /// "--set a.b=1" if `path` or one of its parents was overridden, else empty.
   std::string override_for(const std::string& path) const;
   /// "--set a.b.c=1" for the first override at `path` or under it ("a.b" finds "a.b.c"), else empty.
@@ -51,6 +60,7 @@ class ConfigSource {
  private:
   std::string file_;
   std::map<std::string, std::string> overrides_;
+  std::vector<Setting> settings_;
   std::vector<PresetSetting> preset_settings_;
   mutable std::map<std::string, std::string> where_;
 };

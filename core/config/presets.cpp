@@ -72,21 +72,28 @@ void apply_preset(YAML::Node& root, ConfigSource& source) {
     const std::string name = chosen_preset(top);
     const ConfigNode preset = top.child("presets").child(name);
     const std::vector<std::string> paths = preset.keys();
-    // Which paths the user set, before the preset's own settings are recorded too.
-    std::vector<std::string> user;
-    for (const std::string& path : paths) user.push_back(source.override_within(path));
+    // The user's --set of a path itself, or of a section above it, wins (asked before the
+    // preset's own settings are recorded as overrides too).
+    std::vector<std::string> users;
+    for (const std::string& path : paths) users.push_back(source.override_for(path));
     for (size_t i = 0; i < paths.size(); ++i) {
       const std::string& path = paths[i];
-      if (!user[i].empty()) {
+      const std::string& user = users[i];
+      if (!user.empty()) {
         // The user's value, as it stands, is what a sweep's cells keep.
-        source.add_preset_setting({path, find_key_path(root, path), user[i]});
+        source.add_preset_setting({path, find_key_path(root, path), user});
         continue;
       }
+      // The preset's value, then the user's --set values under it again: the user's keys
+      // win, the preset's others stay (a preset's optimizer with --set optimizer.lr).
       const std::string where = fmt::format("{} (preset {})", preset.where_key(path), name);
-      const YAML::Node value = YAML::Clone(preset.child(path).yaml());
-      set_key_path(root, path, value, where, source.file());
+      set_key_path(root, path, YAML::Clone(preset.child(path).yaml()), where, source.file());
       source.add_override(path, where);
-      source.add_preset_setting({path, value, where});
+      for (const ConfigSource::Setting& s : source.settings_under(path)) {
+        set_key_path(root, s.path, YAML::Clone(s.value), s.text, source.file());
+        source.add_override(s.path, s.text);
+      }
+      source.add_preset_setting({path, find_key_path(root, path), where});
     }
   }
   root.remove("preset");

@@ -69,7 +69,7 @@ int describe(const Args& args) {
   po::options_description options("options");
   std::string file;
   std::vector<std::string> sets;
-  std::string preset;
+  std::string preset = kNoPreset;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
       "set", po::value(&sets)->composing(), "override a value: --set model.depth=34 (repeatable)")(
       "preset", po::value(&preset), kPresetHelp);

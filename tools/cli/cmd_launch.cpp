@@ -113,7 +113,7 @@ int launch(const Args& args) {
   int nproc = 0;
   int port = 0;
   std::vector<std::string> sets;
-  std::string preset;
+  std::string preset = kNoPreset;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
       "nproc", po::value(&nproc)->required(), "number of processes (one per device of the scheme's placement, or per group of devices)")(
       "master-port", po::value(&port)->default_value(0), "rendezvous port on 127.0.0.1 (0: a free one)")(

@@ -64,9 +64,16 @@ std::optional<Place> place_in_run(const po::variables_map& vm) {
     }
   }
   p.restarted = env && env->restart_count > 0;
-  if (p.world_size < 1 || p.rank < 0 || p.rank >= p.world_size) {
-    throw UsageError{fmt::format("rank {} of {} processes: ranks are 0 .. {}{}", p.rank, p.world_size,
-                                 p.world_size - 1, env ? fmt::format(" (from {}'s environment and the flags)", env->launcher) : "")};
+  const std::string from = env ? fmt::format(" (from {}'s environment and the flags)", env->launcher) : "";
+  if (p.world_size < 1) {
+    throw UsageError{fmt::format("--world-size {}{}: a run has at least one process. Fix: give the number of processes "
+                                 "(1 or more) with --world-size",
+                                 p.world_size, from)};
+  }
+  if (p.rank < 0 || p.rank >= p.world_size) {
+    throw UsageError{fmt::format("--rank {} of --world-size {}{}: ranks are 0 .. {}. Fix: give each process a rank "
+                                 "from 0 to {}",
+                                 p.rank, p.world_size, from, p.world_size - 1, p.world_size - 1)};
   }
   // One process: a plain run, whatever launched it (torchrun --nproc-per-node 1, srun -n 1,
   // --world-size 1): there is no one to meet, so no rendezvous to wait for.
@@ -97,7 +104,7 @@ int run(const Args& args) {
   po::options_description options("options");
   std::string file;
   std::vector<std::string> sets;
-  std::string preset;
+  std::string preset = kNoPreset;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file")(
       "set", po::value(&sets)->composing(), "override a value: --set optimizer.lr=0.05 (repeatable)")(
       "preset", po::value(&preset), kPresetHelp)(

@@ -147,7 +147,7 @@ int schedule(const Args& args) {
   po::options_description options("options");
   std::string file, scheme_name, costs_text = "1,1,1";
   std::vector<std::string> sets;
-  std::string preset;
+  std::string preset = kNoPreset;
   int stages = 4, micro = 8, virtual_stages = 0, replicas = 1;
   bool lowered = false;
   std::string csv;

@@ -140,7 +140,7 @@ int simulate(const Args& args) {
   po::options_description options("options");
   std::string file, schemes_text, svg, trace, markdown, executor = "devices";
   std::vector<std::string> sets, slow;
-  std::string preset;
+  std::string preset = kNoPreset;
   int stages = 0, micro = 0;
   CostFlags cost;
   sim::DeviceSpec& device = cost.device;

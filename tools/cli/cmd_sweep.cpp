@@ -51,7 +51,7 @@ int sweep(const Args& args) {
   po::options_description options("options");
   std::string file;
   std::vector<std::string> sets;
-  std::string preset;
+  std::string preset = kNoPreset;
   int jobs = 1, threads = 0;
   options.add_options()("file", po::value(&file)->required(), "experiment YAML file with a sweep: section")(
       "jobs,j", po::value(&jobs)->default_value(1), "runs at once")(

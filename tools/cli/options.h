@@ -41,10 +41,19 @@ inline bool parse(const Args& args, const std::string& usage, po::options_descri
 inline constexpr const char* kPresetHelp =
     "apply the file's presets.NAME settings, e.g. cpu-mini (a seed experiment in miniature); your --set values win";
 
+/// What a command's --preset holds until the flag is given (an empty name is a mistake,
+/// not the absence of one).
+inline const std::string kNoPreset(1, '\0');
+
 /// `sets` with --preset NAME added as preset=NAME (core/config/presets.h): the file's
 /// settings of that name, applied after the --set values and under them.
 inline std::vector<std::string> with_preset(std::vector<std::string> sets, const std::string& preset) {
-  if (!preset.empty()) sets.push_back("preset=" + preset);
+  if (preset == kNoPreset) return sets;
+  if (preset.empty()) {
+    throw UserError("--preset: the name is empty. Fix: name one of the file's presets (its presets: section), or "
+                    "drop --preset");
+  }
+  sets.push_back("preset=" + preset);
   return sets;
 }
 
