@@ -7,6 +7,7 @@
 
 #include "core/config/config_node.h"
 #include "core/schedule/lower.h"
+#include "core/scheme/scheme_parts.h"
 #include "core/train/experiment.h"
 #include "core/train/feeds.h"
 #include "core/util/error.h"
@@ -90,6 +91,13 @@ std::vector<bool> recompute_of(const PlanRequest& r, int positions) {
                    fmt::format("stage {} is not a pipeline stage: the pipeline has {} (0 to {})", listed.back(),
                                positions, positions - 1),
                    "list stages below the pipeline's count");
+  }
+  if (r.recompute.kind != Recompute::Kind::Never && r.scheme->add_ons()->routes_own_gradients()) {
+    r.source->fail("partition.recompute",
+                   fmt::format("scheme {} computes each stage's gradients itself from its forward's autograd graph, "
+                               "which a recomputed forward does not keep",
+                               r.scheme->type()),
+                   fmt::format("leave partition.recompute out with {}", r.scheme->type()));
   }
   return r.recompute.of(positions);
 }

@@ -83,6 +83,16 @@ TEST(StageRecompute, ABadListOrWordIsRefusedAtItsKey) {
   EXPECT_NE(out.find("partition.recompute: stage 4 is not a pipeline stage: the pipeline has 4 (0 to 3)"),
             std::string::npos)
       << out;
+  // Local-loss schemes differentiate each forward's graph themselves: refused at the key, exit
+  // 2 (the fifth hardening probe: an internal error once training began).
+  for (const char* scheme : {"{type: interlocking, mode: local}", "{type: dgl}"}) {
+    const auto [code, text] = testing::pipelab(fmt::format("run {} --set run.output={} --set 'scheme={}' "
+                                                           "--set partition.recompute=always",
+                                                           dir.file("e.yaml"), dir.file("local"), scheme));
+    EXPECT_EQ(code, 2) << text;
+    EXPECT_NE(text.find("partition.recompute: scheme"), std::string::npos) << text;
+    EXPECT_EQ(text.find("internal error"), std::string::npos) << text;
+  }
 }
 
 }  // namespace
