@@ -106,6 +106,7 @@ struct Pipedream2bwOptions {
     v.choice("error_feedback_on", error_feedback_on,
              Choices<FeedbackOn>{{"update", FeedbackOn::Update}, {"gradient", FeedbackOn::Gradient}},
              "what the correction extrapolates: the optimizer's update direction, or the gradient before it");
+    v.unused_unless("error_feedback_on", error_feedback > 0, "error_feedback > 0 (the correction is off)");
   }
 };
 

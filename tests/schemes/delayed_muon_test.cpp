@@ -182,6 +182,12 @@ run:       {epochs: 1, batch_size: 8, seed: 1, threads: 1}
     EXPECT_NO_THROW(weights = testing::train(mlp, {std::string("scheme.error_feedback_on=") + on}));
     for (const auto& [name, t] : weights) EXPECT_TRUE(t.isfinite().all().item<bool>()) << name;
   }
+  // The form of a correction that is off does nothing: refused at its key, not ignored.
+  const std::string off = testing::user_error(
+      [&] { testing::experiment(mlp, "", {"scheme.error_feedback=0", "scheme.error_feedback_on=gradient"}); });
+  EXPECT_NE(off.find("scheme.error_feedback_on: error_feedback_on does nothing unless error_feedback > 0"),
+            std::string::npos)
+      << off;
 }
 
 }  // namespace
