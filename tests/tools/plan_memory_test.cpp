@@ -166,7 +166,8 @@ TEST(PlanMemory, TheEmittedFileRecomputesTheStagesThePlanChose) {
   c.stages = 4;
   c.balance = {2, 2, 2, 2};
   c.recompute = {0, 1};
-  const YAML::Node emitted = plan::emitted_experiment(dir.file("e.yaml"), c, dir.path());
+  const YAML::Node emitted =
+      plan::emitted_experiment(YAML::LoadFile(dir.file("e.yaml")), dir.file("e.yaml"), c, dir.path());
   EXPECT_EQ(emitted["partition"]["recompute"].as<std::vector<int>>(), (std::vector<int>{0, 1}));
   // ... and a run of it reads them back.
   const Experiment e = testing::experiment(YAML::Dump(emitted));

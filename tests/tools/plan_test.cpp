@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include <yaml-cpp/yaml.h>
+
 #include "core/config/registry.h"
 #include "core/io/pt_file.h"
 #include "core/model/block_costs.h"
@@ -203,6 +205,49 @@ TEST(Plan, TheEmittedExperimentRunsThePlan) {
   EXPECT_EQ(plan.devices(), 2);
   const auto [rc, run] = testing::pipelab(fmt::format("run --quiet {} --set run.epochs=1 --set run.output={}",
                                                       dir.file("out/best.yaml"), dir.file("run")));
+  EXPECT_EQ(rc, 0) << run;
+  // An existing file, the experiment itself included, is replaced only when asked.
+  const std::string file = testing::read_text(dir.file("e.yaml"));
+  for (const char* target : {"e.yaml", "out/best.yaml"}) {
+    const auto [again, text] =
+        testing::pipelab(fmt::format("plan {} --devices 2 --device-flops 1 --emit {}", dir.file("e.yaml"), dir.file(target)));
+    EXPECT_EQ(again, 2) << text;
+    EXPECT_NE(text.find("the file exists. Fix: give another path, or add --overwrite"), std::string::npos) << text;
+  }
+  EXPECT_EQ(testing::read_text(dir.file("e.yaml")), file);
+  const auto [replaced, log] = testing::pipelab(
+      fmt::format("plan {} --devices 2 --device-flops 1 --emit {} --overwrite", dir.file("e.yaml"), dir.file("out/best.yaml")));
+  EXPECT_EQ(replaced, 0) << log;
+}
+
+// What is emitted is what was planned: the --set values, the preset's settings (and no
+// presets: section), and the precision --dtype priced; the emitted file runs (the fifth
+// hardening probe: a shrunk model was emitted whole with the small model's cut).
+TEST(Plan, TheEmittedFileIsWhatWasPlannedSetsPresetAndPrecision) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), R"(
+model:     {type: mlp, sizes: [12, 64, 64, 64, 4]}
+dataset:   {type: synthetic, samples: 128, test_samples: 32, shape: [12], classes: 4}
+scheme:    {type: gpipe, chunks: 2}
+optimizer: {type: sgd, lr: 0.05}
+run:       {epochs: 1, batch_size: 16, seed: 0, threads: 1, progress: false}
+presets:
+  wide: {run.batch_size: 32}
+)");
+  const auto [code, out] = testing::pipelab(fmt::format(
+      "plan {} --devices 2 --device-flops 1 --dtype bfloat16 --set 'model.sizes=[12, 24, 24, 4]' --preset wide "
+      "--emit {}",
+      dir.file("e.yaml"), dir.file("best.yaml")));
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("note: --dtype bfloat16 prices weights and activations at 2 bytes"), std::string::npos) << out;
+  const YAML::Node emitted = YAML::LoadFile(dir.file("best.yaml"));
+  EXPECT_EQ(emitted["model"]["sizes"].as<std::vector<int>>(), (std::vector<int>{12, 24, 24, 4}));
+  EXPECT_EQ(emitted["run"]["batch_size"].as<int>(), 32);
+  EXPECT_EQ(emitted["run"]["amp"].as<std::string>(), "bf16");
+  EXPECT_FALSE(emitted["presets"]);
+  EXPECT_FALSE(emitted["preset"]);
+  const auto [rc, run] = testing::pipelab(
+      fmt::format("run --quiet {} --set run.devices=[cpu] --set run.output={}", dir.file("best.yaml"), dir.file("run")));
   EXPECT_EQ(rc, 0) << run;
 }
 

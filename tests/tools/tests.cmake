@@ -8,6 +8,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/experiments_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hardening_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/input_paths_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/hardening_fifth_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hardening_surfaces_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/json_files_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_test.cpp

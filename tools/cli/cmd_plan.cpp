@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "core/config/registry.h"
+#include "core/scheme/scheme.h"
+#include "core/util/names.h"
 #include "core/util/progress.h"
 #include "tools/cli/cost_source.h"
 #include "tools/cli/load_experiment.h"
@@ -33,9 +36,15 @@ std::string nothing_fits(const plan::PlanResult& result, const plan::PlanSpace& 
                        space.devices, plan::bytes_text(space.memory_cap), plan::bytes_text(least),
                        plan::bytes_text(least - space.memory_cap));
   }
-  return fmt::format("no candidate of {} on {} devices could be planned (--explain says why each lost). Fix: other "
-                     "--schemes, --allow-idle, or --async",
-                     fmt::join(space.schemes, ", "), space.devices);
+  // The schemes that gave no candidate at all, each with its reason.
+  std::string why;
+  for (const plan::Candidate& c : result.lost) {
+    if (c.stages == 0) why += fmt::format("\n  {}: {}", c.label, c.lost);
+  }
+  return fmt::format("no candidate of {} on {} devices could be planned{}. Fix: other --schemes, --allow-idle, "
+                     "or --async{}",
+                     fmt::join(space.schemes, ", "), space.devices, why.empty() ? " (--explain says why each lost)" : "",
+                     why.empty() ? "" : ". Schemes that gave none:" + why);
 }
 
 /// The winner in words: what it runs and what set it apart.
@@ -55,7 +64,7 @@ std::string why_line(const plan::PlanResult& r) {
 
 /// The command line of `pipelab plan`, read in one place.
 struct PlanFlags {
-  std::string file, schemes, emit, svg, json, preset, codec;
+  std::string file, schemes, emit, svg, json, preset = kNoPreset, codec;
   std::vector<std::string> sets;
   int devices = 0, top = 10, max_staleness = 0;
   double memory_cap = 0, device_memory = 0, time_limit = 10, compress_below = 0;
@@ -86,6 +95,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
       "time-limit", po::value(&f.time_limit), "seconds for the search (default 10)")(
       "top", po::value(&f.top), "candidates ranked in the table (default 10)")(
       "emit", po::value(&f.emit), "write the best plan as an experiment file ready for `pipelab run`")(
+      "overwrite", "with --emit: replace an existing file")(
       "svg", po::value(&f.svg), "write the time x memory Pareto front as SVG")(
       "json", po::value(&f.json), "write every ranked candidate as JSON (scheme section, partition, figures)")(
       "explain", "say why each other candidate lost (memory, bound, staleness, refused)");
@@ -98,7 +108,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
              "             [--link-gbps G] [--link-latency-us L] [--device-memory GIB | --memory-cap GIB]\n"
              "             [--schemes a,b] [--async [--max-staleness V]] [--allow-idle] [--time-limit S]\n"
              "             [--compress-below G [--codec SPEC]]\n"
-             "             [--top K] [--emit best.yaml] [--svg front.svg] [--json ranked.json] [--explain]\n\n"
+             "             [--top K] [--emit best.yaml [--overwrite]] [--svg front.svg] [--json ranked.json] [--explain]\n\n"
              "Searches the pipelines for the experiment's model on N devices: scheme, stages, replicas, virtual\n"
              "stages, micro-batches, recomputation and the partition, each replayed as `pipelab run` would run it\n"
              "(docs/plan.md). One device and pure data parallelism are candidates too:\n\n"
@@ -112,6 +122,13 @@ bool read_flags(const Args& args, PlanFlags& f) {
   f.explain = f.vm.count("explain") > 0;
   checked_flag("--devices", f.devices, 1, kMaxPlanDevices);
   check_output_file("--emit", f.emit);
+  std::error_code exists;
+  if (!f.emit.empty() && !f.vm.count("overwrite") && std::filesystem::exists(f.emit, exists)) {
+    // An experiment file is hand-written work (the one being planned, say): never lost quietly.
+    throw UsageError{fmt::format("--emit {}: the file exists. Fix: give another path, or add --overwrite to replace it",
+                                 f.emit)};
+  }
+  if (f.vm.count("overwrite") && f.emit.empty()) throw UsageError{"--overwrite goes with --emit"};
   check_output_file("--svg", f.svg);
   check_output_file("--json", f.json);
   check_cost_flags(f.vm, f.cost);
@@ -151,11 +168,29 @@ std::shared_ptr<const CompressionSection> codecs_of(const PlanFlags& f, const Ex
   return std::make_shared<CompressionSection>(read_compression(ConfigNode(section, source, "compression")));
 }
 
+/// The run.amp that --dtype's derived costs stand for when the file runs in full precision
+/// ("" when they agree, or the costs are measured).
+std::string planned_amp(const PlanFlags& f, const Experiment& e) {
+  if (f.cost.dtype == "float32" || !f.cost.costs_file.empty() || e.run.amp != Amp::None) return "";
+  return f.cost.dtype == "bfloat16" ? "bf16" : "fp16";
+}
+
 /// What to search, from the flags, the experiment and where its costs come from.
 plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSource& source) {
   plan::PlanSpace space;
   space.schemes = f.vm.count("schemes") ? flag_list("--schemes", f.schemes)
                                         : plan::default_schemes(f.async, e.model->segment_token_work().has_value());
+  if (f.vm.count("schemes") && space.schemes.empty()) {
+    throw UsageError{"--schemes: an empty list. Fix: name the schemes, e.g. --schemes gpipe,zb_h1, or drop --schemes "
+                     "for every synchronous one"};
+  }
+  const std::vector<std::string> registered = Registry<Scheme>::get().names();
+  for (const std::string& name : space.schemes) {
+    if (!Registry<Scheme>::get().find(name)) {
+      throw UsageError{fmt::format("--schemes: no scheme is registered as '{}'. Fix: use one of: {}", name,
+                                   join(closest_first(name, registered), ", "))};
+    }
+  }
   space.devices = f.devices;
   space.allow_idle = f.allow_idle;
   space.memory_cap = (f.memory_cap > 0 ? f.memory_cap : f.device_memory) * kGiB;
@@ -198,8 +233,11 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
   }
   if (!f.emit.empty()) {
     const std::string beside = std::filesystem::path(f.emit).parent_path().string();
+    YAML::Node tree = experiment_tree(f.file, with_preset(f.sets, f.preset));
+    // Costs derived for 16-bit tensors are a mixed-precision run's: the file runs that.
+    if (const std::string amp = planned_amp(f, e); !amp.empty()) tree["run"]["amp"] = amp;
     YAML::Emitter out;
-    out << plan::emitted_experiment(f.file, result.ranked.front(), beside.empty() ? "." : beside);
+    out << plan::emitted_experiment(tree, f.file, result.ranked.front(), beside.empty() ? "." : beside);
     write_output(f.emit, std::string(out.c_str()) + "\n");
   }
 }
@@ -227,6 +265,11 @@ int plan(const Args& args) {
   fmt::print("{}: model {}, mini-batch {} examples, {} devices{}\ncosts {}\n", f.file, e.model->type(),
              e.run.batch_size, f.devices, space.memory_cap > 0 ? " of at most " + plan::bytes_text(space.memory_cap) : "",
              source.describe(f.cost.dtype));
+  if (const std::string amp = planned_amp(f, e); !amp.empty()) {
+    fmt::print("note: --dtype {} prices weights and activations at 2 bytes, but {} runs in float32 (run.amp: none): "
+               "the figures are a run with run.amp: {}{}\n",
+               f.cost.dtype, f.file, amp, f.emit.empty() ? "" : ", which the emitted file sets");
+  }
   if (f.vm.count("compress-below")) {
     fmt::print("{}\n", space.compress ? fmt::format("the link ({} Gbit/s) is slower than --compress-below {}: each "
                                                     "pipeline is tried as it is and with {} on every boundary",

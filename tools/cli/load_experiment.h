@@ -23,4 +23,16 @@ inline Experiment load_experiment_or_first_cell(const std::string& file, const s
   return Experiment::parse(cell.experiment, file);
 }
 
+/// The configuration tree of the experiment load_experiment_or_first_cell reads: the file
+/// with the --set values and its preset applied (`preset:` and `presets:` gone), or a sweep's
+/// first cell. What `plan --emit` writes its winner into, so that the emitted file runs what
+/// was planned; relative input paths are still the file's.
+inline YAML::Node experiment_tree(const std::string& file, const std::vector<std::string>& sets) {
+  YAML::Node root = load_yaml_file(file);
+  if (root.IsMap() && root["sweep"]) return YAML::Load(tools::plan_sweep(file, sets).runs.front().experiment);
+  ConfigSource source(file);
+  apply_overrides(root, sets, source);
+  return root;
+}
+
 }  // namespace pipelab::cli

@@ -139,21 +139,27 @@ struct Made {
   std::shared_ptr<const YAML::Node> section;
   std::shared_ptr<const Scheme> scheme;  ///< null: the registry refuses the section
   std::string label;
+  std::string refused;  ///< why, when it does
 };
 
 Made made_of(const YAML::Node& section, const SchemeKnobs& knobs) {
-  Made m{std::make_shared<const YAML::Node>(section), nullptr, label_of(section, knobs)};
+  Made m{std::make_shared<const YAML::Node>(section), nullptr, label_of(section, knobs), {}};
   try {
     m.scheme = make_scheme(section);
-  } catch (const UserError&) {
+  } catch (const UserError& err) {
+    m.refused = err.what();
   }
   return m;
 }
 
 /// The candidate `made` makes with `stages` model stages and `replicas` copies, as the run
 /// plan compiles it; none when the scheme or the plan refuses that shape.
-std::optional<Candidate> shape_of(const Experiment& e, const Made& made, int stages, int replicas) {
-  if (!made.scheme) return std::nullopt;
+std::optional<Candidate> shape_of(const Experiment& e, const Made& made, int stages, int replicas,
+                                  std::string& refused) {
+  if (!made.scheme) {
+    refused = made.refused;
+    return std::nullopt;
+  }
   Candidate c;
   c.section = made.section;
   c.label = made.label;
@@ -167,7 +173,8 @@ std::optional<Candidate> shape_of(const Experiment& e, const Made& made, int sta
     c.replicas = plan.replicas();
     c.flushed = plan.mini_batches_per_run(2) == 1;
     c.micro_batches = std::max(1, scheme->micro_batches());
-  } catch (const UserError&) {
+  } catch (const UserError& err) {
+    refused = err.what();
     return std::nullopt;
   }
   return c;
@@ -214,11 +221,14 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
     if (!Registry<Scheme>::get().find(type)) {
       Candidate c;
       c.label = type;
+      c.stages = 0;  // the scheme itself, not one of its shapes
       c.lost = fmt::format("no scheme is registered as {}", type);
       lost.push_back(c);
       continue;
     }
     const SchemeKnobs knobs = knobs_of(e, type);
+    const size_t before = out.size();
+    std::string refused;  // the run plan's (or the scheme's) last word on a shape it refused
     for (const YAML::Node& variant : variants(knobs)) {
       std::map<std::pair<int, int>, Made> made;  // (replicas when the section holds them, m)
       for (int r = 1; r <= n && !over(); ++r) {
@@ -234,7 +244,7 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
                 const YAML::Node section = knobs.own_replicas ? with(variant, "replicas", YAML::Node(r)) : variant;
                 made[key] = made_of(m ? with(section, knobs.micro_key, YAML::Node(m)) : YAML::Clone(section), knobs);
               }
-              std::optional<Candidate> shaped = shape_of(e, made[key], stages, r);
+              std::optional<Candidate> shaped = shape_of(e, made[key], stages, r, refused);
               if (!shaped) continue;  // a shape the scheme does not take (V-shapes on an odd count, ...)
               Candidate& c = *shaped;
               if (c.devices > n || (!space.allow_idle && c.devices != n)) continue;
@@ -246,6 +256,18 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
           }
         }
       }
+    }
+    if (out.size() == before) {
+      // Not one shape: the scheme, by name, and why (--explain and the final message).
+      Candidate c;
+      c.label = type;
+      c.stages = 0;  // the scheme itself, not one of its shapes
+      c.lost = over() ? fmt::format("the search's --time-limit ({} s) ran out before {}", space.time_limit, type)
+               : refused.empty()
+                   ? fmt::format("no shape of {} fits {} devices{} ({} blocks to cut)", type, n,
+                                 space.allow_idle ? "" : " without leaving some idle (--allow-idle)", blocks)
+                   : refused;
+      lost.push_back(c);
     }
   }
   return out;

@@ -56,7 +56,11 @@ std::string explanation(const PlanResult& result) {
   for (const auto& [kind, list] : by_kind) {
     out += fmt::format("{} ({} candidate{}):\n", kind, list.size(), list.size() == 1 ? "" : "s");
     for (const Candidate* c : list) {
-      out += fmt::format("  {} on {} devices ({} x {}): {}\n", c->label, c->devices, c->stages, c->replicas, c->lost);
+      if (c->stages == 0) {
+        out += fmt::format("  {} (no candidate at all): {}\n", c->label, c->lost);  // the scheme itself
+      } else {
+        out += fmt::format("  {} on {} devices ({} x {}): {}\n", c->label, c->devices, c->stages, c->replicas, c->lost);
+      }
     }
   }
   return out;
@@ -115,8 +119,8 @@ std::string ranked_json(const std::vector<Candidate>& ranked) {
   return json::Object().add("ranked", rows).pretty() + "\n";
 }
 
-YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const std::string& written_beside) {
-  YAML::Node root = load_yaml_file(file);
+YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Candidate& c,
+                              const std::string& written_beside) {
   YAML::Node partition = root["partition"] ? root["partition"] : YAML::Node(YAML::NodeType::Map);
   partition["stages"] = c.stages;
   // A scheme that sets its own copies (data parallelism) has them in its section.

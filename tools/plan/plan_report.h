@@ -25,10 +25,11 @@ std::string explanation(const PlanResult& result);
 std::vector<const Candidate*> pareto_front(const std::vector<Candidate>& ranked);
 /// The front as SVG (step time against peak memory; tools/report/svg_plot.h).
 std::string pareto_svg(const std::vector<Candidate>& ranked, const std::string& title);
-/// The experiment file `file` (as written) with `c`'s partition, scheme and (when the planner
-/// chose it) compression: what
-/// `pipelab run` takes to run the plan. Relative input paths are made to resolve from
-/// `written_beside` (the folder the new file goes to).
-YAML::Node emitted_experiment(const std::string& file, const Candidate& c, const std::string& written_beside);
+/// The planned experiment `root` (read from `file`, with the --set values and the preset
+/// that were planned applied: cli::experiment_tree) with `c`'s partition, scheme and (when the
+/// planner chose it) compression: what `pipelab run` takes to run the plan. Relative input
+/// paths are made to resolve from `written_beside` (the folder the new file goes to).
+YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Candidate& c,
+                              const std::string& written_beside);
 
 }  // namespace pipelab::plan

@@ -1,0 +1,76 @@
+// The fifth hostile-input round (the planner's and presets' surfaces): one test per class of
+// finding that the command line shows. Flags that name nothing (an empty --preset, an empty
+// or unknown --schemes entry) and ranks out of range are refused with their fix, exit 2; a
+// scheme the planner can make nothing of is named with its reason. (The preset merge, the
+// null keys, the recompute refusal, the overwrite and --emit's overwrite have tests beside
+// their code: preset_test, stage_recompute_test, config_test, plan_test.)
+#include <gtest/gtest.h>
+
+#include "tests/support/helpers.h"
+
+namespace pipelab::hardening_fifth_test {
+namespace {
+
+std::pair<int, std::string> pipelab(const std::string& args) {
+  return testing::shell("OMP_NUM_THREADS=1 " + std::string(PIPELAB_BINARY) + " " + args + " 2>&1");
+}
+
+const char* kExperiment = R"(
+model:     {type: mlp, sizes: [12, 32, 32, 4]}
+dataset:   {type: synthetic, samples: 128, test_samples: 32, shape: [12], classes: 4}
+partition: {stages: 2}
+scheme:    {type: gpipe, chunks: 2}
+optimizer: {type: sgd, lr: 0.05}
+run:       {epochs: 1, batch_size: 16, seed: 1, threads: 1, progress: false}
+presets:
+  mini: {run.epochs: 1}
+)";
+
+#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+TEST(HardeningFifth, AnEmptyPresetNameIsAMistake) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  for (const std::string command : {"run", "describe", "plan --devices 2 --device-flops 1"}) {
+    const auto [code, out] = pipelab(fmt::format("{} {} --preset '' --set run.output={}", command, dir.file("e.yaml"),
+                                                 dir.file("run")));
+    EXPECT_EQ(code, 2) << command << "\n" << out;
+    EXPECT_HAS(out, "--preset: the name is empty. Fix:");
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run")));
+}
+
+TEST(HardeningFifth, RanksOutOfRangeSayWhatTheyMayBe) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const auto [minus, below] = pipelab(fmt::format("run {} --rank -1 --world-size 2", dir.file("e.yaml")));
+  EXPECT_EQ(minus, 2) << below;
+  EXPECT_HAS(below, "--rank -1 of --world-size 2: ranks are 0 .. 1. Fix: give each process a rank from 0 to 1");
+  const auto [zero, none] = pipelab(fmt::format("run {} --rank 0 --world-size 0", dir.file("e.yaml")));
+  EXPECT_EQ(zero, 2) << none;
+  EXPECT_HAS(none, "--world-size 0: a run has at least one process. Fix:");
+}
+
+TEST(HardeningFifth, PlanNamesEverySchemeItCannotPlanAndWhy) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const std::string plan = fmt::format("plan {} --devices 2 --device-flops 1 ", dir.file("e.yaml"));
+  // A typo: refused before any search, the closest name first.
+  auto [code, out] = pipelab(plan + "--schemes gpip");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_HAS(out, "--schemes: no scheme is registered as 'gpip'. Fix: use one of: gpipe");
+  std::tie(code, out) = pipelab(plan + "--schemes ''");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_HAS(out, "--schemes: an empty list");
+  // Registered, but nothing it can make here: the scheme by name, and the run plan's reason.
+  std::tie(code, out) = pipelab(plan + "--schemes seq1f1b");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_HAS(out, "Schemes that gave none:");
+  EXPECT_HAS(out, "seq1f1b: scheme seq1f1b ");
+  std::tie(code, out) = pipelab(plan + "--schemes custom --explain");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_HAS(out, "custom (no candidate at all): ");
+}
+
+}  // namespace
+}  // namespace pipelab::hardening_fifth_test
