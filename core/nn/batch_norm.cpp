@@ -29,7 +29,7 @@ torch::Tensor BatchNormImpl::forward(const torch::Tensor& x) {
   if (deferred_ && is_graphed()) {
     throw UserError(
         "run.cuda_graphs cannot capture deferred batch norm: its moments accumulate on the host, one micro-batch "
-        "at a time (docs/schemes.md, Q26). Fix: set run.cuda_graphs: false, or scheme.deferred_batch_norm: "
+        "at a time. Fix: set run.cuda_graphs: false, or scheme.deferred_batch_norm: "
         "false");
   }
   if (deferred_ || is_recomputing()) {
