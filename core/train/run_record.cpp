@@ -144,7 +144,10 @@ void RunRecord::clear_earlier_run() const {
   for (const char* sub : {"metrics", "checkpoints"}) {
     for (const auto& entry : fs::directory_iterator(fs::path(dir_) / sub, ec)) stale.push_back(entry.path());
   }
-  for (const char* name : {"summary.json", "trace.json", "log.txt"}) stale.push_back(fs::path(dir_) / name);
+  // At the top, only the files a run writes there: a folder by such a name is not a run's.
+  for (const char* name : {"summary.json", "trace.json", "log.txt"}) {
+    if (!fs::is_directory(fs::path(dir_) / name, ec)) stale.push_back(fs::path(dir_) / name);
+  }
   for (const fs::path& p : stale) {
     fs::remove_all(p, ec);
     if (ec) throw WriteError("cannot remove an earlier run's file: " + filesystem_message(p.string(), ec));
