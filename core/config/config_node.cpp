@@ -110,7 +110,14 @@ std::string ConfigNode::where_key(const std::string& key) const {
   if (!over.empty()) return over;
   if (node_.IsMap()) {
     for (const auto& kv : node_) {
-      if (kv.first.Scalar() == key) return format_mark(source_->file(), kv.first.Mark());
+      if (kv.first.Scalar() != key) continue;
+      // A key no file wrote was made by a setting deeper down (--set a.b.c=1, or a preset's
+      // a.b.c): that setting is where it comes from.
+      if (kv.first.Mark().is_null()) {
+        const std::string within = source_->override_within(child_path(key));
+        if (!within.empty()) return within;
+      }
+      return format_mark(source_->file(), kv.first.Mark());
     }
   }
   return where();

@@ -78,6 +78,9 @@ TEST(Preset, MistakesNameTheLineThePresetAndTheFix) {
   EXPECT_HAS(msg, "demo.yaml:11:8: presets.bad: a preset is a mapping of settings");
   msg = error_of(std::string(kFile) + "  loop: {preset: mini}\n", {});
   EXPECT_HAS(msg, "demo.yaml:11:10: presets.loop.preset: a preset cannot choose or define presets");
+  // A preset's key path under an unknown section names the preset's line.
+  msg = error_of(std::string(kFile) + "  typo: {optimzer.lr: 2}\n", {"preset=typo"});
+  EXPECT_HAS(msg, "demo.yaml:11:10 (preset typo): optimzer: unknown section 'optimzer'");
   // A key that is no name (null, ~, a complex key) anywhere: its line, not an internal error.
   for (const char* key : {"null", "~", "? [a, b]"}) {
     msg = error_of(std::string(kFile) + "  " + key + ": {run.epochs: 2}\n", {});
