@@ -3,6 +3,11 @@
 // the others with an error instead of a hang.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -123,6 +128,30 @@ TEST(Launch, NeverFlushedAcrossProcessesEqualsOneProcessWithEveryStagesStaleness
     EXPECT_NE(testing::read_text(dir.file("two/metrics/stages.csv")).find(stage), std::string::npos) << stage;
   }
   EXPECT_NE(testing::read_text(dir.file("two/summary.json")).find("forward_gap"), std::string::npos);
+}
+
+// `--set run.executor=distributed` (docs/executors.md's form) keeps the launcher's free port:
+// with 29500, c10d's default, taken, the processes still meet (the fifth hardening probe:
+// the short form replaced the rendezvous the launcher had set).
+TEST(Launch, TheShortExecutorNameKeepsTheLaunchersFreePort) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(29500);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // Bound here, or already bound by someone else: either way the port is taken.
+  (void)::bind(held, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  (void)::listen(held, 1);
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
+  EXPECT_EQ(c1, 0) << out1;
+  const auto [c2, out2] = pipelab(fmt::format("launch --nproc 2 {} --set run.executor=distributed --set run.output={}",
+                                              dir.file("e.yaml"), dir.file("two")));
+  EXPECT_EQ(c2, 0) << out2;
+  if (c1 == 0 && c2 == 0) expect_same_run(dir.file("one"), dir.file("two"));
+  ::close(held);
 }
 
 TEST(Launch, MoreProcessesThanDevicesAreRefusedBeforeAnyStarts) {

@@ -13,16 +13,21 @@
 namespace pipelab::cli {
 namespace {
 
-/// Whether the experiment (the file with the user's --set values) already has a
-/// `run.executor: {type: distributed, ...}` section for --rank to fill in.
-bool distributed_in(const std::string& file, const std::vector<std::string>& sets) {
+/// How the experiment (the file with the user's --set values) names a distributed executor
+/// for --rank to fill in: a `{type: distributed, ...}` section, the short form
+/// `executor: distributed`, or not at all.
+enum class DistributedForm { None, Section, Name };
+
+DistributedForm distributed_in(const std::string& file, const std::vector<std::string>& sets) {
   YAML::Node root = load_yaml_file(file);
   ConfigSource scratch(file);
   apply_overrides(root, sets, scratch);
   const YAML::Node executor = root.IsMap() && root["run"].IsMap() ? root["run"]["executor"] : YAML::Node();
-  if (!executor.IsMap()) return false;
+  if (executor.IsDefined() && executor.IsScalar() && executor.Scalar() == "distributed") return DistributedForm::Name;
+  if (!executor.IsDefined() || !executor.IsMap()) return DistributedForm::None;
   const YAML::Node type = executor["type"];  // a missing key reads as an invalid node: test it first
-  return type.IsDefined() && type.IsScalar() && type.Scalar() == "distributed";
+  return type.IsDefined() && type.IsScalar() && type.Scalar() == "distributed" ? DistributedForm::Section
+                                                                              : DistributedForm::None;
 }
 
 /// This process's place in a multi-process run.
@@ -87,14 +92,22 @@ void join_run(const Place& place, const std::string& file, std::vector<std::stri
   std::vector<std::pair<const char*, std::string>> values{{"rank", std::to_string(place.rank)},
                                                           {"world_size", std::to_string(place.world_size)}};
   if (!place.master.empty()) values.emplace_back("master", "'" + place.master + "'");
-  if (distributed_in(file, sets)) {
-    // The file's distributed section keeps its other options (timeout_s).
-    for (const auto& [key, value] : values) sets.push_back(fmt::format("run.executor.{}={}", key, value));
-  } else {
-    // First, so that a user's --set run.executor.timeout_s=... still applies on top.
-    std::string where = "type: distributed";
-    for (const auto& [key, value] : values) where += fmt::format(", {}: {}", key, value);
-    sets.insert(sets.begin(), fmt::format("run.executor={{{}}}", where));
+  std::string section = "type: distributed";
+  for (const auto& [key, value] : values) section += fmt::format(", {}: {}", key, value);
+  switch (distributed_in(file, sets)) {
+    case DistributedForm::Section:
+      // The file's distributed section keeps its other options (timeout_s).
+      for (const auto& [key, value] : values) sets.push_back(fmt::format("run.executor.{}={}", key, value));
+      break;
+    case DistributedForm::Name:
+      // `executor: distributed` (or --set run.executor=distributed, as docs/executors.md
+      // writes it) has no options to keep: last, so that it does not replace the place.
+      sets.push_back(fmt::format("run.executor={{{}}}", section));
+      break;
+    case DistributedForm::None:
+      // First, so that a user's --set run.executor.timeout_s=... still applies on top.
+      sets.insert(sets.begin(), fmt::format("run.executor={{{}}}", section));
+      break;
   }
 }
 
