@@ -138,6 +138,15 @@ TEST_F(TableTest, ReferenceValuesInParentheses) {
               add_reference(u, "model,gpipe/2\nmlp,high\n", "bad.csv");
             }).find("bad.csv: row 2, column 'gpipe/2': 'high' is not a number"),
             std::string::npos);
+  // A label twice: refused, naming both lines (one of the two rows was dropped unseen).
+  EXPECT_NE(testing::user_error([&] {
+              add_reference(u, "model,gpipe/2\nmlp,90\nmlp,91\n", "twice.csv");
+            }).find("twice.csv: rows 2 and 3 are both labelled 'mlp'. Fix: keep one of them"),
+            std::string::npos);
+  EXPECT_NE(testing::user_error([&] {
+              add_reference(u, "model,gpipe/2,gpipe/2\nmlp,90,91\n", "twice.csv");
+            }).find("twice.csv: columns 2 and 3 are both labelled 'gpipe/2'"),
+            std::string::npos);
 }
 
 TEST_F(TableTest, WarnsWhenACellMixesExperimentsAndFilters) {

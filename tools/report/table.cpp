@@ -236,6 +236,23 @@ void add_reference(ResultTable& table, const std::string& csv_text, const std::s
                     "e.g.\n  model,gpipe/2,gpipe/4\n  mlp,90.81,88.31",
                     name));
   }
+  // A label twice would keep one of its rows (or columns) and drop the other unseen.
+  std::map<std::string, size_t> row_line;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    const auto [it, fresh] = row_line.emplace(trim(rows[r][0]), r + 1);
+    if (!fresh) {
+      throw UserError(fmt::format("{}: rows {} and {} are both labelled '{}'. Fix: keep one of them", name, it->second,
+                                  r + 1, it->first));
+    }
+  }
+  std::map<std::string, size_t> col_index;
+  for (size_t c = 1; c < rows[0].size(); ++c) {
+    const auto [it, fresh] = col_index.emplace(trim(rows[0][c]), c + 1);
+    if (!fresh) {
+      throw UserError(fmt::format("{}: columns {} and {} are both labelled '{}'. Fix: keep one of them", name,
+                                  it->second, c + 1, it->first));
+    }
+  }
   int matched = 0;
   for (size_t r = 1; r < rows.size(); ++r) {
     const size_t row = reference_index(table.row_labels, trim(rows[r][0]));
