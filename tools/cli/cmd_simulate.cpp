@@ -279,9 +279,9 @@ int simulate(const Args& args) {
   const std::string costs_line =
       source.timed() ? source.describe(dtype)
       : source.derived()
-          ? fmt::format("derived: {:g} TFLOP/s, memory {:g} GB/s, {}, {} optimizer state(s) per parameter; activations "
+          ? fmt::format("derived: {:g} TFLOP/s, {}, {}, {} optimizer state(s) per parameter; activations "
                         "kept {}",
-                        device.tflops, device.memory_gbs, dtype, device.optimizer_states,
+                        device.tflops, CostSource::memory_text(device.memory_gbs), dtype, device.optimizer_states,
                         source.memory().measured ? "measured with LibTorch's allocator" : "estimated as 2x block outputs")
           : source.file()->source;
   const sim::LinkSpec& link = source.link();

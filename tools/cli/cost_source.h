@@ -116,7 +116,11 @@ class CostSource {
       return fmt::format("timed here: each block at {} and {} examples, {} intra-op thread(s) per device", small_,
                          large_, times_.threads);
     }
-    return fmt::format("derived: {:g} TFLOP/s, memory {:g} GB/s, {}", device_.tflops, device_.memory_gbs, dtype);
+    return fmt::format("derived: {:g} TFLOP/s, {}, {}", device_.tflops, memory_text(device_.memory_gbs), dtype);
+  }
+  /// The device memory's bandwidth in a header: no figure is no bound, not 0 GB/s.
+  static std::string memory_text(double gbs) {
+    return gbs > 0 ? fmt::format("memory {:g} GB/s", gbs) : "memory bandwidth not modelled (no --memory-bw)";
   }
 
   /// A tie between two blocks' parameters: the blocks and the tensor's elements.
