@@ -35,6 +35,9 @@ struct RunSummary {
   /// SEND_B, SEND_H (messages between stages), ALLREDUCE (gradients brought to all-reduces:
   /// replicas, a global clip, tied weights). Kinds that moved nothing are left out.
   std::vector<std::pair<ActionKind, double>> traffic_per_step;
+  /// Per device, the peak of the bytes the traced epoch's meter saw above the weights
+  /// (activations, temporaries, gradients; costs.json's device_peak_bytes); empty untraced.
+  std::vector<int64_t> device_peak_bytes;
   /// Bytes of state the boundary codecs hold at the end, over every process (AQ-SGD's
   /// per-example history, error feedback); 0 without such codecs.
   int64_t codec_storage_bytes = 0;

@@ -64,6 +64,12 @@ void RunRecorder::finish_summary(RunSummary& s, const PassMeasurements& measured
     for (const int64_t b : st.bytes[k.kind]) bytes += b;
     if (bytes > 0) s.traffic_per_step.emplace_back(k.kind, static_cast<double>(bytes) / static_cast<double>(steps));
   }
+  for (const int64_t b : st.device_peak_bytes) {
+    if (b > 0) {
+      s.device_peak_bytes = st.device_peak_bytes;
+      break;
+    }
+  }
   const Timeline t = simulate_timeline(schedule, st.cost_model());
   s.bubble_measured = t.bubble_fraction;
   const double per_run_samples =
@@ -142,6 +148,13 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
         100 * s.bubble_measured, 100 * s.bubble_ideal, s.simulated_samples_per_second);
     out += fmt::format("  traffic         {:.3g} MB forward, {:.3g} MB backward per step across stage boundaries\n",
                        last.bytes_forward_per_step / 1e6, last.bytes_backward_per_step / 1e6);
+  }
+  if (!s.device_peak_bytes.empty()) {
+    std::vector<std::string> peaks;
+    for (const int64_t b : s.device_peak_bytes) peaks.push_back(fmt::format("{:.3g}", static_cast<double>(b) / 1e6));
+    out += fmt::format("  memory          peak {} MB {} above the weights: activations,\n"
+                       "                  temporaries and gradients in the traced epoch (metrics/costs.json)\n",
+                       fmt::join(peaks, " / "), peaks.size() == 1 ? "on the device" : "per device");
   }
   if (s.codec_storage_bytes > 0) {
     out += fmt::format("  codec state     {:.4g} MB held by the boundary codecs ({})\n",
