@@ -72,5 +72,20 @@ TEST(HardeningFifth, PlanNamesEverySchemeItCannotPlanAndWhy) {
   EXPECT_HAS(out, "custom (no candidate at all): ");
 }
 
+// A plan is one the run takes: 32 devices for a mini-batch of 16 yield no 32-replica plan,
+// and the emitted winner runs.
+TEST(HardeningFifth, PlanOffersOnlyWhatTheRunTakes) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kExperiment);
+  const auto [code, out] = pipelab(fmt::format("plan {} --devices 32 --device-flops 1 --schemes dp,single --allow-idle "
+                                               "--emit {}",
+                                               dir.file("e.yaml"), dir.file("best.yaml")));
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(out.find("replicas=32"), std::string::npos) << out;
+  const auto [rc, run] =
+      pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("best.yaml"), dir.file("run")));
+  EXPECT_EQ(rc, 0) << run;
+}
+
 }  // namespace
 }  // namespace pipelab::hardening_fifth_test

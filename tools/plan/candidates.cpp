@@ -169,6 +169,9 @@ std::optional<Candidate> shape_of(const Experiment& e, const Made& made, int sta
     c.scheme = scheme;
     c.stages = scheme->stages(stages);
     const RunPlan plan = compile_plan(e, *scheme, c);
+    // The run's own check of the mini-batch (enough examples for every replica's micro-batches):
+    // a plan the run would refuse is no candidate.
+    plan.check_batch_size(e.run.batch_size);
     c.devices = plan.devices();
     c.replicas = plan.replicas();
     c.flushed = plan.mini_batches_per_run(2) == 1;
