@@ -35,7 +35,9 @@ TensorDict model_state(const std::vector<Stage*>& stages) {
 }
 
 std::string LoadReport::describe(const std::string& file) const {
-  std::string out = fmt::format("init.from {}: loaded {} of the model's {} tensors", file, loaded, loaded + missing.size());
+  // The model's tensors: loaded, absent from the file, or there in another shape (skipped).
+  std::string out = fmt::format("init.from {}: loaded {} of the model's {} tensors", file, loaded,
+                                loaded + missing.size() + skipped.size());
   if (!unexpected.empty()) out += fmt::format("; {} entr{} not in the model, ignored: {}", unexpected.size(),
                                               unexpected.size() == 1 ? "y" : "ies", list_some(unexpected));
   if (!missing.empty()) {

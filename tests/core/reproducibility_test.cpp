@@ -158,6 +158,9 @@ run:       {epochs: 1, batch_size: 16, seed: 1}
             std::string::npos)
       << log;
   EXPECT_NE(log.find("(file [5, 16], model [3, 16])"), std::string::npos) << log;
+  // The count is of every tensor the model has, the two skipped ones included.
+  EXPECT_NE(log.find(fmt::format("loaded {} of the model's {} tensors", same, same + other)), std::string::npos)
+      << log;
   // A file whose every tensor differs in shape would load nothing: refused.
   std::vector<std::string> wide = skip;
   wide.push_back("model.sizes=[12, 32, 32, 3]");
