@@ -122,6 +122,13 @@ TEST(SweepPlan, RunIds) {
   const std::vector<std::string> longs = make_run_ids({{{"x", long_value}}, {{"x", long_value + "w"}}});
   EXPECT_EQ(longs[0].size(), 99u);  // 90 characters, '~' and 8 hex digits of the whole id
   EXPECT_NE(longs[0], longs[1]);
+  // Several values: shortened between whole pairs, never inside a value.
+  const std::string path(50, 'p'), type(20, 't');
+  const std::vector<std::string> pairs = make_run_ids(
+      {{{"optimizer.lr", "0.000123456789"}, {"dataset.path", path + "a"}, {"run.seed", "1"}, {"scheme.type", type}},
+       {{"optimizer.lr", "0.000223456789"}, {"dataset.path", path + "b"}, {"run.seed", "2"}, {"scheme.type", "u"}}});
+  EXPECT_EQ(pairs[0].substr(0, pairs[0].find('~')), "lr=0.000123456789,path=" + path + "a,seed=1");
+  EXPECT_NE(pairs[0], pairs[1]);
 }
 
 TEST(SweepPlan, EntriesANarrowedGridNoLongerSelectsAreSkippedAndSaid) {

@@ -105,7 +105,14 @@ std::vector<std::string> make_run_ids(const std::vector<std::vector<Leaf>>& cell
       mine.emplace_back(name[p], *v);
     }
     if (id.empty()) id = "run";
-    if (id.size() > kMaxId) id = fmt::format("{}~{:08x}", id.substr(0, kMaxId - 10), fnv1a(id));
+    if (id.size() > kMaxId) {
+      // Whole key=value pairs where they fit (never a value cut in two: "lr=0.~hash"); one
+      // pair longer than the room is cut where the room ends.
+      const size_t room = kMaxId - 10;
+      const size_t pair_end = id.rfind(',', room);
+      const size_t cut = pair_end == std::string::npos || pair_end == 0 ? room : pair_end;
+      id = fmt::format("{}~{:08x}", id.substr(0, cut), fnv1a(id));
+    }
     const int n = ++seen[id];
     if (n > 1) id += fmt::format("~{}", n);
     ids.push_back(id);
