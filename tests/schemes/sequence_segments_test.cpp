@@ -260,6 +260,15 @@ TEST(SequenceSimulator, UnitsKeepTheirShareOfTheActivations) {
   const auto seq = scheme_of("{type: seq1f1b, chunks: 8}");
   EXPECT_NE(testing::user_error([&] { sim::simulate(*seq, 4, 8, 1, unknown, {}); }).find("give no sequence length"),
             std::string::npos);
+  // Costs with a length shorter than the segments: the length is named, not said missing.
+  sim::SimCosts short_ones = costs;
+  short_ones.sequence_length = 16;
+  const auto many = scheme_of("{type: seq1f1b, chunks: 8, segments: 64}");
+  const std::string too_many = testing::user_error([&] { sim::simulate(*many, 4, 8, 1, short_ones, {}); });
+  EXPECT_NE(too_many.find("cuts each sequence into 64 segments, but the sequences have 16 tokens. Fix: use at most 16 "
+                          "segments"),
+            std::string::npos)
+      << too_many;
 }
 
 // --- Runs --------------------------------------------------------------------------------
