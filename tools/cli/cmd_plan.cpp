@@ -41,9 +41,14 @@ std::string nothing_fits(const plan::PlanResult& result, const plan::PlanSpace& 
   for (const plan::Candidate& c : result.lost) {
     if (c.stages == 0) why += fmt::format("\n  {}: {}", c.label, c.lost);
   }
-  return fmt::format("no candidate of {} on {} devices could be planned{}. Fix: other --schemes, --allow-idle, "
-                     "or --async{}",
-                     fmt::join(space.schemes, ", "), space.devices, why.empty() ? " (--explain says why each lost)" : "",
+  // What to try: only what the search did not have already.
+  std::vector<std::string> fixes;
+  if (result.timed_out) fixes.push_back(fmt::format("a longer --time-limit than {:g} s", space.time_limit));
+  fixes.push_back("other --schemes");
+  if (!space.allow_idle) fixes.push_back("--allow-idle");
+  if (space.max_staleness == 0) fixes.push_back("--async");
+  return fmt::format("no candidate of {} on {} devices could be planned{}. Fix: {}{}", fmt::join(space.schemes, ", "),
+                     space.devices, why.empty() ? " (--explain says why each lost)" : "", join(fixes, ", or "),
                      why.empty() ? "" : ". Schemes that gave none:" + why);
 }
 

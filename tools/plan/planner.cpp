@@ -75,7 +75,12 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
   // replayed from the lowest bound up.
   std::vector<Candidate> viable;
   for (Candidate& c : pending) {
-    if (!analytic(c, e, space, costs_of)) {
+    if (seconds_since(start) > space.time_limit) {
+      // The limit holds here too: a candidate not costed is not ranked, and says why.
+      out.timed_out = true;
+      c.lost = "not costed: the time limit (--time-limit) ran out first";
+      out.lost.push_back(std::move(c));
+    } else if (!analytic(c, e, space, costs_of)) {
       out.lost.push_back(std::move(c));
     } else if (space.memory_cap > 0 && c.static_bytes > space.memory_cap) {
       c.lost = fmt::format("memory: weights, gradients and optimizer state alone take {}, over the cap {} by {}",
