@@ -15,16 +15,7 @@
 namespace pipelab::gpu_executor_test {
 namespace {
 
-// As tests/exec/executor_equivalence_test.cpp, on cuda:0: dropout (CUDA generators, one
-// per block) and batch norm, 5 blocks so that 4 stages are possible.
-const char* kMlp = R"(
-model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 4], dropout: 0.1, batch_norm: true}
-dataset:   {type: synthetic, samples: 96, test_samples: 32, shape: [12], classes: 4}
-partition: {stages: 2}
-scheme:    {type: single}
-optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
-run:       {epochs: 2, batch_size: 16, seed: 3, threads: 1, devices: [cuda:0]}
-)";
+const char* const kMlp = testing::kGpuMlp;
 
 class GpuExecutorEquivalence : public ::testing::TestWithParam<testing::SchemeCase> {};
 

@@ -7,13 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
 
 namespace pipelab::hardening_fifth_test {
 namespace {
 
-std::pair<int, std::string> pipelab(const std::string& args) {
-  return testing::shell("OMP_NUM_THREADS=1 " + std::string(PIPELAB_BINARY) + " " + args + " 2>&1");
-}
+using testing::pipelab;
 
 const char* kExperiment = R"(
 model:     {type: mlp, sizes: [12, 32, 32, 4]}
