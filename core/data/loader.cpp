@@ -84,6 +84,12 @@ DataLoader::Task DataLoader::task(int64_t j) const {
 Batch DataLoader::build(const Task& t) const {
   Batch b = dataset_->get(t.examples, t.seed);
   b.ids = at::tensor(t.examples, at::kLong);
+  // Pinned on the worker, off the training thread's path; the caching host allocator keeps
+  // each block until the copies made from it have finished.
+  if (options_.pin) {
+    b.x = b.x.pin_memory();
+    if (b.y.defined()) b.y = b.y.pin_memory();
+  }
   return b;
 }
 

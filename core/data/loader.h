@@ -29,11 +29,19 @@ struct PrefetchOptions {
   /// intra-op threads for the same cores and gains nothing there.
   int workers = 1;
   int prefetch = 4;
+  /// Batches in page-locked host memory, so that their copies to a GPU are DMA transfers the
+  /// launching thread does not wait for (PyTorch's DataLoader(pin_memory=True)). `auto`: when
+  /// a stage is on a CUDA device (RunBuilder resolves it).
+  enum class Pin { Auto, On, Off };
+  Pin pin_memory = Pin::Auto;
   template <class V>
   void fields(V& v) {
     v("workers", workers, "threads that build upcoming batches (0: build each batch when it is needed)",
       InRange{0, 64});
     v("prefetch", prefetch, "batches built ahead of the one training needs", InRange{1, 1024});
+    v.choice("pin_memory", pin_memory, Choices<Pin>{{"auto", Pin::Auto}, {"true", Pin::On}, {"false", Pin::Off}},
+             "batches in page-locked host memory, copied to the GPU without blocking the host (auto: when a "
+             "stage is on a CUDA device)");
   }
 };
 
@@ -48,6 +56,8 @@ struct LoaderOptions {
   bool drop_last;
   uint64_t seed;
   PrefetchOptions prefetch;
+  /// Resolved `prefetch.pin_memory`: each batch's tensors are pinned where they are built.
+  bool pin = false;
 };
 
 /// The batches of one split, epoch by epoch, optionally built ahead by worker threads.

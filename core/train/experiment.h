@@ -89,6 +89,12 @@ struct RunOptions {
       "costs: times, message sizes, host memory)");
     v.section("loader", loader, "batches built ahead by worker threads: `loader: {workers: N, prefetch: K}`");
   }
+  bool any_cuda_device() const {
+    for (const std::string& d : devices) {
+      if (d.rfind("cuda", 0) == 0) return true;
+    }
+    return false;
+  }
   void check(const ConfigNode& node) const {
     if (amp != Amp::None && dtype == Dtype::Float64) {
       node.child("amp").fail("mixed precision needs float32 master weights, but run.dtype is float64",
@@ -101,6 +107,11 @@ struct RunOptions {
                                          "set run.cuda_graphs: false, or run.devices to cuda devices");
         }
       }
+    }
+    if (loader.pin_memory == PrefetchOptions::Pin::On && !any_cuda_device()) {
+      node.child("loader").child("pin_memory").fail("pinned host memory speeds copies to a CUDA device, and "
+                                                    "run.devices names none",
+                                                    "remove run.loader.pin_memory, or set it to auto or false");
     }
     if (eval_batch_size && (*eval_batch_size <= 0 || *eval_batch_size > 1000000000)) {
       node.child("eval_batch_size").fail(fmt::format("must be a number in [1, 1000000000], got {}", *eval_batch_size),

@@ -158,10 +158,12 @@ void RunBuilder::make_loaders() {
                                 p_->data.train->size(), run.batch_size),
                     "use a smaller batch size or more training examples");
   }
-  p_->train = std::make_unique<DataLoader>(
-      p_->data.train, LoaderOptions{run.batch_size, true, true, static_cast<uint64_t>(run.seed), run.loader});
-  p_->test = std::make_unique<DataLoader>(
-      p_->data.test, LoaderOptions{run.eval_batch_size.value_or(run.batch_size), false, false, 0, run.loader});
+  LoaderOptions train{run.batch_size, true, true, static_cast<uint64_t>(run.seed), run.loader};
+  LoaderOptions test{run.eval_batch_size.value_or(run.batch_size), false, false, 0, run.loader};
+  train.pin = test.pin = run.loader.pin_memory == PrefetchOptions::Pin::On ||
+                         (run.loader.pin_memory == PrefetchOptions::Pin::Auto && run.any_cuda_device());
+  p_->train = std::make_unique<DataLoader>(p_->data.train, train);
+  p_->test = std::make_unique<DataLoader>(p_->data.test, test);
   // The stages' learning-rate schedules read it (they point at the parts, which stay put).
   const Experiment* e = &e_;
   const int64_t per_epoch = p_->train->batches();

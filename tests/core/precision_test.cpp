@@ -128,5 +128,16 @@ TEST(CudaGraphs, ConfigErrors) {
   EXPECT_NE(mixed.find("names cpu"), std::string::npos) << mixed;
 }
 
+TEST(PinMemory, RefusedWithoutACudaDeviceAndReadAsAChoice) {
+  const std::string cpu = testing::user_error([] { testing::experiment(kMlp, "", {"run.loader.pin_memory=true"}); });
+  EXPECT_NE(cpu.find("run.loader.pin_memory"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("run.devices names none"), std::string::npos) << cpu;
+  const std::string typo = testing::user_error([] { testing::experiment(kMlp, "", {"run.loader.pin_memory=yes"}); });
+  EXPECT_NE(typo.find("'yes' is not one of auto, true, false"), std::string::npos) << typo;
+  // auto and false train on the CPU as before.
+  EXPECT_NO_THROW(testing::experiment(kMlp, "", {"run.loader.pin_memory=false"}));
+  EXPECT_EQ(testing::experiment(kMlp, "", {}).run.loader.pin_memory, PrefetchOptions::Pin::Auto);
+}
+
 }  // namespace
 }  // namespace pipelab::precision_test

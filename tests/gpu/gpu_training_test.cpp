@@ -3,6 +3,7 @@
 // and mixed precision (bf16 autocast, fp16 with per-stage loss scaling).
 #include <ATen/ATen.h>
 
+#include "core/data/loader.h"
 #include "core/io/pt_file.h"
 #include "core/train/run_record.h"
 #include "core/train/state_dict.h"
@@ -136,6 +137,49 @@ run:       {epochs: 2, batch_size: 16, seed: 3, devices: [cuda:0]}
   const TensorDict fp16 = testing::train(yaml, {"run.amp=fp16"});
   EXPECT_TRUE(testing::identical(fp16, testing::train(yaml, {"run.amp=fp16", "scheme={type: gpipe, chunks: 1}"})));
   EXPECT_GT(testing::max_difference(fp16, single), 1e-4);
+}
+
+// Pinned batches (run.loader.pin_memory, auto on CUDA) are the same numbers copied another
+// way: the run's weights are bit-identical with pageable batches, on both executors.
+TEST(GpuPinnedMemory, PinnedBatchesTrainTheSameBits) {
+  PIPELAB_REQUIRE_GPU();
+  testing::deterministic_cuda();
+  for (const char* executor : {"sequential", "threaded"}) {
+    const std::vector<std::string> common{"scheme={type: gpipe, chunks: 4}", std::string("run.executor=") + executor};
+    std::vector<std::string> pageable = common, pinned = common;
+    pageable.push_back("run.loader.pin_memory=false");
+    pinned.push_back("run.loader.pin_memory=true");
+    const TensorDict a = testing::train(testing::kGpuMlp, pageable), b = testing::train(testing::kGpuMlp, pinned),
+                     c = testing::train(testing::kGpuMlp, common);
+    EXPECT_TRUE(testing::identical(a, b)) << executor << ": max difference " << testing::max_difference(a, b);
+    EXPECT_TRUE(testing::identical(b, c)) << executor << ": auto differs from pinned";
+  }
+}
+
+/// Eight examples of two features, labelled by their index.
+class Eight : public Dataset {
+ public:
+  int64_t size() const override { return 8; }
+  Batch get(const std::vector<int64_t>& indices, uint64_t) const override {
+    const at::Tensor i = at::tensor(indices, at::kLong);
+    return {i.to(at::kFloat).unsqueeze(1).repeat({1, 2}), i, {}};
+  }
+};
+
+TEST(GpuPinnedMemory, WorkersAndTheCallingThreadPinTheirBatches) {
+  PIPELAB_REQUIRE_GPU();
+  for (const int workers : {0, 1}) {
+    for (const bool pin : {false, true}) {
+      LoaderOptions o{4, false, true, 0, PrefetchOptions{}};
+      o.prefetch.workers = workers;
+      o.pin = pin;
+      DataLoader loader(std::make_shared<Eight>(), o);
+      const Batch b = loader.batch(1);
+      EXPECT_EQ(b.x.is_pinned(), pin) << workers << " workers";
+      EXPECT_EQ(b.y.is_pinned(), pin) << workers << " workers";
+      EXPECT_EQ(b.y[0].item<int64_t>(), 4);
+    }
+  }
 }
 
 }  // namespace

@@ -77,11 +77,21 @@ double samples_per_second(const std::string& yaml) {
   options.summary = false;
   const pipelab::RunSummary s = pipelab::Runner(e, options).run();
   fs::remove_all(out);
-  return s.history.at(1).samples_per_second;
+  const pipelab::EpochMetrics& m = s.history.at(1);
+  // A loader that cannot keep up makes this a data benchmark: say so beside the figure.
+  if (m.data_wait_fraction > 0.02) {
+    std::cout << fmt::format("    (the step waited for its batch {:.0f}% of the epoch: raise --workers)\n",
+                             100 * m.data_wait_fraction);
+  }
+  return m.samples_per_second;
 }
 
 /// ResNet-`depth` at 224x224 in configuration `c` with `scheme` and `executor` sections,
 /// two epochs of `steps` steps.
+/// Loader threads of the ResNet runs: one (the 2-core default) cannot gather and pin 224x224
+/// batches as fast as an H200 trains on them (2026-11-27: 52-62 ms steps against 37).
+int g_workers = 4;
+
 double pipelab_samples_per_second(int depth, const Config& c, int steps, const std::string& scheme,
                                   const std::string& executor, int stages, bool trace = true, bool graphs = false) {
   return samples_per_second(fmt::format(
@@ -91,9 +101,9 @@ double pipelab_samples_per_second(int depth, const Config& c, int steps, const s
       "scheme: {}\n"
       "optimizer: {{type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-4}}\n"
       "run: {{epochs: 2, batch_size: {}, seed: 0, devices: [cuda:0], amp: {}, channels_last: {}, progress: false,\n"
-      "      executor: {}, trace: {}, cuda_graphs: {}}}\n",
+      "      executor: {}, trace: {}, cuda_graphs: {}, loader: {{workers: {}}}}}\n",
       depth, c.batch * steps, c.batch, stages, scheme, c.batch, c.amp, c.channels_last ? "true" : "false", executor,
-      trace ? "true" : "false", graphs ? "true" : "false"));
+      trace ? "true" : "false", graphs ? "true" : "false", g_workers));
 }
 
 /// The small-kernel pipeline: 4-stage GPipe of 8 x Linear(256) (+ReLU), 8 micro-batches of
@@ -113,9 +123,9 @@ double small_gpipe_samples_per_second(int steps, const std::string& executor, bo
 
 /// samples/s per configuration label from one eager_train.py process.
 std::map<std::string, double> eager_samples_per_second(const std::string& python, const std::string& script, int depth,
-                                                       const std::string& configs, int steps) {
-  const std::string command =
-      fmt::format("{} {} --depth {} --configs {} --steps {} 2>&1", python, script, depth, configs, steps);
+                                                       const std::string& configs, int steps, bool pinned = false) {
+  const std::string command = fmt::format("{} {} --depth {} --configs {} --steps {}{} 2>&1", python, script, depth,
+                                          configs, steps, pinned ? " --pin-memory" : "");
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + command);
   std::map<std::string, double> out;
@@ -183,13 +193,20 @@ double median(std::vector<double> v) {
 /// per configuration: eager execution, captured (run.cuda_graphs), and with --trace-off
 /// without the CUDA events around each action.
 void resnet_table(const std::vector<Config>& list, int depth, int steps, int rounds, bool eager_on, bool trace_off,
-                  const std::string& python, const std::string& script, const std::string& configs) {
-  std::map<std::string, std::vector<double>> lab, graphs, untraced, eager;
+                  bool eager_pinned, const std::string& python, const std::string& script, const std::string& configs) {
+  std::map<std::string, std::vector<double>> lab, graphs, untraced, eager, pinned;
   for (int r = 0; r < rounds; ++r) {
     if (eager_on) {
       for (const auto& [label, v] : eager_samples_per_second(python, script, depth, configs, steps)) {
         eager[label].push_back(v);
         std::cout << fmt::format("  round {} {:<14} eager   {:8.1f} samples/s\n", r + 1, label, v) << std::flush;
+      }
+    }
+    if (eager_on && eager_pinned) {
+      for (const auto& [label, v] : eager_samples_per_second(python, script, depth, configs, steps, true)) {
+        pinned[label].push_back(v);
+        std::cout << fmt::format("  round {} {:<14} eager, pinned batches {:8.1f} samples/s\n", r + 1, label, v)
+                  << std::flush;
       }
     }
     for (const Config& c : list) {
@@ -218,6 +235,12 @@ void resnet_table(const std::vector<Config>& list, int depth, int steps, int rou
     for (const Config& c : list) {
       std::cout << fmt::format("  {}: trace off {:.1f} samples/s\n", c.label(), median(untraced[c.label()]));
     }
+  }
+  for (const Config& c : list) {
+    if (pinned[c.label()].empty()) continue;
+    const double e = median(pinned[c.label()]);
+    std::cout << fmt::format("  {}: eager with pinned batches {:.1f} samples/s; pipelab / it {}, graphs / it {}\n",
+                             c.label(), e, ratio(median(lab[c.label()]), e), ratio(median(graphs[c.label()]), e));
   }
   std::cout << std::flush;
 }
@@ -258,9 +281,11 @@ int main(int argc, char** argv) {
       "rounds", po::value(&rounds)->default_value(rounds), "alternating rounds (the median is reported)")(
       "python", po::value(&python)->default_value(python), "Python with torch and torchvision")(
       "script", po::value(&script)->default_value(script), "the eager loop")(
+      "workers", po::value(&g_workers)->default_value(g_workers), "loader threads of pipelab's ResNet runs")(
       "gpipe-batch", po::value(&gpipe_batch)->default_value(gpipe_batch), "mini-batch of the GPipe comparison")(
       "skip-eager", "pipelab's figures only")("skip-gpipe", "no GPipe executor comparison")(
       "skip-resnet", "no ResNet table")("trace-off", "also pipelab with run.trace off")(
+      "eager-pinned", "also the eager loop with its batches in pinned memory (pipelab pins them on CUDA)")(
       "small-gpipe", po::value(&small_steps)->default_value(small_steps),
       "steps of the small-kernel GPipe (8 x Linear(256), 4 stages, m = 8) with and without graphs (0: skip)")(
       "host-profile", po::value<std::string>(),
@@ -278,7 +303,8 @@ int main(int argc, char** argv) {
             << std::flush;
   if (small_steps > 0) small_gpipe(small_steps, rounds);
   if (!vm.count("skip-resnet")) {
-    resnet_table(list, depth, steps, rounds, !vm.count("skip-eager"), vm.count("trace-off") > 0, python, script,
+    resnet_table(list, depth, steps, rounds, !vm.count("skip-eager"), vm.count("trace-off") > 0,
+                 vm.count("eager-pinned") > 0, python, script,
                  configs);
   }
   if (!vm.count("skip-gpipe")) {

@@ -29,7 +29,7 @@ def parse_configs(text):
     return out
 
 
-def run(depth, batch, amp, channels_last, steps, warmup, device):
+def run(depth, batch, amp, channels_last, steps, warmup, device, pin_memory=False):
     import torchvision
 
     torch.manual_seed(0)
@@ -40,6 +40,8 @@ def run(depth, batch, amp, channels_last, steps, warmup, device):
     n = batch * (steps + warmup)
     x_all = torch.randn(n, 3, 224, 224)
     y_all = torch.randint(1000, (n,))
+    if pin_memory:  # as DataLoader(pin_memory=True) hands batches over: copies the host does not wait for
+        x_all, y_all = x_all.pin_memory(), y_all.pin_memory()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
     model.train()
@@ -67,7 +69,7 @@ def run(depth, batch, amp, channels_last, steps, warmup, device):
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     return {"implementation": "eager", "depth": depth, "batch": batch, "amp": amp,
-            "channels_last": channels_last, "steps": steps, "seconds": seconds,
+            "channels_last": channels_last, "pin_memory": pin_memory, "steps": steps, "seconds": seconds,
             "samples_per_second": batch * steps / seconds, "torch": torch.__version__}
 
 
@@ -78,6 +80,8 @@ def main():
                    help="comma-separated BATCH:AMP:LAYOUT")
     p.add_argument("--steps", type=int, default=20, help="timed steps per configuration")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first (cuDNN setup, allocator)")
+    p.add_argument("--pin-memory", action="store_true",
+                   help="hold the batches in page-locked host memory (DataLoader(pin_memory=True))")
     p.add_argument("--profile", help="write a Chrome trace of the whole run (host operators, CUDA kernels) here")
     p.add_argument("--host-only", action="store_true", help="with --profile: host operators only (no CUPTI)")
     args = p.parse_args()
@@ -91,7 +95,8 @@ def main():
         profiler = torch.profiler.profile(activities=activities)
         profiler.__enter__()
     for batch, amp, cl in parse_configs(args.configs):
-        print(json.dumps(run(args.depth, batch, amp, cl, args.steps, args.warmup, torch.device("cuda:0"))), flush=True)
+        print(json.dumps(run(args.depth, batch, amp, cl, args.steps, args.warmup, torch.device("cuda:0"),
+                             args.pin_memory)), flush=True)
     if profiler:
         profiler.__exit__(None, None, None)
         profiler.export_chrome_trace(args.profile)

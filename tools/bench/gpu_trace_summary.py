@@ -115,6 +115,16 @@ def summarize(path, top):
     print(f"  kernels by launching operator (top {top}): count, GPU ms")
     for name, n in per_op.most_common(top):
         print(f"    {n:6d} {per_op_time[name] / 1e3:8.2f}  {name}")
+    # The GPU's own work by kernel: where two loops issue the same operators, a kernel that
+    # one runs and the other does not (a layout conversion, a slower variant) shows here.
+    per_kernel = collections.Counter()
+    per_kernel_time = collections.Counter()
+    for k in kernels:
+        per_kernel[k["name"][:110]] += 1
+        per_kernel_time[k["name"][:110]] += k["dur"]
+    print(f"  kernels by name (top {top} by GPU time): count, GPU ms")
+    for name, t in per_kernel_time.most_common(top):
+        print(f"    {per_kernel[name]:6d} {t / 1e3:8.2f}  {name}")
 
 
 def host_summary(path, top):

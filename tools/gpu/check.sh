@@ -7,6 +7,8 @@
 #                      with and without CUDA graphs; the small-kernel GPipe (--small-gpipe N)
 #   tools/gpu/check.sh profile BUILD LOGS # host-only traces of pipelab's and the eager loop's
 #                      ResNet-50 step (PROFILE_CONFIG, default 64:bf16:cl), summarised
+#   tools/gpu/check.sh kernels BUILD LOGS # CUDA-kernel traces of pipelab's and the eager loop's step
+#                      (KERNELS_CONFIG, default 128:bf16:cl), summarised per kernel
 #   tools/gpu/check.sh planmem BUILD LOGS # the PlanMemory tests (CPU tests whose peaks the GPU host
 #                      measured off), alone
 #   tools/gpu/check.sh pipelines BUILD LOGS # torchgpipe's baseline and pipeline-1, then pipeline-8
@@ -79,6 +81,14 @@ case "$step" in
     # The same split-backward check confined to two cores, as on the CPU machine where it passes.
     taskset -c 0,1 "$build/tests/pipelab_tests" --gtest_filter='PlanMemory.Split*' >> "$logs/planmem.log" 2>&1
     echo "on two cores: exit $?" >> "$logs/planmem.log"
+    # The prediction differs between hosts, the run's peak does not: are the blocks measured
+    # with other CPU kernels (oneDNN's and ATen's choice by instruction set)? The same test
+    # capped at AVX2, as on the CPU machine, and each host's flags.
+    grep -m1 -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' >> "$logs/planmem.log"
+    for isa in "DNNL_MAX_CPU_ISA=AVX2" "ATEN_CPU_CAPABILITY=avx2" "DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2"; do
+      env $isa "$build/tests/pipelab_tests" --gtest_filter='PlanMemory.Split*' > "$logs/planmem-isa.log" 2>&1
+      echo "$isa: exit $?; $(grep -m2 -E 'Which is|peak_above' "$logs/planmem-isa.log" | tr '\n' ' ')" >> "$logs/planmem.log"
+    done
     tail -n 40 "$logs/planmem.log"; exit $rc ;;
   profile)
     # The host side of pipelab's ResNet-50 step against the eager loop's (PROFILE_CONFIG,
@@ -88,6 +98,14 @@ case "$step" in
     (cd "$logs/host-profile" 2>/dev/null && xz -T4 -6 ./*.json)
     python3 tools/bench/gpu_trace_summary.py --host --top 25 "$logs"/host-profile/*.xz > "$logs/host-profile.txt" 2>&1
     tail -n 60 "$logs/host-profile.txt" ;;
+  kernels)
+    # The GPU side of the GPU-bound row (KERNELS_CONFIG, default 128:bf16:cl): Chrome traces
+    # with CUDA kernels (CUPTI) of pipelab's and the eager loop's step, summarised per kernel.
+    "$build/pipelab_bench_gpu" --skip-resnet --skip-gpipe --configs "${KERNELS_CONFIG:-128:bf16:cl}" \
+      --profile "$logs/kernel-profile" 2>&1 | tee "$logs/kernels.log"
+    python3 tools/bench/gpu_trace_summary.py --top 30 "$logs"/kernel-profile/*.json > "$logs/kernel-profile.txt" 2>&1
+    (cd "$logs/kernel-profile" 2>/dev/null && xz -T4 -6 ./*.json)
+    tail -n 70 "$logs/kernel-profile.txt" ;;
   bench)
     # BENCH_ARGS: pipelab_bench_gpu's arguments (e.g. --configs, --steps, --profile DIR).
     "$build/pipelab_bench_gpu" ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench-gpu.log"
