@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 
@@ -63,22 +64,39 @@ void DataLoader::start_epoch(int epoch) {
   // The batches of this very epoch are already on their way and none was taken (the
   // runner starts an epoch right after the constructor did): keep them.
   if (epoch == epoch_ && generation_ > 0 && next_ == 0) return;
-  ++generation_;
-  queue_.clear();
-  slots_.clear();
+  const int64_t n = batches();
+  if (epoch == epoch_ + 1 && generation_ > 0 && queued_until_ > n) {
+    // The next epoch, part of it built ahead: keep its slots and queued tasks, drop the
+    // rest (a worker's unfinished task of this epoch finds no slot and is dropped).
+    for (auto it = slots_.begin(); it != slots_.end();) it = it->first.first == epoch ? std::next(it) : slots_.erase(it);
+    queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [&](const Task& t) { return t.epoch != epoch; }),
+                 queue_.end());
+    queued_until_ -= n;
+    order_ = std::move(next_order_);
+  } else {
+    ++generation_;
+    queue_.clear();
+    slots_.clear();
+    queued_until_ = 0;
+    order_ = order_of(epoch);
+  }
+  next_order_.clear();
   next_ = 0;
-  queued_until_ = 0;
   epoch_ = epoch;
-  order_ = order_of(epoch);
   top_up();
 }
 
-DataLoader::Task DataLoader::task(int64_t j) const {
-  const int64_t b = options_.batch_size;
-  const auto first = order_.begin() + j * b;
-  const auto last = order_.begin() + std::min<int64_t>((j + 1) * b, static_cast<int64_t>(order_.size()));
-  return {generation_, j, std::vector<int64_t>(first, last),
-          mix_seed(options_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(j))};
+DataLoader::Task DataLoader::task(int64_t k) const {
+  const int64_t b = options_.batch_size, n = batches();
+  const bool ahead = k >= n;
+  if (ahead && next_order_.empty()) next_order_ = order_of(epoch_ + 1);
+  const std::vector<int64_t>& order = ahead ? next_order_ : order_;
+  const int epoch = ahead ? epoch_ + 1 : epoch_;
+  const int64_t j = ahead ? k - n : k;
+  const auto first = order.begin() + j * b;
+  const auto last = order.begin() + std::min<int64_t>((j + 1) * b, static_cast<int64_t>(order.size()));
+  return {generation_, epoch, j, std::vector<int64_t>(first, last),
+          mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(j))};
 }
 
 Batch DataLoader::build(const Task& t) const {
@@ -125,10 +143,12 @@ at::Tensor DataLoader::example_ids(int epoch, int64_t j) const {
 
 void DataLoader::top_up() const {
   if (workers_.empty()) return;
-  const int64_t until = std::min(batches(), next_ + options_.prefetch.prefetch);
+  // At most one epoch ahead: positions past the next epoch's end are never queued.
+  const int64_t until = std::min(2 * batches(), next_ + options_.prefetch.prefetch);
   for (int64_t k = std::max(queued_until_, next_); k < until; ++k) {
-    slots_[k];
-    queue_.push_back(task(k));
+    Task t = task(k);
+    slots_[{t.epoch, t.index}];
+    queue_.push_back(std::move(t));
   }
   queued_until_ = std::max(queued_until_, until);
   work_ready_.notify_all();
@@ -142,7 +162,7 @@ Batch DataLoader::batch(int64_t j) const {
     wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   Batch out;
-  auto it = slots_.find(j);
+  auto it = slots_.find({epoch_, j});
   if (it == slots_.end()) {
     // Not prefetched (no workers, or asked out of order): build it here.
     const Task t = task(j);
@@ -190,7 +210,7 @@ void DataLoader::work() {
     lock.lock();
     // A task of an epoch that was restarted meanwhile is dropped.
     if (t.generation != generation_) continue;
-    auto it = slots_.find(t.index);
+    auto it = slots_.find({t.epoch, t.index});
     if (it == slots_.end()) continue;
     it->second = std::move(result);
     batch_ready_.notify_all();

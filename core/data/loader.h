@@ -71,7 +71,9 @@ class DataLoader {
   /// Batches per epoch.
   int64_t batches() const;
   int64_t examples() const { return dataset_->size(); }
-  /// Fixes the order of epoch `epoch` and starts building its first batches.
+  /// Fixes the order of epoch `epoch` and starts building its first batches. The epoch after
+  /// the current one keeps the batches already built ahead for it (a GPU step does not wait
+  /// at each epoch's start while the workers refill).
   void start_epoch(int epoch);
   /// Batch j of the current epoch. Thread-safe; asking in order 0, 1, 2, ... gets the
   /// prefetched batches, any other order builds the batch on the calling thread. A
@@ -93,7 +95,8 @@ class DataLoader {
   /// finishing late cannot touch the new epoch.
   struct Task {
     uint64_t generation;
-    int64_t index;
+    int epoch;
+    int64_t index;  ///< within its epoch
     std::vector<int64_t> examples;
     uint64_t seed;
   };
@@ -104,11 +107,14 @@ class DataLoader {
     std::exception_ptr error;
   };
 
-  Task task(int64_t j) const;
+  /// The task at queue position k: batch k of the current epoch, or batch k - batches() of
+  /// the next one (built ahead across the epoch's end).
+  Task task(int64_t k) const;
   /// The permutation of epoch `epoch` (seeded by it alone).
   std::vector<int64_t> order_of(int epoch) const;
   Batch build(const Task& t) const;
-  /// Queues the batches in [next, next + prefetch) not yet queued. Caller holds mutex_.
+  /// Queues the positions in [next, next + prefetch) not yet queued, into the next epoch
+  /// where they pass this one's end. Caller holds mutex_.
   void top_up() const;
   void work();
   void stop_workers();
@@ -117,15 +123,16 @@ class DataLoader {
   LoaderOptions options_;
   int epoch_ = 0;
   std::vector<int64_t> order_;
+  mutable std::vector<int64_t> next_order_;  ///< the next epoch's, once a batch of it was queued
   mutable int ids_epoch_ = -1;            ///< example_ids' other epoch
   mutable std::vector<int64_t> ids_order_;
 
   mutable std::mutex mutex_;
   mutable std::condition_variable work_ready_, batch_ready_;
   mutable std::deque<Task> queue_;
-  mutable std::map<int64_t, Slot> slots_;  ///< batches of the current generation, by index
+  mutable std::map<std::pair<int, int64_t>, Slot> slots_;  ///< this generation's, by (epoch, index)
   mutable int64_t next_ = 0;               ///< the batch expected to be asked for next
-  mutable int64_t queued_until_ = 0;       ///< batches below this index were queued
+  mutable int64_t queued_until_ = 0;       ///< positions below this one were queued (task())
   uint64_t generation_ = 0;
   bool stopping_ = false;
   mutable double wait_seconds_ = 0;

@@ -7,6 +7,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "core/data/loader.h"
@@ -99,6 +101,58 @@ TEST(Loader, OutOfOrderAndRestartedEpochs) {
   loader.start_epoch(0);
   loader.batch(0);
   loader.batch(1);
+  expect_same(epoch(loader, 1), epoch(reference, 1));
+}
+
+/// NoisyDataset that counts its builds, and lets a test wait for a count.
+class CountingDataset : public NoisyDataset {
+ public:
+  using NoisyDataset::NoisyDataset;
+  Batch get(const std::vector<int64_t>& indices, uint64_t seed) const override {
+    Batch b = NoisyDataset::get(indices, seed);
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++builds_;
+    built_.notify_all();
+    return b;
+  }
+  int builds() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return builds_;
+  }
+  void wait_for(int n) const {
+    std::unique_lock<std::mutex> lock(mutex_);
+    built_.wait(lock, [&] { return builds_ >= n; });
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable built_;
+  mutable int builds_ = 0;
+};
+
+TEST(Loader, TheNextEpochsFirstBatchesAreBuiltAhead) {
+  // 5 batches an epoch, 3 prefetched: once epoch 0's last batch is taken the workers go on
+  // into epoch 1 (its first three batches), which starting it keeps; the batches are still
+  // exactly the single-threaded loader's.
+  auto ds = std::make_shared<CountingDataset>(50);
+  DataLoader reference(std::make_shared<NoisyDataset>(50), options(10, true, 0, 1)), loader(ds, options(10, true, 2, 3));
+  std::vector<Batch> first;
+  for (int64_t j = 0; j < 5; ++j) first.push_back(loader.batch(j));
+  expect_same(first, epoch(reference, 0));
+  ds->wait_for(8);  // epoch 0's five and epoch 1's first three
+  loader.start_epoch(1);
+  const std::vector<Batch> want = epoch(reference, 1);
+  for (int64_t j = 0; j < 3; ++j) {
+    const Batch b = loader.batch(j);
+    EXPECT_TRUE(at::equal(b.x, want[static_cast<size_t>(j)].x)) << j;
+  }
+  // Taking epoch 1's first three built only what the window moved on to, never those again.
+  EXPECT_LE(ds->builds(), 11);
+  // Starting another epoch than the next one drops what was built ahead.
+  loader.batch(3);
+  loader.batch(4);
+  expect_same(epoch(loader, 3), epoch(reference, 3));
+  expect_same(epoch(loader, 0), epoch(reference, 0));
   expect_same(epoch(loader, 1), epoch(reference, 1));
 }
 

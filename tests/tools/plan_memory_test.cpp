@@ -72,6 +72,11 @@ run:       {epochs: 1, batch_size: 32, seed: 0, threads: 1, progress: false}
 )";
 
 TEST(PlanMemory, SplitBackwardsOnTwoStagesPerDeviceArePredictedWithinTenPercent) {
+  // oneDNN's AVX-512 convolutions block channels by 16, so this model's 8-channel blocks
+  // measure larger temporaries one at a time than the run's peak holds (an H200 host,
+  // 2026-11-27: 734,032 bytes predicted, 627,616 measured; capped at AVX2, as on the CPU
+  // machine, 659,408: docs/planner.md, "Memory"). The plan and its runs use AVX2 kernels.
+  ::setenv("DNNL_MAX_CPU_ISA", "AVX2", /*overwrite=*/0);
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), kCnn);
   const auto [code, out] = testing::pipelab(fmt::format("plan {} --devices 2 --device-flops 1 --schemes zb_h1,v_half "
