@@ -411,5 +411,31 @@ TEST(Plan, MeasuredCostsKeepTheirStages) {
   EXPECT_EQ(out.find("| 1 x "), std::string::npos) << out;  // no one-stage plan is ranked
 }
 
+// Costs measured on another model (here: the same MLP, wider) are refused, naming both
+// parameter counts and how to measure the right ones.
+TEST(Plan, CostsOfAnotherModelAreRefused) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const auto [rc, run] = testing::pipelab(fmt::format("run --quiet {} --set run.epochs=1 --set run.trace=true "
+                                                      "--set run.output={}",
+                                                      dir.file("e.yaml"), dir.file("run")));
+  ASSERT_EQ(rc, 0) << run;
+  const std::string costs = dir.file("run/metrics/costs.json");
+  const auto [same, same_out] = testing::pipelab(fmt::format("plan {} --devices 2 --costs {}", dir.file("e.yaml"), costs));
+  EXPECT_EQ(same, 0) << same_out;
+  YAML::Node wider = YAML::Load(testing::kExperiment);
+  std::vector<int> sizes = wider["model"]["sizes"].as<std::vector<int>>();
+  sizes[1] *= 2;
+  wider["model"]["sizes"] = sizes;
+  YAML::Emitter out;
+  out << wider;
+  testing::write_text(dir.file("wider.yaml"), out.c_str());
+  const auto [code, text] = testing::pipelab(fmt::format("plan {} --devices 2 --costs {}", dir.file("wider.yaml"), costs));
+  EXPECT_EQ(code, 2) << text;
+  EXPECT_NE(text.find("measured on another model"), std::string::npos) << text;
+  EXPECT_NE(text.find("--costs " + costs), std::string::npos) << text;
+  EXPECT_NE(text.find("run.trace=true"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace pipelab::plan_test
