@@ -144,7 +144,7 @@ at::Tensor DataLoader::example_ids(int epoch, int64_t j) const {
 void DataLoader::top_up() const {
   if (workers_.empty()) return;
   // At most one epoch ahead: positions past the next epoch's end are never queued.
-  const int64_t until = std::min(2 * batches(), next_ + options_.prefetch.prefetch);
+  const int64_t until = std::min((options_.across_epochs ? 2 : 1) * batches(), next_ + options_.prefetch.prefetch);
   for (int64_t k = std::max(queued_until_, next_); k < until; ++k) {
     Task t = task(k);
     slots_[{t.epoch, t.index}];

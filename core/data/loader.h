@@ -58,6 +58,9 @@ struct LoaderOptions {
   PrefetchOptions prefetch;
   /// Resolved `prefetch.pin_memory`: each batch's tensors are pinned where they are built.
   bool pin = false;
+  /// Whether the workers go on into the next epoch near this one's end: a training loader's
+  /// next epoch follows, an evaluation loader restarts its one pass.
+  bool across_epochs = true;
 };
 
 /// The batches of one split, epoch by epoch, optionally built ahead by worker threads.

@@ -160,6 +160,7 @@ void RunBuilder::make_loaders() {
   }
   LoaderOptions train{run.batch_size, true, true, static_cast<uint64_t>(run.seed), run.loader};
   LoaderOptions test{run.eval_batch_size.value_or(run.batch_size), false, false, 0, run.loader};
+  test.across_epochs = false;  // each evaluation starts its one pass again
   train.pin = test.pin = run.loader.pin_memory == PrefetchOptions::Pin::On ||
                          (run.loader.pin_memory == PrefetchOptions::Pin::Auto && run.any_cuda_device());
   p_->train = std::make_unique<DataLoader>(p_->data.train, train);

@@ -141,6 +141,13 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
                      "                  epochs), data wait {:.1f}%, total {}\n",
                      last.samples_per_second, s.samples_per_second, 100 * s.data_wait_fraction,
                      format_duration(s.seconds));
+  // A loader that cannot keep up makes the run's speed the loader's (on a GPU, one worker
+  // gathering 224x224 batches: docs/gpu.md, "Sixth session").
+  if (last.data_wait_fraction > 0.1) {
+    out += fmt::format("  data            the steps waited for their batches {:.0f}% of the last epoch: raise "
+                       "run.loader.workers (now {})\n",
+                       100 * last.data_wait_fraction, e.run.loader.workers);
+  }
   if (stages > 1) {
     out += fmt::format(
         "  pipeline        bubble {:.1f}% with the last epoch's stage times ({:.1f}% with equal times); with\n"

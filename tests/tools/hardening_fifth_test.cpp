@@ -6,6 +6,7 @@
 // their code: preset_test, stage_recompute_test, config_test, plan_test.)
 #include <gtest/gtest.h>
 
+#include "core/train/run_recorder.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 
@@ -84,6 +85,25 @@ TEST(HardeningFifth, PlanOffersOnlyWhatTheRunTakes) {
   const auto [rc, run] =
       pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("best.yaml"), dir.file("run")));
   EXPECT_EQ(rc, 0) << run;
+}
+
+}  // namespace
+}  // namespace pipelab::hardening_fifth_test
+
+namespace pipelab::hardening_fifth_test {
+namespace {
+
+// A run whose steps waited for their batches says so in its summary, with the knob and its
+// value (a GPU run with one loader worker was loader-bound: docs/gpu.md, "Sixth session").
+TEST(HardeningFifth, TheSummaryNamesALoaderThatCannotKeepUp) {
+  const Experiment e = testing::experiment(kExperiment, "", {"run.loader.workers=2"});
+  RunSummary s;
+  s.history.emplace_back();
+  s.history.back().epoch = 1;
+  s.history.back().data_wait_fraction = 0.25;
+  EXPECT_HAS(format_summary(e, s, 2), "waited for their batches 25% of the last epoch: raise run.loader.workers (now 2)");
+  s.history.back().data_wait_fraction = 0.02;
+  EXPECT_EQ(format_summary(e, s, 2).find("waited for their batches"), std::string::npos);
 }
 
 }  // namespace
