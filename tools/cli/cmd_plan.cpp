@@ -255,6 +255,7 @@ int plan(const Args& args) {
   const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset));
   f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, f.vm, f.cost.costs_file, f.cost.device);
+  if (!source.costs_of_other_model().empty()) throw UsageError{source.costs_of_other_model()};
   const plan::PlanSpace space = space_of(f, e, source);
   std::unique_ptr<Progress> progress;
   const plan::PlanResult result = plan::search(

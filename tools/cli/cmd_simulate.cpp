@@ -193,6 +193,9 @@ int simulate(const Args& args) {
   const Experiment e = load_experiment_or_first_cell(file, with_preset(sets, preset));
   device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, vm, costs_file, device);
+  if (!source.costs_of_other_model().empty()) {
+    fmt::print(stderr, "note: {}; simulated as given\n", source.costs_of_other_model());
+  }
   sim::SimOptions sim_options;
   sim_options.overlap = !vm.count("no-overlap");
   sim_options.slow = slow_devices(slow);

@@ -83,7 +83,7 @@ class CostSource {
       : e_(e), device_(device) {
     if (!costs_file.empty()) {
       file_ = sim::load_costs(costs_file);
-      check_same_model(*file_, e.model->define(data_spec(e, vm)), costs_file);
+      other_model_ = other_model(*file_, e.model->define(data_spec(e, vm)), costs_file);
       if (vm.count("link-gbps")) file_->link.gbps = device.link.gbps;
       if (vm.count("link-latency-us")) file_->link.latency_us = device.link.latency_us;
       return;
@@ -124,27 +124,30 @@ class CostSource {
     return gbs > 0 ? fmt::format("memory {:g} GB/s", gbs) : "memory bandwidth not modelled (no --memory-bw)";
   }
 
-  /// Refuses costs measured on another model: the stages' parameters must be the model's,
-  /// at 2, 4 or 8 bytes each (a tie spanning two stages may count twice). Each block is
-  /// built once, one at a time, to count them.
-  static void check_same_model(const sim::SimCosts& c, const ModelDef& def, const std::string& path) {
+  /// Why the costs file is another model's ("" when its stages hold the model's parameters,
+  /// at 2, 4 or 8 bytes each; a tie spanning two stages may count twice). `plan` refuses
+  /// such costs, `simulate` (a what-if tool) says so and replays them. Each block is built
+  /// once, one at a time, to count its parameters.
+  static std::string other_model(const sim::SimCosts& c, const ModelDef& def, const std::string& path) {
     double bytes = 0;
     for (const sim::StageCosts& k : c.stages) bytes += k.parameter_bytes;
     int64_t params = 0, tied = 0;
     for (const auto& block : def.blocks) params += count_parameters(*block.make().ptr());
     for (const BlockTie& t : tied_blocks(def)) tied += t.elements;
-    if (bytes <= 0 || params <= 0) return;  // a costs file written by hand may leave them out
+    if (bytes <= 0 || params <= 0) return "";  // a costs file written by hand may leave them out
     for (const double width : {4.0, 2.0, 8.0}) {
       const double counted = bytes / width;
-      if (counted >= static_cast<double>(params - tied) - 0.5 && counted <= static_cast<double>(params) + 0.5) return;
+      if (counted >= static_cast<double>(params - tied) - 0.5 && counted <= static_cast<double>(params) + 0.5) return "";
     }
-    throw UsageError{fmt::format(
+    return fmt::format(
         "--costs {}: its stages hold {:.0f} bytes of parameters ({:.0f} parameters at 4 bytes each), and the "
         "experiment's model has {} parameters: these costs were measured on another model (another width, depth "
-        "or kind).\nMeasure this model (`pipelab run FILE --set run.trace=true` writes metrics/costs.json), or plan "
-        "with derived costs (--device-flops) or --time-blocks",
-        path, bytes, bytes / 4, params)};
+        "or kind).\nMeasure this model (`pipelab run FILE --set run.trace=true` writes metrics/costs.json), or use "
+        "derived costs (--device-flops) or --time-blocks",
+        path, bytes, bytes / 4, params);
   }
+  /// other_model()'s verdict on the costs file given ("" without one, or when it matches).
+  const std::string& costs_of_other_model() const { return other_model_; }
 
   /// A tie between two blocks' parameters: the blocks and the tensor's elements.
   struct BlockTie {
@@ -241,6 +244,7 @@ class CostSource {
   const Experiment& e_;
   sim::DeviceSpec device_;
   std::optional<sim::SimCosts> file_;
+  std::string other_model_;
   std::vector<BlockProfile> blocks_;
   sim::BlockMemory memory_;
   sim::BlockTimes times_;
