@@ -10,6 +10,9 @@
 ///    (each round: the Python process, then pipelab eager and with run.cuda_graphs); the
 ///    median samples/s of each is reported with the ratios to eager (goal >= 1.0). run.trace
 ///    is on (the default: CUDA events around each action); --trace-off adds a run without.
+///    pipelab's batches are pinned (run.loader.pin_memory: auto) and built by --workers loader
+///    threads (default 4); --eager-pinned adds the eager loop with its whole dataset pinned
+///    before timing, a second baseline.
 /// 2. 4-stage GPipe (chunks 8, checkpoint except_last) of the same ResNet on the one GPU:
 ///    the sequential executor against the threaded one (a thread and a CUDA stream per stage).
 /// 3. With --host-profile DIR: LibTorch's profiler over one short `single` run of the first
@@ -20,7 +23,8 @@
 ///
 ///   build/pipelab_bench_gpu [--depth 50] [--configs 64:bf16:cl,...] [--steps 20] [--rounds 2]
 ///                           [--small-gpipe STEPS] [--python python3] [--skip-eager] [--skip-resnet]
-///                           [--skip-gpipe] [--trace-off] [--host-profile DIR] [--profile DIR]
+///                           [--skip-gpipe] [--trace-off] [--eager-pinned] [--workers 4]
+///                           [--host-profile DIR] [--profile DIR]
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
@@ -86,12 +90,12 @@ double samples_per_second(const std::string& yaml) {
   return m.samples_per_second;
 }
 
-/// ResNet-`depth` at 224x224 in configuration `c` with `scheme` and `executor` sections,
-/// two epochs of `steps` steps.
-/// Loader threads of the ResNet runs: one (the 2-core default) cannot gather and pin 224x224
-/// batches as fast as an H200 trains on them (2026-11-27: 52-62 ms steps against 37).
+/// Loader threads of the ResNet runs (--workers): one (the 2-core default) cannot gather and
+/// pin 224x224 batches as fast as an H200 trains on them (2026-11-27: 52-62 ms steps against 37).
 int g_workers = 4;
 
+/// ResNet-`depth` at 224x224 in configuration `c` with `scheme` and `executor` sections,
+/// two epochs of `steps` steps.
 double pipelab_samples_per_second(int depth, const Config& c, int steps, const std::string& scheme,
                                   const std::string& executor, int stages, bool trace = true, bool graphs = false) {
   return samples_per_second(fmt::format(
