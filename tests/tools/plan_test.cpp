@@ -394,17 +394,25 @@ TEST(Plan, CompressBelowEmitsTheCodecItChoseAndSaysWhy) {
 namespace pipelab::plan_test {
 namespace {
 
+/// Writes testing::kExperiment to DIR/e.yaml and trains it for one traced epoch: its
+/// metrics/costs.json ("" when the run failed, whose log the failure shows).
+std::string measured_costs(const testing::TempDir& dir) {
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const auto [rc, log] = testing::pipelab(fmt::format("run --quiet {} --set run.epochs=1 --set run.trace=true "
+                                                      "--set run.output={}",
+                                                      dir.file("e.yaml"), dir.file("run")));
+  EXPECT_EQ(rc, 0) << log;
+  return rc == 0 ? dir.file("run/metrics/costs.json") : "";
+}
+
 // A run's measured costs are per stage: the plan keeps their stage count and partition, and
 // says so of every candidate with another.
 TEST(Plan, MeasuredCostsKeepTheirStages) {
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
-  const auto [rc, run] = testing::pipelab(fmt::format("run --quiet {} --set run.epochs=1 --set run.trace=true "
-                                                      "--set run.output={}",
-                                                      dir.file("e.yaml"), dir.file("run")));
-  ASSERT_EQ(rc, 0) << run;
-  const auto [code, out] = testing::pipelab(fmt::format("plan {} --devices 2 --costs {} --explain", dir.file("e.yaml"),
-                                                        dir.file("run/metrics/costs.json")));
+  const std::string costs = measured_costs(dir);
+  ASSERT_FALSE(costs.empty());
+  const auto [code, out] =
+      testing::pipelab(fmt::format("plan {} --devices 2 --costs {} --explain", dir.file("e.yaml"), costs));
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("| measured |"), std::string::npos) << out;
   EXPECT_NE(out.find("the measured costs are for 2 stages, not 1"), std::string::npos) << out;
@@ -415,12 +423,8 @@ TEST(Plan, MeasuredCostsKeepTheirStages) {
 // parameter counts and how to measure the right ones.
 TEST(Plan, CostsOfAnotherModelAreRefused) {
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
-  const auto [rc, run] = testing::pipelab(fmt::format("run --quiet {} --set run.epochs=1 --set run.trace=true "
-                                                      "--set run.output={}",
-                                                      dir.file("e.yaml"), dir.file("run")));
-  ASSERT_EQ(rc, 0) << run;
-  const std::string costs = dir.file("run/metrics/costs.json");
+  const std::string costs = measured_costs(dir);
+  ASSERT_FALSE(costs.empty());
   const auto [same, same_out] = testing::pipelab(fmt::format("plan {} --devices 2 --costs {}", dir.file("e.yaml"), costs));
   EXPECT_EQ(same, 0) << same_out;
   YAML::Node wider = YAML::Load(testing::kExperiment);
