@@ -9,7 +9,7 @@
 ///   interlocking-backprop example does (§6.8: basic units, a ResNet-34 layout).
 /// - `stem: cifar` is a 3x3 conv + bn + ReLU without max-pool (interlocking, §6.8);
 ///   `stem: imagenet` the 7x7/2 conv + max-pool, which SpecTrain's ResNet-50 applies to 32x32
-///   images too (§6.3, Q24) and torchgpipe to 224x224 ones (§6.6).
+///   images too (docs/schemes.md §6.3 and §7) and torchgpipe to 224x224 ones (§6.6).
 ///
 /// Initialisation as torchvision and the references (SpecTrain's stages, §6.8): Kaiming-normal
 /// fan_out convs, batch norm 1/0, the fc layer left at LibTorch's (= PyTorch's) default.

@@ -10,7 +10,7 @@
 /// - "layer1" ... "layer<layers>": post-LN encoder layers, 4-head scaled dot-product
 ///   attention (q/k/v/joint linears d_model -> d_model), dropout, residual, LayerNorm
 ///   ("attention_norm"); then linear d_model -> ff -> ReLU -> linear ff -> d_model -> dropout,
-///   residual, LayerNorm ("ff_norm"). No padding mask (Q24) unless `padding_mask: true`.
+///   residual, LayerNorm ("ff_norm"). No padding mask (docs/schemes.md §7) unless `padding_mask: true`.
 /// - "head": mean over all maxlen positions, linear d_model -> classes ("output").
 ///
 /// `padding_mask: true` (not in the reference) masks the padding (word id 0): "embed" also
@@ -19,7 +19,7 @@
 /// boundary, as a second tensor without a gradient. Attention then ignores padded keys and
 /// the head averages over words only. The parameters are the same.
 ///
-/// The residual quirk (docs/schemes.md §6.3 and Q24): the reference's second residual
+/// The residual quirk (docs/schemes.md §6.3 and §7): the reference's second residual
 /// adds the layer's *input* x, not the attention sub-layer's output: ff_norm(ff(a) + x) with
 /// a = attention_norm(dropout(attn(x)) + x). `ff_residual: input` (the default) keeps it,
 /// because the brief for this model asks for the reference code's behaviour by default and

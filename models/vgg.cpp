@@ -6,7 +6,7 @@
 /// - `variant: spectrain` is SpecTrain's `models/vgg16/gpus=16_straight` (docs/schemes.md
 ///   §6.3): no batch norm, conv biases, then adaptive average pooling to 7x7 of the 1x1 map
 ///   that 32x32 inputs leave, and torchvision's ImageNet classifier 25088 -> 4096 -> 4096 ->
-///   classes (the Q24 quirk, kept because the published table used it).
+///   classes (a model quirk, docs/schemes.md §7, kept because the published table used it).
 /// - `variant: cifar` is the usual CIFAR VGG-16: batch norm after every conv and a 512-wide
 ///   classifier 512 -> 512 -> 512 -> classes, after global average pooling (the identity on
 ///   the 1x1 map of 32x32 inputs).

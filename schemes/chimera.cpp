@@ -2,17 +2,17 @@
 /// Two replicas of the pipeline run in opposite directions on the same devices (worker p holds
 /// stage p of the down pipeline and stage D-1-p of the up one), each on half of every
 /// mini-batch, and the two copies of each stage all-reduce their gradients before the update:
-/// synchronous, so it equals `single` on the whole mini-batch (F42), at two weight copies per
+/// synchronous, so it equals `single` on the whole mini-batch (§3.18), at two weight copies per
 /// device. The replicas are the framework's (core/schedule/replicate.h); Chimera gives their
 /// joint schedule and placement (schemes/schedules/chimera.cpp).
 ///
 /// `chunks` is m, the micro-batches of a mini-batch over both pipelines (m/2 each, a multiple of
-/// D/2). `mode` for m > D: `concat` (direct concatenation of basic units, F40) or `doubling`
-/// (forward doubling, F41; it holds twice the activations, which the reference code meets by
+/// D/2). `mode` for m > D: `concat` (direct concatenation of basic units) or `doubling`
+/// (forward doubling; it holds twice the activations, which the reference code meets by
 /// recomputing: combine with checkpointing there). The paper's backward halving has no source
-/// (UNVERIFIED, Q56) and is refused. `gradient_scale: reference` reproduces the reference code's
-/// gradient, (m/2) x the mean (Q53); its per-tensor clipping (Q55) is `optimizer.clip_scope:
-/// per_tensor`. Both replicas start from the same weights (Q54's default); `replica_init:
+/// (UNVERIFIED, §7) and is refused. `gradient_scale: reference` reproduces the reference code's
+/// gradient, (m/2) x the mean (§7); its per-tensor clipping (§7) is `optimizer.clip_scope:
+/// per_tensor`. Both replicas start from the same weights (the default, §7); `replica_init:
 /// as_built` draws the up pipeline's weights apart, as the newer reference runtime's
 /// (main_bert.py) building order does without a broadcast.
 #include <fmt/format.h>
@@ -61,7 +61,8 @@ struct ChimeraOptions {
   }
 };
 
-/// Q53's fidelity flag: the update applies (m/2) x the all-reduced mean gradient.
+/// The gradient-scale fidelity flag (docs/schemes.md §7): the update applies (m/2) x the
+/// all-reduced mean gradient.
 class ScaledUpdate : public StagePolicy {
  public:
   explicit ScaledUpdate(double factor) : factor_(factor) {}
@@ -115,7 +116,7 @@ class Chimera : public SyncPipeline<ChimeraOptions> {
     uint64_t replica_seed(int replica, uint64_t seed) const override {
       // Chimera's reference runtime seeds once, then every worker builds its up-pipeline
       // stage before its down one, so the copies come from different draws (docs/schemes.md
-      // Q54); any other fixed draw stands for them here.
+      // §7); any other fixed draw stands for them here.
       if (replica == 0 || scheme_.options_.replica_init == ChimeraOptions::Init::Same) return seed;
       return block_seed(seed ^ 0x436869u, static_cast<size_t>(replica));  // "Chi"
     }

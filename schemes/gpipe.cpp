@@ -5,10 +5,11 @@
 ///   B(m-1)..B0, then one optimizer step (flush per mini-batch).
 /// - Loss averaging: micro-batch i's mean loss is scaled by n_i/N (train/feeds.h), so the
 ///   accumulated gradient is exactly the gradient of the mean loss over the whole
-///   mini-batch and GPipe equals single-device training on it (F8), for any chunk sizes.
+///   mini-batch and GPipe equals single-device training on it (§3.3), for any chunk sizes.
 /// - checkpoint: micro-batch i is recomputed in backward iff i < stop, with stop = m
 ///   (always; the GPipe paper), m-1 (except_last; torchgpipe's default, because the last
-///   micro-batch goes backward first) or 0 (never). m is the actual count (Q28).
+///   micro-batch goes backward first) or 0 (never). m is the actual count, not torchgpipe's
+///   configured `chunks` (§7).
 /// - deferred_batch_norm: batch norm running statistics over the whole mini-batch,
 ///   committed once per mini-batch (torchgpipe's DeferredBatchNorm; off by default there).
 /// - backward_order: forward runs each stage's backwards in micro-batch order B0..B(m-1), as

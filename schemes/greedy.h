@@ -1,8 +1,8 @@
 #pragma once
 /// Training a stage by its own auxiliary objective (greedy, layer-wise learning): the head a
 /// stage is given and the gradient route that trains the stage from it alone. Shared by
-/// interlocking backprop's local mode (Gomez et al. 2022, docs/schemes.md F17) and
-/// synchronous decoupled greedy learning (Belilovsky et al. 2020, F55), which are the same
+/// interlocking backprop's local mode (Gomez et al. 2022, docs/schemes.md §3.9) and
+/// synchronous decoupled greedy learning (Belilovsky et al. 2020, §3.20), which are the same
 /// training rule (docs/schemes.md §3.20).
 #include <functional>
 #include <memory>

@@ -1,20 +1,22 @@
 /// `nesterov_async`: the Nesterov method for asynchronous pipeline parallelism (Ajanthan,
 /// Ramasinghe, Zuo, Avraham, Long, ICML 2025) as its released code (PluralisResearch/AsyncPP)
-/// trains (F27, verified): asynchronous 1F1B with PipeDream weight stashing, stage r holding
-/// D - r versions, its forward and its (recomputed) backward reading the version W_{j - w_r},
-/// the ring reset to the current weights at every epoch flush; the optimizer is
+/// trains (docs/schemes.md §3.14, verified): asynchronous 1F1B with PipeDream weight stashing,
+/// stage r holding D - r versions, its forward and its (recomputed) backward reading the version
+/// W_{j - w_r}, the ring reset to the current weights at every epoch flush; the optimizer is
 /// torch.optim.NAdam with decoupled weight decay (here `optimizer: {type: nadam,
 /// decoupled_weight_decay: true}`: the code's NAdam is Nesterov's look-ahead plus Adam
-/// preconditioning, F28), the gradient clipped to norm 10 per stage before each step (Q47).
+/// preconditioning, torch's NAdam of §3.14), the gradient clipped to norm 10 per stage before each
+/// step (AsyncPP's per-stage clip, §7).
 ///
 /// Options, each as the code has it (off in its published runs):
-/// - `adaptive_momentum` (F29): stage r's beta1 = beta1 + w_r (0.99 - beta1) / D;
-/// - `lr_correction_steps` K (F24, "PipeMare type LR correction"): stage r's k-th step uses
-///   lr(k) * w_r^-(1 - min(k/K, 1)), with the LR set by the global step (Q46's default).
+/// - `adaptive_momentum` (§3.14): stage r's beta1 = beta1 + w_r (0.99 - beta1) / D;
+/// - `lr_correction_steps` K ("PipeMare type LR correction": PipeMare's LR rescheduling, §3.13):
+///   stage r's k-th step uses lr(k) * w_r^-(1 - min(k/K, 1)), with the LR set by the global step
+///   (pipelab's default where AsyncPP's drain reuses the last LR, §7).
 /// With the recompute of the code, a backward reads exactly its forward's weights, which is
 /// what stashing with saved activations computes too.
 ///
-/// `variant: paper` is the paper's delayed Nesterov update (its Eq. 10, F26; read second-hand,
+/// `variant: paper` is the paper's delayed Nesterov update (its Eq. 10, §3.14; read second-hand,
 /// not from the PDF, so every coefficient is configuration): with d_t = gamma (w_t - w_{t-1}),
 ///   w_{t+1} = w_t + d_t - lr (1 - gamma) grad f(w_{t-tau} + d_{t-tau}).
 /// Here the forward of a mini-batch computes the look-ahead w + gamma (w - w_prev) from the
@@ -91,8 +93,9 @@ void clip_gradients(Stage& stage, double max_norm) {
   }
 }
 
-/// What both variants do around an optimizer step: the per-stage clip (Q47) and the
-/// optional PipeMare-type LR correction (F24), set by the global step (Q46's default).
+/// What both variants do around an optimizer step: the per-stage clip (docs/schemes.md §7) and
+/// the optional PipeMare-type LR correction (§3.13), set by the global step (pipelab's default
+/// where AsyncPP's drain reuses the last LR, §7).
 class StepRules {
  public:
   StepRules(Stage& stage, const NesterovAsyncOptions& o)
@@ -115,7 +118,7 @@ class StepRules {
   int64_t k_;
 };
 
-/// variant reference: the released code (F27).
+/// variant reference: the released code (docs/schemes.md §3.14).
 class NesterovAsyncPolicy : public StashingPolicy {
  public:
   NesterovAsyncPolicy(Stage& stage, const NesterovAsyncOptions& o)
@@ -137,7 +140,8 @@ class NesterovAsyncPolicy : public StashingPolicy {
   StepRules rules_;
 };
 
-/// variant paper: F26 with the look-ahead of the forward's live weights stashed for its backward.
+/// variant paper: the delayed Nesterov update (docs/schemes.md §3.14) with the look-ahead of the
+/// forward's live weights stashed for its backward.
 class NesterovPaperPolicy : public StagePolicy {
  public:
   NesterovPaperPolicy(Stage& stage, const NesterovAsyncOptions& o)

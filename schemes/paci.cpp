@@ -1,23 +1,23 @@
 /// `paci`: PACI (Elam, Rahimi, Mendelson, Baskin, "Breaking the Bubble: Asynchronous Pipeline
 /// Parallel Training with Bounded Weight Inconsistency", arXiv:2606.07881; code
-/// ItayElam/PACI), as reference-schemes-10.md §10.3 reads the code (F65-F67, Q75-Q80).
+/// ItayElam/PACI), as read from the code (docs/schemes.md §1, "PACI"; its quirks in §7).
 ///
-/// - Schedule (F65): 1F1B with no flush between mini-batches; every stage steps after every
-///   a-th of its own backwards (`accumulation: a`), so the version gap a micro-batch crosses
-///   is at most ceil(w_r / a) <= ceil((D-1)/a) (F66). The update is the mean of the a
-///   gradients (the code divides each micro-batch's loss by a). A run's last update takes
-///   what is left, so a run of n <= a micro-batches equals one flushed update of n, and a = 1
-///   is `async`.
-/// - Drain (F65): the code drains only when it switches to evaluation; pipelab evaluates at
+/// - Schedule (§1): 1F1B with no flush between mini-batches; every stage steps after every a-th
+///   of its own backwards (`accumulation: a`), so the version gap a micro-batch crosses is at
+///   most ceil(w_r / a) <= ceil((D-1)/a) (PACI's versions, §1). The update is the mean of the a
+///   gradients (the code divides each micro-batch's loss by a). A run's last update takes what
+///   is left, so a run of n <= a micro-batches equals one flushed update of n, and a = 1 is
+///   `async`.
+/// - Drain (§1): the code drains only when it switches to evaluation; pipelab evaluates at
 ///   epoch ends, so `flush: epoch` (the default) is that drain. `flush: never` runs on.
-/// - Backward (F67): `f3` (the code's default `perf` mode: the forward's graph, the backward
-///   reads the weights then, F3), `stash` (the forward's weights, what bf16 autocast's saved
-///   weight copies give a Linear layer in the published runs, Q76) or `recompute` (the code's
-///   `mem` mode: the forward is replayed in the backward, the whole stage at the backward's
-///   weights).
-/// - Q75: the code's workers drain every queued gradient before a forward, so its per-stage
-///   order depends on timing; the order here is 1F1B's, the largest gap the cap allows.
-///   Q78: its stage boundaries come from timing measurements; here `partition.balance`.
+/// - Backward (§1): `f3` (the code's default `perf` mode: the forward's graph, the backward
+///   reads the weights then, §1's mixed-version backward), `stash` (the forward's weights, what
+///   bf16 autocast's saved weight copies give a Linear layer in the published runs, §7) or
+///   `recompute` (the code's `mem` mode: the forward is replayed in the backward, the whole
+///   stage at the backward's weights).
+/// - Quirks (§7): the code's workers drain every queued gradient before a forward, so its
+///   per-stage order depends on timing; the order here is 1F1B's, the largest gap the cap
+///   allows. Its stage boundaries come from timing measurements; here `partition.balance`.
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
 #include "core/weights/stashing_policy.h"
@@ -106,8 +106,8 @@ class Paci : public OneFOneBScheme<PaciOptions> {
   Schedule schedule(int stages, int units) const override {
     return paci_schedule(stages, units, options_.accumulation);
   }
-  /// stash holds the versions a backward may still read: ceil(w_r / a) older ones (F66) and
-  /// the live one; recompute keeps each micro-batch's input only.
+  /// stash holds the versions a backward may still read: ceil(w_r / a) older ones (PACI's
+  /// versions, docs/schemes.md §1) and the live one; recompute keeps each micro-batch's input only.
   StageMemory stage_memory(int stage, int stages) const override {
     const int a = options_.accumulation, w = stages - 1 - stage;
     const bool stash = options_.backward == PaciBackward::Stash;

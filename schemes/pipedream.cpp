@@ -4,17 +4,17 @@
 /// - variant: paper — the backward of a mini-batch reads exactly the version its forward
 ///   used; `vertical_sync: true` makes every stage use the version the first stage used for
 ///   that mini-batch (carried with the activations as the message tag), i.e. delayed SGD
-///   on a consistent model (F10a), up to D versions per stage.
+///   on a consistent model (§3.5), up to D versions per stage.
 /// - variant: reference — the released runtime (and SpecTrain's PD columns, which came from
 ///   it): a ring of D - r snapshots filled with W_0 once and never reset at the epoch flush,
-///   so the first w_r backwards of each later epoch read previous-epoch weights (Q11). The
-///   public runtime has no vertical sync (Q12).
-/// - gap_aware (Gap-Aware, Barkai et al. ICLR 2020, as FTPipe's `ws_ga` pipelines run it; SGD
-///   F33, Adam and AdamW F34): before each update of a chosen stage, the gradient is divided
+///   so the first w_r backwards of each later epoch read previous-epoch weights (§7). The
+///   public runtime has no vertical sync (§7).
+/// - gap_aware (Gap-Aware, Barkai et al. ICLR 2020, as FTPipe's `ws_ga` pipelines run it, for
+///   SGD, Adam and AdamW; §3.15): before each update of a chosen stage, the gradient is divided
 ///   elementwise by P = 1 + |W_stash - W| / C (core/weights/gap_aware.h). Which stages:
 ///   FTPipe's policies `all_except_last` (its shipped configs), `almost_last_partition`,
 ///   `all_except_last_two`. `gap_aware_raw_normaliser` takes Adam's C without bias
-///   correction, as FTPipe's code does (fidelity, Q49).
+///   correction, as FTPipe's code does (fidelity, §7).
 #include "core/weights/gap_aware.h"
 #include "core/weights/stashing_policy.h"
 
@@ -86,7 +86,8 @@ class PipedreamPolicy : public StashingPolicy {
  protected:
   void step(Stage& stage) override {
     if (gap_aware_) {
-      // F32: the steps taken since this micro-batch's forward, min(j, w_r).
+      // The staleness (docs/schemes.md §3.15): the steps taken since this micro-batch's forward,
+      // min(j, w_r).
       const int64_t staleness = std::min<int64_t>(last_mb_, warmup(stage.index(), stage.count()));
       ga_.before_step(stage, staleness, &read_);
       record_.add(stage, "gap_aware_penalty", ga_.mean_penalty());

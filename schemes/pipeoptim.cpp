@@ -1,18 +1,18 @@
 /// `pipeoptim`: 1F1B whose forward runs on weights predicted from the optimizer's own
 /// update direction; the backward runs on the current real weights, with no stash
-/// (PipeOptim; docs/schemes.md §3.8, F14-F16, Q14-Q16).
+/// (PipeOptim; docs/schemes.md §3.8, the reference code's quirks in §7).
 ///
 ///   W_hat = W_t - lr * s * d
 ///   paper:     s = D - r - 1 (the version the backward's update produces), d = the update
 ///              direction: the momentum buffer m_t for SGD, m_hat/(sqrt(u_hat) + eps) with the
-///              optimizer's eps for Adam/AdamW (F14p, F15p);
+///              optimizer's eps for Adam/AdamW (§3.8's paper column);
 ///   reference: s = D - r (one step past it, and a prediction even on the last stage),
-///              d = mu v + (1 - tau) G with G including lambda W for SGD (F14), and eps fixed
-///              at 1e-8 for Adam/AdamW (F15, F16); the warm-up forwards use the previous
-///              epoch's LR (Q8).
+///              d = mu v + (1 - tau) G with G including lambda W for SGD, and eps fixed at
+///              1e-8 for Adam/AdamW (§3.8's reference column); the warm-up forwards use the
+///              previous epoch's LR (§7).
 ///   predict_decay (AdamW, neither variant's): d + lambda W, so the decoupled decay the next
 ///              updates will apply is predicted too.
-/// The predictor follows the optimizer actually used (Q16's driver always used Adam's).
+/// The predictor follows the optimizer actually used (the reference driver always used Adam's, §7).
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
 #include "core/weights/prediction_meter.h"

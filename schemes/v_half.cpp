@@ -1,8 +1,9 @@
 /// `v_half`, `v_min`: V-Half and V-Min (Qi, Wan, Amar, Lin, "Pipeline Parallelism with
-/// Controllable Memory", arXiv:2405.15362; docs/schedules.md): two stages per device in a
-/// V with the backward split into I and W, a building block repeated and squeezed greedily
-/// (F43/F44) so that a device holds about half (V-Half: (p+2)//2 full-stage micro-batches) or a
-/// third (V-Min: (p+4)//3) of 1F1B's activations, at about half or two thirds of its bubble.
+/// Controllable Memory", arXiv:2405.15362; docs/schedules.md "Built-in schedules"): two stages
+/// per device in a V with the backward split into I and W, a building block repeated and
+/// squeezed greedily (its generation there) so that a device holds about half (V-Half:
+/// (p+2)//2 full-stage micro-batches) or a third (V-Min: (p+4)//3) of 1F1B's activations, at
+/// about half or two thirds of its bubble.
 /// Synchronous weights (schemes/sync_pipeline.h). Generator: schemes/schedules/v_shapes.cpp.
 #include "schemes/schedules/modern.h"
 #include "schemes/sync_pipeline.h"

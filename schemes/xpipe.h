@@ -1,7 +1,7 @@
 #pragma once
-/// XPipe's version difference (F30; Guan et al., XPipe, arXiv:1911.04610, second-hand) as a
-/// pure function, so that tests can hold it to oracle O8. For GPU (stage) r of N with T
-/// micro-batches per mini-batch:
+/// XPipe's version difference (docs/schemes.md §3.17; Guan et al., XPipe, arXiv:1911.04610,
+/// second-hand) as a pure function, so that tests can hold it to its oracle (§5.7). For GPU (stage)
+/// r of N with T micro-batches per mini-batch:
 ///   s_fwd = round((N + T - r/2 - 2) / T),   s_bwd = round((T + floor(r/2) - 1) / T).
 /// Both the r/2 term of s_fwd and the rounding are ambiguous in the source (UNVERIFIED). The
 /// defaults, ceil(r/2) and round-half-up, are the reading under which T = 1 gives SpecTrain
@@ -29,7 +29,8 @@ inline int64_t round_quotient(int64_t num, int64_t den, Rounding rounding) {
   return rounding == Rounding::HalfUp ? q + 1 : q + (q % 2);
 }
 
-/// F30 for stage r of n stages, t micro-batches per mini-batch (n, t >= 1, 0 <= r < n).
+/// The version difference for stage r of n stages, t micro-batches per mini-batch
+/// (n, t >= 1, 0 <= r < n).
 inline VersionDifference version_difference(int r, int n, int t, HalfStage half = HalfStage::Ceil,
                                             Rounding rounding = Rounding::HalfUp) {
   // s_fwd in halves: (2 (N + T - 2) - 2 r/2) / 2T, with 2 r/2 = 2 ceil(r/2) or r.

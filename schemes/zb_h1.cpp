@@ -1,8 +1,8 @@
 /// `zb_h1`: ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, §3.1): the
 /// backward split into I (input gradient, on the critical path) and W (weight gradient,
 /// moved into the bubbles); 1F1B's peak memory with a third of its bubble when F = I = W.
-/// With `virtual_stages: v > 1` it is torch's ScheduleInterleavedZeroBubble (docs/schedules.md,
-/// F46): v looped stages per device, stage s on device s mod p. Synchronous weights
+/// With `virtual_stages: v > 1` it is torch's ScheduleInterleavedZeroBubble (docs/schedules.md
+/// "Built-in schedules"): v looped stages per device, stage s on device s mod p. Synchronous weights
 /// (schemes/sync_pipeline.h). Generators: schemes/schedules/zero_bubble.cpp.
 #include "schemes/schedules/modern.h"
 #include "schemes/sync_pipeline.h"

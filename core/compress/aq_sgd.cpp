@@ -1,7 +1,7 @@
 /// AQ-SGD (Wang et al., "Fine-tuning Language Models over Slow Networks using Activation
-/// Compression with Guarantees", NeurIPS'22; docs/compression.md, F51/F52; DS3Lab/AC-SGD's
+/// Compression with Guarantees", NeurIPS'22; docs/compression.md "Codecs"; DS3Lab/AC-SGD's
 /// `DeltaCompressor`): both ends of a boundary keep m̂(ξ), the last activation of every
-/// training example ξ, and a message is the change against it, quantized (F50, compress/
+/// training example ξ, and a message is the change against it, quantized (by `fixpoint`, compress/
 /// fixpoint.h):
 ///   sender:   δ = x(ξ) - m̂(ξ); send Q(δ); m̂(ξ) <- cache(m̂(ξ) + Q(δ))
 ///   receiver: x̂(ξ) = m̂(ξ) + Q(δ);         m̂(ξ) <- cache(x̂(ξ))
@@ -12,9 +12,10 @@
 /// micro-batch exactly while any of its examples lacks a history (one the last partial batch
 /// dropped in an earlier epoch), where AC-SGD would take the change against a zero cache.
 ///
-/// Decisions (docs/compression.md): the receiver computes with the value it stores, fp16
-/// by default (Q63; `reference_receiver: true` uses the unrounded x̂ as AC-SGD does); the
-/// store is sized from the training set (Q64); a micro-batch shares its scales (Q66).
+/// Decisions (docs/compression.md; AQ-SGD's quirks in docs/schemes.md §7): the receiver
+/// computes with the value it stores, fp16 by default (`reference_receiver: true` uses the
+/// unrounded x̂ as AC-SGD does); the store is sized from the training set; a micro-batch
+/// shares its scales.
 /// Evaluation sends activations exactly: the history is of training examples.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -163,7 +164,7 @@ class AqSgd : public CodecWith<AqSgd, AqSgdOptions> {
     TORCH_CHECK(x.dim() >= 1 && x.size(0) == call.ids.numel(), "aq_sgd: a boundary tensor of shape ", x.sizes(),
                 " for ", call.ids.numel(), " examples (the examples must run along dimension 0)");
     const at::Tensor ids = call.ids.to(at::kLong).reshape({-1});
-    // Q64: the store is sized from the training set, and an id beyond it is an error.
+    // The store is sized from the training set (docs/schemes.md §7), and an id beyond it is an error.
     TORCH_CHECK(ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < stream_.examples),
                 "aq_sgd: example ids outside the training set of ", stream_.examples);
     const int64_t per = x.size(0) ? x.numel() / x.size(0) : 0;

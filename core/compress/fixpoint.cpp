@@ -1,5 +1,6 @@
-/// AQ-SGD's quantizer (compress/fixpoint.h, F50) and the `fixpoint` codec that applies it
-/// directly, as AC-SGD compresses gradients (`--backward-compress-method fixpoint`).
+/// AQ-SGD's quantizer (compress/fixpoint.h; docs/compression.md "Codecs") and the `fixpoint`
+/// codec that applies it directly, as AC-SGD compresses gradients
+/// (`--backward-compress-method fixpoint`).
 #include "core/compress/fixpoint.h"
 
 #include <ATen/ATen.h>

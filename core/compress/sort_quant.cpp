@@ -42,7 +42,7 @@ struct SortQuantOptions {
   }
 };
 
-/// The shift of 8- and 16-bit codes (F19).
+/// The shift of 8- and 16-bit codes (sort-quantization encode, docs/compression.md "Codecs").
 int64_t shift_of(int q, int s) { return q + s == 8 || q + s == 16 ? int64_t{1} << (q + s - 1) : 0; }
 
 /// Round half to even, as torch.round, in a form the compiler vectorizes: adding and

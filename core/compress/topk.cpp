@@ -1,4 +1,4 @@
-/// Top-k sparsification (docs/compression.md, F53; Rudakov et al., arXiv:2401.07788): the
+/// Top-k sparsification (docs/compression.md "Codecs"; Rudakov et al., arXiv:2401.07788): the
 /// k = ceil(fraction * numel) entries of largest magnitude travel as values and int32 flat
 /// indices (ties: the lower index first); the rest decode as zeros. With error feedback per
 /// stream (one boundary, one direction, one tensor): `ef` sends TopK(e + x) and keeps what it

@@ -1,4 +1,4 @@
-/// The plain baseline quantizer (gpipe_test's uniform baseline, and F54; docs/compression.md): the
+/// The plain baseline quantizer (gpipe_test's uniform baseline; docs/compression.md "Codecs"): the
 /// whole micro-batch tensor on one grid of 2^bits levels from its min to its max, step =
 /// (max - min) / (2^bits - 1), level = round((x - min) / step) (half to even), |x - x̂| <=
 /// step / 2. The code is the level minus 2^(bits-1), so it fills a signed int8 (bits <= 8) or

@@ -71,9 +71,9 @@ struct BlockRecipe {
   BlockIO io;
 };
 
-/// Two parameters that are one (tied weights, docs/schemes.md F58), named
+/// Two parameters that are one (tied weights, docs/schemes.md §1), named
 /// "<block>.<param>" as in a state dict: `second` starts as a copy of `first`, and the two
-/// copies' gradients are summed before each update (core/exec/gradient_finish.h), on one
+/// copies' gradients are summed before each update (core/comm/gradient_finish.h), on one
 /// stage or across stages alike, so they stay equal.
 struct TiedParameter {
   std::string first, second;

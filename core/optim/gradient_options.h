@@ -1,10 +1,10 @@
 #pragma once
 /// What happens to the gradients between the last backward and the update, beyond the
 /// optimizer: a gradient-norm clip and the treatment of tied weights (docs/schemes.md
-/// F57 and F58). Written in the `optimizer:` section next to the optimizer's own keys
+/// §1). Written in the `optimizer:` section next to the optimizer's own keys
 /// (`optimizer: {type: sgd, lr: 0.1, clip_grad_norm: 1.0}`), read in one place
 /// (core/train/experiment.cpp) and run by the ALLREDUCE before each update
-/// (core/exec/gradient_finish.h).
+/// (core/comm/gradient_finish.h).
 #include <cmath>
 #include <limits>
 #include <optional>

@@ -15,9 +15,9 @@ void Optimizer::step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& g = params_[i].grad();
     if (!g.defined()) continue;
-    // Update through .data(): it shares the storage but not autograd's version counter, so
-    // the graphs of micro-batches still in flight (1F1B) read the new values in their
-    // backward instead of failing, as PyTorch <= 1.4 did (docs/schemes.md F3, Q13).
+    // Update through .data(): it shares the storage but not autograd's version counter, so the
+    // graphs of micro-batches still in flight (1F1B) read the new values in their backward instead
+    // of failing, as PyTorch <= 1.4 did (docs/schemes.md §1's mixed-version backward; §7).
     index.push_back(i);
     data.push_back(params_[i].data());
     grads.push_back(g);

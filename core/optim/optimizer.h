@@ -1,7 +1,7 @@
 #pragma once
 /// Optimizers behind one interface that also reports the current update direction, which
 /// weight prediction (SpecTrain, PipeOptim) reads without re-implementing a step.
-/// Formulas: docs/schemes.md F1 (SGD) and F2 (Adam/AdamW), with today's torch
+/// Formulas: docs/schemes.md §1 (SGD and Adam/AdamW), with today's torch
 /// semantics (Adam's epsilon added after the bias-corrected square root).
 #include <ATen/Tensor.h>
 
@@ -23,9 +23,11 @@ struct DirectionRequest {
     MomentumOnly,  ///< SGD: mu v_t (SpecTrain v1 code's backward: gradients were zeroed in place)
   };
   Kind kind = Kind::Buffer;
-  /// The gradient term includes the coupled L2 term lambda W (torch <= 1.4 left it in .grad, Q5).
+  /// The gradient term includes the coupled L2 term lambda W (torch <= 1.4 left it in .grad,
+  /// docs/schemes.md §7).
   bool gradient_with_l2 = false;
-  /// Adam: use this epsilon instead of the optimizer's (PipeOptim's code hard-codes 1e-8, Q16).
+  /// Adam: use this epsilon instead of the optimizer's (PipeOptim's code hard-codes 1e-8,
+  /// docs/schemes.md §7).
   std::optional<double> eps;
 };
 
@@ -49,7 +51,7 @@ class Optimizer {
   /// The direction d of the latest update of parameter i, so that the update was
   /// W <- W - lr * d (momentum buffer v for SGD with momentum, the gradient for plain SGD,
   /// m_hat / (sqrt(u_hat) + eps) for Adam/AdamW without the decoupled decay), or another
-  /// direction a predictor asks for. Undefined before the first update (Q9).
+  /// direction a predictor asks for. Undefined before the first update (docs/schemes.md §7).
   at::Tensor direction(size_t i) const { return direction(i, {}); }
   virtual at::Tensor direction(size_t i, const DirectionRequest& request) const = 0;
   /// The raw gradient g the latest update consumed.

@@ -1,5 +1,5 @@
 /// SGD with momentum, dampening, Nesterov and coupled weight decay, exactly as torch.optim.SGD
-/// (docs/schemes.md F1): G = g + lambda W; v_1 = G, v_k = mu v + (1 - tau) G;
+/// (docs/schemes.md §1): G = g + lambda W; v_1 = G, v_k = mu v + (1 - tau) G;
 /// d = G + mu v (Nesterov) or v; W <- W - lr d.
 #include <ATen/ATen.h>
 
@@ -87,7 +87,7 @@ class Sgd : public Optimizer {
     return update_all({i}, params, {grad}).front();
   }
 
-  // F1 on all parameters at once, operation by operation: LibTorch's multi-tensor operations
+  // The SGD step on all parameters at once, operation by operation: LibTorch's multi-tensor operations
   // (on the CPU, the per-tensor ones).
   std::vector<at::Tensor> update_all(const std::vector<size_t>& index, std::vector<at::Tensor>& params,
                                      const std::vector<at::Tensor>& grads) override {

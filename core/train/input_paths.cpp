@@ -49,7 +49,7 @@ void resolve_input_paths(YAML::Node& root, const ConfigSource& source) {
     YAML::Node node = scalar_at(root, key);
     if (node.IsDefined() && from_file(key)) resolve(node);
   }
-  // `plugins:` lists shared libraries to load (core/util/plugins.h).
+  // `plugins:` lists shared libraries to load (core/config/plugins.h).
   if (root.IsMap() && root["plugins"] && from_file("plugins")) {
     YAML::Node list = root["plugins"];
     if (list.IsScalar()) resolve(list);

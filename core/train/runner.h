@@ -53,7 +53,7 @@ class Runner {
   const StageLayout& stage_layout() const { return plan().layout(); }
   /// The devices the scheme places the stages on (threads, processes, run.devices entries).
   int device_count() const { return plan().devices(); }
-  /// What the run is: its topology, gradient sync and schedules (core/train/run_plan.h).
+  /// What the run is: its topology, gradient sync and schedules (core/plan/run_plan.h).
   const RunPlan& plan() const { return parts_->plan; }
   const std::vector<int>& balance() const { return parts_->balance; }
   const DatasetSplits& data() const { return parts_->data; }

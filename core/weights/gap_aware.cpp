@@ -68,7 +68,8 @@ void GapAware::before_step(Stage& stage, int64_t staleness, const Weights* stash
   } else {
     record_adam_step(optimizer, adam->beta2);
     (adam->decoupled ? decoupled_decay : coupled_decay) = adam->weight_decay;
-    // Q49: FTPipe's code takes sqrt(S) as it is; the default corrects S's bias like u's.
+    // FTPipe's code takes sqrt(S) as it is (a quirk, docs/schemes.md §7); the default corrects S's
+    // bias like u's.
     correction = raw_adam_ ? 1 : 1 - std::pow(adam->beta2, static_cast<double>(count_));
   }
   double penalty_sum = 0;

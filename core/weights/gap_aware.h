@@ -1,14 +1,14 @@
 #pragma once
 /// Gap-Aware staleness mitigation (Barkai, Hakimi, Schuster, ICLR 2020) as FTPipe's code
-/// computes it (Eliad et al., USENIX ATC 2021; F32-F34 in docs/schemes.md §3.15): before a
+/// computes it (Eliad et al., USENIX ATC 2021; docs/schemes.md §3.15): before a
 /// stale gradient is applied, each element is divided by P = 1 + Gap / C, where the Gap is how
 /// far the weights the gradient was computed at are from the weights it is applied to, and C
 /// estimates the size of one step:
-/// - SGD (F33): C = eta_max (sqrt(A / (1 - beta^c)) + eps), A a running mean of the squared
+/// - SGD: C = eta_max (sqrt(A / (1 - beta^c)) + eps), A a running mean of the squared
 ///   momentum buffer (of g^2 without momentum);
-/// - Adam, AdamW (F34): C = sqrt(S / (1 - beta2^t)) + eps, S a running mean (rate beta2) of
+/// - Adam, AdamW: C = sqrt(S / (1 - beta2^t)) + eps, S a running mean (rate beta2) of
 ///   the squared step lr * m_hat / (sqrt(u_hat) + eps) taken after each update; with
-///   `raw_adam_normaliser` C = sqrt(S) + eps, FTPipe's code (no bias correction, quirk Q49).
+///   `raw_adam_normaliser` C = sqrt(S) + eps, FTPipe's code (no bias correction, a quirk in §7).
 /// Coupled L2 decay is divided by P with the gradient; AdamW's decoupled decay instead scales
 /// the live weights by 1 - lambda lr (1 - P) / P before the step, so that it decays by
 /// about lambda lr / P.
@@ -35,8 +35,8 @@ class GapAware {
       : raw_adam_(raw_adam_normaliser), gamma_(big_gamma), eps_(eps) {}
 
   /// Before the update of `stage` that applies a gradient with recorded staleness
-  /// `staleness` (F32: the steps taken between its forward and this update). With `stashed`
-  /// (the weights its backward read, or its forward's) the Gap is |stashed - live|
+  /// `staleness` (the steps taken between its forward and this update, docs/schemes.md §3.15).
+  /// With `stashed` (the weights its backward read, or its forward's) the Gap is |stashed - live|
   /// (`apply_on_theta`); without, lr |g| (`apply_from_grad`, SGD only, which assumes a
   /// staleness of 1). Updates the running statistics at every step and rescales the
   /// gradients when staleness > 0. Throws UserError for an optimizer other than SGD, Adam

@@ -10,7 +10,7 @@
 /// - Ring (the released code): the oldest entry of a ring of D - r snapshots, i.e. the live
 ///   version minus w_r, filled with W_0 at construction and never reset. In steady state this
 ///   is the forward's version; after an epoch flush the first w_r backwards read versions of
-///   the previous epoch (quirk Q11).
+///   the previous epoch (a quirk of the released code, docs/schemes.md §7).
 /// Vertical sync (the paper's option): a forward may use an older version, chosen by the
 /// first stage and carried with the activations.
 #include <map>

@@ -3,8 +3,8 @@
 /// "Weight policies"). Every write goes through `.data()`, which shares a parameter's
 /// storage but not its autograd version counter: the graph of a micro-batch in flight reads
 /// whatever values the parameters hold when its backward runs, which is exactly the
-/// mixed-version semantics of docs/schemes.md F3 (and of PyTorch <= 1.4, Q13).
-/// Batch-norm running statistics are buffers, not parameters, and are never versioned (Q10).
+/// mixed-version semantics of docs/schemes.md §1 (and of PyTorch <= 1.4, §7).
+/// Batch-norm running statistics are buffers, not parameters, and are never versioned (docs/schemes.md §7).
 #include <ATen/Tensor.h>
 
 #include <vector>
@@ -45,8 +45,8 @@ class WeightSwap {
 };
 
 /// Predicted weights W - lr * steps * d, with d the optimizer's direction for `request`
-/// (docs/schemes.md F10, F11, F13, F14, F15). A parameter without optimizer state
-/// keeps its value: there is no prediction before the first gradient (Q9).
+/// (SpecTrain's and PipeOptim's predictions, docs/schemes.md §3.6-§3.8). A parameter without
+/// optimizer state keeps its value: there is no prediction before the first gradient (§7).
 /// `decay` > 0 adds the decoupled weight decay term to d (AdamW: d + lambda W, §3.8).
 Weights predict_weights(Stage& stage, double lr, double steps, const DirectionRequest& request, double decay = 0);
 

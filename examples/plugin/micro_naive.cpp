@@ -3,7 +3,7 @@
 /// and back before the next one starts; the stages accumulate the micro-batches' gradients
 /// and step once at the end. One micro-batch is in flight: the memory of `naive` at 1/chunks
 /// of its activations, and the numbers of `single` on the whole mini-batch (the loss of each
-/// micro-batch is scaled by its share, docs/schemes.md F8).
+/// micro-batch is scaled by its share, docs/schemes.md §3.3).
 #include "core/schedule/schedule.h"
 #include "core/scheme/scheme.h"
 

@@ -46,9 +46,10 @@ Schedule looped_bfs(int devices, int virtual_stages, int micro_batches);
 /// on every device.
 Schedule zb_h1(int devices, int micro_batches);
 
-/// torch's ScheduleInterleavedZeroBubble (torch 2.15; docs/schedules.md F46, golden O18): ZB-H1
-/// over v looped stages per device, in rounds of n/R micro-batches with R = max(1, floor(n/p))
-/// (torch's flexible micro-batch counts, PR 129597); n must be a multiple of R (Q60).
+/// torch's ScheduleInterleavedZeroBubble (torch 2.15; docs/schedules.md "Built-in schedules",
+/// golden order in docs/schemes.md §5.7): ZB-H1 over v looped stages per device, in rounds of
+/// n/R micro-batches with R = max(1, floor(n/p)) (torch's flexible micro-batch counts, PR 129597);
+/// n must be a multiple of R (torch's rule, docs/schemes.md §7).
 Schedule interleaved_zero_bubble(int devices, int virtual_stages, int micro_batches);
 
 /// ZB-H2 (same paper, §3.1): more warm-up forwards (2(p-1-d)+1 on device d) and the weight
@@ -61,17 +62,17 @@ Schedule zb_h2(int devices, int micro_batches);
 /// device (1F1B's peak over 2p stages, each half the size of a 1F1B stage).
 Schedule zbv(int devices, int micro_batches);
 
-/// Chimera (Li, Hoefler, SC'21; docs/schemes.md §3.18, F39-F41): two replicas of a D-stage pipeline
-/// in opposite directions on the same D devices (D even), `n` micro-batches each, merged as the
-/// reference code orders them: for n = D/2 F39, beyond it the direct concatenation of units
-/// (F40) or, with `doubling`, forward doubling (F41). Replica 0's stage s is model stage s on
-/// device s, replica 1's is model stage D + s on device D-1-s (chimera_placement); replica 1's
-/// micro-batches are n..2n-1. Each stage's U follows its last backward.
+/// Chimera (Li, Hoefler, SC'21; docs/schemes.md §3.18): two replicas of a D-stage pipeline in
+/// opposite directions on the same D devices (D even), `n` micro-batches each, merged as the
+/// reference code orders them: for n = D/2 the basic unit, beyond it the direct concatenation of
+/// units or, with `doubling`, forward doubling (all three in §3.18). Replica 0's stage s is model
+/// stage s on device s, replica 1's is model stage D + s on device D-1-s (chimera_placement);
+/// replica 1's micro-batches are n..2n-1. Each stage's U follows its last backward.
 Schedule chimera(int devices, int micro_batches_per_pipeline, bool doubling);
 std::vector<int> chimera_placement(int devices);
 
 /// V-Half and V-Min (Qi, Wan, Amar, Lin, "Pipeline Parallelism with Controllable Memory",
-/// arXiv:2405.15362; docs/schedules.md F43/F44, golden orders O17): V placement, I/W split, the
+/// arXiv:2405.15362; docs/schedules.md "Built-in schedules"): V placement, I/W split, the
 /// reference code's building block repeated and squeezed greedily under unit costs. Peak
 /// activations per device (p+2)//2 (half) and (p+4)//3 (min) full-stage micro-batches.
 Schedule v_half(int devices, int micro_batches);

@@ -1,13 +1,15 @@
 /// V-Half and V-Min (Qi, Wan, Amar, Lin, "Pipeline Parallelism with Controllable Memory",
 /// arXiv:2405.15362; reference code sail-sg/zero-bubble-pipeline-parallelism, `zbv_greedy.py`;
-/// docs/schedules.md, F43/F44, golden orders O17). Each of the p devices holds two stages
-/// in a V (chunk a = stage r, chunk b = stage 2p-1-r) and runs six passes per micro-batch: F_a,
-/// F_b, B_b, B_a (the input gradients, pipelab's I), W_b, W_a. The schedule is one building block
-/// per micro-batch, repeated every 6 time units (F43's offsets), then squeezed greedily as the
-/// reference code does (F44): W's go into idle slots, movable passes move to the earliest free
-/// slot their dependencies allow without raising the peak memory, the block is re-timed, and
-/// the W's are placed again, W_b before W_a. The generation uses unit costs, as the reference
-/// code does for these two settings whatever was measured (Q58); only the order is kept.
+/// docs/schedules.md "Built-in schedules"; golden orders in docs/schemes.md §5.7). Each of the
+/// p devices holds two stages in a V (chunk a = stage r, chunk b = stage 2p-1-r) and runs six
+/// passes per micro-batch: F_a, F_b, B_b, B_a (the input gradients, pipelab's I), W_b, W_a.
+/// The schedule is one building block per micro-batch, repeated every 6 time units (the
+/// block's start times in docs/schedules.md), then squeezed greedily as the reference code
+/// does (the generation rule there): W's go into idle slots, movable passes move to the
+/// earliest free slot their dependencies allow without raising the peak memory, the block is
+/// re-timed, and the W's are placed again, W_b before W_a. The generation uses unit costs, as
+/// the reference code does for these two settings whatever was measured (a quirk,
+/// docs/schemes.md §7); only the order is kept.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -28,7 +30,8 @@ constexpr int kFa = 0, kFb = 1, kBb = 2, kBa = 3, kW = 4;
 /// Per device, per pass type, the time of each micro-batch's pass.
 using Times = std::vector<std::vector<std::vector<int>>>;
 
-/// F43: the building block's start times on device r (F_a, F_b, B_b, B_a).
+/// The building block's start times on device r (F_a, F_b, B_b, B_a), as docs/schedules.md
+/// "Built-in schedules" gives them.
 std::array<int, 4> block(bool half, int p, int r) {
   if (half) {
     const int g = p % 2 == 0 ? 3 : 0;
@@ -173,8 +176,9 @@ int earliest(const Times& t, const Visit& v) {
   return deps + 1;
 }
 
-/// F44's greedy pass: every movable pass, in visiting order, moves to the earliest free slot
-/// after its dependencies that keeps its device within the current peak memory. Fixed: the
+/// The generation's greedy pass (docs/schedules.md "Built-in schedules"): every movable pass, in
+/// visiting order, moves to the earliest free slot after its dependencies that keeps its device
+/// within the current peak memory. Fixed: the
 /// passes from device 0's first B_a up to the first F_a of the last micro-batch, and without
 /// W's also everything before them (only the cool-down moves).
 Times reorder(Times t, bool with_weights) {
@@ -217,7 +221,7 @@ Times reorder(Times t, bool with_weights) {
 Schedule v_shaped(bool half, const char* name, int p, int m) {
   if (p < 1) throw UserError(fmt::format("{}: {} devices. Fix: use at least one device", name, p));
   if (m < 1) throw UserError(fmt::format("{}: {} micro-batches. Fix: use at least one", name, m));
-  // F44, step 1: micro-batch i's pass of type t at offset_t + 6i.
+  // The generation (docs/schedules.md), step 1: micro-batch i's pass of type t at offset_t + 6i.
   Times t(static_cast<size_t>(p), std::vector<std::vector<int>>(4));
   for (int r = 0; r < p; ++r) {
     const std::array<int, 4> offset = block(half, p, r);

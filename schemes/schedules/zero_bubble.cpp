@@ -61,13 +61,13 @@ Schedule zb_h1(int p, int m) {
 
 Schedule interleaved_zero_bubble(int p, int v, int n) {
   require_sizes("zb_h1", p, n);
-  // torch's ScheduleInterleavedZeroBubble (installed torch 2.15, schedules.py; docs/schedules.md,
-  // F46): looped placement, R = max(1, floor(n/p)) rounds of n/R micro-batches (PR 129597,
-  // "flexible" PP), and within a round each device walks its stages in turn. Device d runs
-  // w = min((v-1) n/R + p-1-d, n v) warm-up forwards, then per step a forward, an input
-  // gradient and, once d input gradients are out, the weight gradient of the oldest; the
-  // cool-down runs the rest the same way. torch's idle slots ("bubbles") carry no meaning for
-  // the order (Q59) and are left out.
+  // torch's ScheduleInterleavedZeroBubble (installed torch 2.15, schedules.py; docs/schedules.md
+  // "Built-in schedules"): looped placement, R = max(1, floor(n/p)) rounds of n/R micro-batches
+  // (PR 129597, "flexible" PP), and within a round each device walks its stages in turn. Device d runs
+  // w = min((v-1) n/R + p-1-d, n v) warm-up forwards, then per step a forward, an input gradient
+  // and, once d input gradients are out, the weight gradient of the oldest; the cool-down runs the
+  // rest the same way. torch's idle slots ("bubbles") carry no meaning for the order (a quirk of
+  // torch's, docs/schemes.md §7) and are left out.
   const int rounds = std::max(1, n / p);
   if (n % rounds != 0) {
     throw UserError(fmt::format("zb_h1 with virtual_stages: {} micro-batches on {} devices make {} rounds, which {} "

@@ -1,5 +1,5 @@
 // AQ-SGD's quantizer and its per-example history (core/compress/fixpoint.h, aq_sgd.cpp): the
-// derived oracle O20 of docs/schemes.md §5.7 (direct 4-bit codes, then the epochs that
+// derived oracle of docs/schemes.md §5.7 (direct 4-bit codes, then the epochs that
 // compress the change), its equivalences (the warm-up is exact; the two ends' histories stay
 // bitwise equal; an identity-like quantizer is plain training), bit packing, the state a
 // checkpoint keeps, and its refusals.
@@ -33,8 +33,9 @@ std::vector<int64_t> unpacked(const at::Tensor& packed, int64_t n, int bits) {
 CodecCall train(const std::vector<int64_t>& ids) { return {0, false, 0, true, at::tensor(ids, at::kLong)}; }
 
 TEST(Fixpoint, TheDerivedOracleDirect) {
-  // O20, direct 4-bit: x = (0.75, -1, 0.25, 1.25) of shape [1, 4, 1]: s = 1.25, codes
-  // (13, 2, 10, 15), x̂ = (0.78125, -0.9375, 0.3125, 1.09375) (+s decodes below s: Q62).
+  // The oracle, direct 4-bit: x = (0.75, -1, 0.25, 1.25) of shape [1, 4, 1]: s = 1.25, codes
+  // (13, 2, 10, 15), x̂ = (0.78125, -0.9375, 0.3125, 1.09375) (+s decodes below s: AQ-SGD's
+  // asymmetric grid, docs/schemes.md §7).
   const at::Tensor x = at::tensor({0.75, -1.0, 0.25, 1.25}, at::kDouble).reshape({1, 4, 1});
   auto c = make("{type: fixpoint, bits: 4}");
   const std::vector<at::Tensor> parts = c->encode(x, train({0}));
@@ -57,8 +58,8 @@ TEST(Fixpoint, BitsPackToTheByteAndBack) {
 
 TEST(Fixpoint, ScalesPerLastIndexPerChannelOrPerTensor) {
   const at::Tensor x = at::randn({3, 4, 5}, at::kDouble);
-  // F50's bound: half a step, s / 2^b, inside; at the clipped top s / 2^(b-1), plus fp16's
-  // rounding of s (2^-11 relative).
+  // The fixpoint quantizer's bound (docs/compression.md "Codecs"): half a step, s / 2^b,
+  // inside; at the clipped top s / 2^(b-1), plus fp16's rounding of s (2^-11 relative).
   for (const auto& [dims, count] : std::vector<std::pair<std::string, int64_t>>{{"last", 5}, {"channel", 4}, {"tensor", 1}}) {
     auto c = make("{type: fixpoint, bits: 8, scale_dims: " + dims + "}");
     const std::vector<at::Tensor> parts = c->encode(x, train({0, 1, 2}));
@@ -69,7 +70,7 @@ TEST(Fixpoint, ScalesPerLastIndexPerChannelOrPerTensor) {
 }
 
 TEST(AqSgd, TheDerivedOracleOverThreeEpochs) {
-  // O20 with one example: epoch 1 is the warm-up (exact; both ends store fp16(x)); the
+  // The oracle with one example: epoch 1 is the warm-up (exact; both ends store fp16(x)); the
   // oracle's m̂ = (0.5, -0.5, 0.25, 0.75) is what a warm-up on those values stores.
   auto sender = make("{type: aq_sgd, bits: 4}");
   auto receiver = make("{type: aq_sgd, bits: 4}");
@@ -169,7 +170,7 @@ TEST(AqSgd, ClearRefusals) {
   // Without example ids (a feed that does not know them) it cannot code.
   auto c = make("{type: aq_sgd}", 4);
   EXPECT_THROW(c->encode(at::ones({2, 3}), CodecCall{0, false, 0, true, {}}), c10::Error);
-  // Q64: an id beyond the training set.
+  // An id beyond the training set (AQ-SGD's history size, docs/schemes.md §7).
   EXPECT_THROW(c->encode(at::ones({1, 3}), train({4})), c10::Error);
 }
 

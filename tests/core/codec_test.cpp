@@ -1,8 +1,8 @@
-// The boundary codecs (core/compress/): the hand-derived sort-quantization oracle
-// and its invariants (§5.2 item 11) over random tensors, gpipe_test's fast variant and its
-// decoder bug (Q27) behind its flag, the plain quantizer's example (F54), top-k and its error
-// feedback (O21), the cast, and a message's framing (integer tensors untouched, bytes as the
-// formulas say).
+// The boundary codecs (core/compress/): the hand-derived sort-quantization oracle and its
+// invariants (§5.2 item 11) over random tensors, gpipe_test's fast variant and its decoder bug
+// (docs/schemes.md §7) behind its flag, the plain quantizer's example (docs/compression.md
+// "Codecs"), top-k and its error feedback (docs/schemes.md §5.7), the cast, and a message's framing
+// (integer tensors untouched, bytes as the formulas say).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -151,8 +151,9 @@ TEST(SortQuant, Float32HistogramsGroupAsTheSortDoes) {
   }
 }
 
-/// F19 the plain way, in float32: a stable sort, groups of near-equal count, each group's min
-/// and max by a scan, round half to even. What the histogram path must give, bit for bit.
+/// Sort-quantization's encode (docs/compression.md "Codecs") the plain way, in float32: a stable
+/// sort, groups of near-equal count, each group's min and max by a scan, round half to even. What
+/// the histogram path must give, bit for bit.
 std::pair<std::vector<int64_t>, std::vector<float>> sorted_encode(const at::Tensor& x, int q, int s) {
   const int64_t n = x.numel(), groups = int64_t{1} << s, levels = (int64_t{1} << q) - 1;
   const int64_t shift = q + s == 8 || q + s == 16 ? int64_t{1} << (q + s - 1) : 0;
@@ -245,7 +246,8 @@ TEST(SortQuant, TheFastVariantTakesItsBoundsFromSampleZero) {
 }
 
 TEST(Uniform, TheDerivedExample) {
-  // F54: x = (0.75, -1, 0.25, 1.25), 2 bits: step 0.75, levels (2, 0, 2, 3), x̂ = (0.5, -1, 0.5, 1.25).
+  // The uniform quantizer (docs/compression.md "Codecs"):
+  // x = (0.75, -1, 0.25, 1.25), 2 bits: step 0.75, levels (2, 0, 2, 3), x̂ = (0.5, -1, 0.5, 1.25).
   const at::Tensor x = at::tensor({0.75, -1.0, 0.25, 1.25}, at::kDouble);
   auto c = make("{type: uniform, bits: 2}");
   std::vector<at::Tensor> parts;
@@ -256,7 +258,7 @@ TEST(Uniform, TheDerivedExample) {
 }
 
 TEST(Topk, TheDerivedExampleAndErrorFeedback) {
-  // O21: v = (0.3, -2, 0.5, 1.4, -0.1), K = 0.4, so k = 2.
+  // The top-k oracle (docs/schemes.md §5.7): v = (0.3, -2, 0.5, 1.4, -0.1), K = 0.4, so k = 2.
   const at::Tensor v = at::tensor({0.3, -2.0, 0.5, 1.4, -0.1}, at::kFloat);
   auto plain = make("{type: topk, fraction: 0.4}");
   std::vector<at::Tensor> parts;

@@ -1,7 +1,7 @@
 // `optimizer: {type: muon}` against torch.optim.Muon run by the installed Python torch (bit
 // for bit, float32, CPU: every adjust_lr, Nesterov on and off, eight shapes, four steps),
-// against reference-schemes-10.md's oracles O24 (Newton-Schulz gains, a 2 x 2 case) and O25
-// (three steps of a 1 x 1 weight), and its routing: what is not a matrix goes to `fallback`.
+// against the Muon oracles of docs/schemes.md §1 (Newton-Schulz gains, a 2 x 2 case; three
+// steps of a 1 x 1 weight), and its routing: what is not a matrix goes to `fallback`.
 #include <gtest/gtest.h>
 
 #include "core/io/pt_file.h"
@@ -125,8 +125,8 @@ TEST(Muon, WhatIsNotAMatrixGoesToTheFallback) {
   EXPECT_TRUE(at::equal(bias, b2));
 }
 
-// Muon acts on each matrix alone, so per-stage optimizers are one Muon (reference-schemes-10.md
-// §10.1, "Pipelining"): two stages of one micro-batch give single's bits, on either executor.
+// Muon acts on each matrix alone, so per-stage optimizers are one Muon (docs/schemes.md
+// §1, after Muon's formulas): two stages of one micro-batch give single's bits, on either executor.
 TEST(Muon, TwoStagesAreOneMuon) {
   const char* yaml = R"(
 model:     {type: mlp, sizes: [12, 32, 32, 4], dropout: 0.0}

@@ -1,6 +1,7 @@
 // The asynchronous schemes against docs/schemes.md §5.4: the toy pipeline's weights
 // and losses after one epoch for every scheme and variant (configs A, B, C, derived there
-// by an independent float64 scalar simulation), and the ring quirk Q11 over two epochs.
+// by an independent float64 scalar simulation), and the ring quirk (PipeDream's never-reset
+// ring, docs/schemes.md §7) over two epochs.
 #include <gtest/gtest.h>
 
 #include "tests/schemes/toy_pipeline.h"

@@ -1,7 +1,7 @@
-// The one-step-delayed pipeline with Muon (reference-schemes-10.md §10.2, F63) is
-// pipedream_2bw with `optimizer: muon`: oracle O26 on two stages, h = W0 x and
-// y = W1 (h, 1), against the torch float32 figures the doc gives for step 3, synchronous
-// (gpipe) and delayed; and 2BW's delay is the only difference in step 1.
+// The one-step-delayed pipeline with Muon (docs/schemes.md §1) is pipedream_2bw with
+// `optimizer: muon`: its oracle in §1 on two stages, h = W0 x and y = W1 (h, 1), against the torch
+// float32 figures the doc gives for step 3, synchronous (gpipe) and delayed; and 2BW's delay is the
+// only difference in step 1.
 #include <gtest/gtest.h>
 
 #include "core/schedule/lower.h"
@@ -33,7 +33,7 @@ class HalfSquaredError : public Loss {
   at::Tensor correct(const at::Tensor&, const at::Tensor&) const override { return at::zeros({}, at::kLong); }
 };
 
-/// O26's three samples, one per mini-batch.
+/// The three samples of the delayed-Muon oracle (docs/schemes.md §1), one per mini-batch.
 class Samples : public Feed {
  public:
   explicit Samples(int offset) : offset_(offset) {}
@@ -53,7 +53,7 @@ class Samples : public Feed {
   int offset_;
 };
 
-/// W0 and W1 after `steps` steps of `scheme_yaml` with O26's Muon (lr 0.1, no decay, mu 0.95,
+/// W0 and W1 after `steps` steps of `scheme_yaml` with the oracle's Muon (lr 0.1, no decay, mu 0.95,
 /// Nesterov, rho 1 for a 1 x 2 weight).
 std::vector<at::Tensor> run(const std::string& scheme_yaml, int steps) {
   const auto source = std::make_shared<ConfigSource>("t");
@@ -99,7 +99,7 @@ TEST(DelayedMuon, TwoStagesAsO26) {
   const char* delayed = "{type: pipedream_2bw, micro_batches: 1}";
   // Step 1: nothing is stale yet.
   EXPECT_TRUE(at::equal(at::cat(run(sync, 1)), at::cat(run(delayed, 1))));
-  // Step 3, O26's torch float32 row (W0 then W1).
+  // Step 3, the oracle's torch float32 row (W0 then W1).
   expect_near(run(sync, 3), {0.331445336f, 0.201904297f, 0.869531274f, 0.340624988f}, "sync");
   expect_near(run(delayed, 3), {0.334570318f, 0.205755606f, 0.867773473f, 0.339453101f}, "2BW");
 }
@@ -138,9 +138,10 @@ double one_stage(const std::string& scheme_yaml, const std::string& optimizer_ya
   return copy_weights(stage).at(0).item<double>();
 }
 
-// pipelab's error-feedback form (F64, Q74), by hand at D = 1 (2BW is still one step delayed
-// there): g_k is taken at W_{k-1}, d_k = g_k for plain SGD, W_{k+1} = W_k - lr (d_k + c (d_k -
-// d_{k-1})), d_{-1} = d_0. On plain SGD both places of the correction give the same weights.
+// pipelab's error-feedback form (docs/schemes.md §1 and §7), by hand at D = 1 (2BW is still one
+// step delayed there): g_k is taken at W_{k-1}, d_k = g_k for plain SGD, W_{k+1} = W_k - lr (d_k +
+// c (d_k - d_{k-1})), d_{-1} = d_0. On plain SGD both places of the correction give the same
+// weights.
 TEST(DelayedMuon, ErrorFeedbackByHandOnOneStage) {
   const double lr = 0.1, c = 0.5;
   std::vector<double> w{0.5};  // W_0, W_1, ...

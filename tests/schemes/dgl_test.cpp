@@ -1,6 +1,7 @@
-// Decoupled greedy learning (docs/schemes.md §3.20): synchronous (F55) — the O22 oracle, its
+// Decoupled greedy learning (docs/schemes.md §3.20): synchronous — its oracle in §5.7, its
 // identity with interlocking's local mode, what it sends — and asynchronous with replay
-// buffers (F56): O22's asynchronous rows, the pick sequence, the buffer's ranking (Q67).
+// buffers: the oracle's asynchronous rows, the pick sequence, the buffer's ranking (and the
+// reference code's, §7).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -91,7 +92,7 @@ TEST(Dgl, ReplayScheduleReadsWhatTheBufferGives) {
   rule.buffer = 2;
   const Schedule s = dgl::replay_schedule(rule, 2, {0, 0, 1, 1, 0, 1, 1, 1});
   ASSERT_TRUE(s.replays());
-  // Stage 0's outputs 0, 1, 2 are h = 1, 2, -0.8 in O22.
+  // Stage 0's outputs 0, 1, 2 are h = 1, 2, -0.8 in the oracle of docs/schemes.md §5.7.
   std::vector<int> reads;
   for (int mb = 0; mb < 5; ++mb) reads.push_back(s.reads(1, mb));
   EXPECT_EQ(reads, (std::vector<int>{1, 0, 2, 2, 1}));
@@ -116,8 +117,9 @@ TEST(Dgl, ReplayScheduleReadsWhatTheBufferGives) {
 }
 
 TEST(Dgl, TheBufferRanksLeastReadThenFreshestAndTheReferenceQuirk) {
-  // Q67's example: three slots, write pointer 1, nothing read. The freshest is slot 0 (the
-  // fourth output); the reference code ranks slot 1, the oldest, freshest.
+  // The reference code's ranking quirk (docs/schemes.md §3.20, §7), its example: three slots, write
+  // pointer 1, nothing read. The freshest is slot 0 (the fourth output); the reference code ranks
+  // slot 1, the oldest, freshest.
   const auto fill = [](dgl::Ranking r) {
     dgl::RingBuffer b(3, r, 0);
     for (int mb = 0; mb < 4; ++mb) b.push(mb);  // slots: 3, 1, 2; pointer at 1

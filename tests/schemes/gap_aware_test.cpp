@@ -1,6 +1,7 @@
-// Gap-Aware (core/weights/gap_aware.h) inside PipeDream's weight stashing, against oracles O13
-// (SGD with momentum) and O14 (Adam): one stage with delay 1, constant gradient 1. Adam with
-// L2 decay and AdamW against hand-computed float64 values of F34.
+// Gap-Aware (core/weights/gap_aware.h) inside PipeDream's weight stashing, against its oracles
+// in docs/schemes.md §5.7 (SGD with momentum; Adam): one stage with delay 1, constant gradient 1.
+// Adam with L2 decay and AdamW against hand-computed float64 values of Gap-Aware's Adam rule
+// (docs/schemes.md §3.15).
 #include <gtest/gtest.h>
 
 #include "tests/schemes/toy_pipeline.h"
@@ -53,7 +54,8 @@ testing::ToyConfig adam_constant_gradient(const std::string& optimizer) {
 }
 
 TEST(GapAware, AdamMatchesO14WithFtpipesRawNormaliser) {
-  // O14 (Q49's fidelity flag, C = sqrt(S) + eps): eta = 1e-3, betas (0.9, 0.999), eps 1e-8.
+  // The Adam oracle of docs/schemes.md §5.7 (the fidelity flag for FTPipe's uncorrected
+  // normaliser, §7: C = sqrt(S) + eps): eta = 1e-3, betas (0.9, 0.999), eps 1e-8.
   // Step 1: W_1 = 0.99900000001, S = 9.9999998e-10. Step 2: C = 3.16327763e-5, Gap = 0.001,
   // P = 32.6127798, g' = 0.0306628263, W_2 = 0.998307438836.
   const testing::ToyResult r =
@@ -67,7 +69,8 @@ TEST(GapAware, AdamMatchesO14WithFtpipesRawNormaliser) {
 }
 
 TEST(GapAware, AdamDefaultCorrectsTheBiasOfS) {
-  // Q49's decision, C = sqrt(S / (1 - beta2^t)) + eps, by hand (float64):
+  // pipelab's bias-corrected normaliser (docs/schemes.md §7, FTPipe's Adam Gap-Aware),
+  // C = sqrt(S / (1 - beta2^t)) + eps, by hand (float64):
   //   step 1: d_1 = m_hat / (sqrt(u_hat) + eps) = 1 / (1 + 1e-8), W_1 = 0.99900000001,
   //           S = (1 - 0.999) (1e-3 d_1)^2 = 9.9999998e-10;
   //   step 2 (t = 1): C = sqrt(S / 0.001) + 1e-8 = 1.00000999e-3, Gap = 0.00099999999,

@@ -1,8 +1,8 @@
-// The Nesterov asynchronous scheme (schemes/nesterov_async.cpp) as AsyncPP's code runs it:
-// adaptive momentum against oracle O7, one stage equal to single-device NAdam, and with AdamW
-// exactly PipeDream's weight stashing with the ring reset at every epoch (an
-// equivalence); clipping and the LR correction change the run. Variant paper (F26) against
-// oracle O6 on f(w) = w^2 / 2.
+// The Nesterov asynchronous scheme (schemes/nesterov_async.cpp) as AsyncPP's code runs it: adaptive
+// momentum against its D = 8 oracle (docs/schemes.md §5.7), one stage equal to single-device NAdam,
+// and with AdamW exactly PipeDream's weight stashing with the ring reset at every epoch (an
+// equivalence); clipping and the LR correction change the run. Variant paper (the delayed Nesterov
+// update, docs/schemes.md §3.14) against its oracle in §5.7 on f(w) = w^2 / 2.
 #include <gtest/gtest.h>
 
 #include "schemes/nesterov_async.h"
@@ -65,9 +65,9 @@ TEST(NesterovAsync, PaperVariantMatchesO6) {
   c.lr = 0.5;
   c.quadratic = true;
   const testing::ToyResult r = testing::run_toy("{type: nesterov_async, variant: paper, gamma: 0.9}", c);
-  // O6 (tau = 1): w_0..w_4 = 1, 0.95, 0.855, 0.72425, 0.5681. Step 3 by hand: d_2 = 0.9 (0.855 -
-  // 0.95) = -0.0855, the gradient at the look-ahead w_1 + d_1 = 0.905, w_3 = 0.855 - 0.0855 -
-  // 0.05 * 0.905 = 0.72425.
+  // The oracle (docs/schemes.md §5.7, tau = 1): w_0..w_4 = 1, 0.95, 0.855, 0.72425, 0.5681.
+  // Step 3 by hand: d_2 = 0.9 (0.855 - 0.95) = -0.0855, the gradient at the look-ahead
+  // w_1 + d_1 = 0.905, w_3 = 0.855 - 0.0855 - 0.05 * 0.905 = 0.72425.
   EXPECT_NEAR(r.weights[0], 0.5681, 1e-12);
   EXPECT_NEAR(r.weights[1], 0.5681, 1e-12);
   // tau = 0 (plain NAG): w = 1, 0.95, 0.85975, 0.73959875, 0.59988949375.

@@ -1,9 +1,10 @@
 // The next schedules (docs/schedules.md): torch's ScheduleInterleavedZeroBubble as
-// `zb_h1` with virtual_stages — the golden order O18 (checked there against torch 2.15), its
-// rounds rule for flexible micro-batch counts (PR 129597; Q60's refusal), well-formed orders
-// over (p, v, n), each device running n·v of each pass — and V-Half and V-Min: the golden
-// orders O17, F45's peak memory and spans, well-formed orders. All of them give the numbers of
-// `single` on the whole mini-batch (synchronous schedules, F7).
+// `zb_h1` with virtual_stages — the golden order of docs/schemes.md §5.7 (checked there against
+// torch 2.15), its rounds rule for flexible micro-batch counts (PR 129597; torch's refusal,
+// docs/schemes.md §7), well-formed orders over (p, v, n), each device running n·v of each
+// pass — and V-Half and V-Min: the golden orders of §5.7, the peak memory and spans of
+// docs/schedules.md "Built-in schedules", well-formed orders. All of them give the numbers of
+// `single` on the whole mini-batch (synchronous schedules, docs/schemes.md §3.1).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,7 +17,8 @@
 namespace pipelab::next_schedules_test {
 namespace {
 
-/// Device d's actions, written as O18 writes them (stage, kind, micro-batch), U left out.
+/// Device d's actions, written as the golden order of docs/schemes.md §5.7 writes them (stage,
+/// kind, micro-batch), U left out.
 std::string order(const Schedule& s, int d) {
   std::string out;
   for (const Action& a : s.device(d)) {
@@ -27,7 +29,8 @@ std::string order(const Schedule& s, int d) {
 }
 
 TEST(InterleavedZeroBubble, TheGoldenOrderOfTorch) {
-  // O18: P = 2, L = 2, n = 4 (R = 2 rounds of 2); torch's idle slots carry no meaning (Q59).
+  // The golden order (docs/schemes.md §5.7): P = 2, L = 2, n = 4 (R = 2 rounds of 2); torch's
+  // idle slots carry no meaning (docs/schemes.md §7).
   const Schedule s = schedules::interleaved_zero_bubble(2, 2, 4);
   EXPECT_EQ(order(s, 0),
             "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 2I3 2W3 0I2 0W2 0I3 0W3");
@@ -42,7 +45,7 @@ TEST(InterleavedZeroBubble, WellFormedForFlexibleMicroBatchCounts) {
       for (int n = 1; n <= 3 * p + 2; ++n) {
         const int rounds = std::max(1, n / p);
         if (n % rounds != 0) {
-          // Q60: torch refuses it (P = 4: n = 10 and 3 are accepted, 9 is refused).
+          // torch refuses it (docs/schemes.md §7; P = 4: n = 10 and 3 are accepted, 9 is refused).
           EXPECT_NE(testing::user_error([&] { schedules::interleaved_zero_bubble(p, v, n); }).find("Fix:"),
                     std::string::npos);
           continue;
@@ -65,7 +68,8 @@ TEST(InterleavedZeroBubble, WellFormedForFlexibleMicroBatchCounts) {
             std::string::npos);
 }
 
-/// O17's notation for a V device's order: F0a = forward of micro-batch 0 on chunk a (stage d),
+/// The notation of docs/schemes.md §5.7's V-Half and V-Min oracle for a V device's order:
+/// F0a = forward of micro-batch 0 on chunk a (stage d),
 /// B = the input gradient (pipelab's I).
 std::string v_order(const Schedule& s, int d) {
   const int p = s.devices();
@@ -80,7 +84,8 @@ std::string v_order(const Schedule& s, int d) {
 }
 
 TEST(VShapes, TheGoldenOrdersOfTheReferenceGenerator) {
-  // O17, p = 4, m = 4 (checked there against zbv_greedy.py).
+  // The V-Half and V-Min oracle of docs/schemes.md §5.7, p = 4, m = 4 (checked there against
+  // zbv_greedy.py).
   const Schedule half = schedules::v_half(4, 4);
   EXPECT_EQ(v_order(half, 0), "F0a F1a F2a F3a F0b B0b W0b F1b B1b W1b F2b B0a B2b W2b F3b W0a B1a B3b W3b W1a B2a W2a B3a W3a");
   EXPECT_EQ(v_order(half, 1), "F0a F1a F2a F3a F0b F1b B0b W0b F2b B1b W1b B0a W0a F3b B2b W2b B1a W1a B3b W3b B2a W2a B3a W3a");
@@ -94,8 +99,8 @@ TEST(VShapes, TheGoldenOrdersOfTheReferenceGenerator) {
 }
 
 TEST(VShapes, MemoryAndBubbleAsPublished) {
-  // F45: peak activations (p+2)//2 (V-Half) and (p+4)//3 (V-Min) full-stage micro-batches,
-  // a chunk being half a stage; the timeline counts chunk-micro-batches.
+  // docs/schedules.md "Built-in schedules": peak activations (p+2)//2 (V-Half) and (p+4)//3 (V-Min)
+  // full-stage micro-batches, a chunk being half a stage; the timeline counts chunk-micro-batches.
   for (int p = 2; p <= 8; ++p) {
     const int m = 2 * p;
     for (const bool half : {true, false}) {
@@ -105,7 +110,8 @@ TEST(VShapes, MemoryAndBubbleAsPublished) {
       EXPECT_EQ(peak, 2 * (half ? (p + 2) / 2 : (p + 4) / 3)) << (half ? "v_half" : "v_min") << " p=" << p;
     }
   }
-  // F45's spans (F = B = W = 1000, a message 1), derived there from the reference generator.
+  // The spans of docs/schedules.md "Built-in schedules" (F = B = W = 1000, a message 1), derived
+  // there from the reference generator.
   const auto span = [](const Schedule& s) {
     CostModel c = CostModel::split(s.stages(), 1000, 1000, 1000);
     c.transfer = 1;
@@ -137,8 +143,9 @@ TEST(VShapes, WellFormed) {
   }
 }
 
-/// O15's notation for a Chimera worker: F0d = forward of the down pipeline's micro-batch 0,
-/// B1u = backward of the up pipeline's micro-batch 1 (per-pipeline indices).
+/// The notation of Chimera's oracle (docs/schemes.md §5.7) for a Chimera worker: F0d = forward of
+/// the down pipeline's micro-batch 0, B1u = backward of the up pipeline's micro-batch 1
+/// (per-pipeline indices).
 std::string chimera_order(const Schedule& s, int d) {
   const int stages = s.stages() / 2, per_pipeline = s.micro_batches() / 2;
   std::string out;
@@ -152,14 +159,16 @@ std::string chimera_order(const Schedule& s, int d) {
 }
 
 TEST(Chimera, TheGoldenOrdersOfTheReferenceCode) {
-  // O15 (F39, D = 4, m = D: 2 micro-batches per pipeline).
+  // Chimera's oracle (docs/schemes.md §5.7; the orders of §3.18 at D = 4, m = D: 2 micro-batches
+  // per pipeline).
   const Schedule s = schedules::chimera(4, 2, false);
   EXPECT_EQ(chimera_order(s, 0), "F0d F1d F0u B0u F1u B1u B0d B1d");
   EXPECT_EQ(chimera_order(s, 1), "F0d F0u F1d F1u B0u B0d B1u B1d");
   EXPECT_EQ(chimera_order(s, 2), "F0u F0d F1u F1d B0d B0u B1d B1u");
   EXPECT_EQ(chimera_order(s, 3), "F0u F1u F0d B0d F1d B1d B0u B1u");
   EXPECT_EQ(chimera_order(schedules::chimera(6, 3, false), 1), "F0d F1d F0u F2d F1u B0u F2u B1u B0d B2u B1d B2d");
-  // O15b, m = 2D on worker 0: direct concatenation (F40) and forward doubling (F41).
+  // The oracle's m = 2D orders on worker 0 (docs/schemes.md §5.7): direct concatenation and
+  // forward doubling (§3.18).
   EXPECT_EQ(chimera_order(schedules::chimera(4, 4, false), 0), "F0d F1d F0u B0u F1u B1u B0d F2d B1d F3d F2u B2u F3u B3u B2d B3d");
   EXPECT_EQ(chimera_order(schedules::chimera(4, 4, true), 0), "F0d F1d F2d F3d F0u F1u B0u F2u F3u B1u B0d B2u B1d B3u B2d B3d");
   EXPECT_EQ(s.placement(), (std::vector<int>{0, 1, 2, 3, 3, 2, 1, 0}));
@@ -211,7 +220,8 @@ run:       {epochs: 2, batch_size: 12, seed: 5, threads: 1, dtype: float64}
 )";
 
 TEST(Chimera, TheReferenceCodesGradientScaleIsALargerStep) {
-  // Equivalence 3 (Q53): (m/2) x the mean gradient = the mean with lr x m/2, for plain SGD.
+  // Equivalence 3 (the reference code's gradient scale, docs/schemes.md §3.18 and §7): (m/2) x the
+  // mean gradient = the mean with lr x m/2, for plain SGD.
   const std::vector<std::string> plain{"optimizer={type: sgd, lr: 0.05}", "run.epochs=1", "run.batch_size=16"};
   std::vector<std::string> reference = plain, scaled = plain;
   reference.push_back("scheme={type: chimera, chunks: 8, gradient_scale: reference}");
@@ -224,9 +234,10 @@ TEST(Chimera, TheReferenceCodesGradientScaleIsALargerStep) {
 }
 
 TEST(Chimera, TheReferenceRuntimesReplicaInitDrawsTheUpPipelineApart) {
-  // Q54's fidelity flag: the up pipeline's copies start from other draws, so the all-reduced
-  // gradient mixes two models and the run leaves the default's path (which equals `single`:
-  // NextSchedules.EqualSingleOnTheWholeMiniBatch). The dropout masks are the same in both.
+  // The fidelity flag for Chimera's unbroadcast replicas (docs/schemes.md §7): the up pipeline's
+  // copies start from other draws, so the all-reduced gradient mixes two models and the run leaves
+  // the default's path (which equals `single`: NextSchedules.EqualSingleOnTheWholeMiniBatch). The
+  // dropout masks are the same in both.
   const std::vector<std::string> base{"optimizer={type: sgd, lr: 0.05}", "run.epochs=1", "run.batch_size=16"};
   std::vector<std::string> same = base, built = base;
   same.push_back("scheme={type: chimera, chunks: 8}");

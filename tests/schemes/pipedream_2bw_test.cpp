@@ -1,7 +1,8 @@
-// pipedream_2bw against docs/schemes.md §3.12 (F21, F22) and oracles O1 and O2 (§5.7):
-// golden schedules written by hand from the reference code, the weight version every F and B
-// reads, one-step-delayed updates equal to a hand-written single-device loop in float64 at
-// D = 1, 2 and 4, the flush: epoch restart, the LR of each update, and whole runs.
+// pipedream_2bw against docs/schemes.md §3.12 (the versions read, the one-step-delayed update)
+// and its oracles in §5.7 (version tags at D = 2, one scalar stage): golden schedules written
+// by hand from the reference code, the weight version every F and B reads, one-step-delayed
+// updates equal to a hand-written single-device loop in float64 at D = 1, 2 and 4, the flush:
+// epoch restart, the LR of each update, and whole runs.
 #include <gtest/gtest.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
@@ -198,7 +199,7 @@ void reference_loop(Pipe& p, int units, int m, bool delayed) {
   }
 }
 
-// F21-F22: every micro-batch of B_k reads W_{max(k-1,0)} on every stage, so at any
+// docs/schemes.md §3.12: every micro-batch of B_k reads W_{max(k-1,0)} on every stage, so at any
 // depth 2BW is the single-device loop that applies the previous step's gradient (at D = 1
 // too: it never equals plain training). 10 micro-batches, m = 3: the last mini-batch has one.
 TEST(Pipedream2bw, EqualsTheOneStepDelayedSingleDeviceLoop) {
@@ -306,8 +307,9 @@ void expect_distinct(const std::vector<double>& versions) {
   }
 }
 
-// O1: version tags for D = 2, m = 2 over iterations 0-2, as docs/schemes.md §5.7 states them
-// (iteration 3, the cool-down, follows F21). Read from the weights each action really saw.
+// Version tags for D = 2, m = 2 over iterations 0-2, as docs/schemes.md §5.7's oracle states them
+// (iteration 3, the cool-down, follows §3.12's versions). Read from the weights each action really
+// saw.
 TEST(Pipedream2bw, OracleO1VersionTagsAtTwoStages) {
   Traced t("{type: pipedream_2bw, micro_batches: 2}", {1.0, 0.5}, 2, 8);
   for (const auto& tr : t.tracers) expect_distinct(tr->versions());
@@ -323,9 +325,10 @@ TEST(Pipedream2bw, OracleO1VersionTagsAtTwoStages) {
             "F3.0@W2 B3.0@W2 F3.1@W2 B3.1@W2 |");
 }
 
-// F21 at 4 stages (derived; O1 is for D = 2 only): every forward and backward of
-// mini-batch k reads W_{max(k-1,0)} on every stage, with the warm-up clamped to m = 2.
-// The staleness metrics say the same: gaps of 1 from the second mini-batch on, 2 versions held.
+// §3.12's versions at 4 stages (derived; §5.7's version-tag oracle is for D = 2 only): every
+// forward and backward of mini-batch k reads W_{max(k-1,0)} on every stage, with the warm-up
+// clamped to m = 2. The staleness metrics say the same: gaps of 1 from the second mini-batch on,
+// 2 versions held.
 TEST(Pipedream2bw, EveryActionOfMiniBatchKReadsVersionKMinusOneAtFourStages) {
   const int m = 2, units = 10;
   Traced t("{type: pipedream_2bw, micro_batches: 2}", {1.0, 0.9, 1.1, 0.8}, m, units);
@@ -357,7 +360,8 @@ TEST(Pipedream2bw, EveryActionOfMiniBatchKReadsVersionKMinusOneAtFourStages) {
   }
 }
 
-/// One scalar stage, loss (w - y_i)^2 / 2 with y = (0, 1) per mini-batch of m = 2 (O2).
+/// One scalar stage, loss (w - y_i)^2 / 2 with y = (0, 1) per mini-batch of m = 2 (docs/schemes.md
+/// §5.7's one-scalar-stage oracle).
 std::vector<double> o2(const std::string& scheme_yaml, std::function<void(Pipe&, Tracer&)> train) {
   Pipe p = make_pipe(scheme_yaml, "{type: sgd, lr: 0.1}", scalars({1.0}));
   Tracer tracer(*p.policies[0], 2);
@@ -382,7 +386,8 @@ void expect_weights(const std::vector<double>& got, const std::vector<double>& w
   for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-12) << what << " W" << k;
 }
 
-// O2: W_k for k = 0..4. 2BW's second step already uses W_0's gradient (0.90, not Flush's 0.905).
+// The one-scalar-stage oracle (docs/schemes.md §5.7): W_k for k = 0..4. 2BW's second step
+// already uses W_0's gradient (0.90, not Flush's 0.905).
 TEST(Pipedream2bw, OracleO2OneScalarStage) {
   expect_weights(o2("{type: pipedream_2bw, micro_batches: 2}",
                     [](Pipe& p, Tracer&) {
@@ -390,7 +395,8 @@ TEST(Pipedream2bw, OracleO2OneScalarStage) {
                       run(p, 8, d);
                     }),
                  {1, 0.95, 0.90, 0.855, 0.815}, "2BW (F22)");
-  // Flush / GPipe (F23): one run per mini-batch of two micro-batches, each loss halved.
+  // Flush / GPipe (docs/schemes.md §3.11): one run per mini-batch of two micro-batches, each loss
+  // halved.
   expect_weights(o2("{type: pipedream_flush, chunks: 2}",
                     [](Pipe& p, Tracer&) {
                       for (int k = 0; k < 4; ++k) {

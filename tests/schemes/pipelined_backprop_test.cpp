@@ -1,5 +1,5 @@
 // Pipelined Backpropagation (schemes/pipelined_backprop.cpp; docs/schemes.md §3.19): the derived
-// oracle O19 for every combination of its UNVERIFIED options (f(w) = w^2 / 2 with each gradient
+// oracle of §5.7 for every combination of its UNVERIFIED options (f(w) = w^2 / 2 with each gradient
 // taken at the forward's weights, tau = 2), its equivalences (tau = 0 is SGD with momentum;
 // without momentum spike compensation changes nothing; one stage is `single`), and the
 // refusal of spike compensation without SGD momentum.
@@ -26,7 +26,8 @@ std::pair<double, double> after(const std::string& options, int updates) {
 }
 
 TEST(PipelinedBackprop, TheDerivedOracle) {
-  // O19: W_1 .. W_6 with tau = 2 (stage 0), and SGD with momentum (tau = 0: stage 1).
+  // The oracle (docs/schemes.md §5.7): W_1 .. W_6 with tau = 2 (stage 0), and SGD with momentum
+  // (tau = 0: stage 1).
   const std::vector<std::pair<std::string, std::vector<double>>> runs{
       {"", {0.9, 0.71, 0.439, 0.1051, -0.26641, -0.644669}},
       {", spike_compensation: momentum_power", {0.9, 0.629, 0.21949, -0.221969, -0.6358411, -0.96024878}},
@@ -43,7 +44,8 @@ TEST(PipelinedBackprop, TheDerivedOracle) {
       EXPECT_NEAR(fresh, sgdm[static_cast<size_t>(k - 1)], 1e-12) << options << " W_" << k;
     }
   }
-  // The weight-difference prediction is the velocity one without spike compensation (F49).
+  // The weight-difference prediction is the velocity one without spike compensation
+  // (docs/schemes.md §3.19).
   EXPECT_NEAR(after(", prediction: weight_difference", 6).first, -0.464069, 1e-12);
 }
 

@@ -1,6 +1,6 @@
-// PipeMare (schemes/pipemare.cpp): its LR rescheduling against oracle O3, its velocity
-// recurrence against O4, and its runs: one stage equals `single`, and with both techniques
-// off it is exactly vanilla asynchronous 1F1B.
+// PipeMare (schemes/pipemare.cpp): its LR rescheduling and its velocity recurrence against their
+// oracles in docs/schemes.md §5.7, and its runs: one stage equals `single`, and with both
+// techniques off it is exactly vanilla asynchronous 1F1B.
 #include <gtest/gtest.h>
 
 #include "schemes/pipemare.h"
@@ -23,7 +23,8 @@ TEST(Pipemare, LrReschedulingMatchesO3) {
     EXPECT_DOUBLE_EQ(lr(1, k), 0.1);
     EXPECT_DOUBLE_EQ(lr(0, k), 0.1);
   }
-  // O7's F24 at D = 8, r = 0 (tau 7), K = 7000.
+  // The LR rescheduling (docs/schemes.md §3.13) at D = 8, r = 0 (tau 7), K = 7000, as §5.7's
+  // oracle for nesterov_async's options gives it.
   EXPECT_NEAR(pipemare::lr_factor(7, 1, 7000), 0.142897, 1e-6);
   EXPECT_NEAR(pipemare::lr_factor(7, 3500, 7000), 0.377964, 1e-6);
   EXPECT_DOUBLE_EQ(pipemare::lr_factor(7, 7000, 7000), 1.0);

@@ -17,14 +17,16 @@ struct ToyConfig {
   /// Blocks y = x + w and the loss mean(out): every weight's gradient is 1 at every step.
   bool constant_gradient = false;
   /// Blocks y = x + w^2 / 2 and the loss mean(out): every weight's gradient is the weight
-  /// itself, i.e. each weight descends f(w) = w^2 / 2 on its own (oracle O6).
+  /// itself, i.e. each weight descends f(w) = w^2 / 2 on its own (the delayed-Nesterov
+  /// oracle of docs/schemes.md §5.7).
   bool quadratic = false;
   /// As `quadratic`, but each gradient is the weight the forward read, whatever the backward
-  /// reads: the delayed-gradient model g_j = grad f(W_(j - tau)) of docs/schemes.md O19.
+  /// reads: the delayed-gradient model g_j = grad f(W_(j - tau)) of docs/schemes.md §5.7's
+  /// pipelined-backprop oracle.
   bool quadratic_at_forward = false;
   /// Every stage but the last computes h = a_r x only and has the auxiliary head z = b_r h
   /// with the loss (z - t)^2 / 2: the scalar modules of decoupled greedy learning's oracle
-  /// (docs/schemes.md O22). The last stage is unchanged: its b is the classifier.
+  /// (docs/schemes.md §5.7). The last stage is unchanged: its b is the classifier.
   bool greedy_heads = false;
   /// The optimizer section (default: SGD with the fields above).
   std::string optimizer;

@@ -80,7 +80,7 @@ std::vector<double> time_updates(std::vector<Block>& blocks, const OptimizerFact
 
 /// Gbit/s of ring bytes an all-reduce of two members' gradients (those the timed backwards
 /// left) runs at in this host's memory, as the threaded executor's replicas do it
-/// (core/exec/collective.cpp, core/exec/gradient_finish.cpp): one member's copy, the
+/// (core/comm/collective.cpp, core/comm/gradient_finish.cpp): one member's copy, the
 /// other's added and the mean taken, then copied into each member's gradient. A two-member
 /// ring sends each member's whole gradient, so its ring bytes are the gradients' bytes.
 double time_reduce(const std::vector<Block>& blocks, int repeats) {
