@@ -4,13 +4,13 @@
 /// detached; the last stage's auxiliary net is the model's classifier, so it trains on the
 /// true loss. Nothing crosses a boundary backwards.
 ///
-/// Synchronous (F55, `buffer: 0`, the default): the reference code's loop (eugenium/DGL,
+/// Synchronous (§3.20, `buffer: 0`, the default): the reference code's loop (eugenium/DGL,
 /// learning_curves/cifar_dgl.py) — for each mini-batch, module by module, forward, own step,
 /// pass the detached output on (computed with the pre-step weights). Every pipelined timing
 /// gives its numbers. The same rule as interlocking backprop's local mode (tests/schemes/
 /// dgl_test.cpp holds them equal).
 ///
-/// Asynchronous with replay (F56, `buffer: M`): schemes/dgl_replay.h — a seeded driver picks
+/// Asynchronous with replay (§3.20, `buffer: M`): schemes/dgl_replay.h — a seeded driver picks
 /// modules, each training on an entry of a ring buffer of the previous module's outputs, so
 /// an output may be read several times or never (Schedule::reads).
 #include "core/schedule/lower.h"
@@ -82,6 +82,8 @@ class Dgl : public Configured<Scheme, DglOptions> {
   /// One step per mini-batch and stage over an epoch: stage k runs mini-batch t + 1 while
   /// stage k + 1 trains on t.
   Span span() const override { return Span::Epoch; }
+  /// Each stage learns from its own auxiliary loss: not end-to-end backpropagation.
+  Numerics numerics() const override { return Numerics::Other; }
   Schedule schedule(int stages, int units) const override {
     if (options_.replay.buffer > 0) {
       return dgl::replay_schedule(options_.replay, stages, dgl::pick_sequence(options_.replay, stages, units));

@@ -4,31 +4,32 @@
 /// ATC 2021, code saareliad/FTPipe; Gap-Aware: S. Barkai, I. Hakimi, A. Schuster, "Gap-Aware
 /// Mitigation of Gradient Staleness", ICLR 2020). docs/schemes.md §3.15, §3.16.
 ///
-/// 1F1B with a flush per epoch (§2.1). F32: micro-batch j of stage r has the expected staleness
-/// d = min(j, w_r); the last stage (d = 0) never predicts, stashes or applies Gap-Aware.
-/// - predictor (F35-F38, schemes/ftpipe.h): the forward of j reads W_hat, the weights after d
-///   more steps with zero gradients: `msnag` (SGD without decay F35, Adam F37, AdamW F38) or
-///   `aggmsnag` (SGD with decay F36; Adam/AdamW with the gradient accumulated so far on the
+/// 1F1B with a flush per epoch (§2.1). Micro-batch j of stage r has the expected staleness
+/// d = min(j, w_r) (§3.15); the last stage (d = 0) never predicts, stashes or applies Gap-Aware.
+/// - predictor (FTPipe's predictors, §3.16; schemes/ftpipe.h): the forward of j reads W_hat, the
+///   weights after d more steps with zero gradients: `msnag` (SGD without decay, Adam, AdamW) or
+///   `aggmsnag` (SGD with decay; Adam/AdamW with the gradient accumulated so far on the
 ///   first step). Plain msnag with SGD decay is an error, as in FTPipe. Each step uses the LR of
 ///   the next update, or with `sched_aware` (FTPipe's option, on in its language-model
-///   configurations) the LR schedule's own for each simulated update. No prediction before the stage's first update (Q9).
-///   `nag_with_predictor` (F36, SGD): a forward with d = 0 looks one NAG step ahead.
+///   configurations) the LR schedule's own for each simulated update. No prediction before the
+///   stage's first update (§7).
+///   `nag_with_predictor` (SGD, §3.16): a forward with d = 0 looks one NAG step ahead.
 ///   `nesterov_last_partition`: the last stage drops the predictor and trains with Nesterov SGD.
 /// - stash: the forward's weights (W_hat when predicting) are kept for the backward of j
 ///   (PipeDream's weight stashing); `gap_aware_just_loss` keeps them for the Gap only and the
 ///   backward reads the real weights.
-/// - gap_aware (F33 SGD, F34 Adam/AdamW, core/weights/gap_aware.h): before the update of j, its
+/// - gap_aware (SGD, Adam, AdamW; §3.15, core/weights/gap_aware.h): before the update of j, its
 ///   gradient is divided by P = 1 + |W_stash - W| / C (lr |g| without a stash, SGD only), on
 ///   the stages of FTPipe's policy.
 /// - recompute (FTPipe's default): the backward of j recomputes its forward on the weights it
 ///   reads (real: W_{N_e+j}; stashed); off, it uses the forward's activations with the
-///   weights read at backward time (F3).
+///   weights read at backward time (the mixed-version backward, §1).
 /// Quirks (docs/schemes.md §7), the intended behaviour by default, the code's behind a flag:
-/// - Q48 `stash_aliases_live`: with a predictor, FTPipe's stash holds the live parameters, so
+/// - `stash_aliases_live`: with a predictor, FTPipe's stash holds the live parameters, so
 ///   the backward reads the real weights and every Gap is 0 (msnag + stash = msnag).
-/// - Q49 `gap_aware_raw_normaliser`: Adam's C = sqrt(S) + eps without bias correction.
-/// - Q50 (AdamW Gap-Aware on the stash path raises in FTPipe): implemented.
-/// - Q51 `prediction_writes_grad`: Adam's aggmsnag with L2 decay adds lambda W into the
+/// - `gap_aware_raw_normaliser`: Adam's C = sqrt(S) + eps without bias correction.
+/// - AdamW Gap-Aware on the stash path, which raises in FTPipe: implemented.
+/// - `prediction_writes_grad`: Adam's aggmsnag with L2 decay adds lambda W into the
 ///   parameters' accumulated gradient at every predicting forward.
 #include "schemes/ftpipe.h"
 
@@ -187,7 +188,8 @@ class FtpipePolicy : public StagePolicy {
         warmup_(warmup(stage.index(), stage.count())),
         last_(stage.is_last()),
         predicts_(o.predictor != Predictor::None && !(last_ && o.nesterov_last_partition)),
-        // Q48's aliased stash is no stash at all for the backward.
+        // FTPipe's aliased stash (`stash_aliases_live`, docs/schemes.md §7) is no stash at all for
+        // the backward.
         stashes_(o.stash && !last_ && !(o.stash_aliases_live && predicts_)),
         gap_aware_(gap_aware_at(o.gap_aware, stage.index(), stage.count())),
         ga_(o.gap_aware_raw_normaliser) {
@@ -221,7 +223,7 @@ class FtpipePolicy : public StagePolicy {
     const int64_t live = stage.optimizer().steps();
     const int64_t d = ftpipe::expected_staleness(mb, warmup_);
     staleness_[mb] = d;
-    // No prediction before the first update: the optimizer has no state yet (Q9).
+    // No prediction before the first update: the optimizer has no state yet (docs/schemes.md §7).
     const int64_t ahead = !predicts_ || live == 0 ? 0 : d > 0 ? d : o_.nag_with_predictor ? 1 : 0;
     target_[mb] = live + ahead;
     record_.forward(mb, live + ahead);
@@ -257,7 +259,8 @@ class FtpipePolicy : public StagePolicy {
 
   void update(Stage& stage) override {
     if (gap_aware_) {
-      // Q48's aliased stash measures the live weights against themselves: Gap 0, P = 1.
+      // The aliased stash (`stash_aliases_live`) measures the live weights against themselves:
+      // Gap 0, P = 1.
       if (o_.stash_aliases_live && predicts_) gap_from_ = copy_weights(stage);
       ga_.before_step(stage, gap_staleness_, gap_from_.empty() ? nullptr : &gap_from_);
       record_.add(stage, "gap_aware_penalty", ga_.mean_penalty());
@@ -275,7 +278,8 @@ class FtpipePolicy : public StagePolicy {
   }
 
  private:
-  /// The weights `steps` updates ahead (F35-F38), or one NAG step ahead when `nag`.
+  /// The weights `steps` updates ahead (FTPipe's predictors, docs/schemes.md §3.16), or one NAG
+  /// step ahead when `nag`.
   Weights predict(Stage& stage, int64_t steps, bool nag) {
     at::NoGradGuard no_grad;
     Optimizer& optimizer = stage.optimizer();
@@ -313,7 +317,8 @@ class FtpipePolicy : public StagePolicy {
       }
       const at::Tensor phi = aggregate ? params[i].grad() : at::Tensor();
       out.push_back(ftpipe::predict_adam(w, m->second, u->second, phi, optimizer.steps(), adam, lrs));
-      // Q51: FTPipe's loop adds lambda W into p.grad (a zero tensor after torch 1.x's zero_grad).
+      // `prediction_writes_grad` (docs/schemes.md §7): FTPipe's loop adds lambda W into p.grad (a
+      // zero tensor after torch 1.x's zero_grad).
       if (o_.prediction_writes_grad && !adam.decoupled && adam.weight_decay != 0) {
         const at::Tensor g = params[i].grad();
         params[i].mutable_grad() = (g.defined() ? g : at::zeros_like(w)) + w * adam.weight_decay;
@@ -328,7 +333,7 @@ class FtpipePolicy : public StagePolicy {
   bool last_, predicts_, stashes_, gap_aware_;
   GapAware ga_;
   std::map<int, Weights> stash_;      ///< in-flight micro-batches: the weights their backward reads
-  std::map<int, int64_t> staleness_;  ///< F32's d per in-flight micro-batch
+  std::map<int, int64_t> staleness_;  ///< the expected staleness d per in-flight micro-batch
   std::map<int, int64_t> target_;     ///< the version each forward's weights stand for
   Weights gap_from_;                  ///< the stash of the micro-batch about to be applied
   int64_t gap_staleness_ = 0;

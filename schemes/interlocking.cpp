@@ -1,10 +1,9 @@
-/// `interlocking`: interlocking backpropagation (Gomez et al. 2022; docs/schemes.md
-/// §2.4, §3.9, F17, Q37-Q39). The model is cut into K components; every component but the
-/// last has an auxiliary head a_k (its parameters are in the component's optimizer). Each
-/// step, component k runs F, then (modes with heads) H: its own head loss L_k =
-/// CE(a_k(h_k), y), which trains a_k and yields dL_k/dx_k to send back before anything is
-/// awaited; then B, the part that needs the next component; then U. No staleness: every
-/// action of step t sees theta_k^t.
+/// `interlocking`: interlocking backpropagation (Gomez et al. 2022; docs/schemes.md §2.4, §3.9 with
+/// its gradient routes; quirks in §7). The model is cut into K components; every component but the
+/// last has an auxiliary head a_k (its parameters are in the component's optimizer). Each step,
+/// component k runs F, then (modes with heads) H: its own head loss L_k = CE(a_k(h_k), y), which
+/// trains a_k and yields dL_k/dx_k to send back before anything is awaited; then B, the part that
+/// needs the next component; then U. No staleness: every action of step t sees theta_k^t.
 ///
 /// mode (what trains the main net theta_k, k <= K-2; the last component always uses the
 /// true loss L_{K-1}; what travels from k+1 to k):
@@ -12,12 +11,12 @@
 ///   local         theta_k <- L_k through a_k                                 nothing
 ///   pairwise      theta_k <- L_{k+1} only (the released code's rule)         dL_{k+1}/dh_k
 ///   pairwise_sum  theta_k <- L_k + L_{k+1}   (in the repository's skipped     dL_{k+1}/dh_k
-///   pairwise_mean theta_k <- (L_k + L_{k+1}) / 2   tests only; unverified, Q38)
+///   pairwise_mean theta_k <- (L_k + L_{k+1}) / 2   tests only; unverified, §7)
 ///   nwise         theta_k <- L_{min(k+d, K-1)} only (distance d; "3-wise" is  up to d gradients,
 ///                 d = 2); nwise with d = 1 is pairwise                       dL_{k+1..k+d}/dh_k
 /// Heads: `heads` in the grammar of interlocking_heads.h (auto = the interlocking example's
 /// conv128_bn_conv64_bn_gbpl_fc for images, fc for vectors). The auxiliary loss is
-/// cross-entropy, as in the reference code (Q39).
+/// cross-entropy, as in the reference code (§7).
 #include <torch/csrc/autograd/autograd.h>
 
 #include "core/schedule/generators.h"
@@ -129,7 +128,7 @@ class InterlockingRoute : public GradientRoute {
     const size_t relay = stage.is_first() ? 0 : std::min<size_t>(static_cast<size_t>(o_.d() - 1), losses.size());
     const auto grads = torch::autograd::grad({f.output}, theta, {losses.back()}, /*retain_graph=*/relay > 0, false, true);
     accumulate(theta, grads, scale());
-    // Relay dL_{k+1..k+d-1}/dx_k so that the previous component gets its d losses (Q37:
+    // Relay dL_{k+1..k+d-1}/dx_k so that the previous component gets its d losses (docs/schemes.md §7:
     // each is one more vector-Jacobian product through f_k).
     Message out;
     for (size_t i = 0; i < relay; ++i) {
@@ -153,6 +152,8 @@ class Interlocking : public Configured<Scheme, InterlockingOptions> {
   /// One step per mini-batch and component: F, H (modes with heads), B, U, over an epoch,
   /// so components overlap across steps where the routes allow it.
   Span span() const override { return Span::Epoch; }
+  /// Stages learn from auxiliary heads' local losses: not end-to-end backpropagation.
+  Numerics numerics() const override { return Numerics::Other; }
   /// What goes back is the mode's gradient route, written into the schedule as its SEND and
   /// RECV actions: stage r's B of t takes stage r+1's messages in the order listed.
   Schedule schedule(int stages, int units) const override {

@@ -2,19 +2,19 @@
 /// "Pipelined Backpropagation at Scale: Training Large Models without Batches",
 /// arXiv:2003.11666; docs/schemes.md §3.19) — fine-grained asynchronous pipelining: one update
 /// per mini-batch (the paper's batch of one sample: `run.batch_size: 1`), no flush inside an
-/// epoch, stale gradients (F47). Only the paper's abstract was readable and no code was found,
-/// so every rule beyond vanilla asynchronous training is UNVERIFIED (Q61) and an explicit
+/// epoch, stale gradients (§3.19). Only the paper's abstract was readable and no code was found,
+/// so every rule beyond vanilla asynchronous training is UNVERIFIED (§7) and an explicit
 /// option with no silent default:
-/// - `timing: tick` (F47's per-tick model: every stage runs one forward and one backward per
+/// - `timing: tick` (§3.19's per-tick model: every stage runs one forward and one backward per
 ///   tick, so stage r's forward of j reads W_(j-2(D-1-r)): 1F1B with 2 w_r warm-up forwards)
 ///   or `one_f_one_b` (§2.1's delays D-1-r);
-/// - `spike_compensation: momentum_power` (F48): with SGD momentum mu and a gradient delayed
+/// - `spike_compensation: momentum_power` (§3.19): with SGD momentum mu and a gradient delayed
 ///   by D updates, W <- W - lr (mu^D v + (1 - mu^D)/(1 - mu) g): the D momentum terms the
 ///   delayed gradient missed land at once, its tail scaled by mu^D;
-/// - `prediction: velocity` (F49: the forward of j runs on W - lr D v, D = its delay) or
-///   `weight_difference` (W + D (W - W_prev)); the backward reads the live weights (F3), the
-///   update goes to the real ones.
-/// Without them it is `async` with the tick's delays. Tested against the derived oracle O19 (docs/schemes.md §5.7).
+/// - `prediction: velocity` (§3.19: the forward of j runs on W - lr D v, D = its delay) or
+///   `weight_difference` (W + D (W - W_prev)); the backward reads the live weights (the
+///   mixed-version backward, §1), the update goes to the real ones.
+/// Without them it is `async` with the tick's delays. Tested against its derived oracle (docs/schemes.md §5.7).
 #include <cmath>
 
 #include "core/scheme/one_f_one_b.h"
@@ -92,7 +92,8 @@ class PipelinedBackpropPolicy : public StagePolicy {
     const int j = updates_++;
     stage.step();
     if (o_.spike == PipelinedBackpropOptions::Spike::Off) return;
-    // F48 on top of SGD's own W -= lr v: the rest, lr ((a - 1) v + b G).
+    // Spike compensation (docs/schemes.md §3.19) on top of SGD's own W -= lr v: the rest,
+    // lr ((a - 1) v + b G).
     const double mu = stage.optimizer().sgd_settings()->momentum;
     const int d = std::min(j, delay_);
     const double a = std::pow(mu, d), b = mu == 1 ? d : (1 - a) / (1 - mu);
@@ -119,6 +120,9 @@ class PipelinedBackpropPolicy : public StagePolicy {
 class PipelinedBackprop : public OneFOneBScheme<PipelinedBackpropOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
+  /// Updates per example without batches, by UNVERIFIED delays (the paper's code was not
+  /// read): another training regime, not a faster way to train the same batch.
+  Numerics numerics() const override { return Numerics::Other; }
   Schedule schedule(int stages, int units) const override { return pipelined(stages, units, tick()); }
   std::vector<int> max_in_flight(int stages) const override {
     std::vector<int> bound;

@@ -1,4 +1,4 @@
-#include "core/exec/collective.h"
+#include "core/comm/collective.h"
 
 #include <ATen/ATen.h>
 

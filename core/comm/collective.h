@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/device/streams.h"
-#include "core/exec/gradient_finish.h"
+#include "core/comm/gradient_finish.h"
 
 namespace pipelab {
 

@@ -1,4 +1,4 @@
-#include "core/exec/gradient_finish.h"
+#include "core/comm/gradient_finish.h"
 
 #include <ATen/ATen.h>
 

@@ -1,6 +1,6 @@
 #pragma once
 /// What the ALLREDUCE before an update does to the gradients of the stages it gathers
-/// (docs/schemes.md F57 and F58), in the order of Megatron-LM's
+/// (docs/schemes.md §1: clipping across stages, tied weights), in the order of Megatron-LM's
 /// `finalize_model_grads` (after the last backward, before the optimizer step):
 ///
 /// 1. the replicas of each pipeline stage sum their gradients, in replica order (data
@@ -41,12 +41,14 @@ struct GradientPlan {
   /// stages run; replicas of whole pipelines sum shares whose losses are already scaled).
   bool average = false;
   std::vector<Tie> ties;
-  /// False: the copies keep their own gradients (PipeDream-2BW's reference code, Q45).
+  /// False: the copies keep their own gradients (PipeDream-2BW's reference code: its skipped
+  /// tied-weight all-reduce, docs/schemes.md §7).
   bool sum_ties = true;
   double clip_max_norm = 0;  ///< 0: no clip
   double clip_norm_type = 2;  ///< p; infinity: the largest magnitude
   bool clip_per_stage = false;
-  bool clip_per_tensor = false;  ///< each tensor by its own norm (BertAdam's; Chimera's Q55)
+  /// Each tensor by its own norm (BertAdam's, as Chimera's code clips: docs/schemes.md §7).
+  bool clip_per_tensor = false;
 
   /// A plan of `replicas` replicas of one stage, summing only.
   static GradientPlan replicas_of(int stage, int replicas);

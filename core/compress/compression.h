@@ -24,7 +24,7 @@
 
 #include "core/compress/codec.h"
 #include "core/config/config_node.h"
-#include "core/exec/message.h"
+#include "core/comm/message.h"
 #include "core/schedule/schedule.h"
 
 namespace pipelab {

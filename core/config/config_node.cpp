@@ -4,8 +4,10 @@
 
 #include <map>
 
+#include "core/config/key_paths.h"
 #include "core/config/presets.h"
 #include "core/config/yaml_file.h"
+#include "core/util/names.h"
 
 namespace pipelab {
 
@@ -146,29 +148,27 @@ void set_key_path(YAML::Node& root, const std::string& path, const YAML::Node& v
                                   "write the experiment as `section: {{key: value}}` lines.",
                                   file, root.IsSequence() ? "a list" : "a single value"));
   }
+  const std::vector<std::string> keys = split_key_path(path);
+  if (keys.empty()) {
+    throw ConfigError(fmt::format("{}: empty key in '{}'. Fix: write key paths like run.epochs.", text, path));
+  }
   YAML::Node cursor = root;
-  size_t start = 0;
-  for (;;) {
-    const size_t dot = path.find('.', start);
-    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (key.empty()) {
-      throw ConfigError(fmt::format("{}: empty key in '{}'. Fix: write key paths like run.epochs.", text, path));
-    }
+  for (size_t i = 0; i < keys.size(); ++i) {
     if (!cursor.IsMap()) {
+      const std::vector<std::string> above(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(i));
       throw ConfigError(fmt::format("{}: '{}' is not a section, so '{}' cannot be set inside it. Fix: check the key path.",
-                                    text, path.substr(0, start ? start - 1 : 0), key));
+                                    text, join(above, "."), keys[i]));
     }
-    if (dot == std::string::npos) {
-      cursor[key] = value;
+    if (i + 1 == keys.size()) {
+      cursor[keys[i]] = value;
       break;
     }
-    YAML::Node next = cursor[key];
+    YAML::Node next = cursor[keys[i]];
     if (!next.IsDefined() || next.IsNull()) {
-      cursor[key] = YAML::Node(YAML::NodeType::Map);
-      next = cursor[key];
+      cursor[keys[i]] = YAML::Node(YAML::NodeType::Map);
+      next = cursor[keys[i]];
     }
     cursor.reset(next);
-    start = dot + 1;
   }
 }
 

@@ -1,4 +1,4 @@
-#include "core/util/plugins.h"
+#include "core/config/plugins.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>

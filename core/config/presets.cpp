@@ -6,23 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "core/config/key_paths.h"
 #include "core/util/names.h"
 
 namespace pipelab {
 namespace {
 
-/// The node at the dotted `path` of `root`, or an undefined node.
-YAML::Node find_key_path(const YAML::Node& root, const std::string& path) {
-  YAML::Node cursor = YAML::Clone(root);
-  size_t start = 0;
-  for (;;) {
-    if (!cursor.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    const size_t dot = path.find('.', start);
-    const YAML::Node next = cursor[path.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
-    if (!next.IsDefined() || dot == std::string::npos) return next;
-    cursor.reset(next);
-    start = dot + 1;
-  }
+/// A copy of the node at the dotted `path` of `root` (later edits of the tree must not reach
+/// it), or an undefined node.
+YAML::Node copy_at(const YAML::Node& root, const std::string& path) {
+  const YAML::Node n = find_path(root, path);
+  return n.IsDefined() ? YAML::Clone(n) : n;
 }
 
 /// Checks `presets:` and its entries: a mapping of names to mappings of key paths.
@@ -81,7 +75,7 @@ void apply_preset(YAML::Node& root, ConfigSource& source) {
       const std::string& user = users[i];
       if (!user.empty()) {
         // The user's value, as it stands, is what a sweep's cells keep.
-        source.add_preset_setting({path, find_key_path(root, path), user});
+        source.add_preset_setting({path, copy_at(root, path), user});
         continue;
       }
       // The preset's value, then the user's --set values under it again: the user's keys
@@ -93,7 +87,7 @@ void apply_preset(YAML::Node& root, ConfigSource& source) {
         set_key_path(root, s.path, YAML::Clone(s.value), s.text, source.file());
         source.add_override(s.path, s.text);
       }
-      source.add_preset_setting({path, find_key_path(root, path), where});
+      source.add_preset_setting({path, copy_at(root, path), where});
     }
   }
   root.remove("preset");

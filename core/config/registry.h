@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/config/fields.h"
-#include "core/util/plugins.h"
+#include "core/config/plugins.h"
 
 namespace pipelab {
 

@@ -15,7 +15,7 @@
 #include <set>
 
 #include "core/dist/process_group.h"
-#include "core/exec/collective.h"
+#include "core/comm/collective.h"
 
 namespace pipelab::dist {
 

@@ -26,7 +26,7 @@
 #include "core/dist/device_channel.h"
 #include "core/dist/process_group.h"
 #include "core/dist/shm_link.h"
-#include "core/exec/message.h"
+#include "core/comm/message.h"
 
 namespace pipelab::dist {
 

@@ -10,8 +10,8 @@
 #include "core/device/streams.h"
 
 #include "core/config/registry.h"
-#include "core/exec/collective.h"
-#include "core/exec/message.h"
+#include "core/comm/collective.h"
+#include "core/comm/message.h"
 #include "core/exec/observer.h"
 #include "core/exec/world.h"
 #include "core/nn/sequence_segment.h"

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "core/device/streams.h"
-#include "core/exec/message.h"
+#include "core/comm/message.h"
 #include "core/schedule/schedule.h"
 
 namespace pipelab {

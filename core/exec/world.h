@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/exec/collective.h"
+#include "core/comm/collective.h"
 
 namespace pipelab {
 

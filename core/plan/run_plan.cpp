@@ -1,4 +1,4 @@
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
 
 #include <fmt/format.h>
 
@@ -8,8 +8,6 @@
 #include "core/config/config_node.h"
 #include "core/schedule/lower.h"
 #include "core/scheme/scheme_parts.h"
-#include "core/train/experiment.h"
-#include "core/train/feeds.h"
 #include "core/util/error.h"
 
 namespace pipelab {
@@ -106,7 +104,7 @@ std::vector<bool> recompute_of(const PlanRequest& r, int positions) {
 SequenceSplit sequence_split_of(const PlanRequest& r) {
   SequenceSplit split = r.scheme->sequence_split();
   if (!split.active()) return split;
-  // Only the feed of a flush per mini-batch cuts them (RunPlan::feed).
+  // Only the feed of a flush per mini-batch cuts them (plan_feed, core/train/run_feeds.h).
   PIPELAB_ASSERT(r.scheme->span() == Span::MiniBatch, "scheme {} cuts sequences but is not flushed per mini-batch",
                  r.scheme->type());
   const auto fail = [&](const char* key, const std::string& what, const std::string& fix) {
@@ -181,21 +179,6 @@ RunPlan RunPlan::whole_pipelines(const Scheme& scheme, int stages, int replicas,
   return plan;
 }
 
-PlanRequest plan_request(const Experiment& e, int stages) {
-  PlanRequest r;
-  r.scheme = e.scheme.get();
-  r.stages = stages > 0 ? stages : e.partition.stages;
-  r.replicas = e.partition.replicas;
-  r.gradients = e.gradients;
-  r.tied_weights = e.model->ties_weights();
-  r.several_processes = !e.executor->world().process_name().empty();
-  r.compression = e.compression;
-  r.recompute = e.partition.recompute;
-  r.segment_token_work = e.model->segment_token_work();
-  r.source = e.source;
-  return r;
-}
-
 int RunPlan::codec_positions() const {
   return layout_.replicated() ? static_cast<int>(layout_.counts().size()) : stages_;
 }
@@ -225,6 +208,28 @@ int RunPlan::devices() const {
 ValidateOptions RunPlan::rules() const {
   return layout_.uniform() ? replicated_rules(*scheme_, stages_, replicas_, sync_)
                            : replicated_stages_rules(*scheme_, layout_.counts());
+}
+
+bool RunPlan::flushed() const { return scheme_->span() == Span::MiniBatch; }
+
+StepShape RunPlan::step(int64_t batch_size, int micro_batches) const {
+  StepShape s;
+  s.flushed = flushed();
+  const int own = std::max(1, scheme_->micro_batches());
+  s.micro_batches = micro_batches > 0 ? micro_batches : own;
+  s.micro_batches_per_update = s.flushed ? s.micro_batches : own;
+  s.segments = split_.active() ? split_.segments : 1;
+  // A flushed step cuts its mini-batch into micro-batches; a pipeline that runs on takes a
+  // loader batch per unit (2BW's and XPipe's micro-batches), unless a what-if cuts it too.
+  const int cut = s.flushed || micro_batches > 0 ? s.micro_batches : 1;
+  s.examples_per_micro_batch = static_cast<double>(batch_size) / cut / replicas_;
+  // A pipeline that runs on fills before it reaches its steady state: its deepest path is
+  // its stage count, or the devices one pipeline spans (PipeDream's replicated stages deal
+  // mini-batches round robin over more devices than stages).
+  const int depth = std::max(stages_, devices() / std::max(1, replicas_));
+  const int per = s.micro_batches_per_update;
+  s.replay_micro_batches = s.flushed ? s.micro_batches : (std::max(4 * depth, s.micro_batches) + per - 1) / per * per;
+  return s;
 }
 
 std::vector<int> RunPlan::units_for_batch(int64_t n) const {
@@ -292,16 +297,6 @@ int64_t RunPlan::mini_batches_per_run(int64_t pass_mini_batches) const {
 }
 
 bool RunPlan::stops_at_steps() const { return scheme_->span() != Span::Run; }
-
-std::unique_ptr<RunFeed> RunPlan::feed(DataLoader& loader, at::ScalarType dtype, const RunFeed::Window& window,
-                                       RunFeed::Done done, bool one_process) const {
-  if (scheme_->span() == Span::MiniBatch) {
-    return std::make_unique<ChunkedRunFeed>(loader, dtype, window, replicas_, scheme_->micro_batches(),
-                                            std::move(done), split_);
-  }
-  return std::make_unique<LoaderRunFeed>(loader, dtype, window, copies() > 1 ? replicas_ : 0, std::move(done),
-                                         one_process);
-}
 
 std::vector<int> RunPlan::replica_view(int r) const {
   std::vector<int> ids;

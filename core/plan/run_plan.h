@@ -1,9 +1,10 @@
 #pragma once
 /// The run plan: what a run of a scheme is, compiled once from the scheme, the topology
-/// (stages, copies of the whole pipeline or PipeDream's replicated stages, their devices) and
-/// the gradient sync (replicas' sums, a global clip, tied weights). `pipelab run` trains by
-/// it, and `pipelab schedule` and `pipelab simulate` print and replay its schedules, so what
-/// they show is what runs. The refusals a topology meets (a scheme that cannot take replicas,
+/// (stages, copies of the whole pipeline or PipeDream's replicated stages, their devices),
+/// the gradient sync (replicas' sums, a global clip, tied weights) and what one step is
+/// (StepShape). A value with no data in it: core/train feeds a run by it. `pipelab run`
+/// trains by it, and `schedule`, `simulate` and `plan` print and replay its schedules, so
+/// what they show is what runs. The refusals a topology meets (a scheme that cannot take replicas,
 /// replicated stages with a clip, a codec on a boundary no message crosses) are here too,
 /// with one message for every command.
 #include <memory>
@@ -15,13 +16,12 @@
 #include "core/model/partition.h"
 #include "core/optim/gradient_options.h"
 #include "core/schedule/stage_layout.h"
+#include "core/plan/step_shape.h"
 #include "core/scheme/replicas.h"
-#include "core/train/run_feeds.h"
 
 namespace pipelab {
 
 class ConfigSource;
-struct Experiment;
 
 /// What a plan is compiled from: plain values a command reads from its file and flags.
 struct PlanRequest {
@@ -46,11 +46,6 @@ struct PlanRequest {
   /// Where the file's keys are (errors at partition.replicas name the file and line).
   std::shared_ptr<const ConfigSource> source;
 };
-
-/// What `e`'s run would compile its plan from, before its balance: for the tools that show
-/// the run without building it (`pipelab schedule`, `simulate`). `stages` replaces
-/// partition.stages when non-zero (a tool's what-if).
-PlanRequest plan_request(const Experiment& e, int stages = 0);
 
 class RunPlan {
  public:
@@ -87,6 +82,15 @@ class RunPlan {
   std::function<int(int)> codec_position() const;
   /// What the training schedules are validated against.
   ValidateOptions rules() const;
+  /// One optimizer step on loader batches of `batch_size` examples: a flushed step splits its
+  /// mini-batch into `micro_batches` per replica (0: the scheme's own count, GPipe's chunks);
+  /// a pipeline that runs on takes one loader batch per unit and updates after the scheme's
+  /// own count of them (1 for PipeDream, `micro_batches` for 2BW and XPipe), unless a what-if
+  /// (`simulate --microbatches`) cuts each batch into `micro_batches` units. What `run`
+  /// trains and `simulate` and `plan` replay (core/plan/step_shape.h).
+  StepShape step(int64_t batch_size, int micro_batches = 0) const;
+  /// Whether the pipeline drains at every mini-batch (StepShape::flushed).
+  bool flushed() const;
   /// Micro-batches each replica runs for a mini-batch of `n` examples (a replica's share of
   /// it, split into the scheme's micro-batches).
   std::vector<int> units_for_batch(int64_t n) const;
@@ -123,11 +127,6 @@ class RunPlan {
   /// Whether a run can stop at a step count (run.max_steps): not when one pipeline spans
   /// every epoch.
   bool stops_at_steps() const;
-  /// The feed of one schedule run over mini-batches [first, first + count) of a pass that
-  /// starts at epoch `first_epoch` (mini-batch g is batch g % per_epoch of epoch
-  /// first_epoch + g / per_epoch), split as the plan splits them (core/train/feeds.h).
-  std::unique_ptr<RunFeed> feed(DataLoader& loader, at::ScalarType dtype, const RunFeed::Window& window,
-                                RunFeed::Done done, bool one_process) const;
   /// Replica r's copy of every pipeline stage, as stage ids (a replicated stage with fewer
   /// copies gives its last). Replica 0's is the model that evaluation and checkpoints read.
   std::vector<int> replica_view(int r) const;

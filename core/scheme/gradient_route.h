@@ -6,7 +6,7 @@
 /// routes run on the latest weights.
 #include <vector>
 
-#include "core/exec/message.h"
+#include "core/comm/message.h"
 #include "core/scheme/stage_metric.h"
 #include "core/stage/stage.h"
 

@@ -38,6 +38,8 @@ class OneFOneBScheme : public Configured<Scheme, O> {
   Span span() const override {
     return this->options_.flush.flush == FlushOption::Flush::Epoch ? Span::Epoch : Span::Run;
   }
+  /// Each mini-batch's gradient meets weights that later mini-batches' updates have moved.
+  Numerics numerics() const override { return Numerics::Asynchronous; }
   Schedule schedule(int stages, int units) const override { return schedules::one_f_one_b(stages, units); }
   /// At most D - r mini-batches in flight at stage r (§2.1).
   std::vector<int> max_in_flight(int stages) const override {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/config/registry.h"
-#include "core/exec/message.h"
+#include "core/comm/message.h"
 #include "core/scheme/gradient_route.h"
 #include "core/scheme/scheme_parts.h"
 #include "core/scheme/sequence_split.h"
@@ -58,6 +58,20 @@ enum class Span {
   Run,        ///< every mini-batch of every epoch in one pipeline (never flushed)
 };
 
+/// What a scheme's step computes, compared with `single` on the same mini-batch: what lets
+/// `pipelab plan` rank two schemes by time alone (tools/plan/planner.cpp).
+enum class Numerics {
+  /// One update per mini-batch from its gradient at one weight version: `single`'s numbers,
+  /// whatever the schedule (GPipe, 1F1B with a flush, zero-bubble, V shapes). Planned.
+  Synchronous,
+  /// The same update from stale or predicted weights (PipeDream's stashing, 2BW, SpecTrain):
+  /// planned with `plan --async`, under its staleness bound.
+  Asynchronous,
+  /// Another algorithm: local losses (Interlocking, DGL), updates per example without
+  /// batches (Pipelined Backpropagation): never ranked in place of another scheme.
+  Other,
+};
+
 /// What a stage of a scheme keeps in memory besides its live weights and one in-flight
 /// micro-batch's activations, for memory estimates (`pipelab simulate`, tools/simulate).
 struct StageMemory {
@@ -90,6 +104,8 @@ class Scheme : public Component {
   /// adds nothing: end-to-end backprop.
   virtual std::shared_ptr<const StageAddOns> add_ons() const { return no_add_ons(); }
   virtual Span span() const { return Span::MiniBatch; }
+  /// What its step computes (Numerics); the default, what a flushed pipeline computes.
+  virtual Numerics numerics() const { return Numerics::Synchronous; }
   /// Micro-batches per mini-batch (GPipe's chunks); 1 for schemes without micro-batching.
   virtual int micro_batches() const { return 1; }
   /// How the scheme cuts each micro-batch's sequences into schedule units (Seq1F1B,

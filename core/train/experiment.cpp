@@ -6,7 +6,7 @@
 #include "core/scheme/placed_scheme.h"
 #include "core/train/input_paths.h"
 #include "core/train/optimizer_section.h"
-#include "core/util/plugins.h"
+#include "core/config/plugins.h"
 
 namespace pipelab {
 namespace {
@@ -89,6 +89,7 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   Experiment e;
   e.name = name;
   e.source = source;
+  e.tree = root;
   static const std::vector<std::string> kSections{"model", "dataset", "partition", "scheme", "optimizer", "lr_schedule",
                                                   "run", "init", "compression", "pipelab", "plugins"};
   for (const std::string& key : top.keys()) {

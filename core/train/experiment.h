@@ -177,6 +177,9 @@ struct Experiment {
   DataLimits limits;  ///< dataset.limit, dataset.test_limit
   InitOptions init;
   CompressionSection compression;  ///< compresses nothing unless the file has the section
+  /// The file as read (its overrides and preset applied): what plan_request reads, as
+  /// `pipelab schedule` reads a file it does not build (core/train/plan_request.h).
+  YAML::Node tree;
 
   /// Reads an experiment file with `--set` overrides. Throws ConfigError.
   static Experiment load(const std::string& path, const std::vector<std::string>& overrides = {});

@@ -7,19 +7,9 @@
 
 #include "core/data/loader.h"
 #include "core/exec/executor.h"
+#include "core/plan/step_shape.h"  // chunk_sizes, replica_chunk_sizes
 
 namespace pipelab {
-
-/// Sizes of the micro-batches of a mini-batch of `n` examples split `chunks` ways, with
-/// torchgpipe's chunk semantics: ceil(n / chunks) each, the last one smaller, so there can
-/// be fewer than `chunks` of them (n = 6, chunks = 4 -> 2, 2, 2).
-std::vector<int64_t> chunk_sizes(int64_t n, int chunks);
-
-/// Per replica of the pipeline (`partition.replicas`), the micro-batch sizes of its share
-/// of a mini-batch of `n` examples: n split `replicas` ways, then each share `chunks` ways,
-/// both with chunk semantics (DDP's per-replica batch, then GPipe's chunks). A replica
-/// without a share (n < replicas) gets none.
-std::vector<std::vector<int64_t>> replica_chunk_sizes(int64_t n, int replicas, int chunks);
 
 /// Loss, hits and examples accumulated over micro-batches (plain numbers: reading them
 /// costs one .item() each, as in any training loop that logs its loss).
@@ -32,9 +22,9 @@ struct LossTotals {
   void add(const LossTotals& t);
 };
 
-/// One mini-batch split into micro-batches. Micro-batch i's mean loss is scaled by n_i / N,
-/// so the gradients accumulated over micro-batches are exactly those of the mean loss over
-/// the whole mini-batch (docs/schemes.md F8), and the reported losses add up to it.
+/// One mini-batch split into micro-batches. Micro-batch i's mean loss is scaled by n_i / N, so the
+/// gradients accumulated over micro-batches are exactly those of the mean loss over the whole
+/// mini-batch (loss averaging, docs/schemes.md §3.3), and the reported losses add up to it.
 class ChunkFeed : public Feed {
  public:
   ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype);

@@ -2,6 +2,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
@@ -27,6 +28,7 @@
 #include "core/train/runner.h"
 #include "core/train/shadow_sync.h"
 #include "core/train/state_dict.h"
+#include "core/train/plan_request.h"
 
 namespace pipelab {
 
@@ -222,8 +224,10 @@ std::vector<int> RunBuilder::settle_balance(std::vector<Block>& blocks, c10::Dev
   // Measured balances run the blocks over one micro-batch of real training examples.
   const auto costs = [&](Balance::Kind kind) {
     if (kind == Balance::Kind::Params) return block_params(blocks);
-    const int m = e_.scheme->micro_batches();
-    at::Tensor x = p_->sample_inputs(std::max<int64_t>(1, (e_.run.batch_size + m - 1) / m));
+    // One unit of the step, all replicas' shares together (a flushed mini-batch's micro-batch).
+    const StepShape step = p_->plan.step(e_.run.batch_size);
+    const double examples = std::ceil(step.examples_per_micro_batch * p_->plan.replicas() - 1e-9);
+    at::Tensor x = p_->sample_inputs(std::max<int64_t>(1, static_cast<int64_t>(examples)));
     if (x.is_floating_point()) x = x.to(at::kFloat);  // the blocks are float32 until the stages are made
     try {
       if (kind == Balance::Kind::Time) return block_seconds(blocks, x, device);

@@ -1,4 +1,4 @@
-/// What the stages' gradients go through before each update (core/exec/gradient_finish.h):
+/// What the stages' gradients go through before each update (core/comm/gradient_finish.h):
 /// the replicas' sum, tied weights and the gradient-norm clip of the optimizer section,
 /// wired as one collective per group of stages that the ALLREDUCE before each U joins.
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include "core/scheme/replicas.h"
 #include "core/train/run_builder.h"
 #include "core/train/stage_costs.h"
+#include "core/train/plan_request.h"
 
 namespace pipelab {
 

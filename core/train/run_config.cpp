@@ -6,7 +6,7 @@
 #include "core/train/run_config.h"
 #include "core/train/run_parts.h"
 #include "core/util/names.h"
-#include "core/util/plugins.h"
+#include "core/config/plugins.h"
 #include "core/util/provenance.h"
 
 namespace pipelab {

@@ -38,4 +38,15 @@ LoaderRunFeed::LoaderRunFeed(DataLoader& loader, at::ScalarType dtype, const Win
   }
 }
 
+std::unique_ptr<RunFeed> plan_feed(const RunPlan& plan, DataLoader& loader, at::ScalarType dtype,
+                                   const RunFeed::Window& window, RunFeed::Done done, bool one_process) {
+  const StepShape step = plan.step(/*batch_size=*/1);  // how the step splits, not its examples
+  if (step.flushed) {
+    return std::make_unique<ChunkedRunFeed>(loader, dtype, window, plan.replicas(), step.micro_batches,
+                                            std::move(done), plan.sequence_split());
+  }
+  return std::make_unique<LoaderRunFeed>(loader, dtype, window, plan.copies() > 1 ? plan.replicas() : 0,
+                                         std::move(done), one_process);
+}
+
 }  // namespace pipelab

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/plan/run_plan.h"
 #include "core/train/feeds.h"
 #include "core/train/segment_feed.h"
 
@@ -59,5 +60,13 @@ class LoaderRunFeed final : public RunFeed {
   LoaderFeed mini_batches_;
   std::unique_ptr<ReplicaFeed> shares_;
 };
+
+/// The feed of one schedule run of `plan` over mini-batches [first, first + count) of a pass
+/// that starts at epoch `first_epoch` (mini-batch g is batch g % per_epoch of epoch
+/// first_epoch + g / per_epoch), split as the plan's step splits them: a flushed step's
+/// micro-batches per replica (and their sequence segments), else each mini-batch whole, a
+/// share per replica.
+std::unique_ptr<RunFeed> plan_feed(const RunPlan& plan, DataLoader& loader, at::ScalarType dtype,
+                                   const RunFeed::Window& window, RunFeed::Done done, bool one_process);
 
 }  // namespace pipelab

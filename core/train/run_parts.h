@@ -10,9 +10,9 @@
 
 #include "core/compress/compression.h"
 #include "core/data/loader.h"
-#include "core/exec/gradient_finish.h"
+#include "core/comm/gradient_finish.h"
 #include "core/model/model.h"
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
 
 namespace pipelab {
 

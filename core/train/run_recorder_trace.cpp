@@ -51,13 +51,14 @@ StageCostInputs RunRecorder::stage_cost_inputs(std::vector<int64_t> optimizer_by
   in.executor = e_.executor->type();
   in.scheme = e_.scheme->type();
   in.dtype = parts_.dtype == at::kDouble ? "float64" : "float32";
-  in.micro_batches = e_.scheme->micro_batches();
-  // Each replica of the pipeline takes its share of the mini-batch before cutting it into
-  // micro-batches (core/train/feeds.cpp): the examples the stages' figures are for, which
-  // `pipelab simulate --costs` scales from (it once read a replica's costs as the whole
-  // batch's and replayed a replicated run at half its measured figures).
-  in.micro_batch_size =
-      static_cast<double>(e_.run.batch_size) / std::max(in.micro_batches, 1) / std::max(parts_.plan.replicas(), 1);
+  // The step the run trained (RunPlan::step): each replica of the pipeline takes its share of
+  // the mini-batch before cutting it into micro-batches (core/train/feeds.cpp), the examples
+  // the stages' figures are for, which `pipelab simulate --costs` scales from (it once read a
+  // replica's costs as the whole batch's and replayed a replicated run at half its measured
+  // figures); a pipeline that runs on takes a loader batch's share per unit.
+  const StepShape step = parts_.plan.step(e_.run.batch_size);
+  in.micro_batches = step.micro_batches;
+  in.micro_batch_size = step.examples_per_micro_batch;
   in.segments = parts_.plan.sequence_split().segments;
   const std::vector<int64_t>& shape = parts_.data.spec.input_shape;
   if (parts_.data.spec.integer_input && shape.size() == 1) in.sequence_length = shape[0];

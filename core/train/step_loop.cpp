@@ -7,6 +7,7 @@
 #include "core/schedule/generators.h"
 #include "core/train/classification_metrics.h"
 #include "core/train/feeds.h"
+#include "core/train/run_feeds.h"
 #include "core/train/run_parts.h"
 #include "core/train/shadow_sync.h"
 #include "core/util/clock.h"
@@ -108,7 +109,8 @@ void StepLoop::run_schedules(int first, int64_t steps, int64_t per_epoch, Progre
   const bool one_process = executor.world().process_name().empty();
   for (int64_t g = 0; g < steps && !diverged; g += per_run) {
     const RunFeed::Window window{first, per_epoch, g, std::min(per_run, steps - g)};
-    const std::unique_ptr<RunFeed> feed = parts_.plan.feed(*parts_.train, parts_.dtype, window, finished, one_process);
+    const std::unique_ptr<RunFeed> feed =
+        plan_feed(parts_.plan, *parts_.train, parts_.dtype, window, finished, one_process);
     ShadowFeed shadowed(feed->feed(), parts_.shadow.get());
     const auto run_start = std::chrono::steady_clock::now();
     executor.run(training_schedule(parts_.plan.run_units(e_.run.batch_size, window.count)), parts_.slots, shadowed,

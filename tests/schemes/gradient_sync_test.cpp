@@ -1,5 +1,5 @@
-/// Cross-stage collectives (docs/schemes.md F57, F58): the global gradient-norm clip (F57)
-/// and tied weights across stages (F58), against the hand-computed oracle O23 and against
+/// Cross-stage collectives (docs/schemes.md §1): the global gradient-norm clip and tied
+/// weights across stages, against the hand-computed clip-and-tie oracle of §1 and against
 /// `single` on the whole model.
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
@@ -9,7 +9,7 @@
 
 #include "core/config/registry.h"
 #include "core/dist/process_group.h"
-#include "core/exec/gradient_finish.h"
+#include "core/comm/gradient_finish.h"
 #include "core/io/pt_file.h"
 #include "core/model/model.h"
 #include "core/train/runner.h"
@@ -31,7 +31,8 @@ GradientPlan two_stages() {
 }
 
 TEST(FinishGradients, GlobalClipIsTorchsClipOverTheWholeModel) {
-  // O23: stage 0's gradient (3, 0), stage 1's (4); T = 5, c = 1 / (5 + 1e-6).
+  // The clip-and-tie oracle (docs/schemes.md §1): stage 0's gradient (3, 0), stage 1's (4); T = 5,
+  // c = 1 / (5 + 1e-6).
   const auto out = finish_gradients({{vec({3, 0})}, {vec({4})}}, two_stages());
   const double c = 1 / (5 + 1e-6);
   EXPECT_NEAR(c, 0.19999996, 1e-8);
@@ -44,7 +45,8 @@ TEST(FinishGradients, GlobalClipIsTorchsClipOverTheWholeModel) {
   EXPECT_NEAR(at0(each[0][0], 0) / 3, 0.333333222, 1e-9);
   EXPECT_NEAR(at0(each[1][0], 0) / 4, 0.2499999375, 1e-10);
   GradientPlan per_tensor = two_stages();
-  per_tensor.clip_per_tensor = true;  // Q55: stage 0's two tensors (3, 0) and (4) each by its own
+  // Chimera's per-tensor clip (docs/schemes.md §7): stage 0's two tensors (3, 0) and (4) each by its own
+  per_tensor.clip_per_tensor = true;
   const auto tensors = finish_gradients({{vec({3, 0}), vec({4})}, {vec({0.5})}}, per_tensor);
   EXPECT_DOUBLE_EQ(at0(tensors[0][0], 0), 3 / (3 + 1e-6));
   EXPECT_DOUBLE_EQ(at0(tensors[0][1], 0), 4 / (4 + 1e-6));
@@ -58,7 +60,8 @@ TEST(FinishGradients, GlobalClipIsTorchsClipOverTheWholeModel) {
 }
 
 TEST(FinishGradients, TiedCopiesSumAndCountOnceInTheNorm) {
-  // O23's split: first copy dE = (1.5, 0) with dw = 0.375 on stage 0, last copy (-0.5, -1).
+  // The oracle's split (docs/schemes.md §1): first copy dE = (1.5, 0) with dw = 0.375 on stage 0,
+  // last copy (-0.5, -1).
   GradientPlan plan = two_stages();
   plan.ties = {{0, 0, 1, 0}};
   plan.clip_max_norm = 0;
@@ -73,7 +76,7 @@ TEST(FinishGradients, TiedCopiesSumAndCountOnceInTheNorm) {
   EXPECT_NEAR(at0(clipped[0][0], 0), 0.68348565902, 1e-10);
   EXPECT_NEAR(at0(clipped[1][0], 1), -0.68348565902, 1e-10);
   EXPECT_NEAR(at0(clipped[0][1], 0), 0.375 * 0.68348565902, 1e-10);
-  plan.sum_ties = false;  // PipeDream-2BW's code (Q45): each copy keeps its own gradient
+  plan.sum_ties = false;  // PipeDream-2BW's code (docs/schemes.md §7): each copy keeps its own gradient
   plan.clip_max_norm = 0;
   const auto separate = finish_gradients(grads, plan);
   EXPECT_DOUBLE_EQ(at0(separate[0][0], 0), 1.5);
@@ -89,9 +92,10 @@ TEST(FinishGradients, ReplicasSumBeforeTheClip) {
   EXPECT_DOUBLE_EQ(at0(out[0][0], 1), 4 / (5 + 1e-6));
 }
 
-// O23 as a model: stage 0 ("embed") looks up E[0] of the embedding E = (0.5, -1) and
-// multiplies by w = 2; stage 1 ("project") is z = E u with its copy of E; the loss is
-// 1/2 |z - (1, 0)|^2 (the target is fixed: every example is token 0 with target (1, 0)).
+// The clip-and-tie oracle of docs/schemes.md §1 as a model: stage 0 ("embed") looks up E[0] of the
+// embedding E = (0.5, -1) and multiplies by w = 2; stage 1 ("project") is z = E u with its copy of
+// E; the loss is 1/2 |z - (1, 0)|^2 (the target is fixed: every example is token 0 with target
+// (1, 0)).
 struct EmbedImpl : torch::nn::Module {
   EmbedImpl() {
     E = register_parameter("E", at::tensor({0.5, -1.0}, at::kDouble).view({2, 1}));
@@ -166,14 +170,16 @@ void expect_weights(const TensorDict& w, std::vector<double> first, std::vector<
 }
 
 TEST(TiedWeights, AcrossStagesTheCopiesStepAsOneParameter) {
-  // O23 with SGD eta = 0.1: both copies (0.4, -0.9); w = 2 - 0.1 x 0.375.
+  // The oracle (docs/schemes.md §1) with SGD eta = 0.1: both copies (0.4, -0.9);
+  // w = 2 - 0.1 x 0.375.
   for (const std::vector<std::string> o : std::vector<std::vector<std::string>>{
            {}, {"scheme={type: single}"}, {"run.executor={type: threaded, intra_op_threads: 1}"},
            {"partition.replicas=2"}}) {
     SCOPED_TRACE(o.empty() ? "gpipe" : o.front());
     expect_weights(testing::train(kTied, o), {0.4, -0.9}, {0.4, -0.9}, 2 - 0.1 * 0.375);
   }
-  // PipeDream-2BW's code (Q45): the copies step apart.
+  // PipeDream-2BW's code (its skipped tied-weight all-reduce, docs/schemes.md §7): the copies step
+  // apart.
   expect_weights(testing::train(kTied, {"optimizer.tied_gradients=separate"}), {0.35, -1.0}, {0.55, -0.9},
                  2 - 0.1 * 0.375);
 }
@@ -202,14 +208,15 @@ TensorDict train_on_two_ranks(const std::string& yaml, const std::vector<std::st
 
 TEST(TiedWeights, AcrossTwoProcessesTheCopiesStepAsOneParameter) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
-  // O23 as above, the two copies on two ranks: their gradients meet in a c10d subgroup.
+  // The oracle as above, the two copies on two ranks: their gradients meet in a c10d subgroup.
   expect_weights(train_on_two_ranks(kTied, {}), {0.4, -0.9}, {0.4, -0.9}, 2 - 0.1 * 0.375);
   expect_weights(train_on_two_ranks(kTied, {"optimizer.clip_grad_norm=1"}), {0.431651434098, -0.931651434098},
                  {0.431651434098, -0.931651434098}, 1.974369287787);
 }
 
 TEST(TiedWeights, TheClipCountsTheTieOnce) {
-  // O23: c = 0.68348565902, E = (0.431651434098, -0.931651434098), w = 1.974369287787.
+  // The oracle (docs/schemes.md §1): c = 0.68348565902, E = (0.431651434098, -0.931651434098),
+  // w = 1.974369287787.
   for (const std::string scheme : {"{type: gpipe, chunks: 2}", "{type: single}"}) {
     expect_weights(testing::train(kTied, {"scheme=" + scheme, "optimizer.clip_grad_norm=1"}),
                    {0.431651434098, -0.931651434098}, {0.431651434098, -0.931651434098}, 1.974369287787);

@@ -1,6 +1,6 @@
 // What is planned is what runs, for every registered scheme (the registry decides the cases):
 // the lowered schedule the run plan gives for a file (what `pipelab schedule FILE --lowered`
-// prints and `pipelab simulate` replays, core/train/run_plan.h) is, action for action on every
+// prints and `pipelab simulate` replays, core/plan/run_plan.h) is, action for action on every
 // device, what the run executes (metrics/actions.csv with run.trace: true) — alone, with
 // copies of the pipeline, with a global clip, with compressed boundaries and with tied
 // weights. Where the plan refuses a combination, the run refuses it with the same message.
@@ -11,7 +11,8 @@
 #include "core/config/config_node.h"
 #include "core/schedule/action_kinds.h"
 #include "core/scheme/replicas.h"
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
+#include "core/train/plan_request.h"
 #include "core/util/error.h"
 #include "tests/support/action_lists.h"
 #include "tests/support/helpers.h"

@@ -1,5 +1,5 @@
 // Weight predictors against docs/schemes.md §5.3 (one-step values derived from the
-// formulas F10, F11, F14, F14p, F15) and the swap mechanism they rely on.
+// predictor formulas of SpecTrain, §3.6, and PipeOptim, §3.8) and the swap mechanism they rely on.
 #include <gtest/gtest.h>
 
 #include <torch/nn/module.h>
@@ -82,14 +82,14 @@ TEST(Prediction, AdamTableF15AndTheHardCodedEpsilon) {
 
 TEST(Prediction, NothingBeforeTheFirstGradientAndSwapsRestore) {
   auto stage = one_weight_stage("{type: sgd, lr: 0.1, momentum: 0.9}");
-  EXPECT_EQ(predicted(*stage, 3, {}), 1.0);  // Q9
+  EXPECT_EQ(predicted(*stage, 3, {}), 1.0);  // no update yet, so no prediction (docs/schemes.md §1)
   WeightSwap swap(*stage);
   swap.swap_in({at::full({1}, 7.0, at::kDouble)});
   EXPECT_EQ(stage->parameters()[0].item<double>(), 7.0);
   const int64_t version = stage->parameters()[0]._version();
   swap.restore();
   EXPECT_EQ(stage->parameters()[0].item<double>(), 1.0);
-  EXPECT_EQ(stage->parameters()[0]._version(), version);  // no autograd version bump (F3)
+  EXPECT_EQ(stage->parameters()[0]._version(), version);  // no autograd version bump (docs/schemes.md §1)
 }
 
 }  // namespace

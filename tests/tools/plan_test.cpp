@@ -2,7 +2,7 @@
 // candidate, one device and data parallelism are candidates, the schedule-aware cut beats
 // the FLOPs cut where memory traffic matters, constraints name what failed and by how much,
 // the emitted file runs, and with unit costs the figures the planner ranks by are the papers'
-// closed forms (reference docs §9.2 F45; the zero-bubble paper's bubble of ZB-H1).
+// closed forms (docs/schedules.md "Built-in schedules"; the zero-bubble paper's bubble of ZB-H1).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +12,8 @@
 #include "core/config/registry.h"
 #include "core/io/pt_file.h"
 #include "core/model/block_costs.h"
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
+#include "core/train/plan_request.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 #include "tools/cli/cost_source.h"
@@ -275,7 +276,7 @@ sim::SimResult unit_replay(const std::string& type, int stages, int m, double re
 // The closed forms with unit costs: 1F1B's and GPipe's bubble (p-1)/(m+p-1); ZB-H1's idle
 // time per device (p-1)(F+I-W) (the zero-bubble paper), a third of 1F1B's; 1F1B's peak of p
 // micro-batches' activations on its first device, V-Half's (p+2)//2 and V-Min's (p+4)//3
-// (reference docs §9.2 F45, in full-stage activations: a V's chunk holds half).
+// (docs/schedules.md "Built-in schedules", in full-stage activations: a V's chunk holds half).
 TEST(Plan, UnitCostFiguresAreThePapersClosedForms) {
   for (int p : {4, 8, 16}) {
     for (int m : {p, 2 * p, 4 * p}) {

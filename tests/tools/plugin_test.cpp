@@ -50,6 +50,13 @@ TEST(Plugin, TheExampleBuildsOutOfTreeLoadsAndPassesTheChecks) {
                                                      dir.file("example/experiment.yaml"), dir.file("run")));
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(testing::read_text(dir.file("run/config.yaml")).find("libmicro_naive.so"), std::string::npos);
+  // The planner asks the registry what each scheme is (Scheme::numerics): the plugin's
+  // synchronous scheme is planned by default, as a built-in one is.
+  std::tie(code, out) = testing::pipelab(fmt::format("plan '{}' --devices 2 --device-flops 1 --allow-idle --top 1000 "
+                                                     "--explain --json '{}'",
+                                                     dir.file("example/experiment.yaml"), dir.file("ranked.json")));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(testing::read_text(dir.file("ranked.json")).find("type: micro_naive"), std::string::npos) << out;
   // Without it the scheme is unknown; a file that is no library is named.
   std::tie(code, out) = testing::pipelab("list scheme micro_naive");
   EXPECT_EQ(code, 2) << out;

@@ -1,4 +1,4 @@
-// One run plan for every command (core/train/run_plan.h): what `pipelab schedule FILE
+// One run plan for every command (core/plan/run_plan.h): what `pipelab schedule FILE
 // --lowered` prints is what `pipelab run FILE` executes (metrics/actions.csv with
 // run.trace: true records its compute actions and collectives, in order, per device), with
 // replicas, replicated stages, a global clip and tied weights; and the schedule `simulate`
@@ -11,7 +11,8 @@
 #include "core/config/yaml_file.h"
 #include "core/io/pt_file.h"
 #include "core/train/experiment.h"
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
+#include "core/train/plan_request.h"
 #include "tests/support/action_lists.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"

@@ -349,7 +349,7 @@ TEST(Simulate, Command) {
   std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --costs " + dir.file("c.yaml") +
                                        " --stages 3");
   EXPECT_EQ(code, 2);
-  EXPECT_NE(out.find("are for 2 stages"), std::string::npos) << out;
+  EXPECT_NE(out.find("have 2 stage entries"), std::string::npos) << out;
 }
 
 }  // namespace

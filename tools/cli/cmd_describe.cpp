@@ -5,7 +5,8 @@
 
 #include "core/model/block_costs.h"
 #include "core/train/experiment.h"
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
+#include "core/train/plan_request.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"

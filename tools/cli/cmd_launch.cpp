@@ -16,7 +16,8 @@
 
 #include "core/dist/process_group.h"
 #include "core/train/experiment.h"
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
+#include "core/train/plan_request.h"
 #include "tools/cli/options.h"
 #include "tools/cli/stop_signals.h"
 #include "tools/sweep/subprocess.h"

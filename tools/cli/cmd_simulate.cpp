@@ -13,7 +13,8 @@
 #include "core/io/atomic_file.h"
 #include "core/model/block_costs.h"
 #include "core/scheme/placed_scheme.h"
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
+#include "core/train/plan_request.h"
 #include "tools/cli/cost_source.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
@@ -134,200 +135,248 @@ void print_memory_check(const sim::SimCosts& f, const sim::SimResult& r) {
   print_gpu_check(f, r);
 }
 
-}  // namespace
-
-int simulate(const Args& args) {
-  po::options_description options("options");
+/// The command's flags, as given.
+struct SimulateFlags {
   std::string file, schemes_text, svg, trace, markdown, executor = "devices";
   std::vector<std::string> sets, slow;
   std::string preset = kNoPreset;
   int stages = 0, micro = 0;
   CostFlags cost;
-  sim::DeviceSpec& device = cost.device;
-  options.add_options()("file", po::value(&file)->required(), "experiment YAML file (model, partition, scheme, batch)")(
-      "set", po::value(&sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
-      "preset", po::value(&preset), kPresetHelp)(
-      "schemes", po::value(&schemes_text),
+};
+
+/// Parses the flags; false when --help was asked (and printed).
+bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
+  po::options_description options("options");
+  options.add_options()("file", po::value(&f.file)->required(), "experiment YAML file (model, partition, scheme, batch)")(
+      "set", po::value(&f.sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
+      "preset", po::value(&f.preset), kPresetHelp)(
+      "schemes", po::value(&f.schemes_text),
       "schemes to compare, comma-separated, each NAME[:key=value...] (e.g. gpipe,zb_h1,"
       "interleaved_1f1b:virtual_stages=2:stages=16, single:microbatches=1; stages= and microbatches= set the stage "
       "and micro-batch counts for that scheme); default: the file's")(
-      "stages", po::value(&stages), "model stages D (default: the file's partition.stages)")(
-      "microbatches", po::value(&micro),
+      "stages", po::value(&f.stages), "model stages D (default: the file's partition.stages)")(
+      "microbatches", po::value(&f.micro),
       "micro-batches M per mini-batch (default: the measured run's, else the file's scheme's, else each scheme's "
       "own); a scheme that is not "
       "flushed per mini-batch runs units of the same size, its step being M of them once the pipeline is full")(
       "no-overlap", "a send occupies its device until the message arrives (default: compute and links overlap)")(
-      "executor", po::value(&executor),
+      "executor", po::value(&f.executor),
       "devices (default: one worker per device, what D devices would do) or sequential (one thread runs every "
       "action in order, as the sequential executor: to check a sequential run's own costs against it)")(
-      "slow-device", po::value(&slow)->composing(), "DEVICE:FACTOR: that device computes FACTOR times slower (repeatable)")(
-      "svg", po::value(&svg), "write the timeline and memory per device as SVG (one file per scheme: out-NAME.svg)")(
-      "trace", po::value(&trace), "write a Chrome trace (Perfetto, chrome://tracing) per scheme")(
-      "markdown", po::value(&markdown), "also write the comparison table to this file");
-  add_cost_options(options, cost);
+      "slow-device", po::value(&f.slow)->composing(), "DEVICE:FACTOR: that device computes FACTOR times slower (repeatable)")(
+      "svg", po::value(&f.svg), "write the timeline and memory per device as SVG (one file per scheme: out-NAME.svg)")(
+      "trace", po::value(&f.trace), "write a Chrome trace (Perfetto, chrome://tracing) per scheme")(
+      "markdown", po::value(&f.markdown), "also write the comparison table to this file");
+  add_cost_options(options, f.cost);
   add_input_options(options);
   po::positional_options_description positional;
   positional.add("file", 1);
-  po::variables_map vm;
-  if (!parse(args,
-             "pipelab simulate FILE [--schemes a,b,c] [--stages D] [--microbatches M]\n"
-             "                [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T] | --time-blocks]\n"
-             "                [--link-gbps G] [--link-latency-us L] [--no-overlap] [--slow-device r:f]\n"
-             "                [--svg out.svg] [--trace out.json] [--markdown out.md]\n\n"
-             "Replays each scheme's schedule against a cost model and prints step time, samples/s, bubble,\n"
-             "peak memory per device and bytes moved (docs/simulate.md). Costs are measured (a run's\n"
-             "metrics/costs.json), given (the same keys in YAML) or derived from the model's FLOPs:\n\n"
-             "  pipelab simulate exp.yaml --costs runs/exp/metrics/costs.json\n"
-             "  pipelab simulate exp.yaml --schemes gpipe,pipedream_flush,zb_h1 --stages 8 --microbatches 32 \\\n"
-             "      --device-flops 100 --memory-bw 3350 --link-gbps 3600 --dtype bfloat16 --input-shape 3,224,224",
-             options, positional, vm)) {
-    return 0;
+  return parse(args,
+               "pipelab simulate FILE [--schemes a,b,c] [--stages D] [--microbatches M]\n"
+               "                [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T] | --time-blocks]\n"
+               "                [--link-gbps G] [--link-latency-us L] [--no-overlap] [--slow-device r:f]\n"
+               "                [--svg out.svg] [--trace out.json] [--markdown out.md]\n\n"
+               "Replays each scheme's schedule against a cost model and prints step time, samples/s, bubble,\n"
+               "peak memory per device and bytes moved (docs/simulate.md). Costs are measured (a run's\n"
+               "metrics/costs.json), given (the same keys in YAML) or derived from the model's FLOPs:\n\n"
+               "  pipelab simulate exp.yaml --costs runs/exp/metrics/costs.json\n"
+               "  pipelab simulate exp.yaml --schemes gpipe,pipedream_flush,zb_h1 --stages 8 --microbatches 32 \\\n"
+               "      --device-flops 100 --memory-bw 3350 --link-gbps 3600 --dtype bfloat16 --input-shape 3,224,224",
+               options, positional, vm);
+}
+
+/// The flags that need the experiment: --executor, --stages and --microbatches in range.
+void check_flags(SimulateFlags& f, const po::variables_map& vm, const Experiment& e) {
+  if (f.executor != "devices" && f.executor != "sequential") {
+    throw UsageError{fmt::format("--executor {}: use devices or sequential", f.executor)};
   }
-  check_output_file("--markdown", markdown);
-  check_cost_flags(vm, cost);
-  const std::string& costs_file = cost.costs_file;
-  const std::string& dtype = cost.dtype;
-  if (executor != "devices" && executor != "sequential") {
-    throw UsageError{fmt::format("--executor {}: use devices or sequential", executor)};
+  if (!vm.count("stages")) f.stages = e.partition.stages;
+  if (f.stages < 1 || f.stages > kMaxScheduleStages) {
+    throw UsageError{fmt::format("--stages {}: give a number from 1 to {}", f.stages, kMaxScheduleStages)};
   }
-  const Experiment e = load_experiment_or_first_cell(file, with_preset(sets, preset));
-  device.optimizer_states = optimizer_states(*e.optimizer);
-  const CostSource source(e, vm, costs_file, device);
-  if (!source.costs_of_other_model().empty()) {
-    fmt::print(stderr, "note: {}; simulated as given\n", source.costs_of_other_model());
-  }
-  sim::SimOptions sim_options;
-  sim_options.overlap = !vm.count("no-overlap");
-  sim_options.slow = slow_devices(slow);
-  const bool measured_sequential = source.file() && source.file()->executor == "sequential";
-  sim_options.one_worker = executor == "sequential";
-  if (!vm.count("stages")) stages = e.partition.stages;
-  if (stages < 1 || stages > kMaxScheduleStages) {
-    throw UsageError{fmt::format("--stages {}: give a number from 1 to {}", stages, kMaxScheduleStages)};
-  }
-  if (vm.count("microbatches") && (micro < 1 || micro > e.run.batch_size)) {
+  if (vm.count("microbatches") && (f.micro < 1 || f.micro > e.run.batch_size)) {
     throw UsageError{fmt::format("--microbatches {}: give a number from 1 to run.batch_size ({}): a micro-batch "
                                  "holds at least one example",
-                                 micro, e.run.batch_size)};
+                                 f.micro, e.run.batch_size)};
   }
+}
 
-  std::vector<std::pair<std::string, std::unique_ptr<Scheme>>> schemes;
-  std::vector<SchemeSpec> specs;
-  // Every scheme compared runs on the file's partition.placement (client_server, a list).
+/// One scheme to compare: its name as given, the scheme (on the file's placement) and its
+/// stage and micro-batch counts.
+struct Compared {
+  std::string name;
+  std::unique_ptr<Scheme> scheme;
+  SchemeSpec spec;
+};
+
+/// --schemes, else the file's scheme; every one on the file's partition.placement.
+std::vector<Compared> compared_schemes(const Experiment& e, const std::string& schemes_text) {
   const ConfigNode placement_node(ConfigValue<Placement>::write(e.partition.placement), e.source, "partition.placement");
   const auto placed = [&](std::unique_ptr<Scheme> s) {
     return placed_scheme(std::move(s), e.partition.placement, placement_node);
   };
+  std::vector<Compared> out;
   for (const std::string& spec : flag_list("--schemes", schemes_text)) {
-    specs.push_back(scheme_spec(spec, *e.scheme, e.run.batch_size));
+    SchemeSpec parsed = scheme_spec(spec, *e.scheme, e.run.batch_size);
     auto src = std::make_shared<ConfigSource>("--schemes " + spec);
-    schemes.emplace_back(spec, placed(Registry<Scheme>::get().create(ConfigNode(specs.back().section, src, "scheme"))));
+    out.push_back({spec, placed(Registry<Scheme>::get().create(ConfigNode(parsed.section, src, "scheme"))), parsed});
   }
-  if (schemes.empty()) {
-    schemes.emplace_back(e.scheme->type(), placed(Registry<Scheme>::get().create(ConfigNode(e.scheme->resolved(),
-                                                                                            e.source, "scheme"))));
-    specs.emplace_back();
+  if (out.empty()) {
+    out.push_back({e.scheme->type(),
+                   placed(Registry<Scheme>::get().create(ConfigNode(e.scheme->resolved(), e.source, "scheme"))), {}});
   }
-  const double batch = static_cast<double>(e.run.batch_size);
-  std::vector<SchemeRow> rows;
-  for (size_t i = 0; i < schemes.size(); ++i) {
-    auto& [name, scheme] = schemes[i];
-    SchemeRow row;
-    row.name = name;
-    try {
-      int d = scheme->stages(specs[i].stages ? specs[i].stages : stages);
-      const bool flushed = scheme->span() == Span::MiniBatch;
-      const int per_step = std::max(1, scheme->micro_batches());
-      // M micro-batches per mini-batch: --microbatches, else the measured run's, else the
-      // file's scheme's, else the scheme's own. A scheme that is not flushed runs units of the same size (PipeDream's
-      // "mini-batch" is then one of these), enough of them to reach its steady state.
-      const int file_micro = e.scheme->span() == Span::MiniBatch ? e.scheme->micro_batches() : 0;
-      const int measured_micro = source.file() ? source.file()->micro_batches : 0;
-      const int m = specs[i].microbatches > 0 ? specs[i].microbatches
-                    : micro > 0                 ? micro
-                    : measured_micro > 0        ? measured_micro
-                    : file_micro > 1            ? file_micro
-                                                : per_step;
-      const int units = flushed ? m : ((std::max(4 * d, m) + per_step - 1) / per_step) * per_step;
-      // The plan `run` compiles for this scheme: copies of the whole pipeline (partition.replicas,
-      // or dp's own) each taking their share, or PipeDream's replicated stages taking whole
-      // mini-batches in turn; the sync (replicas' sums, a global clip, tied weights). Refused
-      // where the run would refuse it, with the run's message.
-      PlanRequest request = plan_request(e, d);
-      request.scheme = scheme.get();
-      const RunPlan plan = RunPlan::compile(request);
-      const double examples = batch / m / plan.replicas();
-      sim::SimCosts costs = source.costs(d, examples);
-      // Costs measured with copies of stages list every copy: one pipeline's are enough.
-      if (plan.layout().replicated() && costs.stages.size() == static_cast<size_t>(plan.layout().stages())) {
-        costs.stages.resize(static_cast<size_t>(d));
-      }
-      row.result = sim::simulate(plan, units, examples, costs, sim_options, m);
-    } catch (const UserError& err) {
-      row.error = err.what();
-    }
-    rows.push_back(std::move(row));
+  return out;
+}
+
+/// The micro-batches of the file's own step when it is flushed per mini-batch (its run's
+/// plan); 0 when it is not, or when its run would refuse the plan (its own row says why).
+int file_micro_batches(const Experiment& e) {
+  try {
+    const StepShape step = RunPlan::compile(plan_request(e)).step(e.run.batch_size);
+    return step.flushed ? step.micro_batches : 0;
+  } catch (const UserError&) {
+    return 0;
   }
-  // A slow device that no scheme has is a typo, not something to ignore.
+}
+
+/// Replays one scheme as `run` would train it: the plan the run compiles (refused where the
+/// run would refuse it, with the run's message) and its step (RunPlan::step), whose
+/// micro-batches are the scheme's --microbatches, else the flag's, the measured run's, the
+/// file's scheme's, or the scheme's own.
+sim::SimResult replay_scheme(const Experiment& e, const CostSource& source, const SimulateFlags& f, const Compared& c,
+                             const sim::SimOptions& options) {
+  const int stages = c.scheme->stages(c.spec.stages ? c.spec.stages : f.stages);
+  // The file's scheme's and its measured run's counts cut a flushed mini-batch; a pipeline
+  // that runs on counts loader batches instead.
+  const int file_micro = file_micro_batches(e);
+  const int measured_micro = source.file() && file_micro > 0 ? source.file()->micro_batches : 0;
+  const int m = c.spec.microbatches > 0 ? c.spec.microbatches
+                : f.micro > 0           ? f.micro
+                : measured_micro > 0    ? measured_micro
+                : file_micro > 1        ? file_micro
+                                        : 0;
+  PlanRequest request = plan_request(e, stages);
+  request.scheme = c.scheme.get();
+  const RunPlan plan = RunPlan::compile(request);
+  const StepShape step = plan.step(e.run.batch_size, m);
+  sim::SimCosts costs = source.costs(stages, step.examples_per_micro_batch);
+  // Costs measured with copies of stages list every copy: one pipeline's are enough.
+  if (plan.layout().replicated() && costs.stages.size() == static_cast<size_t>(plan.layout().stages())) {
+    costs.stages.resize(static_cast<size_t>(stages));
+  }
+  return sim::simulate(plan, step, costs, options);
+}
+
+/// A slow device that no scheme has is a typo, not something to ignore.
+void check_slow_devices(const std::vector<SchemeRow>& rows, const sim::SimOptions& options) {
   int most_devices = 0;
   for (const SchemeRow& row : rows) most_devices = std::max(most_devices, row.error.empty() ? row.result.devices : 0);
-  for (const auto& [d, factor] : sim_options.slow) {
+  for (const auto& [d, factor] : options.slow) {
     if (most_devices > 0 && d >= most_devices) {
       throw UsageError{fmt::format("--slow-device {}:{:g}: no scheme here has a device {} (devices are numbered 0..{})",
                                    d, factor, d, most_devices - 1)};
     }
   }
+}
 
-  // Report.
+/// The lines above the table: the file, the costs, the links and the executor modelled.
+void print_header(const Experiment& e, const SimulateFlags& f, const CostSource& source,
+                  const sim::SimOptions& options) {
+  const sim::DeviceSpec& device = f.cost.device;
   const std::string costs_line =
-      source.timed() ? source.describe(dtype)
+      source.timed() ? source.describe(f.cost.dtype)
       : source.derived()
           ? fmt::format("derived: {:g} TFLOP/s, {}, {}, {} optimizer state(s) per parameter; activations "
                         "kept {}",
-                        device.tflops, CostSource::memory_text(device.memory_gbs), dtype, device.optimizer_states,
+                        device.tflops, CostSource::memory_text(device.memory_gbs), f.cost.dtype,
+                        device.optimizer_states,
                         source.memory().measured ? "measured with LibTorch's allocator" : "estimated as 2x block outputs")
           : source.file()->source;
   const sim::LinkSpec& link = source.link();
-  fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\nlinks {} Gbit/s, {:g} us latency{}, {}{}{}\n\n", file,
+  fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\nlinks {} Gbit/s, {:g} us latency{}, {}{}{}\n\n", f.file,
              e.model->type(), e.run.batch_size, costs_line, link.gbps > 0 ? fmt::format("{:g}", link.gbps) : "infinite",
              link.latency_us,
              link.reduce_gbps > 0 ? fmt::format(", all-reduces through memory at {:.3g} Gbit/s", link.reduce_gbps) : "",
-             sim_options.overlap ? "overlapping compute" : "blocking sends",
-             sim_options.one_worker ? "; one worker runs every action (--executor sequential)"
-                                    : "; one worker per device (--executor devices)",
-             sim_options.slow.empty() ? "" : "; slow devices given");
-  const std::string table = sim::markdown_table(rows);
-  fmt::print("{}\n{}", table, sim::memory_lines(rows));
-  // The replay of a run's own measured costs, against what that run measured.
+             options.overlap ? "overlapping compute" : "blocking sends",
+             options.one_worker ? "; one worker runs every action (--executor sequential)"
+                                : "; one worker per device (--executor devices)",
+             options.slow.empty() ? "" : "; slow devices given");
+}
+
+/// The replay of a run's own measured costs, against what that run measured.
+void print_measured_check(const CostSource& source, const std::vector<Compared>& compared,
+                          const std::vector<SchemeRow>& rows, const sim::SimOptions& options) {
   const auto& f = source.file();
-  if (f && measured_sequential != sim_options.one_worker) {
+  if (!f) return;
+  const bool measured_sequential = f->executor == "sequential";
+  if (measured_sequential != options.one_worker) {
     fmt::print("\nthe costs were measured with the {} executor; --executor {} replays that run to compare with it\n",
                f->executor, measured_sequential ? "sequential" : "devices");
-  } else if (f && f->step_seconds > 0 && rows.size() == 1 && rows[0].error.empty() &&
-      schemes[0].second->type() == f->scheme &&
-      (schemes[0].second->span() != Span::MiniBatch || rows[0].result.units == f->micro_batches)) {
+  } else if (f->step_seconds > 0 && rows.size() == 1 && rows[0].error.empty() &&
+             compared[0].scheme->type() == f->scheme &&
+             (!rows[0].result.flushed || rows[0].result.units == f->micro_batches)) {
     const double predicted = rows[0].result.step_seconds;
     fmt::print("\nmeasured step {:.3f} ms ({} steps of {} with the {} executor); predicted {:.3f} ms: {:+.1f}%\n",
                f->step_seconds * 1e3, f->steps, f->scheme, f->executor, predicted * 1e3,
                100 * (predicted - f->step_seconds) / f->step_seconds);
     print_memory_check(*f, rows[0].result);
   }
+}
+
+/// --svg, --trace and --markdown.
+void write_outputs(const SimulateFlags& f, const std::vector<SchemeRow>& rows, const std::string& table) {
   const bool several = rows.size() > 1;
   for (const SchemeRow& row : rows) {
     if (!row.error.empty()) continue;
-    if (!svg.empty()) {
-      const std::string path = sim::per_scheme_path(svg, row.name, several);
-      write_output(path, sim::render_timeline_svg(
-                                  row.result, fmt::format("{} on {} devices, {} units: step {:.2f} ms, bubble {:.1f}%",
-                                                          row.name, row.result.devices, row.result.units,
-                                                          row.result.step_seconds * 1e3, 100 * row.result.bubble)));
+    const sim::SimResult& r = row.result;
+    if (!f.svg.empty()) {
+      write_output(sim::per_scheme_path(f.svg, row.name, several),
+                   sim::render_timeline_svg(r, fmt::format("{} on {} devices, {} units: step {:.2f} ms, bubble {:.1f}%",
+                                                           row.name, r.devices, r.units, r.step_seconds * 1e3,
+                                                           100 * r.bubble)));
     }
-    if (!trace.empty()) {
-      const std::string path = sim::per_scheme_path(trace, row.name, several);
-      write_output(path, sim::simulated_trace(row.result));
-    }
+    if (!f.trace.empty()) write_output(sim::per_scheme_path(f.trace, row.name, several), sim::simulated_trace(r));
   }
-  if (!markdown.empty()) write_output(markdown, table);
+  if (!f.markdown.empty()) write_output(f.markdown, table);
+}
+
+}  // namespace
+
+int simulate(const Args& args) {
+  SimulateFlags f;
+  po::variables_map vm;
+  if (!parse_flags(args, f, vm)) return 0;
+  check_output_file("--markdown", f.markdown);
+  check_cost_flags(vm, f.cost);
+  const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset));
+  check_flags(f, vm, e);
+  f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
+  const CostSource source(e, vm, f.cost.costs_file, f.cost.device);
+  if (!source.costs_of_other_model().empty()) {
+    fmt::print(stderr, "note: {}; simulated as given\n", source.costs_of_other_model());
+  }
+  sim::SimOptions options;
+  options.overlap = !vm.count("no-overlap");
+  options.slow = slow_devices(f.slow);
+  options.one_worker = f.executor == "sequential";
+  const std::vector<Compared> compared = compared_schemes(e, f.schemes_text);
+  std::vector<SchemeRow> rows;
+  for (const Compared& c : compared) {
+    SchemeRow row;
+    row.name = c.name;
+    try {
+      row.result = replay_scheme(e, source, f, c, options);
+    } catch (const UserError& err) {
+      row.error = err.what();
+    }
+    rows.push_back(std::move(row));
+  }
+  check_slow_devices(rows, options);
+  print_header(e, f, source, options);
+  const std::string table = sim::markdown_table(rows);
+  fmt::print("{}\n{}", table, sim::memory_lines(rows));
+  print_measured_check(source, compared, rows, options);
+  write_outputs(f, rows, table);
   for (const SchemeRow& row : rows) {
     if (!row.error.empty()) return 2;
   }

@@ -19,7 +19,7 @@
 #include "core/util/names.h"
 #include "core/util/error.h"
 #include "core/util/error_text.h"
-#include "core/util/plugins.h"
+#include "core/config/plugins.h"
 #include "core/util/provenance.h"
 #include "tools/cli/commands.h"
 
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   pipelab::keep_freed_memory();
   const std::string name = argv[1];
   // `--plugin FILE` (any command, repeatable) and a parent pipelab's PIPELAB_PLUGINS load
-  // shared libraries whose registrations the command then sees (core/util/plugins.h).
+  // shared libraries whose registrations the command then sees (core/config/plugins.h).
   pipelab::cli::Args args;
   std::vector<std::string> plugin_files;
   // `--debug` (any command): messages keep their internal detail (source locations, assert

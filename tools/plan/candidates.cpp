@@ -12,6 +12,7 @@
 #include "core/config/registry.h"
 #include "core/model/block_costs.h"
 #include "core/model/partition.h"
+#include "core/train/plan_request.h"
 
 namespace pipelab::plan {
 namespace {
@@ -174,8 +175,9 @@ std::optional<Candidate> shape_of(const Experiment& e, const Made& made, int sta
     plan.check_batch_size(e.run.batch_size);
     c.devices = plan.devices();
     c.replicas = plan.replicas();
-    c.flushed = plan.mini_batches_per_run(2) == 1;
-    c.micro_batches = std::max(1, scheme->micro_batches());
+    const StepShape step = plan.step(e.run.batch_size);
+    c.flushed = step.flushed;
+    c.micro_batches = step.micro_batches;
   } catch (const UserError& err) {
     refused = err.what();
     return std::nullopt;
@@ -287,8 +289,8 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
     if (c.balance.empty() && space.repartition) c.balance = balance_by_weight(with_floor(space.block_flops), c.stages);
     if (!space.repartition) c.balance = space.fixed_balance;
     const RunPlan plan = compile_plan(e, *c.scheme, c);
-    const double examples = static_cast<double>(space.batch) / c.micro_batches / plan.replicas();
-    const sim::SimCosts costs = costs_of(c.balance, examples, compression_of(c, e));
+    const StepShape step = plan.step(space.batch, c.flushed ? c.micro_batches : 0);
+    const sim::SimCosts costs = costs_of(c.balance, step.examples_per_micro_batch, compression_of(c, e));
     const std::vector<int>& placement = plan.placement();
     const size_t devices = static_cast<size_t>(plan.devices());
     std::vector<double> compute(devices, 0), held(devices, 0);
@@ -328,18 +330,14 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
 bool replay(Candidate& c, const Experiment& e, const PlanSpace& space, const CostsOf& costs_of,
             const sim::SimOptions& options) {
   try {
-    const Scheme* scheme = c.scheme.get();
-    const RunPlan plan = compile_plan(e, *scheme, c);
-    const double examples = static_cast<double>(space.batch) / c.micro_batches / plan.replicas();
-    const sim::SimCosts costs = costs_of(c.balance, examples, compression_of(c, e));
-    // A pipeline that runs on is replayed long enough to reach its steady state (as
-    // `pipelab simulate` does): at least four units per device.
-    const int per_step = std::max(1, scheme->micro_batches());
-    const int pipeline_devices = std::max(1, plan.devices() / std::max(1, plan.replicas()));
-    const int units = c.flushed ? c.micro_batches
-                                : (std::max(4 * pipeline_devices, c.micro_batches) + per_step - 1) / per_step * per_step;
-    const sim::SimResult r = sim::simulate(plan, units, examples, costs, options, c.micro_batches);
+    const RunPlan plan = compile_plan(e, *c.scheme, c);
+    // The step `run` trains and `simulate` replays (a pipeline that runs on, long enough to
+    // reach its steady state).
+    const StepShape step = plan.step(space.batch, c.flushed ? c.micro_batches : 0);
+    const sim::SimCosts costs = costs_of(c.balance, step.examples_per_micro_batch, compression_of(c, e));
+    const sim::SimResult r = sim::simulate(plan, step, costs, options);
     c.simulated = true;
+    c.replayed_micro_batches = r.units;
     c.step = r.step_seconds;
     c.samples_per_second = r.samples_per_second;
     c.bubble = r.bubble;

@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
 #include "tools/plan/planner.h"
 
 namespace pipelab::plan {

@@ -107,6 +107,8 @@ std::string ranked_json(const std::vector<Candidate>& ranked) {
                        .add("devices", c.devices)
                        .add("balance", balance)
                        .add("searched_cut", c.searched_cut)
+                       .add("micro_batches", c.micro_batches)
+                       .add("replayed_micro_batches", c.replayed_micro_batches)
                        .add("recompute", std::vector<int64_t>(c.recompute.begin(), c.recompute.end()))
                        .add("step_seconds", c.step)
                        .add("samples_per_second", c.samples_per_second)

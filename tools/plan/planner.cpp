@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/config/registry.h"
 #include "tools/plan/candidates.h"
 #include "tools/plan/cut_search.h"
 #include "tools/plan/recompute_fit.h"
@@ -47,15 +48,29 @@ bool faster(const Candidate& a, const Candidate& b) {
 }  // namespace
 
 std::vector<std::string> default_schemes(bool async, bool sequences) {
-  std::vector<std::string> out{"single",   "dp",     "gpipe", "pipedream_flush", "interleaved_1f1b", "zb_h1",
-                               "zb_h2",    "zbv",    "v_half", "v_min",         "dualpipe_v"};
-  if (sequences) {
-    for (const char* s : {"seq1f1b", "terapipe"}) out.push_back(s);
-  }
-  if (async) {
-    for (const char* s : {"pipedream", "pipedream_2bw", "async", "spectrain", "pipeoptim", "pipemare", "xpipe"}) {
-      out.push_back(s);
+  // The registry's schemes, by what each declares of itself (Scheme::numerics, its
+  // sequence split): a plugin's scheme is planned as a built-in one is. A scheme that cannot
+  // be made from its type alone (a schedule file to name) is planned only when named.
+  std::vector<std::string> out;
+  for (const std::string& type : Registry<Scheme>::get().names()) {
+    YAML::Node section(YAML::NodeType::Map);
+    section["type"] = type;
+    std::unique_ptr<Scheme> scheme;
+    try {
+      scheme = make_scheme(section);
+    } catch (const UserError&) {
+      continue;
     }
+    const Numerics numerics = scheme->numerics();
+    if (numerics == Numerics::Other || (numerics == Numerics::Asynchronous && !async)) continue;
+    section["segments"] = 2;
+    bool cuts_sequences = false;
+    try {
+      cuts_sequences = make_scheme(section)->sequence_split().active();
+    } catch (const UserError&) {
+    }
+    if (cuts_sequences && !sequences) continue;
+    out.push_back(type);
   }
   return out;
 }

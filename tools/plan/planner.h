@@ -2,7 +2,7 @@
 /// `pipelab plan`: which pipeline to run for a model on N devices. The planner enumerates
 /// the candidates (scheme, model stages, replicas, virtual stages, micro-batches,
 /// recomputation), compiles each into the run plan `pipelab run` would execute
-/// (core/train/run_plan.h), prunes what cannot fit or cannot win analytically, replays the
+/// (core/plan/run_plan.h), prunes what cannot fit or cannot win analytically, replays the
 /// survivors in the event simulator (tools/simulate/simulate.h), and searches the partition
 /// of the best ones on their own schedule rather than on per-block costs. One device
 /// (`single`) and pure data parallelism (`dp`) are candidates like any pipeline.
@@ -55,6 +55,7 @@ struct Candidate {
   double bound = 0;
   double static_bytes = 0;    ///< the most one device holds before any activation
   bool simulated = false;
+  int replayed_micro_batches = 0;  ///< micro-batches its replay covered (RunPlan::step)
   double step = 0, samples_per_second = 0, bubble = 0, peak = 0, bytes = 0;
   /// The boundaries' codecs, when the planner chose them (`--compress-below`: none, or the
   /// codec on every boundary); null: the file's compression section, as a run of it has.
@@ -115,9 +116,10 @@ using OnProgress = std::function<void(int64_t done, int64_t total, double best_s
 PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& costs, const sim::SimOptions& options,
                   const OnProgress& on_progress = {});
 
-/// The schemes tried by default: every synchronous schedule (and, with `async`, the
-/// asynchronous ones), `single` and `dp` included; with `sequences` (a model that computes a
-/// sequence segment by segment), the sequence-level pipelines too.
+/// The schemes tried by default, asked of the registry: every scheme whose step is
+/// synchronous (Scheme::numerics; `single` and `dp` included) and, with `async`, the
+/// asynchronous ones; with `sequences` (a model that computes a sequence segment by
+/// segment), those that cut sequences too. Another algorithm (local losses) is never tried.
 std::vector<std::string> default_schemes(bool async, bool sequences = false);
 
 }  // namespace pipelab::plan

@@ -8,7 +8,7 @@
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
 #include "core/util/error.h"
 
 namespace pipelab::sim {
@@ -17,7 +17,7 @@ namespace {
 /// What one unit of the schedule costs against one unit of the costs. Units are micro-batches
 /// unless the plan cuts sequences into segments (core/scheme/sequence_split.h): segment j then
 /// does its share of the micro-batch's work and carries its share of the tokens (messages).
-/// The work's share is the cost model's (docs/schemes.md F70) for the activations a segment
+/// The work's share is the cost model's (the computation-wise partition, docs/schemes.md §1) for the activations a segment
 /// keeps, which grow with the keys its queries read as the work does, and for its seconds
 /// unless the costs were measured in as many segments: then each stage's measured shares
 /// (StageCosts::segment_shares). Costs measured in segments are one segment's on average: k_c
@@ -90,8 +90,8 @@ double wire_bytes(const SimCosts& c, const Action& send) {
 SimCosts plan_costs(const SimCosts& c, const RunPlan& plan) {
   const StageLayout& layout = plan.layout();
   if (static_cast<int>(c.stages.size()) != plan.stages()) {
-    throw UserError(fmt::format("the costs ({}) are for {} stages, the {} schedule has {}. Fix: give costs measured "
-                                "or written for {} stages, or derive them (--device-flops)",
+    throw UserError(fmt::format("the costs ({}) have {} stage entries, the {} schedule has {}. Fix: give costs "
+                                "measured or written for a {}-stage plan, or derive them (--device-flops)",
                                 c.source, c.stages.size(), plan.scheme().type(), plan.stages(), plan.stages()));
   }
   if (!layout.replicated()) return c;
@@ -369,7 +369,7 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c, const Unit
 SimResult replay_plan(const RunPlan& plan, int units, const SimCosts& costs, const SimOptions& o,
                       const std::shared_ptr<const UnitScale>& scale) {
   SimResult r;
-  // The run plan's own training schedule (core/train/run_plan.h): what a run executes.
+  // The run plan's own training schedule (core/plan/run_plan.h): what a run executes.
   r.schedule = plan.training(equal_units(units, plan.replicas()));
   if (o.validate) validate_schedule(r.schedule, plan.rules());
   r.stages = r.schedule.stages();
@@ -416,15 +416,15 @@ double compute_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int st
 
 SimResult simulate(const RunPlan& plan, int units, double examples, const SimCosts& one_pipeline,
                    const SimOptions& options, int units_per_step) {
-  const Scheme& scheme = plan.scheme();
   const SimCosts costs = plan_costs(one_pipeline, plan);
   const auto unit = std::make_shared<const UnitScale>(plan, costs);
   SimResult r = replay_plan(plan, units, costs, options, unit);
   const double busy = total_busy(r, &r.busy);
   // A flushed replay may hold several optimizer steps (naive, single and dp step after every
   // unit): its per-step figures divide by them.
-  const int steps = scheme.span() == Span::MiniBatch ? std::max(1, updates_of_stage_0(r)) : 1;
-  if (scheme.span() == Span::MiniBatch) {
+  r.flushed = plan.flushed();
+  const int steps = plan.flushed() ? std::max(1, updates_of_stage_0(r)) : 1;
+  if (plan.flushed()) {
     r.step_seconds = r.makespan / steps;
     r.samples_per_second = r.makespan > 0 ? units * examples * plan.replicas() / r.makespan : 0;
     r.bubble = r.makespan > 0 ? 1 - busy / (r.devices * r.makespan) : 0;
@@ -448,9 +448,13 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
     }
   }
   // Per step: a flushed scheme's replay is one step; otherwise units_per_step units' share.
-  r.bytes_per_step = scheme.span() == Span::MiniBatch ? bytes / steps : bytes * units_per_step / units;
+  r.bytes_per_step = plan.flushed() ? bytes / steps : bytes * units_per_step / units;
   add_memory(r, plan, costs, *unit);
   return r;
+}
+
+SimResult simulate(const RunPlan& plan, const StepShape& step, const SimCosts& costs, const SimOptions& options) {
+  return simulate(plan, step.replay_micro_batches, step.examples_per_micro_batch, costs, options, step.micro_batches);
 }
 
 SimResult simulate(const Scheme& scheme, int stages, int units, double examples, const SimCosts& one_pipeline,

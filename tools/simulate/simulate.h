@@ -10,7 +10,7 @@
 #include "core/schedule/event_sim.h"
 #include "core/scheme/replicas.h"
 #include "core/scheme/scheme.h"
-#include "core/train/run_plan.h"
+#include "core/plan/run_plan.h"
 #include "tools/simulate/costs.h"
 
 namespace pipelab::sim {
@@ -40,6 +40,7 @@ struct SimResult {
   Schedule schedule;  ///< what was replayed (with its messages)
   EventTimeline timeline;
   int stages = 0, devices = 0, units = 0;
+  bool flushed = true;  ///< the replay is one mini-batch's (RunPlan::flushed); else a steady state
   double makespan = 0;
   /// One step: a flushed mini-batch's makespan; for a pipeline that is never (or only per
   /// epoch) flushed, the steady-state time of units_per_step units.
@@ -81,6 +82,9 @@ double compute_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int st
 /// steady-state time of `units_per_step` units.
 SimResult simulate(const RunPlan& plan, int units, double examples, const SimCosts& costs, const SimOptions& options,
                    int units_per_step = 1);
+/// The same for one step of the plan (RunPlan::step): its replay's micro-batches of its
+/// examples, the step being its micro-batches — what `simulate` and `plan` replay.
+SimResult simulate(const RunPlan& plan, const StepShape& step, const SimCosts& costs, const SimOptions& options);
 
 /// The same for `options.replicas` copies of the whole pipeline with `options.sync` (the
 /// what-ifs of tests and benchmarks, which name a sync rather than a file's options).

@@ -1,7 +1,7 @@
 #pragma once
-/// Dotted key paths ("scheme.chunks") into YAML trees, shared by sweeps (setting grid
-/// values in a cell's experiment) and reports (reading row, column and metric keys back
-/// from config.yaml and summary.json).
+/// The values at dotted key paths (core/config/key_paths.h walks the paths), as sweeps (grid
+/// values in a cell's experiment) and reports (row, column and metric keys read back from
+/// config.yaml and summary.json) compare, label and list them.
 #include <yaml-cpp/yaml.h>
 
 #include <optional>
@@ -9,21 +9,15 @@
 #include <utility>
 #include <vector>
 
+#include "core/config/key_paths.h"
+
 namespace pipelab::tools {
 
-/// The segments of "a.b.c"; empty when the path is empty or has an empty segment ("a..b").
-std::vector<std::string> split_key_path(const std::string& path);
+using ::pipelab::find_path;
+using ::pipelab::paths_overlap;
+using ::pipelab::set_path;
+using ::pipelab::split_key_path;
 
-/// True when `a` and `b` are the same key path or one lies inside the other ("scheme" and
-/// "scheme.type"): setting both in one place would make one of them silently win.
-bool paths_overlap(const std::string& a, const std::string& b);
-
-/// The node at `path` under `root`, or an undefined node when some segment is missing.
-YAML::Node find_path(const YAML::Node& root, const std::string& path);
-
-/// Sets `path` under `root` to a copy of `value`, creating (or replacing non-map) sections on
-/// the way.
-void set_path(YAML::Node& root, const std::string& path, const YAML::Node& value);
 
 /// Structural equality of two YAML values; scalars that both read as numbers compare as
 /// numbers (so 0.05 equals 5.0e-2), others as text. An undefined node equals nothing.

@@ -172,39 +172,29 @@ void report_epochs(Report& report, const PlannedRun& run, Job& job, bool last = 
   job.epochs_reported = n;
 }
 
-}  // namespace
-
-std::vector<RunStatus> scan_plan(const SweepPlan& plan) {
-  std::vector<RunStatus> out;
-  for (const PlannedRun& run : plan.runs) out.push_back(scan_run(run));
-  return out;
-}
-
-SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std::ostream& out) {
-  PIPELAB_ASSERT(options.jobs >= 1, "jobs {}", options.jobs);
-  const auto start = Clock::now();
-  const std::vector<RunStatus> status = scan_plan(plan);
+/// Refuses runs whose results came from another version of their cell, unless asked to
+/// run them again.
+void check_changed(const SweepPlan& plan, const std::vector<RunStatus>& status, const SweepRunOptions& options) {
   std::vector<std::string> changed;
   for (size_t i = 0; i < status.size(); ++i) {
     if (status[i].state == RunStatus::State::Changed) changed.push_back(plan.runs[i].id);
   }
-  if (!changed.empty() && !options.rerun_changed) {
-    throw UserError(fmt::format(
-        "{}: {} run{} hold{} results of a different version of {} cell (the sweep file changed since they ran): {}. "
-        "Fix: pass --rerun-changed to run them again from scratch, restore the file, or set sweep.output to a new "
-        "folder.",
-        plan.output, changed.size(), changed.size() == 1 ? "" : "s", changed.size() == 1 ? "s" : "",
-        changed.size() == 1 ? "its" : "their", join(changed, ", ")));
-  }
-  OutputLock lock(plan.output);
-  // The grid's order of the cells, for `pipelab table` and `pipelab plot`.
+  if (changed.empty() || options.rerun_changed) return;
+  throw UserError(fmt::format(
+      "{}: {} run{} hold{} results of a different version of {} cell (the sweep file changed since they ran): {}. "
+      "Fix: pass --rerun-changed to run them again from scratch, restore the file, or set sweep.output to a new "
+      "folder.",
+      plan.output, changed.size(), changed.size() == 1 ? "" : "s", changed.size() == 1 ? "s" : "",
+      changed.size() == 1 ? "its" : "their", join(changed, ", ")));
+}
+
+/// Writes the grid's order (for `pipelab table` and `plot`) and each cell's experiment file
+/// before anything runs, so every run can also be repeated by hand with `pipelab run
+/// <dir>/experiment.yaml`; returns the cells to run, counting the others as skipped.
+std::deque<size_t> prepare_cells(const SweepPlan& plan, const std::vector<RunStatus>& status, SweepResult& result) {
   std::string order;
   for (const PlannedRun& run : plan.runs) order += fs::path(run.dir).filename().string() + "\n";
   write_file_atomic((fs::path(plan.output) / "sweep-order.txt").string(), order);
-
-  // Each cell's experiment file is written before anything runs, so every run can also
-  // be repeated by hand with `pipelab run <dir>/experiment.yaml`.
-  SweepResult result;
   std::deque<size_t> queue;
   for (size_t i = 0; i < plan.runs.size(); ++i) {
     if (status[i].has_result()) {
@@ -218,6 +208,121 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
     }
     queue.push_back(i);
   }
+  return queue;
+}
+
+/// The runs of one sweep: started `jobs` at a time, polled, and counted as they end.
+class SweepLoop {
+ public:
+  SweepLoop(const SweepPlan& plan, const SweepRunOptions& options, const std::vector<RunStatus>& status, int threads,
+            Reporter& report, SweepResult& result)
+      : plan_(plan), options_(options), status_(status), threads_(threads), report_(report), result_(result) {}
+
+  /// Runs `queue` to its end, or until a stop is asked (the running runs are ended, and
+  /// resume with the next sweep). Returns whether it stopped.
+  bool run(std::deque<size_t> queue) {
+    int finished = result_.skipped;
+    while (!queue.empty() || !running_.empty()) {
+      if (!stopping_ && options_.stop_requested && options_.stop_requested()) stop(queue);
+      while (!stopping_ && !queue.empty() && static_cast<int>(running_.size()) < options_.jobs) {
+        start(queue.front());
+        queue.pop_front();
+      }
+      for (auto it = running_.begin(); it != running_.end();) {
+        report_epochs(report_, plan_.runs[it->index], *it);
+        if (!it->child.poll()) {
+          ++it;
+          continue;
+        }
+        finish(*it);
+        ++finished;
+        it = running_.erase(it);
+      }
+      report_.progress(finished, static_cast<int>(running_.size()));
+      if (!running_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return stopping_;
+  }
+
+ private:
+  void stop(std::deque<size_t>& queue) {
+    stopping_ = true;
+    result_.not_started = static_cast<int>(queue.size());
+    queue.clear();
+    report_.message(fmt::format("stopping: ending {} running run{} (the next sweep resumes {})", running_.size(),
+                                running_.size() == 1 ? "" : "s", running_.size() == 1 ? "it" : "them"));
+    for (Job& job : running_) job.child.terminate();
+  }
+
+  void start(size_t i) {
+    const PlannedRun& run = plan_.runs[i];
+    const RunStatus::State state = status_[i].state;
+    const bool rerun = state == RunStatus::State::Changed;
+    std::vector<std::string> argv{options_.pipelab, "run", run.experiment_path(), rerun ? "--overwrite" : "--resume",
+                                  "--quiet", "--name", run.id};
+    const std::string log = (fs::path(run.dir) / "sweep.log").string();
+    append_line(log, fmt::format("== {} pipelab {} (OMP_NUM_THREADS={})", now_text(),
+                                 join(std::vector<std::string>(argv.begin() + 1, argv.end()), " "), threads_));
+    const std::vector<std::string> env{fmt::format("OMP_NUM_THREADS={}", threads_),
+                                       fmt::format("MKL_NUM_THREADS={}", threads_)};
+    // A resumed run's earlier epochs are not news; a rerun starts its file again.
+    running_.emplace_back(Job{i, ChildProcess(argv, env, log), Clock::now(), rerun ? 0 : status_[i].epochs});
+    const bool resumed = state == RunStatus::State::Interrupted;
+    report_.line(i, rerun ? "rerun" : resumed ? "resume" : "start", run.id,
+                 resumed ? fmt::format("(after epoch {})", status_[i].epochs) : "");
+  }
+
+  void finish(Job& job) {
+    const PlannedRun& run = plan_.runs[job.index];
+    report_epochs(report_, run, job, true);
+    const int code = job.child.exit_code();
+    const std::string took = format_duration(seconds_since(job.start));
+    const std::string summary = summary_status(run.dir);
+    // Ctrl-C reaches the runs too (same process group), possibly before the sweep sees it.
+    // A run killed after writing its summary has its result all the same.
+    const bool signalled = code == 128 + SIGINT || code == 128 + SIGTERM;
+    if (summary == "finished") {
+      ++result_.done;
+      report_.line(job.index, "done", run.id, fmt::format("{}  {}", accuracy_text(run.dir), took));
+    } else if (summary == "diverged") {
+      ++result_.diverged;
+      report_.line(job.index, "DIVERGED", run.id, fmt::format("in epoch {}  {}", scan_run(run).epochs, took));
+    } else if (stopping_ || signalled) {
+      ++result_.interrupted;
+      report_.line(job.index, "stopped", run.id, "(resumes)");
+    } else {
+      ++result_.failed;
+      report_.line(job.index, "FAILED", run.id,
+                   fmt::format("(exit {}) {}  [log: {}/sweep.log]", code, last_line(run.dir + "/sweep.log"), run.dir));
+    }
+  }
+
+  const SweepPlan& plan_;
+  const SweepRunOptions& options_;
+  const std::vector<RunStatus>& status_;
+  const int threads_;
+  Reporter& report_;
+  SweepResult& result_;
+  std::list<Job> running_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+std::vector<RunStatus> scan_plan(const SweepPlan& plan) {
+  std::vector<RunStatus> out;
+  for (const PlannedRun& run : plan.runs) out.push_back(scan_run(run));
+  return out;
+}
+
+SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std::ostream& out) {
+  PIPELAB_ASSERT(options.jobs >= 1, "jobs {}", options.jobs);
+  const auto start = Clock::now();
+  const std::vector<RunStatus> status = scan_plan(plan);
+  check_changed(plan, status, options);
+  OutputLock lock(plan.output);
+  SweepResult result;
+  std::deque<size_t> queue = prepare_cells(plan, status, result);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   // Half the cores shared among the jobs, as run.threads: 0 takes half the cores alone: a
   // run with every core collapses beside another busy process (core/train/run_builder.cpp).
@@ -229,80 +334,12 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
                              "OMP_NUM_THREADS={} (the budget run.threads: 0 takes; its log.txt says its thread layout)",
                              plan.name, plan.runs.size(), plan.output, result.skipped, queue.size(), options.jobs,
                              threads));
-
-  std::list<Job> running;
-  int finished = result.skipped;
-  bool stopping = false;
-  while (!queue.empty() || !running.empty()) {
-    if (!stopping && options.stop_requested && options.stop_requested()) {
-      stopping = true;
-      result.not_started = static_cast<int>(queue.size());
-      queue.clear();
-      report.message(fmt::format("stopping: ending {} running run{} (the next sweep resumes {})", running.size(),
-                                 running.size() == 1 ? "" : "s", running.size() == 1 ? "it" : "them"));
-      for (Job& job : running) job.child.terminate();
-    }
-    while (!stopping && !queue.empty() && static_cast<int>(running.size()) < options.jobs) {
-      const size_t i = queue.front();
-      queue.pop_front();
-      const PlannedRun& run = plan.runs[i];
-      const bool rerun = status[i].state == RunStatus::State::Changed;
-      std::vector<std::string> argv{options.pipelab, "run", run.experiment_path(), rerun ? "--overwrite" : "--resume",
-                                    "--quiet", "--name", run.id};
-      const std::string log = (fs::path(run.dir) / "sweep.log").string();
-      append_line(log, fmt::format("== {} pipelab {} (OMP_NUM_THREADS={})", now_text(),
-                                   join(std::vector<std::string>(argv.begin() + 1, argv.end()), " "), threads));
-      const std::vector<std::string> env{fmt::format("OMP_NUM_THREADS={}", threads),
-                                         fmt::format("MKL_NUM_THREADS={}", threads)};
-      // A resumed run's earlier epochs are not news; a rerun starts its file again.
-      running.emplace_back(Job{i, ChildProcess(argv, env, log), Clock::now(), rerun ? 0 : status[i].epochs});
-      report.line(
-          i,
-          rerun                                              ? "rerun"
-          : status[i].state == RunStatus::State::Interrupted ? "resume"
-                                                             : "start",
-          run.id,
-          status[i].state == RunStatus::State::Interrupted ? fmt::format("(after epoch {})", status[i].epochs) : "");
-    }
-    for (auto it = running.begin(); it != running.end();) {
-      report_epochs(report, plan.runs[it->index], *it);
-      if (!it->child.poll()) {
-        ++it;
-        continue;
-      }
-      const PlannedRun& run = plan.runs[it->index];
-      report_epochs(report, run, *it, true);
-      const int code = it->child.exit_code();
-      const std::string took = format_duration(seconds_since(it->start));
-      const std::string summary = summary_status(run.dir);
-      // Ctrl-C reaches the runs too (same process group), possibly before the sweep sees it.
-      // A run killed after writing its summary has its result all the same.
-      const bool signalled = code == 128 + SIGINT || code == 128 + SIGTERM;
-      if (summary == "finished") {
-        ++result.done;
-        report.line(it->index, "done", run.id, fmt::format("{}  {}", accuracy_text(run.dir), took));
-      } else if (summary == "diverged") {
-        ++result.diverged;
-        report.line(it->index, "DIVERGED", run.id, fmt::format("in epoch {}  {}", scan_run(run).epochs, took));
-      } else if (stopping || signalled) {
-        ++result.interrupted;
-        report.line(it->index, "stopped", run.id, "(resumes)");
-      } else {
-        ++result.failed;
-        report.line(it->index, "FAILED", run.id,
-                    fmt::format("(exit {}) {}  [log: {}/sweep.log]", code, last_line(run.dir + "/sweep.log"), run.dir));
-      }
-      ++finished;
-      it = running.erase(it);
-    }
-    report.progress(finished, static_cast<int>(running.size()));
-    if (!running.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const bool stopped = SweepLoop(plan, options, status, threads, report, result).run(std::move(queue));
   result.seconds = seconds_since(start);
   std::string line =
       fmt::format("sweep {}: {} done, {} skipped (had results), {} diverged, {} failed in {}", plan.name, result.done,
                   result.skipped, result.diverged, result.failed, format_duration(result.seconds));
-  if (stopping) {
+  if (stopped) {
     line += fmt::format("; stopped with {} interrupted and {} not started: run the sweep again to complete it",
                         result.interrupted, result.not_started);
   }

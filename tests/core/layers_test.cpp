@@ -1,0 +1,57 @@
+// core/'s folders form layers: a folder includes only folders below it, so none of them is
+// part of a cycle (docs/design.md, "Folders and layers"). A new include that climbs fails
+// here, naming the file, the line and the two folders.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace pipelab::layers_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Bottom first: each folder may include its own and those listed before it.
+const std::vector<std::string> kLayers{"util",    "device", "io",   "config", "schedule", "model",
+                                       "comm",    "nn",     "optim", "compress", "data",   "dist",
+                                       "stage",   "scheme", "exec", "plan",     "weights", "train"};
+
+TEST(Layers, NoCoreFolderIncludesAFolderAboveIt) {
+  std::map<std::string, size_t> rank;
+  for (size_t i = 0; i < kLayers.size(); ++i) rank[kLayers[i]] = i;
+  const fs::path core = fs::path(PIPELAB_SOURCE_DIR) / "core";
+  const std::regex include(R"(^\s*#\s*include\s+"(core|schemes|models|datasets|tools)/(\w+)/)");
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(core)) {
+    const std::string ext = entry.path().extension().string();
+    if (!entry.is_regular_file() || (ext != ".h" && ext != ".cpp" && ext != ".cu")) continue;
+    const fs::path relative = fs::relative(entry.path(), core);
+    if (relative.begin() == relative.end() || std::next(relative.begin()) == relative.end()) continue;  // core/pch.h
+    const std::string folder = relative.begin()->string();
+    ASSERT_TRUE(rank.count(folder)) << "core/" << folder << " is in no layer: add it to kLayers and docs/design.md";
+    ++files;
+    std::ifstream in(entry.path());
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      std::smatch m;
+      if (!std::regex_search(line, m, include)) continue;
+      const std::string where = "core/" + relative.string() + ":" + std::to_string(number);
+      if (m[1] != "core") {
+        ADD_FAILURE() << where << " includes " << m[1] << "/: core includes none of schemes/, models/, datasets/, tools/";
+        continue;
+      }
+      const std::string target = m[2];
+      ASSERT_TRUE(rank.count(target)) << where << ": core/" << target << " is in no layer";
+      EXPECT_LE(rank[target], rank[folder]) << where << ": core/" << folder << " includes core/" << target
+                                            << ", a layer above it (move the shared part down)";
+    }
+  }
+  EXPECT_GT(files, 200);
+}
+
+}  // namespace
+}  // namespace pipelab::layers_test
