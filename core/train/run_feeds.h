@@ -1,6 +1,7 @@
 #pragma once
-/// The feed of one training schedule run, as the run plan makes it (RunPlan::feed): the step
-/// loop asks for one whatever the flush span, and hears of each finished mini-batch's totals.
+/// The feed of one training schedule run, as the run plan's step splits it (plan_feed,
+/// below): the step loop asks for one whatever the flush span, and hears of each finished
+/// mini-batch's totals.
 #include <functional>
 #include <memory>
 

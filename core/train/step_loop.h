@@ -3,7 +3,8 @@
 /// the epochs evaluated together: one, or every epoch of a pipeline never flushed) and each
 /// pass into schedule runs (one per mini-batch, or one for the whole pass), as the run plan
 /// says (RunPlan::epochs_per_pass, mini_batches_per_run); each run reads the feed the plan
-/// makes for it (RunPlan::feed). The loop only counts: what a run does is the plan's.
+/// makes for it (plan_feed, core/train/run_feeds.h). The loop only counts: what a run does
+/// is the plan's.
 #include <map>
 #include <memory>
 #include <vector>
