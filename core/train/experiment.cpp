@@ -6,6 +6,7 @@
 #include "core/scheme/placed_scheme.h"
 #include "core/train/input_paths.h"
 #include "core/train/optimizer_section.h"
+#include "core/train/plan_request.h"
 #include "core/config/plugins.h"
 
 namespace pipelab {
@@ -89,7 +90,6 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   Experiment e;
   e.name = name;
   e.source = source;
-  e.tree = root;
   static const std::vector<std::string> kSections{"model", "dataset", "partition", "scheme", "optimizer", "lr_schedule",
                                                   "run", "init", "compression", "pipelab", "plugins"};
   for (const std::string& key : top.keys()) {
@@ -129,6 +129,7 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
     e.compression = read_compression(top.child("compression"));
   }
   if (e.run.output.empty()) e.run.output = "runs/" + name;
+  e.request = plan_request(top, *e.scheme, 0, e.model.get());
   return e;
 }
 

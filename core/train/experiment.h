@@ -17,6 +17,7 @@
 #include "core/optim/gradient_options.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
+#include "core/plan/run_plan.h"
 #include "core/scheme/scheme.h"
 #include "core/stage/precision.h"
 
@@ -177,9 +178,10 @@ struct Experiment {
   DataLimits limits;  ///< dataset.limit, dataset.test_limit
   InitOptions init;
   CompressionSection compression;  ///< compresses nothing unless the file has the section
-  /// The file as read (its overrides and preset applied): what plan_request reads, as
-  /// `pipelab schedule` reads a file it does not build (core/train/plan_request.h).
-  YAML::Node tree;
+  /// What its run's plan is compiled from, read from the file once at load as `pipelab
+  /// schedule` reads a file it does not build (core/train/plan_request.h); plan_request(e)
+  /// copies it (the planner asks for it once per candidate).
+  PlanRequest request;
 
   /// Reads an experiment file with `--set` overrides. Throws ConfigError.
   static Experiment load(const std::string& path, const std::vector<std::string>& overrides = {});

@@ -19,7 +19,7 @@ bool runs_processes(const ConfigNode& top) {
 
 }  // namespace
 
-PlanRequest plan_request(const ConfigNode& top, const Scheme& scheme, int stages) {
+PlanRequest plan_request(const ConfigNode& top, const Scheme& scheme, int stages, const ModelFactory* model) {
   PlanRequest r;
   r.scheme = &scheme;
   r.source = top.source();
@@ -30,7 +30,8 @@ PlanRequest plan_request(const ConfigNode& top, const Scheme& scheme, int stages
   r.recompute = partition.recompute;
   if (top.has("optimizer")) r.gradients = read_gradient_options(top.child("optimizer"));
   if (top.has("model")) {
-    const std::unique_ptr<ModelFactory> model = Registry<ModelFactory>::get().create(top.child("model"));
+    std::unique_ptr<ModelFactory> made;
+    if (!model) model = (made = Registry<ModelFactory>::get().create(top.child("model"))).get();
     r.tied_weights = model->ties_weights();
     r.segment_token_work = model->segment_token_work();
   } else {
@@ -45,7 +46,10 @@ PlanRequest plan_request(const ConfigNode& top, const Scheme& scheme, int stages
 }
 
 PlanRequest plan_request(const Experiment& e, int stages) {
-  return plan_request(ConfigNode(e.tree, e.source, ""), *e.scheme, stages);
+  PlanRequest r = e.request;
+  r.scheme = e.scheme.get();
+  if (stages > 0) r.stages = stages;
+  return r;
 }
 
 }  // namespace pipelab

@@ -29,11 +29,16 @@ optimizer: {type: sgd, lr: 0.05}
 run:       {epochs: 1, batch_size: 16, seed: 0, threads: 1, progress: false}
 )";
 
+/// The file with scheme `type` at `stages` stages.
+Experiment experiment_of(const std::string& type, int stages) {
+  return testing::experiment(kMlp, "", {"scheme={type: " + type + "}", fmt::format("partition.stages={}", stages)});
+}
+
 /// Every registered scheme that its type alone makes (a custom schedule names a file).
 std::vector<std::string> schemes() {
   std::vector<std::string> out;
   for (const std::string& type : Registry<Scheme>::get().names()) {
-    if (testing::user_error([&] { (void)testing::experiment(kMlp, "", {"scheme={type: " + type + "}"}); }).empty()) {
+    if (testing::user_error([&] { (void)experiment_of(type, 2); }).empty()) {
       out.push_back(type);
     }
   }
@@ -84,8 +89,7 @@ TEST(StepShape, SimulateReplaysWhatThePlansStepSays) {
     for (const std::string& t : types) {
       const auto it = units.find(t);
       if (it == units.end()) continue;  // refused for this model (a row says why)
-      const Experiment e = testing::experiment(
-          kMlp, "", {"scheme={type: " + t + "}", fmt::format("partition.stages={}", stages)});
+      const Experiment e = experiment_of(t, stages);
       const StepShape step = plan_of(e).step(e.run.batch_size);
       EXPECT_EQ(it->second, step.replay_micro_batches) << t << " at " << stages << " stages\n" << out;
       ++checked;
@@ -138,9 +142,7 @@ TEST(StepShape, TheRunSplitsAndUpdatesAsTheStepSays) {
   for (const std::string& t : schemes()) {
     for (const int stages : {2, 4}) {
       SCOPED_TRACE(t + " at " + std::to_string(stages) + " stages");
-      Experiment e = [&] {
-        return testing::experiment(kMlp, "", {"scheme={type: " + t + "}", fmt::format("partition.stages={}", stages)});
-      }();
+      const Experiment e = experiment_of(t, stages);
       std::optional<RunPlan> plan;
       if (!testing::user_error([&] { plan = plan_of(e); }).empty()) continue;
       const StepShape step = plan->step(e.run.batch_size);

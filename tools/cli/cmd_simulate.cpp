@@ -228,33 +228,30 @@ std::vector<Compared> compared_schemes(const Experiment& e, const std::string& s
   return out;
 }
 
-/// The micro-batches of the file's own step when it is flushed per mini-batch (its run's
-/// plan); 0 when it is not, or when its run would refuse the plan (its own row says why).
-int file_micro_batches(const Experiment& e) {
+/// The micro-batches every compared scheme takes unless its own entry sets them:
+/// --microbatches, else the measured run's, else the file's scheme's; 0 (each scheme's own)
+/// when the file's step is not flushed per mini-batch (a pipeline that runs on counts loader
+/// batches instead) or its run would refuse the plan (its own row says why).
+int default_micro_batches(const Experiment& e, const CostSource& source, const SimulateFlags& f) {
+  if (f.micro > 0) return f.micro;
+  int file_micro = 0;
   try {
     const StepShape step = RunPlan::compile(plan_request(e)).step(e.run.batch_size);
-    return step.flushed ? step.micro_batches : 0;
+    file_micro = step.flushed ? step.micro_batches : 0;
   } catch (const UserError&) {
-    return 0;
   }
+  const int measured_micro = source.file() && file_micro > 0 ? source.file()->micro_batches : 0;
+  return measured_micro > 0 ? measured_micro : file_micro > 1 ? file_micro : 0;
 }
 
 /// Replays one scheme as `run` would train it: the plan the run compiles (refused where the
 /// run would refuse it, with the run's message) and its step (RunPlan::step), whose
-/// micro-batches are the scheme's --microbatches, else the flag's, the measured run's, the
-/// file's scheme's, or the scheme's own.
+/// micro-batches are the scheme's own `microbatches=`, else `default_micro`, else the
+/// scheme's own count.
 sim::SimResult replay_scheme(const Experiment& e, const CostSource& source, const SimulateFlags& f, const Compared& c,
-                             const sim::SimOptions& options) {
+                             int default_micro, const sim::SimOptions& options) {
   const int stages = c.scheme->stages(c.spec.stages ? c.spec.stages : f.stages);
-  // The file's scheme's and its measured run's counts cut a flushed mini-batch; a pipeline
-  // that runs on counts loader batches instead.
-  const int file_micro = file_micro_batches(e);
-  const int measured_micro = source.file() && file_micro > 0 ? source.file()->micro_batches : 0;
-  const int m = c.spec.microbatches > 0 ? c.spec.microbatches
-                : f.micro > 0           ? f.micro
-                : measured_micro > 0    ? measured_micro
-                : file_micro > 1        ? file_micro
-                                        : 0;
+  const int m = c.spec.microbatches > 0 ? c.spec.microbatches : default_micro;
   PlanRequest request = plan_request(e, stages);
   request.scheme = c.scheme.get();
   const RunPlan plan = RunPlan::compile(request);
@@ -360,12 +357,13 @@ int simulate(const Args& args) {
   options.slow = slow_devices(f.slow);
   options.one_worker = f.executor == "sequential";
   const std::vector<Compared> compared = compared_schemes(e, f.schemes_text);
+  const int default_micro = default_micro_batches(e, source, f);
   std::vector<SchemeRow> rows;
   for (const Compared& c : compared) {
     SchemeRow row;
     row.name = c.name;
     try {
-      row.result = replay_scheme(e, source, f, c, options);
+      row.result = replay_scheme(e, source, f, c, default_micro, options);
     } catch (const UserError& err) {
       row.error = err.what();
     }
