@@ -221,6 +221,7 @@ class Roberta : public Configured<ModelFactory, RobertaOptions> {
                           reads({"x"}, {"x", "mask"})});
     for (int64_t i = 0; i < o.layers; ++i) {
       def.blocks.push_back({fmt::format("layer{}", i), [o] { return hf_initialised(Layer(o), o); }, reads({"x", "mask"})});
+      def.blocks.back().shape_key = "layer";
     }
     def.blocks.push_back(
         {"classifier", [o, classes] { return hf_initialised(Classifier(o, classes), o); }, reads({"x", "mask"})});

@@ -277,6 +277,7 @@ class Transformer : public Configured<ModelFactory, TransformerOptions> {
       for (int64_t i = 1; i <= o.layers; ++i) {
         def.blocks.push_back(
             {fmt::format("layer{}", i), [=] { return initialised(MaskedEncoderLayer(o), init_spectrain); }, with_mask});
+        def.blocks.back().shape_key = "layer";
       }
       def.blocks.push_back(
           {"head", [=] { return initialised(MaskedMeanPoolClassifier(o.d_model, classes), init_spectrain); }, with_mask});
@@ -287,6 +288,7 @@ class Transformer : public Configured<ModelFactory, TransformerOptions> {
            }});
       for (int64_t i = 1; i <= o.layers; ++i) {
         def.blocks.push_back({fmt::format("layer{}", i), [=] { return initialised(EncoderLayer(o), init_spectrain); }});
+        def.blocks.back().shape_key = "layer";
       }
       if (o.head == Head::Lm) {
         def.blocks.push_back(

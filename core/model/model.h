@@ -69,6 +69,10 @@ struct BlockRecipe {
   std::string name;
   std::function<torch::nn::AnyModule()> make;
   BlockIO io;
+  /// Blocks whose recipes share a non-empty key are made by the same code from the same
+  /// options (their seeds alone differ): the same parameters' shapes, the same work for the
+  /// same inputs. A profile from shapes (core/model/meta_device.h) builds one of them.
+  std::string shape_key;
 };
 
 /// Two parameters that are one (tied weights, docs/schemes.md §1), named

@@ -9,17 +9,19 @@
 
 #include "core/util/error.h"
 #include "core/model/flop_counter.h"
+#include "core/model/meta_device.h"
 
 namespace pipelab {
 
-std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed) {
+std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed, bool meta) {
   torch::NoGradGuard no_grad;
   std::vector<int64_t> shape{1};
   shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
-  LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
+  ProfileBlocks build(def, seed, meta);
+  LiveSet live(torch::zeros(shape, torch::TensorOptions(data.integer_input ? torch::kLong : torch::kFloat).device(build.device())));
   std::vector<BlockProfile> out;
   for (size_t i = 0; i < def.blocks.size(); ++i) {
-    Block block = build_block(def, i, seed);
+    Block block = build(i);
     block.module.ptr()->eval();
     BlockProfile p;
     p.name = block.name;
@@ -29,6 +31,9 @@ std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& da
       FlopCounter counter;
       live.run(block);
       p.flops = counter.flops();
+      if (meta) {
+        for (const auto& [op, flops] : counter.by_operator()) check_meta_faithful(op);
+      }
     }
     p.output_shape = live.get("x").sizes().slice(1).vec();
     for (size_t k = 0; k < live.names().size(); ++k) {

@@ -34,8 +34,11 @@ struct StageProfile {
 
 /// Builds block after block of `def` (seeded as a run with `seed` would, one block alive at
 /// a time) and runs one example of `data` through them: zeros (ids 0 for word-id inputs), in
-/// eval mode, without autograd. Counts each block's FLOPs with a FlopCounter.
-std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed = 0);
+/// eval mode, without autograd. Counts each block's FLOPs with a FlopCounter. With `meta`,
+/// on the meta device (shapes only, core/model/meta_device.h): an operator without a meta
+/// kernel throws c10::Error.
+std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed = 0,
+                                         bool meta = false);
 
 /// Per-stage sums under `balance` (blocks per stage; must add up to blocks.size()).
 std::vector<StageProfile> stage_totals(const std::vector<BlockProfile>& blocks, const std::vector<int>& balance);

@@ -2,16 +2,17 @@
 
 #include <torch/torch.h>
 
+#include "core/model/meta_device.h"
 #include "core/stage/weight_pass.h"
 #include "core/util/memory_meter.h"
 
 namespace pipelab::sim {
 namespace {
 
-at::Tensor zero_input(const DataSpec& data, int examples) {
+at::Tensor zero_input(const DataSpec& data, int examples, at::Device device) {
   std::vector<int64_t> shape{examples};
   shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
-  return torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat);
+  return torch::zeros(shape, torch::TensorOptions(data.integer_input ? torch::kLong : torch::kFloat).device(device));
 }
 
 /// On the last block, the loss the last stage's forward computes (cross-entropy: its
@@ -21,7 +22,7 @@ Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples) {
   if (!last || out.empty() || !out.front().is_floating_point()) return out;
   std::vector<int64_t> shape{examples};
   shape.insert(shape.end(), data.target_shape.begin(), data.target_shape.end());
-  return {CrossEntropyLoss().compute(out.front(), torch::zeros(shape, torch::kLong))};
+  return {CrossEntropyLoss().compute(out.front(), torch::zeros(shape, out.front().options().dtype(torch::kLong)))};
 }
 
 /// What one block's actions need, per size measured.
@@ -80,8 +81,9 @@ void measure_split(Block& block, const Tensors& in, bool last, const DataSpec& d
 /// on the previous one's output, cut from the graph as a stage receives it, twice: the second
 /// time (the one counted) its parameters' gradients exist and are accumulated into, as in
 /// every backward of a step but the first.
-void measure_rises(std::vector<Block>& blocks, const DataSpec& data, int examples, MemoryMeter* meter, Rises& r) {
-  LiveSet live(zero_input(data, examples));
+void measure_rises(std::vector<Block>& blocks, const DataSpec& data, int examples, at::Device device, MemoryMeter* meter,
+                   Rises& r) {
+  LiveSet live(zero_input(data, examples, device));
   for (size_t i = 0; i < blocks.size(); ++i) {
     const int tag = static_cast<int>(blocks.size() + i);  // apart from the retained bytes' tags
     const bool last = i + 1 == blocks.size();
@@ -138,10 +140,11 @@ std::vector<double> measure_update_rises(std::vector<Block>& blocks, const Optim
 }  // namespace
 
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
-                                 const OptimizerFactory* optimizer, int examples) {
+                                 const OptimizerFactory* optimizer, int examples, bool meta) {
+  ProfileBlocks build(def, seed, meta);
   std::vector<Block> blocks;
   for (size_t i = 0; i < def.blocks.size(); ++i) {
-    blocks.push_back(build_block(def, i, seed));
+    blocks.push_back(build(i));
     blocks.back().module.ptr()->train();
   }
   auto meter = std::make_shared<MemoryMeter>();
@@ -150,7 +153,7 @@ BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint
   MemoryMeter::Install install(meter);
   {
     // The input is allocated before the first scope: the feed's, not a block's.
-    LiveSet live(zero_input(data, examples));
+    LiveSet live(zero_input(data, examples, build.device()));
     Tensors loss;
     for (size_t i = 0; i < blocks.size(); ++i) {
       MemoryMeter::Scope scope(meter.get(), static_cast<int>(i));
@@ -170,8 +173,8 @@ BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint
   // micro-batch, the activation-sized ones do.
   const int large = 4 * examples;
   Rises small, big;
-  measure_rises(blocks, data, examples, meter.get(), small);
-  measure_rises(blocks, data, large, meter.get(), big);
+  measure_rises(blocks, data, examples, build.device(), meter.get(), small);
+  measure_rises(blocks, data, large, build.device(), meter.get(), big);
   for (size_t i = 0; i < blocks.size(); ++i) {
     out.forward_rise.push_back(Affine::through(examples, small.forward[i], large, big.forward[i]));
     out.backward_rise.push_back(Affine::through(examples, small.backward[i], large, big.backward[i]));

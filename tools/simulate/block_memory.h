@@ -16,7 +16,10 @@ namespace pipelab::sim {
 /// backward raise the bytes while they run (BlockMemory::forward_rise, backward_rise), what a
 /// split backward's I keeps for its W (input_backward_kept), and,
 /// given `optimizer`, how far a step of it on the block's parameters does (update_rise).
+/// With `meta`, all of it on the meta device (core/model/meta_device.h): the same bytes,
+/// counted from the tensors' sizes without computing them (an operator without a meta
+/// kernel throws c10::Error).
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
-                                 const OptimizerFactory* optimizer = nullptr, int examples = 2);
+                                 const OptimizerFactory* optimizer = nullptr, int examples = 2, bool meta = false);
 
 }  // namespace pipelab::sim
