@@ -66,14 +66,14 @@ void to_meta(torch::nn::Module& module) {
 
 Block ProfileBlocks::operator()(size_t index) {
   const BlockRecipe& recipe = def_.blocks.at(index);
-  if (meta_ && !recipe.shape_key.empty()) {
-    const auto found = shared_.find(recipe.shape_key);
-    if (found != shared_.end()) return {recipe.name, found->second, recipe.io};
-  }
+  if (!meta_) return build_block(def_, index, seed_);
+  // Meta modules hold no storage: each is kept for the next profile that asks.
+  const std::string key = recipe.shape_key.empty() ? "#" + std::to_string(index) : recipe.shape_key;
+  const auto found = built_.find(key);
+  if (found != built_.end()) return {recipe.name, found->second, recipe.io};
   Block block = build_block(def_, index, seed_);
-  if (!meta_) return block;
   to_meta(*block.module.ptr());
-  if (!recipe.shape_key.empty()) shared_.emplace(recipe.shape_key, block.module);
+  built_.emplace(key, block.module);
   return block;
 }
 

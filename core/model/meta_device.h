@@ -42,7 +42,8 @@ void to_meta(torch::nn::Module& module);
 
 /// The blocks of one model for a profile: built as a run builds them (seeded per block), on
 /// the CPU, or moved to the meta device, where blocks whose recipes share a shape_key share
-/// one module, built once: a 70B model's 80 layers cost one layer's construction.
+/// one module, built once (a 70B model's 80 layers cost one layer's construction), and every
+/// meta block is kept for the next profile that asks for it.
 class ProfileBlocks {
  public:
   ProfileBlocks(const ModelDef& def, uint64_t seed, bool meta) : def_(def), seed_(seed), meta_(meta) {}
@@ -55,7 +56,7 @@ class ProfileBlocks {
   const ModelDef& def_;
   uint64_t seed_;
   bool meta_;
-  std::map<std::string, torch::nn::AnyModule> shared_;
+  std::map<std::string, torch::nn::AnyModule> built_;  ///< meta modules by shape key (or "#<index>")
 };
 
 /// A model the meta device cannot profile faithfully.

@@ -20,6 +20,7 @@
 #include "tools/simulate/codec_costs.h"
 #include "tools/simulate/costs.h"
 #include "tools/simulate/derive.h"
+#include "tools/simulate/profile_source.h"
 
 namespace pipelab::cli {
 
@@ -27,6 +28,7 @@ namespace pipelab::cli {
 struct CostFlags {
   std::string costs_file;
   bool time_blocks = false;  ///< cost each block by timing it here
+  std::string profile = "shapes";  ///< derived costs' profile: shapes or measured
   std::string dtype = "float32";
   sim::DeviceSpec device;
 };
@@ -40,6 +42,9 @@ inline void add_cost_options(po::options_description& options, CostFlags& f) {
       "link-gbps", po::value(&f.device.link.gbps), "link bandwidth between devices, Gbit/s (0: infinite)")(
       "link-latency-us", po::value(&f.device.link.latency_us), "link latency per message, microseconds")(
       "dtype", po::value(&f.dtype), "derive costs: float32, bfloat16 or float16 (bytes of weights and activations)")(
+      "profile", po::value(&f.profile),
+      "derive costs from the model's profile: shapes (default: on the meta device, seconds for any size) or "
+      "measured (run on this CPU); --time-blocks measures")(
       "time-blocks", po::bool_switch(&f.time_blocks),
       "derive costs for the devices here: time each block on this machine (run.threads intra-op threads, "
       "as each device of the threaded executor has) instead of --device-flops");
@@ -62,6 +67,12 @@ inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
     throw UsageError{fmt::format("--dtype {}: use float32, bfloat16 or float16", f.dtype)};
   }
   f.device.dtype_bytes = f.dtype == "float32" ? 4 : 2;
+  if (f.profile != "shapes" && f.profile != "measured") {
+    throw UsageError{fmt::format("--profile {}: use shapes or measured", f.profile)};
+  }
+  if (vm.count("profile") && !vm.count("device-flops")) {
+    throw UsageError{"--profile goes with --device-flops (measured costs and --time-blocks profile on this CPU)"};
+  }
 }
 
 /// State tensors per parameter of the file's optimizer (SGD 0, with momentum 1, Adam 2),
@@ -83,7 +94,9 @@ class CostSource {
       : e_(e), device_(device) {
     if (!costs_file.empty()) {
       file_ = sim::load_costs(costs_file);
-      other_model_ = other_model(*file_, e.model->define(data_spec(e, vm)), costs_file);
+      const DataSpec spec = data_spec(e, vm);
+      const ModelDef def = e.model->define(spec);
+      other_model_ = other_model(*file_, def, parameter_profile(def, spec, static_cast<uint64_t>(e.run.seed)), costs_file);
       if (vm.count("link-gbps")) file_->link.gbps = device.link.gbps;
       if (vm.count("link-latency-us")) file_->link.latency_us = device.link.latency_us;
       return;
@@ -92,9 +105,16 @@ class CostSource {
     if (spec.integer_input && spec.input_shape.size() == 1) sequence_length_ = static_cast<double>(spec.input_shape[0]);
     const ModelDef def = e.model->define(spec);
     dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
-    blocks_ = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
-    memory_ = sim::measure_block_memory(def, spec, static_cast<uint64_t>(e.run.seed), e.optimizer.get());
-    if (vm.count("time-blocks") && vm["time-blocks"].as<bool>()) {
+    const bool timed = vm.count("time-blocks") && vm["time-blocks"].as<bool>();
+    // The devices here are measured here; others are derived from shapes unless asked.
+    const sim::ProfileWay way = timed || (vm.count("profile") && vm["profile"].as<std::string>() == "measured")
+                                    ? sim::ProfileWay::Measured
+                                    : sim::ProfileWay::Shapes;
+    const auto seed = static_cast<uint64_t>(e.run.seed);
+    profile_ = sim::profile_model(def, spec, seed, e.optimizer.get(), way,
+                                  sim::profile_cache_key(e.model->type(), e.model->resolved_options(), spec, seed,
+                                                         e.optimizer->resolved_options(), way));
+    if (timed) {
       // The micro-batch sizes a plan tries run from the whole mini-batch down to a small
       // share of it: the two timed sizes span most of that range.
       const int batch = static_cast<int>(std::max<int64_t>(2, e.run.batch_size));
@@ -106,7 +126,7 @@ class CostSource {
       // memory, which costs time however fast the links are said to be.
       device_.link.reduce_gbps = times_.reduce_gbps;
     }
-    ties_ = tied_blocks(def);
+    ties_ = tied_blocks(def, profile_.blocks);
   }
   bool derived() const { return !file_; }
   bool timed() const { return !times_.empty(); }
@@ -117,7 +137,8 @@ class CostSource {
       return fmt::format("timed here: each block at {} and {} examples, {} intra-op thread(s) per device", small_,
                          large_, times_.threads);
     }
-    return fmt::format("derived: {:g} TFLOP/s, {}, {}", device_.tflops, memory_text(device_.memory_gbs), dtype);
+    return fmt::format("derived: {:g} TFLOP/s, {}, {}; {}{}", device_.tflops, memory_text(device_.memory_gbs), dtype,
+                       profile_.describe(), profile_.cached ? " (cached)" : "");
   }
   /// The device memory's bandwidth in a header: no figure is no bound, not 0 GB/s.
   static std::string memory_text(double gbs) {
@@ -126,14 +147,15 @@ class CostSource {
 
   /// Why the costs file is another model's ("" when its stages hold the model's parameters,
   /// at 2, 4 or 8 bytes each; a tie spanning two stages may count twice). `plan` refuses
-  /// such costs, `simulate` (a what-if tool) says so and replays them. Each block is built
-  /// once, one at a time, to count its parameters.
-  static std::string other_model(const sim::SimCosts& c, const ModelDef& def, const std::string& path) {
+  /// such costs, `simulate` (a what-if tool) says so and replays them. The parameters are
+  /// counted from the model's profile.
+  static std::string other_model(const sim::SimCosts& c, const ModelDef& def, const std::vector<BlockProfile>& blocks,
+                                 const std::string& path) {
     double bytes = 0;
     for (const sim::StageCosts& k : c.stages) bytes += k.parameter_bytes;
     int64_t params = 0, tied = 0;
-    for (const auto& block : def.blocks) params += count_parameters(*block.make().ptr());
-    for (const BlockTie& t : tied_blocks(def)) tied += t.elements;
+    for (const BlockProfile& b : blocks) params += b.parameters;
+    for (const BlockTie& t : tied_blocks(def, blocks)) tied += t.elements;
     if (bytes <= 0 || params <= 0) return "";  // a costs file written by hand may leave them out
     for (const double width : {4.0, 2.0, 8.0}) {
       const double counted = bytes / width;
@@ -146,6 +168,14 @@ class CostSource {
         "derived costs (--device-flops) or --time-blocks",
         path, bytes, bytes / 4, params);
   }
+  /// The blocks' parameters from shapes; measured when the meta device cannot run the model.
+  static std::vector<BlockProfile> parameter_profile(const ModelDef& def, const DataSpec& spec, uint64_t seed) {
+    try {
+      return profile_blocks(def, spec, seed, true);
+    } catch (const std::exception&) {
+      return profile_blocks(def, spec, seed, false);
+    }
+  }
   /// other_model()'s verdict on the costs file given ("" without one, or when it matches).
   const std::string& costs_of_other_model() const { return other_model_; }
 
@@ -154,9 +184,9 @@ class CostSource {
     size_t first = 0, second = 0;
     int64_t elements = 0;
   };
-  /// The model's ties (ModelDef::ties, "<block>.<param>") as block indices; the tensor's size
-  /// from the first block, built once.
-  static std::vector<BlockTie> tied_blocks(const ModelDef& def) {
+  /// The model's ties (ModelDef::ties, "<block>.<param>") as block indices, the tensor's
+  /// size from the first block's profile.
+  static std::vector<BlockTie> tied_blocks(const ModelDef& def, const std::vector<BlockProfile>& blocks) {
     std::vector<BlockTie> out;
     const auto block_of = [&def](const std::string& name) {
       for (size_t b = 0; b < def.blocks.size(); ++b) {
@@ -168,8 +198,8 @@ class CostSource {
       BlockTie t{block_of(tie.first), block_of(tie.second), 0};
       if (t.first == def.blocks.size() || t.second == def.blocks.size()) continue;
       const std::string param = tie.first.substr(def.blocks[t.first].name.size() + 1);
-      for (const auto& kv : def.blocks[t.first].make().ptr()->named_parameters()) {
-        if (kv.key() == param) t.elements = kv.value().numel();
+      for (const auto& [name, elements] : blocks.at(t.first).parameter_sizes) {
+        if (name == param) t.elements = elements;
       }
       out.push_back(t);
     }
@@ -194,14 +224,14 @@ class CostSource {
     }
   }
   const std::optional<sim::SimCosts>& file() const { return file_; }
-  const sim::BlockMemory& memory() const { return memory_; }
+  const sim::BlockMemory& memory() const { return profile_.memory; }
 
   /// Costs of `stages` stages for units of `examples` examples.
   sim::SimCosts costs(int stages, double examples) const {
     if (file_) return costs_for({}, examples);
-    if (stages > static_cast<int>(blocks_.size())) {
+    if (stages > static_cast<int>(profile_.blocks.size())) {
       throw UserError(fmt::format("{} stages, but the model has {} blocks. Fix: use at most {} stages", stages,
-                                  blocks_.size(), blocks_.size()));
+                                  profile_.blocks.size(), profile_.blocks.size()));
     }
     // The file's partition when it has this many stages, else the FLOPs-balanced cut.
     std::vector<int> balance = e_.partition.balance.kind == Balance::Kind::Counts &&
@@ -224,7 +254,7 @@ class CostSource {
       sim::apply_compression(c, compression, bytes);
       return c;
     }
-    sim::SimCosts c = sim::derive_costs(blocks_, memory_, balance, examples, device_, times_.empty() ? nullptr : &times_);
+    sim::SimCosts c = sim::derive_costs(profile_.blocks, profile_.memory, balance, examples, device_, times_.empty() ? nullptr : &times_);
     c.source = times_.empty() ? "derived" : "timed here";
     c.sequence_length = sequence_length_;
     add_tied_bytes(c, balance);
@@ -236,7 +266,7 @@ class CostSource {
   /// Each block's forward FLOPs per example (derived costs; empty with a costs file).
   std::vector<double> block_flops() const {
     std::vector<double> flops;
-    for (const BlockProfile& b : blocks_) flops.push_back(static_cast<double>(b.flops));
+    for (const BlockProfile& b : profile_.blocks) flops.push_back(static_cast<double>(b.flops));
     return flops;
   }
 
@@ -245,8 +275,7 @@ class CostSource {
   sim::DeviceSpec device_;
   std::optional<sim::SimCosts> file_;
   std::string other_model_;
-  std::vector<BlockProfile> blocks_;
-  sim::BlockMemory memory_;
+  sim::ModelProfile profile_;
   sim::BlockTimes times_;
   int small_ = 0, large_ = 0;  ///< the two sizes blocks were timed at
   double sequence_length_ = 0;  ///< tokens per example (0: not sequences)

@@ -14,10 +14,15 @@
 namespace pipelab {
 
 std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed, bool meta) {
+  ProfileBlocks build(def, seed, meta);
+  return profile_blocks(def, data, build);
+}
+
+std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, ProfileBlocks& build) {
+  const bool meta = build.meta();
   torch::NoGradGuard no_grad;
   std::vector<int64_t> shape{1};
   shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
-  ProfileBlocks build(def, seed, meta);
   LiveSet live(torch::zeros(shape, torch::TensorOptions(data.integer_input ? torch::kLong : torch::kFloat).device(build.device())));
   std::vector<BlockProfile> out;
   for (size_t i = 0; i < def.blocks.size(); ++i) {
@@ -27,6 +32,7 @@ std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& da
     p.name = block.name;
     if (!block.io.plain()) p.io = block.io.str();
     p.parameters = count_parameters(*block.module.ptr());
+    for (const auto& kv : block.module.ptr()->named_parameters()) p.parameter_sizes.emplace_back(kv.key(), kv.value().numel());
     {
       FlopCounter counter;
       live.run(block);

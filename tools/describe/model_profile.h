@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/meta_device.h"
 #include "core/model/model.h"
 
 namespace pipelab {
@@ -24,6 +25,8 @@ struct BlockProfile {
   std::vector<TensorProfile> live;    ///< what is live after the block: what a cut here sends
   int64_t parameters = 0;
   int64_t flops = 0;  ///< forward FLOPs for one example (2 x multiply-adds, core/model/flop_counter.h)
+  /// Each parameter's elements, by its name in the block ("output.weight").
+  std::vector<std::pair<std::string, int64_t>> parameter_sizes;
 };
 
 /// The blocks of one stage and their sums.
@@ -39,6 +42,8 @@ struct StageProfile {
 /// kernel throws c10::Error.
 std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed = 0,
                                          bool meta = false);
+/// The same with the blocks from `build` (which keeps the meta blocks it built for a next use).
+std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, ProfileBlocks& build);
 
 /// Per-stage sums under `balance` (blocks per stage; must add up to blocks.size()).
 std::vector<StageProfile> stage_totals(const std::vector<BlockProfile>& blocks, const std::vector<int>& balance);

@@ -20,18 +20,27 @@ std::vector<int> recomputed(const RunPlan& plan) {
   return out;
 }
 
-/// The earliest pipeline stage on the fullest device of `c` that does not recompute yet;
-/// -1 when that device recomputes all of them (recomputing elsewhere cannot lower its peak).
-int next_stage(const Candidate& c, const RunPlan& plan) {
+/// Per device over `cap`, the earliest pipeline stage it holds that does not recompute yet;
+/// empty when the fullest device recomputes all of its stages (recomputing elsewhere cannot
+/// lower its peak). Each device's peak is mostly its own stages' activations, so every
+/// device over the cap gains one in the same replay: a 64-stage plan fits in a few replays,
+/// not in one per stage.
+std::vector<int> next_stages(const Candidate& c, const RunPlan& plan, double cap) {
   const auto fullest = std::max_element(c.peaks.begin(), c.peaks.end()) - c.peaks.begin();
   const std::vector<int>& placement = plan.placement();
-  int best = -1;
+  std::vector<int> earliest(c.peaks.size(), -1);
   for (size_t id = 0; id < placement.size(); ++id) {
-    if (placement[id] != fullest || plan.recomputes(static_cast<int>(id))) continue;
+    const auto device = static_cast<size_t>(placement[id]);
+    if (c.peaks[device] <= cap || plan.recomputes(static_cast<int>(id))) continue;
     const int p = plan.layout().replicated() ? plan.layout().position(static_cast<int>(id)) : static_cast<int>(id);
-    if (best < 0 || p < best) best = p;
+    if (earliest[device] < 0 || p < earliest[device]) earliest[device] = p;
   }
-  return best;
+  if (earliest[static_cast<size_t>(fullest)] < 0) return {};
+  std::vector<int> out;
+  for (const int p : earliest) {
+    if (p >= 0) out.push_back(p);
+  }
+  return out;
 }
 
 }  // namespace
@@ -43,10 +52,12 @@ int64_t recompute_to_fit(Candidate& c, const Experiment& e, const PlanSpace& spa
   Candidate trial = c;
   for (;;) {
     const RunPlan plan = compile_plan(e, *trial.scheme, trial);
-    const int stage = next_stage(trial, plan);
-    if (stage < 0) return replays;
+    const std::vector<int> stages = next_stages(trial, plan, space.memory_cap);
+    if (stages.empty()) return replays;
     trial.recompute = recomputed(plan);
-    trial.recompute.insert(std::upper_bound(trial.recompute.begin(), trial.recompute.end(), stage), stage);
+    trial.recompute.insert(trial.recompute.end(), stages.begin(), stages.end());
+    std::sort(trial.recompute.begin(), trial.recompute.end());
+    trial.recompute.erase(std::unique(trial.recompute.begin(), trial.recompute.end()), trial.recompute.end());
     ++replays;
     if (!replay(trial, e, space, costs_of, options)) return replays;
     if (trial.peak <= space.memory_cap) break;

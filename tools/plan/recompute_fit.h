@@ -4,8 +4,8 @@
 /// activations it holds, so it only pays where memory binds; and where it binds differs by
 /// stage: 1F1B's first stage holds p micro-batches' activations and its last one, a V's
 /// first device holds the first and the last chunk (AdaPipe, ASPLOS'24, plans recomputation
-/// per stage for this reason). A candidate over the memory cap recomputes, one stage at a
-/// time, the earliest stage not yet recomputed on its fullest device, until it fits.
+/// per stage for this reason). A candidate over the memory cap recomputes, on every device
+/// over the cap at once, the earliest stage not yet recomputed there, until it fits.
 #include <cstdint>
 
 #include "tools/plan/planner.h"

@@ -142,6 +142,11 @@ std::vector<double> measure_update_rises(std::vector<Block>& blocks, const Optim
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
                                  const OptimizerFactory* optimizer, int examples, bool meta) {
   ProfileBlocks build(def, seed, meta);
+  return measure_block_memory(def, data, build, optimizer, examples);
+}
+
+BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, ProfileBlocks& build,
+                                 const OptimizerFactory* optimizer, int examples) {
   std::vector<Block> blocks;
   for (size_t i = 0; i < def.blocks.size(); ++i) {
     blocks.push_back(build(i));

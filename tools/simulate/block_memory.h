@@ -3,6 +3,7 @@
 /// tensors and its output), measured once on this machine with LibTorch's allocator
 /// (core/util/memory_meter.h): autograd saves the same tensors on any device, so the sizes
 /// carry over to devices that are not here (cuDNN workspaces aside).
+#include "core/model/meta_device.h"
 #include "core/model/model.h"
 #include "core/optim/optimizer.h"
 #include "tools/simulate/derive.h"
@@ -21,5 +22,8 @@ namespace pipelab::sim {
 /// kernel throws c10::Error).
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
                                  const OptimizerFactory* optimizer = nullptr, int examples = 2, bool meta = false);
+/// The same with the blocks from `build`.
+BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, ProfileBlocks& build,
+                                 const OptimizerFactory* optimizer, int examples = 2);
 
 }  // namespace pipelab::sim

@@ -1,0 +1,223 @@
+#include "tools/simulate/profile_source.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/io/atomic_file.h"
+#include "core/model/meta_device.h"
+#include "core/util/progress.h"
+#include "tools/simulate/block_memory.h"
+
+namespace pipelab::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+/// Bumped whenever what a profile holds changes (the key also holds the build of pipelab).
+constexpr int kFormat = 1;
+
+/// FNV-1a, 64 bits: a digest stable across builds and machines (std::hash is neither).
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+/// The scalars of `node`, each file one names followed by its size and modification time.
+void fingerprint(const YAML::Node& node, std::string& out) {
+  if (node.IsScalar()) {
+    const std::string v = node.Scalar();
+    out += v + ";";
+    std::error_code ec;
+    if (!v.empty() && fs::is_regular_file(v, ec)) {
+      out += fmt::format("{}@{};", fs::file_size(v, ec), fs::last_write_time(v, ec).time_since_epoch().count());
+    }
+  } else if (node.IsSequence() || node.IsMap()) {
+    out += node.IsMap() ? "{" : "[";
+    for (const auto& kv : node) {
+      if (node.IsMap()) {
+        out += kv.first.Scalar() + ":";
+        fingerprint(kv.second, out);
+      } else {
+        fingerprint(kv, out);
+      }
+    }
+    out += node.IsMap() ? "}" : "]";
+  }
+}
+
+json affines(const std::vector<Affine>& v) {
+  json out = json::array();
+  for (const Affine& a : v) out.push_back({a.fixed, a.per_example});
+  return out;
+}
+std::vector<Affine> affines(const json& j) {
+  std::vector<Affine> out;
+  for (const json& a : j) out.push_back({a.at(0).get<double>(), a.at(1).get<double>()});
+  return out;
+}
+
+json to_json(const ModelProfile& p) {
+  json blocks = json::array();
+  for (const BlockProfile& b : p.blocks) {
+    json live = json::array();
+    for (const TensorProfile& t : b.live) live.push_back({{"name", t.name}, {"shape", t.shape}, {"bytes", t.bytes}, {"floating", t.floating}});
+    json params = json::array();
+    for (const auto& [name, n] : b.parameter_sizes) params.push_back({name, n});
+    blocks.push_back({{"name", b.name}, {"io", b.io}, {"output_shape", b.output_shape}, {"live", live},
+                      {"parameters", b.parameters}, {"flops", b.flops}, {"parameter_sizes", params}});
+  }
+  const BlockMemory& m = p.memory;
+  return {{"format", kFormat},
+          {"from_shapes", p.from_shapes},
+          {"measured_because", p.measured_because},
+          {"blocks", blocks},
+          {"memory",
+           {{"measured", m.measured},
+            {"retained_per_example", m.retained_per_example},
+            {"forward_rise", affines(m.forward_rise)},
+            {"backward_rise", affines(m.backward_rise)},
+            {"input_backward_kept", affines(m.input_backward_kept)},
+            {"input_backward_rise", affines(m.input_backward_rise)},
+            {"weight_backward_rise", affines(m.weight_backward_rise)},
+            {"update_rise", m.update_rise}}}};
+}
+
+ModelProfile from_json(const json& j) {
+  ModelProfile p;
+  p.from_shapes = j.at("from_shapes").get<bool>();
+  p.measured_because = j.at("measured_because").get<std::string>();
+  for (const json& b : j.at("blocks")) {
+    BlockProfile out;
+    out.name = b.at("name").get<std::string>();
+    out.io = b.at("io").get<std::string>();
+    out.output_shape = b.at("output_shape").get<std::vector<int64_t>>();
+    for (const json& t : b.at("live")) {
+      out.live.push_back({t.at("name").get<std::string>(), t.at("shape").get<std::vector<int64_t>>(),
+                          t.at("bytes").get<int64_t>(), t.at("floating").get<bool>()});
+    }
+    out.parameters = b.at("parameters").get<int64_t>();
+    out.flops = b.at("flops").get<int64_t>();
+    for (const json& s : b.at("parameter_sizes")) out.parameter_sizes.emplace_back(s.at(0).get<std::string>(), s.at(1).get<int64_t>());
+    p.blocks.push_back(std::move(out));
+  }
+  const json& m = j.at("memory");
+  p.memory.measured = m.at("measured").get<bool>();
+  p.memory.retained_per_example = m.at("retained_per_example").get<std::vector<double>>();
+  p.memory.forward_rise = affines(m.at("forward_rise"));
+  p.memory.backward_rise = affines(m.at("backward_rise"));
+  p.memory.input_backward_kept = affines(m.at("input_backward_kept"));
+  p.memory.input_backward_rise = affines(m.at("input_backward_rise"));
+  p.memory.weight_backward_rise = affines(m.at("weight_backward_rise"));
+  p.memory.update_rise = m.at("update_rise").get<std::vector<double>>();
+  return p;
+}
+
+std::string cache_file(const std::string& key) { return cache_folder() + "/profiles/" + key + ".json"; }
+
+/// The cached profile, if there is a readable one of this format (anything else is measured again).
+std::optional<ModelProfile> read_cached(const std::string& key) {
+  std::ifstream in(cache_file(key));
+  if (!in) return std::nullopt;
+  try {
+    const json j = json::parse(in);
+    if (j.at("format").get<int>() != kFormat) return std::nullopt;
+    ModelProfile p = from_json(j);
+    p.cached = true;
+    return p;
+  } catch (const std::exception&) {
+    return std::nullopt;  // a truncated or foreign file: profiled again, and rewritten
+  }
+}
+
+/// Writes the entry; a cache that cannot be written costs only the next run's time.
+void write_cached(const std::string& key, const ModelProfile& p) {
+  try {
+    std::error_code ec;
+    fs::create_directories(cache_folder() + "/profiles", ec);
+    write_file_atomic(cache_file(key), to_json(p).dump());
+  } catch (const std::exception&) {
+  }
+}
+
+ModelProfile measure(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory* optimizer,
+                     bool meta, Progress* bar) {
+  ModelProfile p;
+  p.from_shapes = meta;
+  ProfileBlocks build(def, seed, meta);  // on meta, each shape key's block is built once for both
+  p.blocks = profile_blocks(def, data, build);
+  if (bar) bar->update(1, meta ? "from shapes: memory" : "on this CPU: memory");
+  p.memory = measure_block_memory(def, data, build, optimizer, 2);
+  return p;
+}
+
+}  // namespace
+
+std::string ModelProfile::describe() const {
+  if (from_shapes) return "profile from shapes (meta device)";
+  if (!measured_because.empty()) return "profile measured on this CPU (" + measured_because + ")";
+  return "profile measured on this CPU";
+}
+
+std::string cache_folder() {
+  if (const char* dir = std::getenv("PIPELAB_CACHE"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/pipelab";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/pipelab";
+  return ".pipelab-cache";
+}
+
+std::string profile_cache_key(const std::string& model_type, const YAML::Node& model_options, const DataSpec& data,
+                              uint64_t seed, const YAML::Node& optimizer_options, ProfileWay way) {
+  std::string text = fmt::format("format {}; model {};", kFormat, model_type);
+  fingerprint(model_options, text);
+  text += fmt::format("data {} {} {} {} [{}];", fmt::join(data.input_shape, ","), data.classes, data.integer_input,
+                      fmt::join(data.target_shape, ","), data.metric);
+  text += fmt::format("seed {}; optimizer ", seed);
+  fingerprint(optimizer_options, text);
+  text += way == ProfileWay::Shapes ? "shapes;" : "measured;";
+  // This build of pipelab: a model's code may change while its options stay.
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) text += fmt::format("{}@{}", fs::file_size(self, ec), fs::last_write_time(self, ec).time_since_epoch().count());
+  return fmt::format("{:016x}", fnv1a(text));
+}
+
+ModelProfile profile_model(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory* optimizer,
+                           ProfileWay way, const std::string& cache_key, bool progress) {
+  if (!cache_key.empty()) {
+    if (std::optional<ModelProfile> cached = read_cached(cache_key)) return *cached;
+  }
+  Progress bar("profile", 2, progress);
+  bar.update(0, way == ProfileWay::Shapes ? "from shapes: blocks" : "on this CPU: blocks");
+  ModelProfile p;
+  if (way == ProfileWay::Shapes) {
+    try {
+      p = measure(def, data, seed, optimizer, true, &bar);
+    } catch (const MetaUnsupported& e) {
+      p.measured_because = meta_failure(e);
+    } catch (const c10::Error& e) {
+      p.measured_because = meta_failure(e) + " has no shape function";
+    }
+  }
+  if (!p.from_shapes) {
+    const std::string why = p.measured_because;
+    p = measure(def, data, seed, optimizer, false, &bar);
+    p.measured_because = why;
+  }
+  bar.finish(p.from_shapes ? "from shapes" : "measured");
+  if (!cache_key.empty()) write_cached(cache_key, p);
+  return p;
+}
+
+}  // namespace pipelab::sim
