@@ -5,6 +5,12 @@
 /// random. Like real data, the inputs lie near a low-dimensional manifold, so models
 /// generalise instead of memorising. Vector- or image-shaped, any size; the same `seed`
 /// gives the same bytes on every machine.
+///
+/// `tokens: {vocabulary: V, length: T}` makes it a language-model task instead: windows of T
+/// word ids and, as targets, the next word at every position (what `transformer` with
+/// `head: lm` trains on). The words follow a fixed random successor table (each word has one
+/// successor), a `label_noise` share of them replaced by random words: learnable, and as
+/// large as the model it feeds (a plan's emitted file runs on it without a corpus).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/ranges.h>
@@ -18,6 +24,16 @@
 
 namespace pipelab {
 namespace {
+
+struct TokenOptions {
+  int64_t vocabulary = 0;
+  int64_t length = 0;
+  template <class V>
+  void fields(V& v) {
+    v("vocabulary", vocabulary, "words (word ids 0 to vocabulary - 1); 0: not a token task", InRange{0, 1e8});
+    v("length", length, "words per window (the targets: the next word at each position)", InRange{0, 1e7});
+  }
+};
 
 struct SyntheticOptions {
   int64_t samples = 8192;
@@ -40,18 +56,35 @@ struct SyntheticOptions {
     v("hidden", hidden, "width of the random teacher network", positive);
     v("label_noise", label_noise, "share of labels replaced by random classes", in_range(0, 1));
     v("seed", seed, "seed of the teacher and the examples (independent of run.seed)", non_negative);
+    v.section("tokens", tokens, "a language-model task instead: `tokens: {vocabulary: V, length: T}`");
   }
+  TokenOptions tokens;
   /// Where dataset.samples is written ("file.yaml:3:5"), for check_memory's message.
   mutable std::string samples_at;
   void check(const ConfigNode& node) const {
     samples_at = node.has("samples") ? node.child("samples").where() : node.where();
+    if (!node.has("tokens")) return;
+    const ConfigNode t = node.child("tokens");
+    if (tokens.vocabulary < 2) t.fail("a token task needs a vocabulary of at least 2 words", "set tokens.vocabulary");
+    if (tokens.length < 1) t.fail("a token task needs a window length", "set tokens.length (words per window)");
+    for (const char* key : {"shape", "classes", "latent", "hidden", "noise"}) {
+      if (node.has(key)) {
+        node.child(key).fail("a token task has no features or teacher network",
+                             "leave it out with tokens (its windows are [tokens.length] word ids)");
+      }
+    }
   }
+  bool token_task() const { return tokens.vocabulary > 0; }
   /// The examples (float32) and, while they are made, about two temporaries of their size:
   /// checked against this machine's memory when the data is made (not when an experiment
   /// meant for a bigger machine is only planned), before anything is allocated.
   void check_memory() const {
     double values = static_cast<double>(samples + test_samples);
-    for (const int64_t d : shape) values *= static_cast<double>(d);
+    if (token_task()) {
+      values *= static_cast<double>(tokens.length + 1) * 2;  // int64 words and their targets
+    } else {
+      for (const int64_t d : shape) values *= static_cast<double>(d);
+    }
     const std::string problem = memory_problem(values * 4 * 3);
     if (!problem.empty()) {
       throw ConfigError(fmt::format("{}: dataset: {} examples of shape [{}] make {:.3g} values, which {}. Fix: use fewer "
@@ -67,6 +100,7 @@ class Synthetic : public Configured<DatasetFactory, SyntheticOptions> {
   DatasetSplits load(const DataContext&) const override {
     const auto& o = options_;
     o.check_memory();
+    if (o.token_task()) return token_task();
     const int64_t d = std::accumulate(o.shape.begin(), o.shape.end(), int64_t{1}, std::multiplies<int64_t>());
     const int64_t n = o.samples + o.test_samples;
     at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(o.seed));
@@ -92,6 +126,34 @@ class Synthetic : public Configured<DatasetFactory, SyntheticOptions> {
     out.spec.classes = o.classes;
     out.description = fmt::format("synthetic teacher task, {} train / {} test, shape {}, {} classes", o.samples,
                                   o.test_samples, shape_text(o.shape), o.classes);
+    return out;
+  }
+
+ private:
+  /// Windows of the successor chain: word t+1 is the successor of word t, or with
+  /// probability label_noise a uniformly random word; targets are the windows shifted by one.
+  DatasetSplits token_task() const {
+    const auto& o = options_;
+    const int64_t n = o.samples + o.test_samples, v = o.tokens.vocabulary, t = o.tokens.length;
+    at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(o.seed));
+    const at::Tensor successor = at::randperm(v, gen, at::kLong);
+    at::Tensor words = at::empty({n, t + 1}, at::kLong);
+    words.select(1, 0).copy_(at::randint(v, {n}, gen, at::kLong));
+    for (int64_t k = 1; k <= t; ++k) {
+      at::Tensor next = successor.index_select(0, words.select(1, k - 1));
+      if (o.label_noise > 0) next = at::where(at::rand({n}, gen) < o.label_noise, at::randint(v, {n}, gen, at::kLong), next);
+      words.select(1, k).copy_(next);
+    }
+    const at::Tensor x = words.narrow(1, 0, t).contiguous(), y = words.narrow(1, 1, t).contiguous();
+    DatasetSplits out;
+    out.train = std::make_shared<TensorDataset>(x.narrow(0, 0, o.samples), y.narrow(0, 0, o.samples));
+    out.test = std::make_shared<TensorDataset>(x.narrow(0, o.samples, o.test_samples), y.narrow(0, o.samples, o.test_samples));
+    out.spec.input_shape = {t};
+    out.spec.integer_input = true;
+    out.spec.classes = v;
+    out.spec.target_shape = {t};
+    out.description = fmt::format("synthetic token task, {} train / {} test windows of {} words, vocabulary {}",
+                                  o.samples, o.test_samples, t, v);
     return out;
   }
 };

@@ -1,5 +1,8 @@
 #include "core/model/flop_counter.h"
 
+#include <set>
+#include <vector>
+
 #include <ATen/core/ivalue.h>
 
 #include <memory>
@@ -77,21 +80,52 @@ int64_t macs_of(const std::string& op, c10::ArrayRef<const c10::IValue> in) {
   return -1;
 }
 
-/// Marks a counted operator, so that its end callback closes it.
-struct Counted : at::ObserverContext {};
+/// Every operator's start hands its end this (an end sees only what its start returned):
+/// whether it was counted.
+struct Opened : at::ObserverContext {
+  explicit Opened(bool c) : counted(c) {}
+  bool counted;
+};
+
+/// Operators that only make a new view of a tensor or allocate one: no kernel runs.
+bool launches_nothing(const std::string& op) {
+  static const std::set<std::string> none = {
+      "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::_reshape_alias", "aten::transpose", "aten::t",
+      "aten::permute", "aten::expand", "aten::select", "aten::slice", "aten::narrow", "aten::unsqueeze",
+      "aten::squeeze", "aten::as_strided", "aten::detach", "aten::alias", "aten::empty", "aten::empty_strided",
+      "aten::empty_like", "aten::flatten", "aten::split", "aten::chunk", "aten::unbind", "aten::lift_fresh",
+      "aten::resize_", "aten::set_", "aten::to", "aten::contiguous", "aten::result_type", "aten::resolve_conj",
+      "aten::resolve_neg", "aten::zeros", "aten::ones", "aten::size", "aten::numel", "aten::dim"};
+  return none.count(op) > 0;
+}
+
+/// Per open operator on this thread, whether it was counted as a kernel; and how many of
+/// them are counted (an operator inside a counted one is its implementation: not counted).
+thread_local std::vector<char> open_ops;
+thread_local int counted_open = 0;
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   FlopCounter* counter = active;
   if (counter == nullptr) return nullptr;
   const std::string op = fn.name();
+  const bool kernel = counted_open == 0 && !launches_nothing(op);
+  open_ops.push_back(kernel ? 1 : 0);
+  if (kernel) {
+    ++counted_open;
+    ++counter->kernels;
+  }
   const int64_t macs = macs_of(op, fn.inputs());
-  if (macs < 0) return nullptr;
+  if (macs < 0) return std::make_unique<Opened>(false);
   if (counter->depth++ == 0) counter->add(op, 2 * macs);
-  return std::make_unique<Counted>();
+  return std::make_unique<Opened>(true);
 }
 
 void on_end(const at::RecordFunction&, at::ObserverContext* context) {
-  if (context != nullptr && active != nullptr) --active->depth;
+  if (active == nullptr) return;
+  if (context != nullptr && static_cast<Opened*>(context)->counted) --active->depth;
+  if (open_ops.empty()) return;
+  if (open_ops.back()) --counted_open;
+  open_ops.pop_back();
 }
 
 }  // namespace
@@ -107,6 +141,8 @@ FlopCounter::FlopCounter() {
 FlopCounter::~FlopCounter() {
   at::removeCallback(handle_);
   active = nullptr;
+  open_ops.clear();
+  counted_open = 0;
 }
 
 void FlopCounter::add(const std::string& op, int64_t flops) {

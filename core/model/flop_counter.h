@@ -41,6 +41,10 @@ class FlopCounter {
   /// Called by the RecordFunction callbacks (public for them only).
   void add(const std::string& op, int64_t flops);
   int depth = 0;  ///< how many counted operators are open on this thread
+  /// Operators called from outside any other counted one that compute something (not a
+  /// view or an allocation): about the kernels a GPU launches, each with its fixed host
+  /// cost (what runs inside one, such as addmm's bias copy, is its implementation).
+  int64_t kernels = 0;
 
  private:
   at::CallbackHandle handle_;

@@ -13,6 +13,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/json_files_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/placement_run_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/plan_emit_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_memory_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_ranking_test.cpp

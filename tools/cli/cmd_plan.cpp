@@ -13,6 +13,7 @@
 #include "core/util/progress.h"
 #include "tools/cli/cost_source.h"
 #include "tools/cli/load_experiment.h"
+#include "tools/plan/baselines.h"
 #include "tools/plan/plan_report.h"
 
 namespace pipelab::cli {
@@ -62,7 +63,10 @@ std::string why_line(const plan::PlanResult& r) {
                                  plan::seconds_text(best.step), 100 * best.bubble, plan::bytes_text(best.peak));
   if (r.ranked.size() > 1) {
     const plan::Candidate& next = r.ranked[1];
-    text += fmt::format("; {:.1f}% faster than #2 ({})", 100 * (next.step - best.step) / next.step, next.label);
+    const double ahead = (next.step - best.step) / next.step;
+    text += ahead >= 5e-4 ? fmt::format("; {:.1f}% faster than #2 ({})", 100 * ahead, next.label)
+                          : fmt::format("; as fast as #2 ({}), ranked first as the simpler plan (fewer devices, "
+                                        "stages or bytes)", next.label);
   }
   return text;
 }
@@ -85,7 +89,8 @@ bool read_flags(const Args& args, PlanFlags& f) {
       "set", po::value(&f.sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
       "preset", po::value(&f.preset), kPresetHelp)(
       "devices", po::value(&f.devices)->required(), "devices N to plan for (1 to 1024)")(
-      "device-memory", po::value(&f.device_memory), "memory of each device, GiB (the cap unless --memory-cap)")(
+      "device-memory", po::value(&f.device_memory),
+      "memory of each device, GiB (the cap unless --memory-cap; default: the --cluster's)")(
       "memory-cap", po::value(&f.memory_cap), "the most a plan may hold on one device, GiB (0: no cap)")(
       "schemes", po::value(&f.schemes),
       "schemes to consider, comma-separated (default: every synchronous schedule, single and dp)")(
@@ -109,7 +114,8 @@ bool read_flags(const Args& args, PlanFlags& f) {
   po::positional_options_description positional;
   positional.add("file", 1);
   if (!parse(args,
-             "pipelab plan FILE --devices N [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T] | --time-blocks]\n"
+             "pipelab plan FILE --devices N [--costs COSTS | --cluster NAME|FILE | --device-flops TFLOPS [--memory-bw GBS]\n"
+             "             [--dtype T] [--profile shapes|measured] [--launch-us U] [--action-us A] | --time-blocks]\n"
              "             [--link-gbps G] [--link-latency-us L] [--device-memory GIB | --memory-cap GIB]\n"
              "             [--schemes a,b] [--async [--max-staleness V]] [--allow-idle] [--time-limit S]\n"
              "             [--compress-below G [--codec SPEC]]\n"
@@ -117,8 +123,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
              "Searches the pipelines for the experiment's model on N devices: scheme, stages, replicas, virtual\n"
              "stages, micro-batches, recomputation and the partition, each replayed as `pipelab run` would run it\n"
              "(docs/plan.md). One device and pure data parallelism are candidates too:\n\n"
-             "  pipelab plan exp.yaml --devices 8 --device-flops 100 --memory-bw 3350 --link-gbps 3600 \\\n"
-             "      --device-memory 80 --dtype bfloat16 --emit best.yaml",
+             "  pipelab plan exp.yaml --devices 8 --cluster h100_sxm --dtype bfloat16 --emit best.yaml",
              options, positional, f.vm)) {
     return false;
   }
@@ -198,7 +203,10 @@ plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSour
   }
   space.devices = f.devices;
   space.allow_idle = f.allow_idle;
-  space.memory_cap = (f.memory_cap > 0 ? f.memory_cap : f.device_memory) * kGiB;
+  space.memory_cap = (f.memory_cap > 0      ? f.memory_cap
+                      : f.device_memory > 0 ? f.device_memory
+                                            : f.cost.cluster_memory_gib) *
+                     kGiB;
   space.max_staleness = !f.async ? 0 : f.vm.count("max-staleness") ? f.max_staleness : 1 << 20;
   space.time_limit = f.time_limit;
   space.batch = static_cast<int>(e.run.batch_size);
@@ -220,11 +228,24 @@ plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSour
   return space;
 }
 
+/// The baselines' rows under the table: each unless it is among the top rows already.
+std::vector<std::pair<std::string, plan::Candidate>> baseline_rows(const plan::Baselines& b) {
+  std::vector<std::pair<std::string, plan::Candidate>> rows;
+  for (const auto* base : {&b.single, &b.dp}) {
+    if (*base && ((*base)->standing.rfind('#', 0) != 0 || (*base)->standing.find("below") != std::string::npos)) {
+      rows.emplace_back(fmt::format("baseline ({})", (*base)->standing), (*base)->candidate);
+    }
+  }
+  return rows;
+}
+
 /// The table, the winner, the front, and the files asked for.
-void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& space, const plan::PlanResult& result) {
+void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& space, const plan::PlanResult& result,
+            const plan::Baselines& baselines) {
   if (f.explain) fmt::print("why the others lost:\n{}\n", plan::explanation(result));
   if (result.ranked.empty()) throw UserError(nothing_fits(result, space));
-  fmt::print("{}\n{}\n", plan::ranked_table(result.ranked, f.top), why_line(result));
+  fmt::print("{}\n{}\n", plan::ranked_table(result.ranked, f.top, baseline_rows(baselines)), why_line(result));
+  if (!baselines.verdict.empty()) fmt::print("{}\n", baselines.verdict);
   fmt::print("time x memory front (none is both faster and smaller):");
   for (const plan::Candidate* c : plan::pareto_front(result.ranked)) {
     fmt::print("\n  {} on {} x {} ({}, {})", c->label, c->stages, c->replicas, plan::seconds_text(c->step),
@@ -268,9 +289,16 @@ int plan(const Args& args) {
         progress->update(done, best > 0 ? "best " + plan::seconds_text(best) : "");
       });
   if (progress) progress->finish();
+  const plan::Baselines baselines = plan::judge_baselines(
+      e, space,
+      [&](const std::vector<int>& balance, double examples, const CompressionSection& compression) {
+        return source.costs_for(balance, examples, compression);
+      },
+      result);
   fmt::print("{}: model {}, mini-batch {} examples, {} devices{}\ncosts {}\n", f.file, e.model->type(),
              e.run.batch_size, f.devices, space.memory_cap > 0 ? " of at most " + plan::bytes_text(space.memory_cap) : "",
              source.describe(f.cost.dtype));
+  if (!f.cost.cluster_name.empty()) fmt::print("cluster {}: {}\n", f.cost.cluster, f.cost.cluster_name);
   if (const std::string amp = planned_amp(f, e); !amp.empty()) {
     fmt::print("note: --dtype {} prices weights and activations at 2 bytes, but {} runs in float32 (run.amp: none): "
                "the figures are a run with run.amp: {}{}\n",
@@ -286,7 +314,7 @@ int plan(const Args& args) {
   }
   fmt::print("searched {} candidates in {:.2f} s ({} replayed){}\n\n", result.enumerated, result.seconds,
              result.simulated, result.timed_out ? "; the time limit cut the search short" : "");
-  report(f, e, space, result);
+  report(f, e, space, result, baselines);
   return 0;
 }
 

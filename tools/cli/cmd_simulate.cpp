@@ -173,7 +173,8 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
   positional.add("file", 1);
   return parse(args,
                "pipelab simulate FILE [--schemes a,b,c] [--stages D] [--microbatches M]\n"
-               "                [--costs COSTS | --device-flops TFLOPS [--memory-bw GBS] [--dtype T] | --time-blocks]\n"
+               "                [--costs COSTS | --cluster NAME|FILE | --device-flops TFLOPS [--memory-bw GBS] [--dtype T]\n"
+               "                 [--profile shapes|measured] [--launch-us U] [--action-us A] | --time-blocks]\n"
                "                [--link-gbps G] [--link-latency-us L] [--no-overlap] [--slow-device r:f]\n"
                "                [--svg out.svg] [--trace out.json] [--markdown out.md]\n\n"
                "Replays each scheme's schedule against a cost model and prints step time, samples/s, bubble,\n"

@@ -17,6 +17,7 @@
 #include "tools/describe/model_profile.h"
 #include "tools/simulate/block_memory.h"
 #include "tools/simulate/block_times.h"
+#include "tools/simulate/cluster.h"
 #include "tools/simulate/codec_costs.h"
 #include "tools/simulate/costs.h"
 #include "tools/simulate/derive.h"
@@ -27,6 +28,9 @@ namespace pipelab::cli {
 /// The flags that say where costs come from, shared by `simulate` and `plan`.
 struct CostFlags {
   std::string costs_file;
+  std::string cluster;  ///< --cluster: a preset's name or a cluster file
+  double cluster_memory_gib = 0;  ///< the cluster's device memory (plan's default cap)
+  std::string cluster_name;
   bool time_blocks = false;  ///< cost each block by timing it here
   std::string profile = "shapes";  ///< derived costs' profile: shapes or measured
   std::string dtype = "float32";
@@ -40,7 +44,15 @@ inline void add_cost_options(po::options_description& options, CostFlags& f) {
       "device-flops", po::value(&f.device.tflops), "derive costs: the device's achieved TFLOP/s")(
       "memory-bw", po::value(&f.device.memory_gbs), "derive costs: memory bandwidth, GB/s (0: not limiting)")(
       "link-gbps", po::value(&f.device.link.gbps), "link bandwidth between devices, Gbit/s (0: infinite)")(
-      "link-latency-us", po::value(&f.device.link.latency_us), "link latency per message, microseconds")(
+      "link-latency-us", po::value(&f.device.link.latency_us)->default_value(sim::kDefaultLinkLatencyUs),
+      "link latency per message, microseconds")(
+      "cluster", po::value(&f.cluster),
+      "derive costs for a cluster: a preset (h100_sxm, h200, a100_sxm, v100_sxm2, p40) or a cluster YAML file; "
+      "the flags above override its values")(
+      "launch-us", po::value(&f.device.launch_us)->default_value(sim::kDefaultLaunchUs),
+      "derive costs: host time per kernel launched, microseconds")(
+      "action-us", po::value(&f.device.action_us)->default_value(sim::kDefaultActionUs),
+      "derive costs: host time per pipeline action, microseconds")(
       "dtype", po::value(&f.dtype), "derive costs: float32, bfloat16 or float16 (bytes of weights and activations)")(
       "profile", po::value(&f.profile),
       "derive costs from the model's profile: shapes (default: on the meta device, seconds for any size) or "
@@ -50,16 +62,46 @@ inline void add_cost_options(po::options_description& options, CostFlags& f) {
       "as each device of the threaded executor has) instead of --device-flops");
 }
 
+/// The cluster's device and links, under the flags given beside it.
+inline void apply_cluster(const po::variables_map& vm, CostFlags& f) {
+  const sim::Cluster c = sim::load_cluster(f.cluster);
+  const std::string dtype = vm.count("dtype") ? vm["dtype"].as<std::string>() : "float32";
+  if (!vm.count("device-flops")) {
+    f.device.tflops = c.device.tflops.of(dtype);
+    if (f.device.tflops <= 0) {
+      throw UsageError{fmt::format("--cluster {}: its devices ({}) have no {} rate. Fix: another --dtype, or give "
+                                   "--device-flops", f.cluster, c.name, dtype)};
+    }
+  }
+  const auto unless_given = [&vm](const char* flag, double& value, double from_cluster) {
+    if (vm[flag].defaulted() || !vm.count(flag)) value = from_cluster;
+  };
+  unless_given("memory-bw", f.device.memory_gbs, c.device.memory_gbs);
+  unless_given("launch-us", f.device.launch_us, c.device.launch_us);
+  unless_given("action-us", f.device.action_us, c.device.action_us);
+  unless_given("link-gbps", f.device.link.gbps, c.link.gbps);
+  unless_given("link-latency-us", f.device.link.latency_us, c.link.latency_us);
+  f.device.link.devices_per_node = c.link.devices_per_node;
+  f.device.link.inter_gbps = c.link.inter_gbps;
+  f.device.link.inter_latency_us = c.link.inter_latency_us;
+  f.cluster_memory_gib = c.device.memory_gib;
+  f.cluster_name = c.name;
+}
+
 /// Refuses a bad combination or value of the cost flags (UsageError) and sets the device's
 /// bytes per element from --dtype.
 inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
-  const int sources = (f.costs_file.empty() ? 0 : 1) + static_cast<int>(vm.count("device-flops")) + (f.time_blocks ? 1 : 0);
-  if (sources > 1) throw UsageError{"give one of --costs, --device-flops and --time-blocks"};
+  const bool derived = vm.count("device-flops") || vm.count("cluster");
+  const int sources = (f.costs_file.empty() ? 0 : 1) + (derived ? 1 : 0) + (f.time_blocks ? 1 : 0);
+  if (sources > 1) throw UsageError{"give one of --costs, --device-flops (or --cluster) and --time-blocks"};
   if (sources == 0) {
-    throw UsageError{"give the costs: --costs FILE (measured or given), --device-flops TFLOPS (derived) or "
-                     "--time-blocks (each block timed here)"};
+    throw UsageError{"give the costs: --costs FILE (measured or given), --cluster NAME|FILE or --device-flops TFLOPS "
+                     "(derived), or --time-blocks (each block timed here)"};
   }
+  if (vm.count("cluster")) apply_cluster(vm, f);
   if (vm.count("device-flops")) checked_flag("--device-flops", f.device.tflops, 1e-9, 1e6);
+  checked_flag("--launch-us", f.device.launch_us, 0, 1e6);
+  checked_flag("--action-us", f.device.action_us, 0, 1e6);
   checked_flag("--memory-bw", f.device.memory_gbs, 0, 1e9);
   checked_flag("--link-gbps", f.device.link.gbps, 0, 1e9);
   checked_flag("--link-latency-us", f.device.link.latency_us, 0, 1e9);
@@ -70,8 +112,9 @@ inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
   if (f.profile != "shapes" && f.profile != "measured") {
     throw UsageError{fmt::format("--profile {}: use shapes or measured", f.profile)};
   }
-  if (vm.count("profile") && !vm.count("device-flops")) {
-    throw UsageError{"--profile goes with --device-flops (measured costs and --time-blocks profile on this CPU)"};
+  if (vm.count("profile") && !derived) {
+    throw UsageError{"--profile goes with --device-flops or --cluster (measured costs and --time-blocks profile on this "
+                     "CPU)"};
   }
 }
 
@@ -98,7 +141,7 @@ class CostSource {
       const ModelDef def = e.model->define(spec);
       other_model_ = other_model(*file_, def, parameter_profile(def, spec, static_cast<uint64_t>(e.run.seed)), costs_file);
       if (vm.count("link-gbps")) file_->link.gbps = device.link.gbps;
-      if (vm.count("link-latency-us")) file_->link.latency_us = device.link.latency_us;
+      if (vm.count("link-latency-us") && !vm["link-latency-us"].defaulted()) file_->link.latency_us = device.link.latency_us;
       return;
     }
     const DataSpec spec = data_spec(e, vm);
@@ -137,7 +180,15 @@ class CostSource {
       return fmt::format("timed here: each block at {} and {} examples, {} intra-op thread(s) per device", small_,
                          large_, times_.threads);
     }
-    return fmt::format("derived: {:g} TFLOP/s, {}, {}; {}{}", device_.tflops, memory_text(device_.memory_gbs), dtype,
+    return fmt::format("derived: {:g} TFLOP/s, {}, {}, {:g} us per kernel and {:g} us per action, links {} Gbit/s "
+                       "and {:g} us{}; {}{}",
+                       device_.tflops, memory_text(device_.memory_gbs), dtype, device_.launch_us, device_.action_us,
+                       device_.link.gbps > 0 ? fmt::format("{:g}", device_.link.gbps) : "unbounded",
+                       device_.link.latency_us,
+                       device_.link.devices_per_node > 0 && device_.link.inter_gbps > 0
+                           ? fmt::format(" within nodes of {}, {:g} Gbit/s and {:g} us between", device_.link.devices_per_node,
+                                         device_.link.inter_gbps, device_.link.inter_latency_us)
+                           : "",
                        profile_.describe(), profile_.cached ? " (cached)" : "");
   }
   /// The device memory's bandwidth in a header: no figure is no bound, not 0 GB/s.

@@ -37,6 +37,7 @@ std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& da
       FlopCounter counter;
       live.run(block);
       p.flops = counter.flops();
+      p.kernels = counter.kernels;
       if (meta) {
         for (const auto& [op, flops] : counter.by_operator()) check_meta_faithful(op);
       }

@@ -25,6 +25,9 @@ struct BlockProfile {
   std::vector<TensorProfile> live;    ///< what is live after the block: what a cut here sends
   int64_t parameters = 0;
   int64_t flops = 0;  ///< forward FLOPs for one example (2 x multiply-adds, core/model/flop_counter.h)
+  /// The forward's kernels for one micro-batch (operators that compute, counted by the
+  /// FlopCounter; a backward runs about twice as many): what a launch cost multiplies.
+  int64_t kernels = 0;
   /// Each parameter's elements, by its name in the block ("output.weight").
   std::vector<std::pair<std::string, int64_t>> parameter_sizes;
 };

@@ -339,7 +339,8 @@ bool replay(Candidate& c, const Experiment& e, const PlanSpace& space, const Cos
     c.simulated = true;
     c.replayed_micro_batches = r.units;
     c.step = r.step_seconds;
-    c.samples_per_second = r.samples_per_second;
+    // From the step the rank uses: a mini-batch per step (a running pipeline's steady state).
+    c.samples_per_second = c.step > 0 ? space.batch / c.step : 0;
     c.bubble = r.bubble;
     c.bytes = r.bytes_per_step;
     c.peaks = r.peak_bytes;

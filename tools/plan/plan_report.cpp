@@ -35,17 +35,29 @@ std::string flow_text(const YAML::Node& n) {
   return out.c_str();
 }
 
-std::string ranked_table(const std::vector<Candidate>& ranked, int top) {
+namespace {
+
+std::string table_row(const std::string& rank, const Candidate& c) {
+  if (!c.simulated) {
+    return fmt::format("| {} | {} | {} | {} x {} | | | | | {} | | |\n", rank, c.label, c.devices, c.stages, c.replicas,
+                       c.static_bytes > 0 ? bytes_text(c.static_bytes) + " before activations" : "");
+  }
+  return fmt::format("| {} | {} | {} | {} x {} | {}{} | {} | {:.4g} | {:.1f}% | {} | {} | {} |\n", rank, c.label,
+                     c.devices, c.stages, c.replicas,
+                     c.balance.empty() ? "measured" : fmt::format("{}", fmt::join(c.balance, " ")),
+                     c.searched_cut ? " (searched)" : "", seconds_text(c.step), c.samples_per_second, 100 * c.bubble,
+                     bytes_text(c.peak), bytes_text(c.bytes), c.staleness);
+}
+
+}  // namespace
+
+std::string ranked_table(const std::vector<Candidate>& ranked, int top,
+                         const std::vector<std::pair<std::string, Candidate>>& also) {
   std::string out =
       "| # | scheme | devices | stages x replicas | balance | step | samples/s | bubble | peak (fullest device) "
       "| moved per step | stale |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (size_t i = 0; i < ranked.size() && static_cast<int>(i) < top; ++i) {
-    const Candidate& c = ranked[i];
-    out += fmt::format("| {} | {} | {} | {} x {} | {}{} | {} | {:.4g} | {:.1f}% | {} | {} | {} |\n", i + 1, c.label,
-                       c.devices, c.stages, c.replicas, c.balance.empty() ? "measured" : fmt::format("{}", fmt::join(c.balance, " ")),
-                       c.searched_cut ? " (searched)" : "", seconds_text(c.step), c.samples_per_second,
-                       100 * c.bubble, bytes_text(c.peak), bytes_text(c.bytes), c.staleness);
-  }
+  for (size_t i = 0; i < ranked.size() && static_cast<int>(i) < top; ++i) out += table_row(std::to_string(i + 1), ranked[i]);
+  for (const auto& [rank, c] : also) out += table_row(rank, c);
   return out;
 }
 
@@ -69,9 +81,8 @@ std::string explanation(const PlanResult& result) {
 std::vector<const Candidate*> pareto_front(const std::vector<Candidate>& ranked) {
   std::vector<const Candidate*> sorted;
   for (const Candidate& c : ranked) sorted.push_back(&c);
-  std::stable_sort(sorted.begin(), sorted.end(), [](const Candidate* a, const Candidate* b) {
-    return a->step < b->step || (a->step == b->step && a->peak < b->peak);
-  });
+  // In the table's order: the front's fastest point is the winner.
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Candidate* a, const Candidate* b) { return ranks_before(*a, *b); });
   std::vector<const Candidate*> front;
   for (const Candidate* c : sorted) {
     if (front.empty() || c->peak < front.back()->peak) front.push_back(c);
@@ -152,7 +163,43 @@ YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Ca
   // they must name the same files.
   const std::string folder = fs::path(file).parent_path().string();
   rebase_input_paths(root, folder.empty() ? "." : folder, written_beside);
+  add_miniature(root);
   return root;
+}
+
+void add_miniature(YAML::Node root) {
+  if (root["presets"] && root["presets"]["cpu-mini"]) return;  // the author's own
+  const int64_t batch = root["run"] && root["run"]["batch_size"] ? root["run"]["batch_size"].as<int64_t>() : 8;
+  YAML::Node mini(YAML::NodeType::Map);
+  mini["run.epochs"] = 1;
+  mini["run.max_steps"] = 2;
+  mini["run.amp"] = "none";
+  mini["run.devices"].push_back("cpu");
+  mini["run.devices"].SetStyle(YAML::EmitterStyle::Flow);
+  const YAML::Node model = root["model"], dataset = root["dataset"];
+  const std::string kind = model && model["type"] ? model["type"].as<std::string>() : "";
+  if (kind == "transformer") {
+    // The same blocks, narrow: every layer stays, so the plan's cut and stages do too.
+    mini["model.d_model"] = 16;
+    mini["model.heads"] = 2;
+    mini["model.ff"] = 32;
+    if (model["num_words"]) mini["model.num_words"] = 64;
+  }
+  if (dataset && dataset["type"] && dataset["type"].as<std::string>() == "synthetic") {
+    mini["dataset.samples"] = 2 * batch;
+    mini["dataset.test_samples"] = batch;
+    if (dataset["tokens"]) {
+      YAML::Node tokens;
+      tokens["vocabulary"] = 64;
+      tokens["length"] = 16;
+      tokens.SetStyle(YAML::EmitterStyle::Flow);
+      mini["dataset.tokens"] = tokens;
+    }
+  } else {
+    mini["dataset.limit"] = 2 * batch;
+    mini["dataset.test_limit"] = batch;
+  }
+  root["presets"]["cpu-mini"] = mini;
 }
 
 }  // namespace pipelab::plan

@@ -14,7 +14,10 @@ namespace pipelab::plan {
 /// `n` on one line of flow YAML (a scheme section, a codec), as `--set` takes it.
 std::string flow_text(const YAML::Node& n);
 /// | # | scheme | devices | stages | replicas | m | balance | step (ms) | samples/s | bubble | peak (GiB) | MiB/step | stale |
-std::string ranked_table(const std::vector<Candidate>& ranked, int top);
+/// `also`: rows shown after the top ones whatever their rank, each with its rank's text (the
+/// baselines: "single: #31", "dp: does not fit").
+std::string ranked_table(const std::vector<Candidate>& ranked, int top,
+                         const std::vector<std::pair<std::string, Candidate>>& also = {});
 /// The ranked candidates as JSON, fastest first: each one's label, scheme section (flow
 /// YAML, as `--set scheme=...` takes it), partition, compression (when the planner chose it:
 /// `none` or a section, as `--set compression=...` takes it) and simulated figures.
@@ -31,5 +34,15 @@ std::string pareto_svg(const std::vector<Candidate>& ranked, const std::string& 
 /// paths are made to resolve from `written_beside` (the folder the new file goes to).
 YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Candidate& c,
                               const std::string& written_beside);
+
+}  // namespace pipelab::plan
+
+namespace pipelab::plan {
+
+/// Adds to an experiment tree (unless it has one) a `cpu-mini` preset: the same plan on this
+/// CPU in two steps, the model narrowed where its kind allows without changing its blocks
+/// (a transformer's widths, its vocabulary) and the data cut to two mini-batches, so that
+/// `pipelab run FILE --preset cpu-mini` tries an emitted file here.
+void add_miniature(YAML::Node root);
 
 }  // namespace pipelab::plan

@@ -34,9 +34,11 @@ std::string constraint_lost(const Candidate& c, const PlanSpace& space) {
   return "";
 }
 
-/// The ranking: the shorter step (to 6 significant digits), then on a tie the simpler plan:
-/// fewer devices, fewer stages, less memory.
-bool faster(const Candidate& a, const Candidate& b) {
+bool faster(const Candidate& a, const Candidate& b) { return ranks_before(a, b); }
+
+}  // namespace
+
+bool ranks_before(const Candidate& a, const Candidate& b) {
   const auto rounded = [](double s) { return std::stod(fmt::format("{:.6g}", s)); };
   const double x = rounded(a.step), y = rounded(b.step);
   if (x != y) return x < y;
@@ -44,8 +46,6 @@ bool faster(const Candidate& a, const Candidate& b) {
   if (a.stages != b.stages) return a.stages < b.stages;
   return a.peak < b.peak;
 }
-
-}  // namespace
 
 std::vector<std::string> default_schemes(bool async, bool sequences) {
   // The registry's schemes, by what each declares of itself (Scheme::numerics, its

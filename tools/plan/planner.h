@@ -111,6 +111,10 @@ struct PlanResult {
 /// Hears of the search: candidates looked at of all, and the best step so far (0: none yet).
 using OnProgress = std::function<void(int64_t done, int64_t total, double best_step)>;
 
+/// The table's order: the shorter step (to 6 significant digits), then the simpler plan
+/// (fewer devices, fewer stages, less memory). The winner and the front's order agree.
+bool ranks_before(const Candidate& a, const Candidate& b);
+
 /// Searches `space` for experiment `e` (its model, optimizer, gradient options, scheme
 /// options of the file's own scheme type).
 PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& costs, const sim::SimOptions& options,

@@ -116,6 +116,10 @@ struct LinkSpec {
   /// through one host's memory rather than the link (the threaded executor's replicas sum
   /// their gradients in place: a message there is a handle, a sum is not); 0: the link's.
   double reduce_gbps = 0;
+  /// Devices per node (0: every device on one node): a message or a ring between devices of
+  /// different nodes (device / devices_per_node) takes the slower link between nodes.
+  int devices_per_node = 0;
+  double inter_gbps = 0, inter_latency_us = 0;  ///< the link between nodes
   template <class V>
   void fields(V& v) {
     v("gbps", gbps, "bandwidth, Gbit/s (0: infinite)", in_range(0, 1e9));
@@ -123,6 +127,18 @@ struct LinkSpec {
     v("reduce_gbps", reduce_gbps,
       "an all-reduce's speed through one host's memory, Gbit/s of each member's ring bytes (0: the link's)",
       in_range(0, 1e9));
+    v("devices_per_node", devices_per_node, "devices per node (0: all on one node)", in_range(0, 1e6));
+    v("inter_gbps", inter_gbps, "bandwidth between nodes, Gbit/s (0: infinite)", in_range(0, 1e9));
+    v("inter_latency_us", inter_latency_us, "latency per message between nodes, microseconds", in_range(0, 1e9));
+  }
+  /// Whether devices `a` and `b` are on different nodes.
+  bool across_nodes(int a, int b) const { return devices_per_node > 0 && a / devices_per_node != b / devices_per_node; }
+  /// The link between nodes, as a link of its own.
+  LinkSpec between_nodes() const {
+    LinkSpec l;
+    l.gbps = inter_gbps;
+    l.latency_us = inter_latency_us;
+    return l;
   }
   /// Seconds `bytes` occupy the link.
   double wire_seconds(double bytes) const { return gbps > 0 ? bytes * 8 / (gbps * 1e9) : 0; }

@@ -108,12 +108,22 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
         k.seconds[ActionKind::BackwardWeight] += backward / 2;
         update += times->update[b];
       } else {
-        k.seconds[ActionKind::Forward] += roofline(flops, traffic + weight_bytes);
-        k.seconds[ActionKind::BackwardInput] += roofline(flops, 2 * traffic + weight_bytes);
-        k.seconds[ActionKind::BackwardWeight] += roofline(flops, traffic + 2 * weight_bytes);
+        // Each kernel's fixed host cost: a backward runs about two per forward kernel, one
+        // for the input's gradient and one for the weights'.
+        const double launches = static_cast<double>(block.kernels) * device.launch_us * 1e-6;
+        k.seconds[ActionKind::Forward] += roofline(flops, traffic + weight_bytes) + launches;
+        k.seconds[ActionKind::BackwardInput] += roofline(flops, 2 * traffic + weight_bytes) + launches;
+        k.seconds[ActionKind::BackwardWeight] += roofline(flops, traffic + 2 * weight_bytes) + launches;
       }
       k.retained_bytes += memory.retained_per_example[b] * scale * examples;
       params += static_cast<double>(block.parameters);
+    }
+    if (!times) {
+      // Each action's own host work; a whole backward (I and W at once) pays it once.
+      const double action = device.action_us * 1e-6;
+      k.seconds[ActionKind::Forward] += action;
+      k.seconds[ActionKind::BackwardInput] += action / 2;
+      k.seconds[ActionKind::BackwardWeight] += action / 2;
     }
     add_transients(k, memory, first, static_cast<size_t>(balance[s]), examples, scale);
     const size_t last = first + static_cast<size_t>(balance[s]) - 1;
@@ -124,8 +134,8 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     k.optimizer_bytes = params * device.optimizer_states * device.dtype_bytes;
     // The step reads weights and gradient, writes weights, and reads and writes each state.
     k.seconds[ActionKind::Update] = times ? update
-                                    : bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw
-                                             : 0;
+                                    : (bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw : 0) +
+                                          device.action_us * 1e-6;
     c.stages.push_back(k);
     first += static_cast<size_t>(balance[s]);
   }

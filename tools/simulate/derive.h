@@ -17,6 +17,11 @@ struct DeviceSpec {
   LinkSpec link;
   double dtype_bytes = 4;    ///< bytes per element of weights and activations
   double optimizer_states = 1;  ///< state tensors per parameter (SGD momentum 1, Adam 2)
+  /// Host time per kernel (the dispatcher, the launch): a forward pays it per kernel of its
+  /// blocks, a backward twice that many. 0: kernels are free (the roofline alone).
+  double launch_us = 0;
+  /// Host time per action (pipelab's own work around a forward, backward or update).
+  double action_us = 0;
 };
 
 /// Per block, bytes one example keeps from its forward until its backward (measured or

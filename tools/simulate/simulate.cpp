@@ -119,11 +119,32 @@ double collective_bytes(const StageCosts& k, int copies) {
   return ring_bytes(copies, k.parameter_bytes) + ring_bytes(2.0 * copies, k.tied_bytes);
 }
 
-/// Seconds of that ALLREDUCE on `c`'s link: its bytes, and 2(n-1) latency-bound steps.
-double collective_time(const SimCosts& c, const StageCosts& k, int copies) {
+/// Seconds of that ALLREDUCE on `link`: its bytes, and 2(n-1) latency-bound steps.
+double collective_time(const LinkSpec& link, const StageCosts& k, int copies) {
   const int members = k.tied_bytes > 0 ? 2 * copies : copies;
   const int steps = members < 2 ? 0 : 2 * (members - 1);
-  return c.link.reduce_seconds(collective_bytes(k, copies)) + steps * c.link.latency_seconds();
+  return link.reduce_seconds(collective_bytes(k, copies)) + steps * link.latency_seconds();
+}
+
+/// Per stage id of `plan`, whether the ring over its copies spans nodes of `link` (a ring
+/// runs at its slowest hop).
+std::vector<char> rings_across_nodes(const RunPlan& plan, const LinkSpec& link) {
+  const std::vector<int>& placement = plan.placement();
+  std::vector<char> out(placement.size(), 0);
+  if (link.devices_per_node <= 0) return out;
+  const StageLayout& layout = plan.layout();
+  std::map<int, std::pair<int, int>> nodes;  // position -> lowest and highest node
+  const auto position = [&](size_t id) { return layout.replicated() ? layout.position(static_cast<int>(id)) : static_cast<int>(id); };
+  for (size_t id = 0; id < placement.size(); ++id) {
+    const int node = placement[id] / link.devices_per_node;
+    auto [it, fresh] = nodes.try_emplace(position(id), node, node);
+    it->second = {std::min(it->second.first, node), std::max(it->second.second, node)};
+  }
+  for (size_t id = 0; id < placement.size(); ++id) {
+    const auto& span = nodes[position(id)];
+    out[id] = span.first != span.second;
+  }
+  return out;
 }
 
 /// Whether stage `s` of `plan` runs its forward again in the action that takes the gradient
@@ -159,10 +180,21 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& pl
     const double unit = a.kind == ActionKind::Update ? 1.0 : scale->seconds(a);
     return t * unit * (slow == o.slow.end() ? 1.0 : slow->second);
   };
-  e.wire = [&c, scale](const Action& a) { return c.link.wire_seconds(wire_bytes(c, a) * scale->tokens(a)); };
-  e.latency = [&c](const Action&) { return c.link.latency_seconds(); };
-  e.collective = [&c, &plan](const Action& a) {
-    return collective_time(c, c.stages.at(static_cast<size_t>(a.stage)), copies_of(plan, a.stage));
+  // A message between devices of different nodes takes the link between nodes.
+  auto inter = std::make_shared<LinkSpec>(c.link.between_nodes());
+  const auto link_of = [&c, &plan, inter](const Action& a) -> const LinkSpec& {
+    const std::vector<int>& at = plan.placement();
+    const auto on = [&at](int id) { return id >= 0 && static_cast<size_t>(id) < at.size() ? at[static_cast<size_t>(id)] : -1; };
+    const int from = on(a.stage), to = on(a.peer);
+    return from >= 0 && to >= 0 && c.link.across_nodes(from, to) ? *inter : c.link;
+  };
+  e.wire = [&c, scale, link_of](const Action& a) { return link_of(a).wire_seconds(wire_bytes(c, a) * scale->tokens(a)); };
+  e.latency = [link_of](const Action& a) { return link_of(a).latency_seconds(); };
+  auto across = std::make_shared<std::vector<char>>(rings_across_nodes(plan, c.link));
+  e.collective = [&c, &plan, inter, across](const Action& a) {
+    const auto id = static_cast<size_t>(a.stage);
+    const LinkSpec& link = id < across->size() && (*across)[id] ? *inter : c.link;
+    return collective_time(link, c.stages.at(id), copies_of(plan, a.stage));
   };
   return e;
 }
@@ -406,7 +438,11 @@ double total_busy(const SimResult& r, std::vector<double>* per_device) {
 
 double collective_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int stage) {
   const int p = plan.layout().replicated() ? plan.layout().position(stage) : stage;
-  return collective_time(one_pipeline, one_pipeline.stages.at(static_cast<size_t>(p)), copies_of(plan, stage));
+  const StageCosts& k = one_pipeline.stages.at(static_cast<size_t>(p));
+  const double within = collective_time(one_pipeline.link, k, copies_of(plan, stage));
+  if (one_pipeline.link.devices_per_node <= 0) return within;
+  // The faster of the two links: the planner's bound must not exceed the replay.
+  return std::min(within, collective_time(one_pipeline.link.between_nodes(), k, copies_of(plan, stage)));
 }
 
 double compute_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int stage, ActionKind kind) {
