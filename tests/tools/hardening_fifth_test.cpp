@@ -6,6 +6,8 @@
 // their code: preset_test, stage_recompute_test, config_test, plan_test.)
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "core/train/run_recorder.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"

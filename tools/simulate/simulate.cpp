@@ -185,7 +185,7 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& pl
   const auto link_of = [&c, &plan, inter](const Action& a) -> const LinkSpec& {
     const std::vector<int>& at = plan.placement();
     const auto on = [&at](int id) { return id >= 0 && static_cast<size_t>(id) < at.size() ? at[static_cast<size_t>(id)] : -1; };
-    const int from = on(a.stage), to = on(a.peer);
+    const int from = on(a.stage), to = on(peer(a));  // the neighbour rule when `peer` is -1
     return from >= 0 && to >= 0 && c.link.across_nodes(from, to) ? *inter : c.link;
   };
   e.wire = [&c, scale, link_of](const Action& a) { return link_of(a).wire_seconds(wire_bytes(c, a) * scale->tokens(a)); };
