@@ -63,14 +63,20 @@ struct SyntheticOptions {
   mutable std::string samples_at;
   void check(const ConfigNode& node) const {
     samples_at = node.has("samples") ? node.child("samples").where() : node.where();
-    if (!node.has("tokens")) return;
+    // A resolved config (config.yaml) writes `tokens: {vocabulary: 0, length: 0}`: no token task.
+    if (!node.has("tokens") || (tokens.vocabulary == 0 && tokens.length == 0)) return;
     const ConfigNode t = node.child("tokens");
     if (tokens.vocabulary < 2) t.fail("a token task needs a vocabulary of at least 2 words", "set tokens.vocabulary");
     if (tokens.length < 1) t.fail("a token task needs a window length", "set tokens.length (words per window)");
-    for (const char* key : {"shape", "classes", "latent", "hidden", "noise"}) {
-      if (node.has(key)) {
-        node.child(key).fail("a token task has no features or teacher network",
-                             "leave it out with tokens (its windows are [tokens.length] word ids)");
+    // The feature task's keys mean nothing here; a resolved config writes their defaults.
+    const SyntheticOptions defaults;
+    const bool changed[] = {shape != defaults.shape, classes != defaults.classes, latent != defaults.latent,
+                            hidden != defaults.hidden, noise != defaults.noise};
+    const char* keys[] = {"shape", "classes", "latent", "hidden", "noise"};
+    for (size_t k = 0; k < 5; ++k) {
+      if (changed[k] && node.has(keys[k])) {
+        node.child(keys[k]).fail("a token task has no features or teacher network",
+                                 "leave it out with tokens (its windows are [tokens.length] word ids)");
       }
     }
   }

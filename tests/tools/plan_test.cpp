@@ -245,7 +245,9 @@ presets:
   EXPECT_EQ(emitted["model"]["sizes"].as<std::vector<int>>(), (std::vector<int>{12, 24, 24, 4}));
   EXPECT_EQ(emitted["run"]["batch_size"].as<int>(), 32);
   EXPECT_EQ(emitted["run"]["amp"].as<std::string>(), "bf16");
-  EXPECT_FALSE(emitted["presets"]);
+  // The file's presets were applied, not copied; the plan's own miniature is added.
+  EXPECT_FALSE(emitted["presets"]["wide"]);
+  EXPECT_TRUE(emitted["presets"]["cpu-mini"]);
   EXPECT_FALSE(emitted["preset"]);
   const auto [rc, run] = testing::pipelab(
       fmt::format("run --quiet {} --set run.devices=[cpu] --set run.output={}", dir.file("best.yaml"), dir.file("run")));
