@@ -209,7 +209,9 @@ ModelProfile profile_model(const ModelDef& def, const DataSpec& data, uint64_t s
     } catch (const MetaUnsupported& e) {
       p.measured_because = meta_failure(e);
     } catch (const c10::Error& e) {
-      p.measured_because = meta_failure(e) + " has no shape function";
+      // An operator without a meta kernel, or one that reads values (.item()).
+      const bool missing = std::string(e.what()).find("Meta kernel") != std::string::npos;
+      p.measured_because = meta_failure(e) + (missing ? " has no meta kernel" : "");
     }
   }
   if (!p.from_shapes) {
