@@ -1,10 +1,7 @@
 #include "core/model/meta_device.h"
 
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Allocator.h>
-#include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <mutex>
 
