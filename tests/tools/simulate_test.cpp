@@ -281,11 +281,18 @@ TEST(Simulate, TimedBlocksCostWhatTheyDoHere) {
   const sim::BlockTimes t = sim::time_blocks(def, data, 0, *sgd, 8, 256, 1, 3, 2);
   ASSERT_EQ(t.forward.size(), 3u);
   ASSERT_EQ(t.update.size(), 3u);
+  // Timed at 8, 25, 81 and 256 examples (geometric), and costed between them.
+  EXPECT_EQ(sim::timed_sizes(8, 256), (std::vector<int>{8, 25, 81, 256}));
+  EXPECT_EQ(sim::timed_sizes(2, 4), (std::vector<int>{2, 3, 4}));
   for (size_t b = 0; b < 3; ++b) {
-    EXPECT_GE(t.forward[b].fixed, 0);
-    EXPECT_GE(t.backward[b].per_example, 0);
+    ASSERT_EQ(t.forward[b].examples, (std::vector<double>{8, 25, 81, 256}));
+    EXPECT_GE(t.forward[b].at(1), 0);
+    EXPECT_GE(t.backward[b].at(300), t.backward[b].at(256));
     EXPECT_GT(t.forward[b].at(256) + t.backward[b].at(256), 0);
   }
+  // Two device threads busy together run no faster than one alone.
+  ASSERT_GE(t.busy_slowdown.size(), 1u);
+  EXPECT_GE(t.busy_slowdown_at(64).at(1), 1.0);
   EXPECT_GT(t.forward[1].at(256) + t.backward[1].at(256), 3 * (t.forward[0].at(256) + t.backward[0].at(256)));
   // Summing two members' 4.3 MB of gradients in memory: seconds, not free, and not faster
   // than any memory moves (a generous bound: 10 TB/s).
@@ -294,7 +301,13 @@ TEST(Simulate, TimedBlocksCostWhatTheyDoHere) {
   const std::vector<BlockProfile> blocks(3);
   const sim::SimCosts c = sim::derive_costs(blocks, sim::BlockMemory{{0, 0, 0}, true, {}, {}}, {1, 2}, 64, {}, &t);
   EXPECT_DOUBLE_EQ(c.stages[1].seconds_of(ActionKind::Forward), t.forward[1].at(64) + t.forward[2].at(64));
-  EXPECT_DOUBLE_EQ(c.stages[0].seconds_of(ActionKind::BackwardInput), t.backward[0].at(64) / 2);
+  // The first stage takes no input gradients: its W is its whole backward. The second's I
+  // and W are as timed, together no faster than its whole backward.
+  EXPECT_LT(c.stages[0].seconds_of(ActionKind::BackwardInput), 1e-6);
+  EXPECT_DOUBLE_EQ(c.stages[0].seconds_of(ActionKind::BackwardWeight), t.backward[0].at(64));
+  EXPECT_DOUBLE_EQ(c.stages[1].seconds_of(ActionKind::BackwardInput),
+                   t.input_backward[1].at(64) + t.input_backward[2].at(64));
+  EXPECT_DOUBLE_EQ(c.stages[1].seconds_of(ActionKind::Backward), t.backward[1].at(64) + t.backward[2].at(64));
   EXPECT_DOUBLE_EQ(c.stages[0].seconds_of(ActionKind::Update), t.update[0]);
 }
 

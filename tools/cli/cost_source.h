@@ -176,10 +176,7 @@ class CostSource {
   /// What the costs are, for a report's header.
   std::string describe(const std::string& dtype) const {
     if (file_) return file_->source;
-    if (!times_.empty()) {
-      return fmt::format("timed here: each block at {} and {} examples, {} intra-op thread(s) per device", small_,
-                         large_, times_.threads);
-    }
+    if (!times_.empty()) return describe_timed();
     return fmt::format("derived: {:g} TFLOP/s, {}, {}, {:g} us per kernel and {:g} us per action, links {} Gbit/s "
                        "and {:g} us{}; {}{}",
                        device_.tflops, memory_text(device_.memory_gbs), dtype, device_.launch_us, device_.action_us,
@@ -190,6 +187,21 @@ class CostSource {
                                          device_.link.inter_gbps, device_.link.inter_latency_us)
                            : "",
                        profile_.describe(), profile_.cached ? " (cached)" : "");
+  }
+  /// The header of costs timed here: the sizes, and how much slower two devices busy together
+  /// run at the smallest and the largest.
+  std::string describe_timed() const {
+    const std::vector<int> sizes = sim::timed_sizes(small_, large_);
+    std::string at;
+    for (size_t i = 0; i < sizes.size(); ++i) at += fmt::format("{}{}", i == 0 ? "" : i + 1 < sizes.size() ? ", " : " and ", sizes[i]);
+    std::string busy;
+    if (!times_.busy_slowdown.empty()) {
+      const sim::SizeCurve& two = times_.busy_slowdown[0];
+      busy = fmt::format("; two devices busy together run {:.2f}x slower at {} examples, {:.2f}x at {}", two.at(small_),
+                         small_, two.at(large_), large_);
+    }
+    return fmt::format("timed here: each block at {} examples, {} intra-op thread(s) per device{}", at, times_.threads,
+                       busy);
   }
   /// The device memory's bandwidth in a header: no figure is no bound, not 0 GB/s.
   static std::string memory_text(double gbs) {

@@ -15,16 +15,6 @@ at::Tensor zero_input(const DataSpec& data, int examples, at::Device device) {
   return torch::zeros(shape, torch::TensorOptions(data.integer_input ? torch::kLong : torch::kFloat).device(device));
 }
 
-/// On the last block, the loss the last stage's forward computes (cross-entropy: its
-/// log-probabilities are kept for the backward, as large as a language model's logits);
-/// elsewhere nothing.
-Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples) {
-  if (!last || out.empty() || !out.front().is_floating_point()) return out;
-  std::vector<int64_t> shape{examples};
-  shape.insert(shape.end(), data.target_shape.begin(), data.target_shape.end());
-  return {CrossEntropyLoss().compute(out.front(), torch::zeros(shape, out.front().options().dtype(torch::kLong)))};
-}
-
 /// What one block's actions need, per size measured.
 struct Rises {
   std::vector<double> forward, backward;  ///< how far each raises the bytes while it runs
@@ -138,6 +128,13 @@ std::vector<double> measure_update_rises(std::vector<Block>& blocks, const Optim
 }
 
 }  // namespace
+
+Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples) {
+  if (!last || out.empty() || !out.front().is_floating_point()) return out;
+  std::vector<int64_t> shape{examples};
+  shape.insert(shape.end(), data.target_shape.begin(), data.target_shape.end());
+  return {CrossEntropyLoss().compute(out.front(), torch::zeros(shape, out.front().options().dtype(torch::kLong)))};
+}
 
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
                                  const OptimizerFactory* optimizer, int examples, bool meta) {

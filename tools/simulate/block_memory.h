@@ -10,6 +10,11 @@
 
 namespace pipelab::sim {
 
+/// On the last block, the loss the last stage's forward computes (cross-entropy against
+/// `examples` zero targets: its log-probabilities are kept for the backward, as large as a
+/// language model's logits, and its backward is a softmax over them); elsewhere `out`.
+Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples);
+
 /// Builds every block of `def` (seeded as a run would be), runs `examples` zero examples
 /// through them in training mode with autograd, and returns per block the bytes its forward
 /// allocated that were still alive once the whole forward had run, per example; then, each

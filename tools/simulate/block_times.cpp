@@ -1,11 +1,16 @@
 #include "tools/simulate/block_times.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <functional>
+#include <thread>
 
 #include <torch/torch.h>
 
 #include "core/model/block_io.h"
+#include "core/stage/weight_pass.h"
+#include "tools/simulate/block_memory.h"
 #include "core/util/error.h"
 #include "tools/simulate/timing.h"
 
@@ -22,36 +27,90 @@ double median_seconds(int repeats, const std::function<void()>& fn) {
   return median(t);
 }
 
-/// Each block's forward and backward seconds for `examples` examples, `repeats` of each,
-/// appended to `forward[b]` and `backward[b]`.
-void time_at(std::vector<Block>& blocks, const DataSpec& data, int examples, int repeats,
-             std::vector<std::vector<double>>& forward, std::vector<std::vector<double>>& backward) {
+/// Per block, the seconds timed of each action at one size.
+struct Samples {
+  explicit Samples(size_t blocks) : forward(blocks), backward(blocks), input(blocks), weight(blocks) {}
+  std::vector<std::vector<double>> forward, backward, input, weight;
+};
+
+/// The roots of a block's backward (its outputs that take a gradient) and the gradients
+/// they start from.
+struct Roots {
+  Tensors outputs, grads;
+  explicit Roots(const Tensors& out) {
+    for (const at::Tensor& t : out) {
+      if (!t.requires_grad()) continue;
+      outputs.push_back(t);
+      grads.push_back(torch::ones_like(t));
+    }
+  }
+};
+
+/// Seconds of a block's split backward as the executor runs it (core/stage/stage.cpp): I,
+/// the inputs' gradients with the graph kept and WeightPass hooking where each weight's path
+/// leaves theirs; W, the weights' products from there. Inputs without gradients (a first
+/// stage's) leave I nothing and W the whole backward of the weights.
+std::pair<double, double> time_split(Block& block, const Tensors& in, bool last, const DataSpec& data, int examples) {
+  const Roots roots(with_loss(call_block(block, in), last, data, examples));
+  if (roots.outputs.empty()) return {0.0, 0.0};
+  Tensors wrt, params;
+  for (const at::Tensor& x : in) {
+    if (x.requires_grad()) wrt.push_back(x);
+  }
+  for (const at::Tensor& p : block.module.ptr()->parameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  if (wrt.empty()) {
+    return {0.0, seconds_of([&] {
+              if (!params.empty()) torch::autograd::backward(roots.outputs, roots.grads, false, false, params);
+            })};
+  }
+  std::unique_ptr<WeightPass> pass;
+  const double input = seconds_of([&] {
+    pass = std::make_unique<WeightPass>(roots.outputs, wrt, params);
+    torch::autograd::grad(roots.outputs, wrt, roots.grads, /*retain_graph=*/true, /*create_graph=*/false,
+                          /*allow_unused=*/true);
+  });
+  return {input, seconds_of([&] { pass->run(roots.outputs, roots.grads); })};
+}
+
+/// Each block's forward, backward, and split backward's I and W seconds for `examples`
+/// examples, `repeats` of each (after one untimed when `warm_up`), appended to
+/// `t.forward[b]` and the rest.
+void time_at(std::vector<Block>& blocks, const DataSpec& data, int examples, int repeats, bool warm_up, Samples& t) {
   std::vector<int64_t> shape{examples};
   shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
   LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
   for (size_t b = 0; b < blocks.size(); ++b) {
     Block& block = blocks[b];
     Tensors out;
-    for (int r = 0; r <= repeats; ++r) {  // the first round warms the allocator and the kernels up
-      const Tensors in = detached_inputs(live, block);
-      const double tf = seconds_of([&] { out = call_block(block, in); });
-      Tensors roots, grads;
-      for (const at::Tensor& t : out) {
-        if (t.requires_grad()) {
-          roots.push_back(t);
-          grads.push_back(torch::ones_like(t));
-        }
-      }
-      const double tb = seconds_of([&] {
-        if (!roots.empty()) torch::autograd::backward(roots, grads);
+    const int first = warm_up ? -1 : 0;  // a call that warms the allocator and the kernels up
+    for (int r = first; r < repeats; ++r) {
+      // The first block's input is the data, which takes no gradient in a run.
+      Tensors in = b == 0 ? live.take(block.io.in) : detached_inputs(live, block);
+      // The last block's forward computes the loss and its backward starts from it, as the
+      // last stage's do (a language model's softmax over the vocabulary is no small part).
+      const bool last = b + 1 == blocks.size();
+      Tensors loss;
+      const double tf = seconds_of([&] {
+        out = call_block(block, in);
+        loss = with_loss(out, last, data, examples);
       });
-      if (r > 0) {
-        forward[b].push_back(tf);
-        backward[b].push_back(tb);
+      const Roots roots(loss);
+      const double tb = seconds_of([&] {
+        if (!roots.outputs.empty()) torch::autograd::backward(roots.outputs, roots.grads);
+      });
+      if (b > 0) in = detached_inputs(live, block);
+      const auto [ti, tw] = time_split(block, in, last, data, examples);
+      if (r >= 0) {
+        t.forward[b].push_back(tf);
+        t.backward[b].push_back(tb);
+        t.input[b].push_back(ti);
+        t.weight[b].push_back(tw);
       }
     }
     Tensors kept;
-    for (const at::Tensor& t : out) kept.push_back(t.detach());
+    for (const at::Tensor& x : out) kept.push_back(x.detach());
     live.update(block, kept);
   }
 }
@@ -111,6 +170,81 @@ double time_reduce(const std::vector<Block>& blocks, int repeats) {
   return bytes * 8 / std::max(seconds, 1e-9) / 1e9;
 }
 
+/// One pass of `examples` examples over `blocks` as a device runs them: each block's forward
+/// on the previous one's output, then its backward.
+void sweep(std::vector<Block>& blocks, const DataSpec& data, int examples) {
+  std::vector<int64_t> shape{examples};
+  shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
+  LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    Block& block = blocks[b];
+    const Tensors out = call_block(block, detached_inputs(live, block));
+    const Roots roots(with_loss(out, b + 1 == blocks.size(), data, examples));
+    if (!roots.outputs.empty()) torch::autograd::backward(roots.outputs, roots.grads);
+    Tensors kept;
+    for (const at::Tensor& t : out) kept.push_back(t.detach());
+    live.update(block, kept);
+  }
+}
+
+/// Seconds of a sweep on each of `copies` at once, one thread each with `threads` intra-op
+/// threads, started together (a spinning barrier: they must overlap, not follow each other).
+std::vector<double> concurrent_sweeps(std::vector<std::vector<Block>*> copies, const DataSpec& data, int examples,
+                                      int threads) {
+  std::vector<double> seconds(copies.size());
+  std::atomic<size_t> ready{0};
+  std::vector<std::thread> workers;
+  for (size_t k = 0; k < copies.size(); ++k) {
+    workers.emplace_back([&, k] {
+      at::set_num_threads(threads);  // per calling thread, as the threaded executor's devices
+      ++ready;
+      while (ready.load() < copies.size()) std::this_thread::yield();
+      seconds[k] = seconds_of([&] { sweep(*copies[k], data, examples); });
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  return seconds;
+}
+
+/// BlockTimes::busy_slowdown: a sweep of the model alone against the same sweep on k threads
+/// at once (each its own copy of the blocks, as each device holds its own stages), at each of
+/// `sizes`, for k up to the devices the cores hold at `threads` each (more devices than that
+/// take the cores by turns: the last figure stands for them). Alone and together alternate,
+/// round after round, for the drift.
+std::vector<SizeCurve> time_busy_slowdown(const ModelDef& def, uint64_t seed, std::vector<Block>& blocks,
+                                          const DataSpec& data, const std::vector<int>& sizes, int threads, int rounds) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int most = std::min(8, std::max(2, cores / threads));
+  std::vector<std::vector<Block>> copies;
+  std::vector<std::vector<Block>*> busy{&blocks};
+  std::vector<SizeCurve> out;
+  for (int k = 2; k <= most; ++k) {
+    copies.emplace_back();
+    for (size_t i = 0; i < def.blocks.size(); ++i) {
+      copies.back().push_back(build_block(def, i, seed));
+      copies.back().back().module.ptr()->train();
+    }
+    busy.clear();
+    busy.push_back(&blocks);
+    for (std::vector<Block>& c : copies) busy.push_back(&c);
+    SizeCurve curve;
+    for (const int n : sizes) {
+      std::vector<double> alone, together;
+      for (int r = 0; r <= rounds; ++r) {  // round 0 warms the copies up
+        const double a = concurrent_sweeps({&blocks}, data, n, threads)[0];
+        const std::vector<double> t = concurrent_sweeps(busy, data, n, threads);
+        if (r == 0) continue;
+        alone.push_back(a);
+        together.insert(together.end(), t.begin(), t.end());
+      }
+      curve.examples.push_back(n);
+      curve.values.push_back(std::max(1.0, median(together) / std::max(median(alone), 1e-9)));
+    }
+    out.push_back(curve);
+  }
+  return out;
+}
+
 }  // namespace
 
 Affine Affine::through(double n1, double y1, double n2, double y2) {
@@ -128,6 +262,30 @@ Tensors detached_inputs(const LiveSet& live, const Block& block) {
   return out;
 }
 
+std::vector<int> timed_sizes(int small, int large) {
+  std::vector<int> out{small};
+  for (int i = 1; i <= 3; ++i) {
+    const int n = static_cast<int>(std::lround(small * std::pow(static_cast<double>(large) / small, i / 3.0)));
+    if (n > out.back()) out.push_back(n);
+  }
+  return out;
+}
+
+double SizeCurve::at(double n) const {
+  PIPELAB_ASSERT(!examples.empty() && examples.size() == values.size(), "a curve of measured points");
+  if (examples.size() == 1) return values[0];
+  // The segment that holds n, or the end one beyond either end.
+  size_t i = 1;
+  while (i + 1 < examples.size() && n > examples[i]) ++i;
+  return Affine::through(examples[i - 1], values[i - 1], examples[i], values[i]).at(n);
+}
+
+std::vector<double> BlockTimes::busy_slowdown_at(double examples) const {
+  std::vector<double> out{1.0};
+  for (const SizeCurve& c : busy_slowdown) out.push_back(std::max(1.0, c.at(examples)));
+  return out;
+}
+
 BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory& optimizer,
                        int small, int large, int threads, int repeats, int rounds) {
   PIPELAB_ASSERT(0 < small && small < large && repeats > 0 && rounds > 0, "two sizes to time blocks at, small < large");
@@ -138,22 +296,33 @@ BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed,
     blocks.push_back(build_block(def, i, seed));
     blocks.back().module.ptr()->train();
   }
-  // The two sizes in alternating rounds: this machine's speed drifts by tens of percent
-  // within seconds, and timing one size after the other would tilt every line with it.
+  // The sizes in alternating rounds: this machine's speed drifts by tens of percent within
+  // seconds, and timing one size after another would tilt every curve with it.
+  const std::vector<int> sizes = timed_sizes(small, large);
   const size_t n = blocks.size();
-  std::vector<std::vector<double>> f_small(n), b_small(n), f_large(n), b_large(n);
+  std::vector<Samples> timed(sizes.size(), Samples(n));
   for (int round = 0; round < rounds; ++round) {
-    time_at(blocks, data, small, repeats, f_small, b_small);
-    time_at(blocks, data, large, repeats, f_large, b_large);
+    for (size_t z = 0; z < sizes.size(); ++z) time_at(blocks, data, sizes[z], repeats, round == 0, timed[z]);
   }
   BlockTimes out;
   out.update = time_updates(blocks, optimizer, repeats * rounds);
   out.reduce_gbps = time_reduce(blocks, repeats * rounds);
+  out.busy_slowdown = time_busy_slowdown(def, seed, blocks, data, sizes, threads, rounds);
   at::set_num_threads(before);
   out.threads = threads;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    out.forward.push_back(Affine::through(small, median(f_small[i]), large, median(f_large[i])));
-    out.backward.push_back(Affine::through(small, median(b_small[i]), large, median(b_large[i])));
+  const auto curve = [&](std::vector<std::vector<double>> Samples::*kind, size_t block) {
+    SizeCurve c;
+    for (size_t z = 0; z < sizes.size(); ++z) {
+      c.examples.push_back(sizes[z]);
+      c.values.push_back(median((timed[z].*kind)[block]));
+    }
+    return c;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    out.forward.push_back(curve(&Samples::forward, i));
+    out.backward.push_back(curve(&Samples::backward, i));
+    out.input_backward.push_back(curve(&Samples::input, i));
+    out.weight_backward.push_back(curve(&Samples::weight, i));
   }
   return out;
 }

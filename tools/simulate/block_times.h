@@ -1,9 +1,11 @@
 #pragma once
 /// Each block's forward and backward timed on this machine: the costs of a plan for the
 /// devices here (the threaded executor's, one device per thread), where a roofline of
-/// FLOP/s and bandwidth is too coarse. A block's time is affine in its micro-batch size:
-/// a fixed part (kernel launches, the dispatcher, weight traffic) and a part per example,
-/// fitted to two timed sizes, so small micro-batches cost what they do here.
+/// FLOP/s and bandwidth is too coarse. A block is timed at up to four micro-batch sizes
+/// from the smallest a plan tries to the whole mini-batch (geometrically spaced) and costed
+/// along the lines between them: a block's time is far from affine in its examples (a half
+/// width MobileNetV2 here: 4 examples 30 ms, 32 examples 175 ms, 64 examples 250 ms, where the
+/// line through the ends says 133 ms at 32), and small micro-batches cost what they do here.
 #include <cstdint>
 #include <vector>
 
@@ -27,23 +29,46 @@ struct Affine {
 /// ones take a gradient, as a stage's received activations do.
 Tensors detached_inputs(const LiveSet& live, const Block& block);
 
-/// Per block, its forward, its backward (input and weight gradients together) and its
-/// optimizer step.
+/// A cost measured at several micro-batch sizes: straight lines between the measured points
+/// and, beyond the ends, the end segment's line (a slope below zero, noise on a block that
+/// takes microseconds, is flat; never below zero).
+struct SizeCurve {
+  std::vector<double> examples, values;  ///< examples ascending, one value each
+  double at(double n) const;
+};
+
+/// Per block, its forward, its backward (input and weight gradients together), the two
+/// halves of a split backward (I and W, as the executor runs them: on this machine I + W
+/// exceeds B, most on blocks with normalisations, whose one backward kernel I and W each
+/// run), and its optimizer step.
 struct BlockTimes {
-  std::vector<Affine> forward, backward;
+  std::vector<SizeCurve> forward, backward, input_backward, weight_backward;
   std::vector<double> update;
   /// An all-reduce of the timed gradients over two members through this host's memory, in
   /// Gbit/s of each member's ring bytes (LinkSpec::reduce_gbps); 0 without gradients.
   double reduce_gbps = 0;
+  /// [k - 2]: how much longer compute takes while k devices of this host compute at once,
+  /// by micro-batch size. The devices here are threads of one process: busy together, they
+  /// share the caches, the memory bandwidth and the allocator that each block was timed
+  /// alone with (MobileNetV2 at 4 examples: 1.47x on two threads; at 64: 1.0-1.06x).
+  std::vector<SizeCurve> busy_slowdown;
+  /// busy_slowdown at micro-batches of `examples`: [k - 1] for k busy devices, [0] = 1.
+  std::vector<double> busy_slowdown_at(double examples) const;
   int threads = 1;  ///< the intra-op threads they were timed with
   bool empty() const { return forward.empty(); }
 };
 
-/// Times every block of `def` (built as a run builds it, in training mode) at `small` and
-/// `large` examples with `threads` intra-op threads: each block's forward on the previous
-/// block's output, its backward alone and a step of `optimizer` on its parameters: the
-/// median over `rounds` rounds, each timing both sizes, of `repeats` after a warm-up.
+/// The sizes time_blocks times at: `small`, `large` and up to two between, spaced
+/// geometrically (distinct integers).
+std::vector<int> timed_sizes(int small, int large);
+
+/// Times every block of `def` (built as a run builds it, in training mode) at timed_sizes
+/// with `threads` intra-op threads: each block's forward on the previous block's output, its
+/// backward alone, its split backward and a step of `optimizer` on its parameters: the
+/// median over `rounds` rounds, each timing every size `repeats` times (the first after a
+/// warm-up). Then the slowdown of
+/// devices busy together (BlockTimes::busy_slowdown) at each size, over `rounds` rounds.
 BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory& optimizer,
-                       int small, int large, int threads, int repeats = 5, int rounds = 4);
+                       int small, int large, int threads, int repeats = 3, int rounds = 3);
 
 }  // namespace pipelab::sim

@@ -168,6 +168,11 @@ struct SimCosts {
   int version = 1;
   /// "measured: runs/x/metrics/costs.json", "given: my.yaml", "derived: ..."
   std::string source;
+  /// [k - 1]: how much longer compute takes while k devices compute at once, for devices that
+  /// share one host (the threads --time-blocks costs: BlockTimes::busy_slowdown); empty for
+  /// devices of their own, and for measured costs, whose seconds were taken busy together.
+  /// Not a file key.
+  std::vector<double> busy_slowdown;
 
   /// The scalar keys and `link`; `stages` (a list of StageCosts) is read by load_costs.
   template <class V>

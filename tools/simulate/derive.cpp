@@ -8,6 +8,8 @@
 namespace pipelab::sim {
 namespace {
 
+constexpr double kNothing = 1e-9;  ///< seconds of an action that does nothing
+
 double elements(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), 1.0, [](double a, int64_t b) { return a * static_cast<double>(b); });
 }
@@ -86,6 +88,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
   SimCosts c;
   c.link = device.link;
   c.micro_batch_size = examples;
+  if (times) c.busy_slowdown = times->busy_slowdown_at(examples);
   c.format = "pipelab-stage-costs";
   size_t first = 0;
   for (size_t s = 0; s < balance.size(); ++s) {
@@ -102,10 +105,14 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
       const double traffic = (in + out) * device.dtype_bytes * examples;
       const double flops = static_cast<double>(block.flops) * examples;
       if (times) {
+        // A first stage's I has no inputs to take gradients of; its W is the whole backward
+        // (core/stage/stage.cpp). Elsewhere I and W are what each was timed at.
         const double backward = times->backward[b].at(examples);
         k.seconds[ActionKind::Forward] += times->forward[b].at(examples);
-        k.seconds[ActionKind::BackwardInput] += backward / 2;
-        k.seconds[ActionKind::BackwardWeight] += backward / 2;
+        k.seconds[ActionKind::Backward] += backward;
+        // (A nanosecond, not 0: a kind without a figure of its own costs half a B.)
+        k.seconds[ActionKind::BackwardInput] += s == 0 ? kNothing : times->input_backward[b].at(examples);
+        k.seconds[ActionKind::BackwardWeight] += s == 0 ? backward : times->weight_backward[b].at(examples);
         update += times->update[b];
       } else {
         // Each kernel's fixed host cost: a backward runs about two per forward kernel, one
@@ -127,7 +134,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     }
     add_transients(k, memory, first, static_cast<size_t>(balance[s]), examples, scale);
     const size_t last = first + static_cast<size_t>(balance[s]) - 1;
-    k.seconds[ActionKind::Backward] = k.seconds[ActionKind::BackwardInput] + k.seconds[ActionKind::BackwardWeight];
+    if (!times) k.seconds[ActionKind::Backward] = k.seconds[ActionKind::BackwardInput] + k.seconds[ActionKind::BackwardWeight];
     k.activation_bytes = s + 1 < balance.size() ? cut_bytes(blocks.at(last), device.dtype_bytes, examples, false) : 0;
     k.gradient_bytes = s > 0 ? cut_bytes(blocks.at(first - 1), device.dtype_bytes, examples, true) : 0;
     k.parameter_bytes = params * device.dtype_bytes;

@@ -46,8 +46,9 @@ struct BlockMemory {
 };
 
 /// Costs of `balance` (blocks per stage) for micro-batches of `examples` examples. With
-/// `times` (each block timed on this machine), its seconds replace the roofline's; a
-/// backward's time is split evenly between its input and weight gradients.
+/// `times` (each block timed on this machine), its seconds replace the roofline's: a whole
+/// backward's and a split one's I and W as timed (the first stage's I is nothing, its W the
+/// whole backward); without, a backward's time is split evenly between I and W.
 SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory& memory, const std::vector<int>& balance,
                       double examples, const DeviceSpec& device, const BlockTimes* times = nullptr);
 

@@ -10,6 +10,7 @@
 #include "core/scheme/replicas.h"
 #include "core/plan/run_plan.h"
 #include "core/util/error.h"
+#include "tools/simulate/shared_host.h"
 
 namespace pipelab::sim {
 namespace {
@@ -407,7 +408,7 @@ SimResult replay_plan(const RunPlan& plan, int units, const SimCosts& costs, con
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
-  r.timeline = replay(r.schedule, event_costs(costs, o, plan, scale));
+  r.timeline = replay_sharing_host(r.schedule, event_costs(costs, o, plan, scale), costs.busy_slowdown);
   r.makespan = r.timeline.makespan;
   return r;
 }
