@@ -193,7 +193,9 @@ class CostSource {
   std::string describe_timed() const {
     const std::vector<int> sizes = sim::timed_sizes(small_, large_);
     std::string at;
-    for (size_t i = 0; i < sizes.size(); ++i) at += fmt::format("{}{}", i == 0 ? "" : i + 1 < sizes.size() ? ", " : " and ", sizes[i]);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      at += fmt::format("{}{}", i == 0 ? "" : i + 1 < sizes.size() ? ", " : " and ", sizes[i]);
+    }
     std::string busy;
     if (!times_.busy_slowdown.empty()) {
       const sim::SizeCurve& two = times_.busy_slowdown[0];

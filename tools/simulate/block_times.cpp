@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <exception>
 #include <functional>
 #include <thread>
 
@@ -10,8 +11,8 @@
 
 #include "core/model/block_io.h"
 #include "core/stage/weight_pass.h"
-#include "tools/simulate/block_memory.h"
 #include "core/util/error.h"
+#include "tools/simulate/block_memory.h"
 #include "tools/simulate/timing.h"
 
 namespace pipelab::sim {
@@ -178,7 +179,7 @@ void sweep(std::vector<Block>& blocks, const DataSpec& data, int examples) {
   LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
   for (size_t b = 0; b < blocks.size(); ++b) {
     Block& block = blocks[b];
-    const Tensors out = call_block(block, detached_inputs(live, block));
+    const Tensors out = call_block(block, b == 0 ? live.take(block.io.in) : detached_inputs(live, block));
     const Roots roots(with_loss(out, b + 1 == blocks.size(), data, examples));
     if (!roots.outputs.empty()) torch::autograd::backward(roots.outputs, roots.grads);
     Tensors kept;
@@ -192,6 +193,7 @@ void sweep(std::vector<Block>& blocks, const DataSpec& data, int examples) {
 std::vector<double> concurrent_sweeps(std::vector<std::vector<Block>*> copies, const DataSpec& data, int examples,
                                       int threads) {
   std::vector<double> seconds(copies.size());
+  std::vector<std::exception_ptr> errors(copies.size());
   std::atomic<size_t> ready{0};
   std::vector<std::thread> workers;
   for (size_t k = 0; k < copies.size(); ++k) {
@@ -199,10 +201,17 @@ std::vector<double> concurrent_sweeps(std::vector<std::vector<Block>*> copies, c
       at::set_num_threads(threads);  // per calling thread, as the threaded executor's devices
       ++ready;
       while (ready.load() < copies.size()) std::this_thread::yield();
-      seconds[k] = seconds_of([&] { sweep(*copies[k], data, examples); });
+      try {
+        seconds[k] = seconds_of([&] { sweep(*copies[k], data, examples); });
+      } catch (...) {
+        errors[k] = std::current_exception();  // rethrown once every thread has joined
+      }
     });
   }
   for (std::thread& w : workers) w.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
   return seconds;
 }
 
@@ -216,7 +225,6 @@ std::vector<SizeCurve> time_busy_slowdown(const ModelDef& def, uint64_t seed, st
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int most = std::min(8, std::max(2, cores / threads));
   std::vector<std::vector<Block>> copies;
-  std::vector<std::vector<Block>*> busy{&blocks};
   std::vector<SizeCurve> out;
   for (int k = 2; k <= most; ++k) {
     copies.emplace_back();
@@ -224,8 +232,7 @@ std::vector<SizeCurve> time_busy_slowdown(const ModelDef& def, uint64_t seed, st
       copies.back().push_back(build_block(def, i, seed));
       copies.back().back().module.ptr()->train();
     }
-    busy.clear();
-    busy.push_back(&blocks);
+    std::vector<std::vector<Block>*> busy{&blocks};
     for (std::vector<Block>& c : copies) busy.push_back(&c);
     SizeCurve curve;
     for (const int n : sizes) {
