@@ -50,7 +50,8 @@ struct BlockTimes {
   /// [k - 2]: how much longer compute takes while k devices of this host compute at once,
   /// by micro-batch size. The devices here are threads of one process: busy together, they
   /// share the caches, the memory bandwidth and the allocator that each block was timed
-  /// alone with (MobileNetV2 at 4 examples: 1.47x on two threads; at 64: 1.0-1.06x).
+  /// alone with (a half-width MobileNetV2 on two threads: 1.00x to 1.49x at 4 examples from
+  /// run to run, 1.00x to 1.09x at 64).
   std::vector<SizeCurve> busy_slowdown;
   /// busy_slowdown at micro-batches of `examples`: [k - 1] for k busy devices, [0] = 1.
   std::vector<double> busy_slowdown_at(double examples) const;

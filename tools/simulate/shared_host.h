@@ -18,9 +18,9 @@ namespace pipelab::sim {
 std::vector<std::vector<double>> busy_factors(const EventTimeline& t, const std::vector<double>& slowdown);
 
 /// `schedule` replayed with `costs`, then twice more with each compute action slowed by
-/// busy_factors of the replay before (a fixed point the second pass is within a percent of on
-/// the plans tools/bench/validate_plan.py checks). Without a slowdown above 1, or with one
-/// worker for every device (nothing runs together), the plain replay.
+/// busy_factors of the replay before (a fixed point approached, not proved reached). Without
+/// a slowdown above 1, or with one worker for every device (nothing runs together), the plain
+/// replay.
 EventTimeline replay_sharing_host(const Schedule& schedule, const EventCosts& costs,
                                   const std::vector<double>& slowdown);
 
