@@ -188,7 +188,11 @@ class FieldWriter {
       if (v == value) out_[key] = text;
     }
   }
-  void unused_unless(const std::string&, bool, const std::string&) const {}
+  /// An option that does nothing is left out, so that the resolved configuration reads back
+  /// (FieldReader refuses it there).
+  void unused_unless(const std::string& key, bool used, const std::string&) {
+    if (!used) out_.remove(key);
+  }
   template <class S>
   void section(const std::string& key, const S& sub, const char*) {
     FieldWriter w;
