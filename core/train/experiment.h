@@ -20,6 +20,7 @@
 #include "core/plan/run_plan.h"
 #include "core/scheme/scheme.h"
 #include "core/stage/precision.h"
+#include "core/train/targets.h"
 
 namespace pipelab {
 
@@ -48,6 +49,7 @@ struct RunOptions {
   Shadow shadow = Shadow::Off;
   bool trace = true;
   PrefetchOptions loader;
+  TargetOptions targets;
   template <class V>
   void fields(V& v) {
     v.required("epochs", epochs, "training epochs", in_range(1, 1e6));
@@ -89,6 +91,9 @@ struct RunOptions {
       "trace.json (Perfetto, chrome://tracing), metrics/actions.csv and metrics/costs.json (measured per-stage "
       "costs: times, message sizes, host memory)");
     v.section("loader", loader, "batches built ahead by worker threads: `loader: {workers: N, prefetch: K}`");
+    v.section("targets", targets,
+              "values to reach, as epochs.csv writes them (`targets: {test_acc: 90, test_loss: 0.3}`): summary.json's "
+              "time_to_target gives the training time to each, measured and, with `run --cluster`, simulated");
   }
   bool any_cuda_device() const {
     for (const std::string& d : devices) {
@@ -97,6 +102,7 @@ struct RunOptions {
     return false;
   }
   void check(const ConfigNode& node) const {
+    if (targets.any()) targets.check(node.child("targets"));
     if (amp != Amp::None && dtype == Dtype::Float64) {
       node.child("amp").fail("mixed precision needs float32 master weights, but run.dtype is float64",
                              "set run.dtype: float32 or run.amp: none");

@@ -37,7 +37,7 @@ const std::vector<MetricsFile>& metrics_files() {
   static const std::vector<MetricsFile> files = [] {
     std::string epochs = "epoch";
     for (const auto& [name, field] : epoch_fields()) epochs += "," + name;
-    return std::vector<MetricsFile>{{"metrics/steps.csv", "step,epoch,loss,lr", 1, false},
+    return std::vector<MetricsFile>{{"metrics/steps.csv", "step,epoch,loss,lr,simulated_time", 1, false},
                                     {"metrics/stages.csv", "epoch,step,stage,metric,value", 0, false},
                                     {"metrics/epochs.csv", epochs, 0, true}};
   }();

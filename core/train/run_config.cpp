@@ -59,6 +59,16 @@ YAML::Node resolved_config(const Experiment& e, const RunParts& parts) {
   if (e.compression.any()) root["compression"] = e.compression.resolved();
   YAML::Node run = write_options(e.run);
   if (e.run.max_steps == 0) run.remove("max_steps");  // as the limits: only when set
+  if (e.run.targets.any()) {
+    YAML::Node targets = run["targets"];
+    std::vector<std::string> unset;  // the targets not given: left out, as max_steps is
+    for (const auto& kv : targets) {
+      if (kv.second.IsNull()) unset.push_back(kv.first.as<std::string>());
+    }
+    for (const std::string& key : unset) targets.remove(key);
+  } else {
+    run.remove("targets");
+  }
   run["executor"] = e.executor->resolved();
   root["run"] = run;
   if (e.init.from) root["init"] = write_options(e.init);

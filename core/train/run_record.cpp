@@ -72,7 +72,8 @@ const std::vector<std::pair<std::string, double EpochMetrics::*>>& epoch_fields(
       {"bytes_backward_per_step", &EpochMetrics::bytes_backward_per_step},
       // Newer columns go last: a file written before them has a header that is a prefix of
       // today's, and --resume widens it (upgrade_metrics_text).
-      {"test_mcc", &EpochMetrics::test_mcc}};
+      {"test_mcc", &EpochMetrics::test_mcc},
+      {"simulated_seconds", &EpochMetrics::simulated_seconds}};
   return fields;
 }
 
@@ -268,8 +269,16 @@ void RunRecord::flush(std::ofstream& out, const char* name) {
 
 void RunRecord::step(const StepMetrics& m) {
   if (log_only_) return;
-  steps_csv_ << fmt::format("{},{},{},{}\n", m.step, m.epoch, json::number(m.loss), json::number(m.lr));
-  steps_jsonl_ << json::Object().add("step", m.step).add("epoch", m.epoch).add("loss", m.loss).add("lr", m.lr).str() << '\n';
+  steps_csv_ << fmt::format("{},{},{},{},{}\n", m.step, m.epoch, json::number(m.loss), json::number(m.lr),
+                            json::number(m.simulated_time));
+  steps_jsonl_ << json::Object()
+                      .add("step", m.step)
+                      .add("epoch", m.epoch)
+                      .add("loss", m.loss)
+                      .add("lr", m.lr)
+                      .add("simulated_time", m.simulated_time)
+                      .str()
+               << '\n';
   const auto now = std::chrono::steady_clock::now();
   if (now - last_step_flush_ >= std::chrono::seconds(1)) {
     flush(steps_csv_, "metrics/steps.csv");

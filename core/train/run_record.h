@@ -31,6 +31,8 @@ struct StepMetrics {
   int epoch = 0;
   double loss = 0;
   double lr = 0;
+  /// Simulated training seconds up to the end of this step (`run --cluster`); NaN without.
+  double simulated_time = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct EpochMetrics {
@@ -43,6 +45,8 @@ struct EpochMetrics {
   double samples_per_second = 0, data_wait_fraction = 0;
   /// Bytes sent forward / backward over all stage boundaries per training step.
   double bytes_forward_per_step = 0, bytes_backward_per_step = 0;
+  /// The epoch's training steps on the simulated cluster (`run --cluster`); NaN without.
+  double simulated_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// The numeric fields of EpochMetrics after `epoch`, in CSV column order.

@@ -11,6 +11,8 @@
 #include "core/exec/executor.h"
 #include "core/train/experiment.h"
 #include "core/train/run_record.h"
+#include "core/train/simulated_clock.h"
+#include "core/train/targets.h"
 
 namespace pipelab {
 
@@ -50,6 +52,10 @@ struct RunSummary {
   /// Why trace.json, metrics/actions.csv and costs.json are missing though run.trace asked
   /// for them ("" when they were written or not asked for).
   std::string trace_missing;
+  /// The simulated cluster's step (`run --cluster`; off without one).
+  SimulatedClock clock;
+  /// When the run reached each of run.targets.
+  std::vector<TargetReached> targets;
 };
 
 /// What the step loop measured in its last training pass: the executor's stats (merged over

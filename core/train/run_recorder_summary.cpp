@@ -41,6 +41,7 @@ void RunRecorder::finish_summary(RunSummary& s, const PassMeasurements& measured
       s.skipped_updates.push_back(scaler->skipped());
     }
   }
+  s.targets = time_to_targets(e_.run.targets, s.history);
   if (s.history.empty()) return;
   int64_t samples = 0;
   double seconds = 0;
@@ -187,6 +188,15 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
     }
     out += "\n";
   }
+  if (s.clock.on()) {
+    double simulated = 0;
+    for (const EpochMetrics& m : s.history) simulated += m.simulated_seconds;
+    out += fmt::format("  simulated       {}: {:.4g} ms a step, {:.0f} samples/s, {} of training in all\n",
+                       s.clock.cluster, s.clock.step_seconds * 1e3,
+                       static_cast<double>(e.run.batch_size) / s.clock.step_seconds, format_duration(simulated));
+  }
+  for (const TargetReached& t : s.targets)
+    out += fmt::format("  time to target  {}\n", describe(t, static_cast<int>(s.history.size())));
   out += stage_table(s);
   out += fmt::format("  results         {}/ (summary.json, metrics/, {})\n", s.dir, s.final_weights);
   return out;
@@ -247,6 +257,29 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
     o.add("traffic_per_step", traffic);
   }
   if (!s.trace_missing.empty()) o.add("trace_missing", s.trace_missing);
+  if (s.clock.on()) {
+    double simulated = 0;
+    for (const EpochMetrics& m : s.history) simulated += m.simulated_seconds;
+    o.add("simulated", json::Object()
+                           .add("cluster", s.clock.cluster)
+                           .add("devices", s.clock.devices)
+                           .add("step_seconds", s.clock.step_seconds)
+                           .add("samples_per_second", static_cast<double>(e.run.batch_size) / s.clock.step_seconds)
+                           .add("train_seconds", simulated));
+  }
+  if (!s.targets.empty()) {
+    json::Object targets;
+    for (const TargetReached& t : s.targets) {
+      targets.add(t.metric, json::Object()
+                                .add("target", t.target)
+                                .add("status", t.reached ? "reached" : "not reached")
+                                .add("epoch", t.epoch)
+                                .add("train_seconds", t.train_seconds)
+                                .add("simulated_seconds", t.simulated_seconds)
+                                .add("interpolated", t.interpolated));
+    }
+    o.add("time_to_target", targets);
+  }
   if (s.codec_storage_bytes > 0) o.add("codec_storage_bytes", s.codec_storage_bytes);
   o.add("amp", e.run.amp == Amp::None ? "none" : e.run.amp == Amp::Bf16 ? "bf16" : "fp16");
   if (!s.loss_scales.empty()) {

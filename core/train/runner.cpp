@@ -17,7 +17,7 @@ struct RunSession {
   RunSession(Experiment& e, RunParts& parts, const RunnerOptions& options)
       : recorder(e, parts, options.quiet, options.summary),
         checkpoints(e, parts, recorder.record()),
-        loop(e, parts, recorder, checkpoints, recorder.quiet()) {}
+        loop(e, parts, recorder, checkpoints, recorder.quiet(), options.clock) {}
   RunRecorder recorder;
   RunCheckpoints checkpoints;
   StepLoop loop;
@@ -51,6 +51,7 @@ RunSummary Runner::run() {
   RunRecorder& recorder = session.recorder;
   RunSummary& summary = session.summary;
   summary.dir = e_.run.output;
+  summary.clock = options_.clock;
   if (e_.run.checkpoint_format == RunOptions::CheckpointFormat::Safetensors) {
     summary.final_weights = "checkpoints/final.safetensors";
   }
@@ -68,6 +69,12 @@ RunSummary Runner::run() {
                                 stages, stages == 1 ? "" : "s", fmt::join(e_.run.devices, ", ")));
   if (!parts_->init_report.empty()) recorder.announce(parts_->init_report);
   if (!parts_->limits_report.empty()) recorder.announce(parts_->limits_report);
+  if (options_.clock.on()) {
+    recorder.announce(
+        fmt::format("simulated on {}: {:.4g} ms a step (steps.csv's simulated_time, epochs.csv's "
+                    "simulated_seconds)",
+                    options_.clock.cluster, options_.clock.step_seconds * 1e3));
+  }
   for (const auto& s : parts_->stages) summary.parameters += count_parameters(s->module());
   // The summary's total is the whole run's: a resumed run adds the epochs of the sessions
   // before it to this one's time.

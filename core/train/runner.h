@@ -11,6 +11,7 @@
 #include "core/train/run_builder.h"
 #include "core/train/run_parts.h"
 #include "core/train/run_recorder.h"
+#include "core/train/simulated_clock.h"
 
 namespace pipelab {
 
@@ -25,6 +26,9 @@ struct RunnerOptions {
   /// Print the summary at the end (quiet or not: it is the result); off for runs another
   /// command drives (pipelab check).
   bool summary = true;
+  /// Each step's time on a simulated cluster (`run --cluster`), recorded beside the
+  /// measured one; off by default.
+  SimulatedClock clock;
 };
 
 class Runner {
@@ -42,6 +46,9 @@ class Runner {
   at::Tensor sample_inputs(int64_t n) const { return parts_->sample_inputs(n); }
   /// Trains and evaluates; writes the run folder; returns the summary.
   RunSummary run();
+  /// Records each step's time on a simulated cluster too (set before run(); the command
+  /// line derives it from plan(), which exists only once the runner is built).
+  void simulate_on(SimulatedClock clock) { options_.clock = std::move(clock); }
 
   /// Every stage: replica r's copy of pipeline stage p is stages()[r * pipeline_stages() + p]
   /// (with replicated stages, as stage_layout() numbers them).

@@ -31,8 +31,13 @@ struct StepLoop::EpochTally {
 };
 
 StepLoop::StepLoop(const Experiment& experiment, RunParts& parts, RunRecorder& recorder, RunCheckpoints& checkpoints,
-                   bool quiet)
-    : e_(experiment), parts_(parts), recorder_(recorder), checkpoints_(checkpoints), quiet_(quiet) {}
+                   bool quiet, SimulatedClock clock)
+    : e_(experiment),
+      parts_(parts),
+      recorder_(recorder),
+      checkpoints_(checkpoints),
+      quiet_(quiet),
+      clock_(std::move(clock)) {}
 
 int StepLoop::epochs_to_run() const {
   if (e_.run.max_steps <= 0) return e_.run.epochs;
@@ -98,7 +103,9 @@ void StepLoop::run_schedules(int first, int64_t steps, int64_t per_epoch, Progre
     const int epoch = first + static_cast<int>(mb / per_epoch);
     t.totals.add(totals);
     t.last_step = global_step;
-    recorder_.record().step({global_step, epoch + 1, totals.loss, parts_.lr_at(global_step)});
+    // Every step is a whole mini-batch: the simulated clock runs in equal steps.
+    const double simulated = clock_.on() ? static_cast<double>(global_step + 1) * clock_.step_seconds : std::nan("");
+    recorder_.record().step({global_step, epoch + 1, totals.loss, parts_.lr_at(global_step), simulated});
     ++global_step;
     ++t.steps;
     progress.update(++done, fmt::format("loss {:.4f}", totals.loss));
@@ -131,6 +138,7 @@ EpochMetrics StepLoop::epoch_figures(int epoch, const EpochTally& tally, double 
   m.train_acc = percent(tally.totals.correct, tally.totals.count * parts_.data.spec.targets_per_example());
   m.samples_per_second = static_cast<double>(tally.totals.count) / std::max(seconds, 1e-9);
   m.lr = parts_.lr_at(tally.last_step);
+  if (clock_.on()) m.simulated_seconds = static_cast<double>(tally.steps) * clock_.step_seconds;
   const ExecStats& st = measured_.stats;
   // Traffic per step over the whole pass the stats cover.
   int64_t forward = 0, backward = 0, runs = 0;

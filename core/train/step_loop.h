@@ -12,6 +12,7 @@
 #include "core/train/experiment.h"
 #include "core/train/run_checkpoints.h"
 #include "core/train/run_recorder.h"
+#include "core/train/simulated_clock.h"
 
 namespace pipelab {
 
@@ -20,9 +21,9 @@ struct LossTotals;
 
 class StepLoop {
  public:
-  /// `quiet`: no progress bar.
+  /// `quiet`: no progress bar; `clock`: each step's simulated time, recorded with it.
   StepLoop(const Experiment& experiment, RunParts& parts, RunRecorder& recorder, RunCheckpoints& checkpoints,
-           bool quiet);
+           bool quiet, SimulatedClock clock = {});
 
   /// run.epochs, or fewer when run.max_steps ends the run sooner.
   int epochs_to_run() const;
@@ -54,6 +55,7 @@ class StepLoop {
   RunRecorder& recorder_;
   RunCheckpoints& checkpoints_;
   bool quiet_;
+  SimulatedClock clock_;
   std::map<std::vector<int>, Schedule> schedules_;
   Schedule eval_schedule_;
   PassMeasurements measured_;

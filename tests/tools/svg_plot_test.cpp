@@ -283,7 +283,7 @@ TEST_F(PlotTest, MistakesAreUserErrors) {
   o.x = "steps";
   EXPECT_NE(testing::user_error([&] {
               build_curves(load_runs(dir_.file("runs")), o);
-            }).find("--x steps: expected epoch, time or step"),
+            }).find("--x steps: expected epoch, time, simulated_time or step"),
             std::string::npos);
   EXPECT_NE(testing::user_error([&] { load_runs(dir_.file("nothing")); }).find("no such folder"), std::string::npos);
 }

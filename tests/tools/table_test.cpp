@@ -79,13 +79,13 @@ TEST_F(TableTest, Csv) {
   const auto rows = parse_csv(table_csv(table()), "table.csv");
   ASSERT_EQ(rows.size(), 5u);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"model.type", "scheme.type", "partition.stages", "n", "mean", "std",
-                                               "min", "max", "diverged", "reference"}));
-  EXPECT_EQ(rows[1], (std::vector<std::string>{"cnn", "gpipe", "2", "1", "80", "", "80", "80", "0", ""}));
+                                               "min", "max", "diverged", "reference", "not_reached"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"cnn", "gpipe", "2", "1", "80", "", "80", "80", "0", "", "0"}));
   EXPECT_EQ(rows[2][0], "mlp");
   EXPECT_EQ(rows[2][3], "3");
   EXPECT_NEAR(std::stod(rows[2][4]), 91.166666666666667, 1e-12);
   EXPECT_NEAR(std::stod(rows[2][5]), 1.2583057392117916, 1e-12);
-  EXPECT_EQ(rows[3], (std::vector<std::string>{"mlp", "gpipe", "4", "1", "88", "", "88", "88", "1", ""}));
+  EXPECT_EQ(rows[3], (std::vector<std::string>{"mlp", "gpipe", "4", "1", "88", "", "88", "88", "1", "", "0"}));
 }
 
 TEST_F(TableTest, AllDivergedAndOtherMetrics) {
@@ -121,7 +121,7 @@ TEST_F(TableTest, ReferenceValuesInParentheses) {
   EXPECT_NE(md.find("| mlp | 91.17 ± 1.26 (90.81) | 88.00, n=1, 1 diverged (88.31) | 89.50, n=1 |"), std::string::npos)
       << md;
   EXPECT_NE(table_csv(t).find("mlp,gpipe,2,3,"), std::string::npos);
-  EXPECT_NE(table_csv(t).find(",0,90.81\n"), std::string::npos) << table_csv(t);
+  EXPECT_NE(table_csv(t).find(",0,90.81,0\n"), std::string::npos) << table_csv(t);
   // A partial sweep lacks a key that the reference's labels carry as "-" (a column key no run
   // of it has): its labels still match.
   ResultTable w = table();

@@ -31,6 +31,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/sweep_plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/table_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/time_to_target_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/torch_csv_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/torchrun_test.cpp
 )

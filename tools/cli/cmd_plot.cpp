@@ -21,19 +21,21 @@ int plot(const Args& args) {
       "a column of metrics/epochs.csv: test_acc, test_loss, train_loss, train_acc, lr, samples_per_second, ...; "
       "with --x step one of metrics/steps.csv: loss (the default there; train_loss names it too), lr")(
       "x", po::value(&co.x)->default_value("epoch"),
-      "epoch, time (cumulative wall-clock seconds), or step (every training step, from metrics/steps.csv)")(
+      "epoch, time (cumulative wall-clock seconds), simulated_time (cumulative training seconds on the "
+      "simulated cluster the run was timed on: the time-to-accuracy axis), or step (every training step, from metrics/steps.csv)")(
       "group-by", po::value(&group_by)->default_value(""),
       "one line per group of runs (their mean): keys, comma-separated")(
       "band", "shade each group's min-max range (without --group-by: all runs as one group)")(
-      "baseline", po::value(&co.baseline), "a run (its folder name) whose final value is drawn as a reference line")("where", po::value(&where)->composing(),
-                                                                   "only runs whose config has key=value (repeatable)")(
+      "baseline", po::value(&co.baseline), "a run (its folder name) whose final value is drawn as a reference line")(
+      "where", po::value(&where)->composing(), "only runs whose config has key=value (repeatable)")(
       "title", po::value(&title), "chart title")("out", po::value(&out),
                                                  "SVG file (default: next to RUNS_DIR, <RUNS_DIR>.<metric>.svg)");
   po::positional_options_description positional;
   positional.add("runs", 1);
   po::variables_map vm;
   if (!parse(args,
-             "pipelab plot RUNS_DIR [--metric COLUMN] [--x epoch|time|step] [--group-by KEYS] [--band] [--baseline RUN]\n"
+             "pipelab plot RUNS_DIR [--metric COLUMN] [--x epoch|time|simulated_time|step] [--group-by KEYS] [--band]\n"
+             "             [--baseline RUN]\n"
              "             [--where k=v] [--title TEXT] [--out FILE.svg]\n\n"
              "Draws one line per run (or per group: the mean) from metrics/epochs.csv into an SVG file. Keys are\n"
              "config key paths or aliases: " +
@@ -54,7 +56,9 @@ int plot(const Args& args) {
   for (const std::string& note : chart.notes) std::cerr << "warning: " << note << "\n";
   if (!title.empty()) chart.title = title;
   const std::string path =
-      out.empty() ? tools::sibling_path(dir, co.metric + (co.x == "time" ? ".time" : "") + ".svg") : out;
+      out.empty() ? tools::sibling_path(
+                        dir, co.metric + (co.x == "time" || co.x == "simulated_time" ? "." + co.x : "") + ".svg")
+                  : out;
   write_file_atomic(path, tools::render_svg(chart));
   fmt::print("written: {} ({} line{} from {} runs)\n", path, chart.series.size(), chart.series.size() == 1 ? "" : "s",
              runs.size());

@@ -9,6 +9,7 @@
 #include "core/dist/launch_env.h"
 #include "core/train/runner.h"
 #include "tools/cli/options.h"
+#include "tools/cli/simulated_clock.h"
 
 namespace pipelab::cli {
 namespace {
@@ -133,18 +134,26 @@ int run(const Args& args) {
       "master", po::value<std::string>(),
       "host:port of the rendezvous store, served by rank 0 (default: the launcher's MASTER_ADDR:MASTER_PORT, else "
       "run.executor.master, 127.0.0.1:29500 unless set)");
+  CostFlags cost;
+  options.add(clock_options(cost));
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
-  if (!parse(args, "pipelab run FILE [--set key.path=value ...] [--preset NAME] [--overwrite] [--resume] [--stop-after N] [--quiet]\n"
-                   "                 [--rank R --world-size N --master HOST:PORT]\n\n"
-                   "Trains the experiment in FILE and writes its results to run.output\n"
-                   "(config.yaml, metrics/, summary.json, checkpoints/). With --rank, this process is one\n"
-                   "rank of a multi-process run over c10d (run.executor becomes `distributed`); start\n"
-                   "every rank the same way, or let `pipelab launch --nproc N FILE` do it. Without --rank,\n"
-                   "the environment of torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or of SLURM's\n"
-                   "srun (SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NODELIST) places it the same way; flags\n"
-                   "override the environment. After torchrun restarts a failed group, the run resumes.",
+  if (!parse(args,
+             "pipelab run FILE [--set key.path=value ...] [--preset NAME] [--overwrite] [--resume] [--stop-after N] "
+             "[--quiet]\n"
+             "                 [--rank R --world-size N --master HOST:PORT]\n"
+             "                 [--cluster NAME|FILE | --device-flops T ... | --costs COSTS | --time-blocks]\n\n"
+             "Trains the experiment in FILE and writes its results to run.output\n"
+             "(config.yaml, metrics/, summary.json, checkpoints/). With --rank, this process is one\n"
+             "rank of a multi-process run over c10d (run.executor becomes `distributed`); start\n"
+             "every rank the same way, or let `pipelab launch --nproc N FILE` do it. Without --rank,\n"
+             "the environment of torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or of SLURM's\n"
+             "srun (SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NODELIST) places it the same way; flags\n"
+             "override the environment. After torchrun restarts a failed group, the run resumes.\n"
+             "With --cluster (or simulate's other cost flags), every step is also timed on those devices\n"
+             "by replaying the run's plan: steps.csv's simulated_time, epochs.csv's simulated_seconds,\n"
+             "and summary.json's time_to_target for run.targets (docs/time-to-accuracy.md).",
              options, positional, vm)) {
     return 0;
   }
@@ -167,6 +176,8 @@ int run(const Args& args) {
   ro.stop_after = vm["stop-after"].as<int>();
   if (ro.stop_after < 0) throw UsageError{"--stop-after must be >= 0"};
   Runner runner(experiment, ro);
+  if (clock_asked(vm))
+    runner.simulate_on(simulated_clock(experiment, runner, vm, cost, !ro.quiet && experiment.run.progress));
   try {
     const RunSummary summary = runner.run();
     return summary.status == "diverged" ? 3 : 0;

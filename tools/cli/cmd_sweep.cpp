@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tools/cli/options.h"
+#include "tools/cli/simulated_clock.h"
 #include "tools/cli/stop_signals.h"
 #include "tools/sweep/sweep_runner.h"
 #include "tools/sweep/sweep_spec.h"
@@ -61,14 +62,19 @@ int sweep(const Args& args) {
       "set", po::value(&sets)->composing(), "override a value of the file: --set run.epochs=2 (repeatable)")(
       "preset", po::value(&preset), kPresetHelp)(
       "rerun-changed", "run again, from scratch, runs whose cell changed since they ran");
+  CostFlags cost;
+  const po::options_description clock = clock_options(cost);
+  options.add(clock);
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
   if (!parse(args,
-             "pipelab sweep FILE [--jobs N] [--dry-run] [--set key.path=value ...] [--preset NAME]\n\n"
+             "pipelab sweep FILE [--jobs N] [--dry-run] [--set key.path=value ...] [--preset NAME]\n"
+             "                   [--cluster NAME|FILE | --device-flops T ... | --costs COSTS | --time-blocks]\n\n"
              "Runs every cell of FILE's sweep grid as `pipelab run <cell> --resume --quiet`, N at once, each in\n"
              "<sweep.output>/<run id>/ with its experiment.yaml and sweep.log. Finished runs are skipped and\n"
-             "interrupted ones resume, so running it again after Ctrl-C or a crash completes the grid.\n" +
+             "interrupted ones resume, so running it again after Ctrl-C or a crash completes the grid.\n"
+             "The cost flags go to every run: each step is also timed on those devices (`run --cluster`).\n" +
                  schema_help(),
              options, positional, vm)) {
     return 0;
@@ -84,6 +90,8 @@ int sweep(const Args& args) {
   ro.jobs = jobs;
   ro.threads = threads;
   ro.rerun_changed = vm.count("rerun-changed") > 0;
+  if (clock_asked(vm)) check_cost_flags(vm, cost);  // a bad flag fails here, not in every cell
+  ro.run_flags = forwarded_clock_flags(vm, clock);
   ro.bar = ::isatty(STDERR_FILENO) != 0;
   ro.stop_requested = [] { return stop_requested(); };
   const tools::SweepResult r = tools::run_sweep(plan, ro, std::cout);

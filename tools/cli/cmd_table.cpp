@@ -9,13 +9,14 @@
 #include "core/io/input_file.h"
 #include "tools/cli/options.h"
 #include "tools/report/output_path.h"
+#include "tools/report/speedup.h"
 #include "tools/report/table.h"
 
 namespace pipelab::cli {
 
 int table(const Args& args) {
   po::options_description options("options");
-  std::string dir, rows, cols, metric, reference, out;
+  std::string dir, rows, cols, metric, reference, out, speedup_vs;
   std::vector<std::string> where;
   int decimals = -1;
   options.add_options()("runs", po::value(&dir)->required(), "folder of runs (searched recursively)")(
@@ -24,6 +25,9 @@ int table(const Args& args) {
       "metric", po::value(&metric)->default_value("test_acc.final"),
       "a summary.json path: test_acc.final, test_acc.best, samples_per_second, ...")(
       "reference", po::value(&reference), "CSV of published numbers with the table's row and column labels")(
+      "speedup-vs", po::value(&speedup_vs),
+      "key=value[,key=value]: the baseline cell; each cell shows its speed-up over it (a time: baseline / cell, "
+      "a rate: cell / baseline), e.g. --speedup-vs scheme=dp,stages=2")(
       "where", po::value(&where)->composing(), "only runs whose config has key=value (repeatable)")(
       "decimals", po::value(&decimals)->default_value(-1),
       "decimals (default: 4 significant digits of the largest value)")(
@@ -33,9 +37,10 @@ int table(const Args& args) {
   po::variables_map vm;
   if (!parse(args,
              "pipelab table RUNS_DIR --rows KEYS [--cols KEYS] [--metric PATH] [--reference FILE] [--where k=v]\n"
-             "                          [--decimals N] [--out PATH]\n\n"
+             "                          [--speedup-vs k=v,...] [--decimals N] [--out PATH]\n\n"
              "Writes a Markdown and a CSV table of one summary.json metric, mean ± std (sample) over the runs\n"
-             "that share a cell (seeds); diverged runs show as `diverged`, missing cells as `–`. Keys are config\n"
+             "that share a cell (seeds); diverged runs show as `diverged`, missing cells as `–`, a target never\n"
+             "reached (--metric time_to_target.test_acc.simulated_seconds) as `not reached`. Keys are config\n"
              "key paths or aliases: " +
                  tools::key_aliases_help() + ".",
              options, positional, vm)) {
@@ -51,10 +56,15 @@ int table(const Args& args) {
   const std::vector<tools::RunInfo> runs = tools::filter_runs(tools::load_runs(dir, &skipped), where);
   for (const std::string& s : skipped) std::cerr << "warning: skipped " << s << "\n";
   if (runs.empty()) throw UsageError{"no run matches the --where conditions"};
+  if (vm.count("speedup-vs")) {
+    to.speedup_vs = flag_list("--speedup-vs", speedup_vs);
+    if (to.speedup_vs.empty()) throw UsageError{"--speedup-vs: give the baseline as key=value, e.g. scheme=dp"};
+  }
   tools::ResultTable t = tools::build_table(runs, to);
+  if (!to.speedup_vs.empty()) tools::apply_speedup(t, runs);
   if (!reference.empty()) tools::add_reference(t, read_file(reference), reference);
   check_output_file("--out", out);
-  std::string base = out.empty() ? tools::sibling_path(dir, metric) : out;
+  std::string base = out.empty() ? tools::sibling_path(dir, metric + (to.speedup_vs.empty() ? "" : ".speedup")) : out;
   for (const char* ext : {".md", ".csv"}) {
     if (base.size() > std::strlen(ext) && base.compare(base.size() - std::strlen(ext), std::string::npos, ext) == 0) {
       base.resize(base.size() - std::strlen(ext));

@@ -133,18 +133,21 @@ inline double optimizer_states(const OptimizerFactory& factory) {
 /// Where costs come from: a file, or the model profiled once and cut per stage count.
 class CostSource {
  public:
-  CostSource(const Experiment& e, const po::variables_map& vm, const std::string& costs_file, sim::DeviceSpec device)
+  /// `known`: the data's shapes where the caller has loaded it (a run), else data_spec's;
+  /// `progress`: a progress line while profiling.
+  CostSource(const Experiment& e, const po::variables_map& vm, const std::string& costs_file, sim::DeviceSpec device,
+             const DataSpec* known = nullptr, bool progress = true)
       : e_(e), device_(device) {
     if (!costs_file.empty()) {
       file_ = sim::load_costs(costs_file);
-      const DataSpec spec = data_spec(e, vm);
+      const DataSpec spec = known ? *known : data_spec(e, vm);
       const ModelDef def = e.model->define(spec);
       other_model_ = other_model(*file_, def, parameter_profile(def, spec, static_cast<uint64_t>(e.run.seed)), costs_file);
       if (vm.count("link-gbps")) file_->link.gbps = device.link.gbps;
       if (vm.count("link-latency-us") && !vm["link-latency-us"].defaulted()) file_->link.latency_us = device.link.latency_us;
       return;
     }
-    const DataSpec spec = data_spec(e, vm);
+    const DataSpec spec = known ? *known : data_spec(e, vm);
     if (spec.integer_input && spec.input_shape.size() == 1) sequence_length_ = static_cast<double>(spec.input_shape[0]);
     const ModelDef def = e.model->define(spec);
     dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
@@ -156,7 +159,8 @@ class CostSource {
     const auto seed = static_cast<uint64_t>(e.run.seed);
     profile_ = sim::profile_model(def, spec, seed, e.optimizer.get(), way,
                                   sim::profile_cache_key(e.model->type(), e.model->resolved_options(), spec, seed,
-                                                         e.optimizer->resolved_options(), way));
+                                                         e.optimizer->resolved_options(), way),
+                                  progress);
     if (timed) {
       // The micro-batch sizes a plan tries run from the whole mini-batch down to a small
       // share of it: the two timed sizes span most of that range.

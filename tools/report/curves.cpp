@@ -29,6 +29,11 @@ struct Curve {
 
 bool by_step(const CurveOptions& o) { return o.x == "step"; }
 
+/// The epochs.csv column --x sums (cumulative time), or "" for epoch and step.
+std::string summed_column(const CurveOptions& o) {
+  return o.x == "time" ? "seconds" : o.x == "simulated_time" ? "simulated_seconds" : "";
+}
+
 /// The column of the file `options` reads: steps.csv calls the training loss `loss`.
 std::string metric_column(const CurveOptions& o) {
   return by_step(o) && o.metric == "train_loss" ? "loss" : o.metric;
@@ -65,7 +70,8 @@ Curve load_curve(const RunInfo& run, const CurveOptions& options, std::string& p
   if (rows.size() < 2) return c;
   const size_t y = column(rows[0], metric_column(options), "--metric", path.string());
   const size_t e = column(rows[0], by_step(options) ? "step" : "epoch", "--x", path.string());
-  const size_t seconds = options.x == "time" ? column(rows[0], "seconds", "--x time", path.string()) : 0;
+  const std::string summed = summed_column(options);
+  const size_t seconds = summed.empty() ? 0 : column(rows[0], summed, "--x " + options.x, path.string());
   double elapsed = 0;
   for (size_t r = 1; r < rows.size(); ++r) {
     const double epoch = e < rows[r].size() ? cell_number(rows[r][e]) : std::nan("");
@@ -84,9 +90,16 @@ Curve load_curve(const RunInfo& run, const CurveOptions& options, std::string& p
                             metric_column(options), cell.substr(0, 40));
       return {};
     }
+    if (!summed.empty() && !std::isfinite(cell_number(rows[r][seconds]))) {
+      problem = fmt::format("{}: row {} has no {}{}", path.string(), r + 1, summed,
+                            options.x == "simulated_time" ? " (the run had no --cluster: rerun it with `pipelab run "
+                                                            "FILE --cluster NAME --overwrite`)"
+                                                          : "");
+      return {};
+    }
     c.epoch.push_back(static_cast<int64_t>(epoch));
-    elapsed += options.x == "time" ? cell_number(rows[r][seconds]) : 0;
-    c.x.push_back(options.x == "time" ? elapsed : epoch);
+    elapsed += summed.empty() ? 0 : cell_number(rows[r][seconds]);
+    c.x.push_back(summed.empty() ? epoch : elapsed);
     c.y.push_back(cell_number(cell));
   }
   return c;
@@ -120,28 +133,41 @@ Series mean_series(const std::string& label, const std::vector<const Curve*>& cu
 
 std::string metric_label(const std::string& metric) {
   static const std::map<std::string, std::string> labels{
-      {"test_acc", "test accuracy (%)"},        {"train_acc", "training accuracy (%)"},
+      {"test_acc", "test accuracy (%)"},
+      {"train_acc", "training accuracy (%)"},
       {"test_mcc", "test Matthews correlation (x 100)"},
-      {"test_loss", "test loss"},               {"train_loss", "training loss"},
+      {"test_loss", "test loss"},
+      {"train_loss", "training loss"},
       {"loss", "training loss"},
-      {"lr", "learning rate"},                  {"seconds", "epoch time (s)"},
-      {"train_seconds", "training time per epoch (s)"}, {"eval_seconds", "evaluation time per epoch (s)"},
-      {"samples_per_second", "training throughput (samples/s)"}, {"data_wait_fraction", "data wait (share of the epoch)"},
-      {"bytes_forward_per_step", "bytes sent forward per step"}, {"bytes_backward_per_step", "bytes sent backward per step"}};
+      {"lr", "learning rate"},
+      {"seconds", "epoch time (s)"},
+      {"train_seconds", "training time per epoch (s)"},
+      {"eval_seconds", "evaluation time per epoch (s)"},
+      {"samples_per_second", "training throughput (samples/s)"},
+      {"data_wait_fraction", "data wait (share of the epoch)"},
+      {"bytes_forward_per_step", "bytes sent forward per step"},
+      {"bytes_backward_per_step", "bytes sent backward per step"},
+      {"simulated_seconds", "training time per epoch on the simulated cluster (s)"},
+      {"simulated_time", "training time on the simulated cluster (s)"}};
   const auto it = labels.find(metric);
   return it == labels.end() ? metric : it->second;
 }
 
 LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& options) {
-  if (options.x != "epoch" && options.x != "time" && options.x != "step") {
-    throw UserError(fmt::format("--x {}: expected epoch, time or step. Fix: use --x epoch, --x time or --x step.",
-                                options.x));
+  if (options.x != "epoch" && options.x != "time" && options.x != "step" && options.x != "simulated_time") {
+    throw UserError(
+        fmt::format("--x {}: expected epoch, time, simulated_time or step. Fix: use --x epoch, --x time, "
+                    "--x simulated_time or --x step.",
+                    options.x));
   }
   for (const std::string& k : options.group_by) require_config_key(runs, k, "--group-by");
   LineChart chart;
-  chart.x_label = options.x == "time" ? "training and evaluation time (s)" : by_step(options) ? "training step" : "epoch";
+  chart.x_label = options.x == "time"             ? "training and evaluation time (s)"
+                  : options.x == "simulated_time" ? "training time on the simulated cluster (s)"
+                  : by_step(options)              ? "training step"
+                                                  : "epoch";
   chart.y_label = metric_label(options.metric);
-  chart.integer_x = options.x != "time";
+  chart.integer_x = summed_column(options).empty();
   chart.title = fmt::format("{} by {}", chart.y_label, options.x);
   if (!options.baseline.empty()) {
     const auto it = std::find_if(runs.begin(), runs.end(), [&](const RunInfo& r) {

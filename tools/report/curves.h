@@ -12,7 +12,9 @@ namespace pipelab::tools {
 
 struct CurveOptions {
   std::string metric = "test_acc";    ///< a column of metrics/epochs.csv (steps.csv: loss, lr)
-  std::string x = "epoch";            ///< epoch, time (cumulative seconds of the epochs), or step
+  /// epoch, time (cumulative seconds of the epochs), simulated_time (cumulative simulated
+  /// training seconds: `run --cluster`), or step
+  std::string x = "epoch";
   std::vector<std::string> group_by;  ///< config key paths; empty: one line per run
   bool band = false;                  ///< a min-max band around each group's mean (all runs as one group
                                       ///< without group_by)

@@ -14,9 +14,7 @@
 #include "tools/sweep/key_paths.h"
 
 namespace pipelab::tools {
-namespace {
 
-/// The metric in a summary: a number, or the `final` of a {final, best, best_epoch} group.
 /// A path through a list (`per_stage.shadow_cosine`) is the mean over the list's elements
 /// that have the rest of the path (a per-stage measurement, averaged over the stages).
 std::optional<double> metric_value(const YAML::Node& summary, const std::string& metric) {
@@ -46,6 +44,19 @@ std::optional<double> metric_value(const YAML::Node& summary, const std::string&
   if (!n.IsDefined() || !n.IsScalar()) return std::nullopt;
   const std::optional<double> v = parse_number(n.Scalar());
   return v && std::isfinite(*v) ? v : std::nullopt;
+}
+
+namespace {
+
+/// Whether `metric` is a time to a target (time_to_target.test_acc.simulated_seconds) that
+/// the run's summary says was not reached.
+bool not_reached(const YAML::Node& summary, const std::string& metric) {
+  const std::vector<std::string> keys = split_key_path(metric);
+  if (keys.size() < 2 || keys[0] != "time_to_target" || !summary.IsMap()) return false;
+  const YAML::Node all = summary["time_to_target"];
+  if (!all.IsMap()) return false;
+  const YAML::Node one = all[keys[1]];
+  return one.IsMap() && one["status"] && one["status"].IsScalar() && one["status"].Scalar() == "not reached";
 }
 
 /// Numeric paths of a summary, for the message about an unknown metric.
@@ -173,7 +184,7 @@ ResultTable build_table(const std::vector<RunInfo>& runs, const TableOptions& op
   // A finished run must have the metric (a diverged one may lack it: its numbers are null).
   const auto finished = std::find_if(complete.begin(), complete.end(), [](const RunInfo* r) { return !r->diverged(); });
   const bool known = std::any_of(complete.begin(), complete.end(), [&](const RunInfo* r) {
-    return !r->diverged() && metric_value(r->summary, options.metric);
+    return !r->diverged() && (metric_value(r->summary, options.metric) || not_reached(r->summary, options.metric));
   });
   if (finished != complete.end() && !known) {
     throw UserError(fmt::format("--metric {}: no summary.json has this number. Fix: use one of: {}.", options.metric,
@@ -196,6 +207,8 @@ ResultTable build_table(const std::vector<RunInfo>& runs, const TableOptions& op
       ++cell.diverged;
     } else if (const auto v = metric_value(run->summary, options.metric)) {
       cell.values.push_back(*v);
+    } else if (not_reached(run->summary, options.metric)) {
+      ++cell.not_reached;
     } else {
       t.notes.push_back(fmt::format("{}: its summary.json has no finite number at {}, so its cell ({} x {}) leaves it "
                                     "out",
@@ -297,8 +310,11 @@ std::string table_markdown(const ResultTable& t) {
                           : most == 1 ? "one run per cell"
                                       : fmt::format("mean ± std over {} runs per cell (sample std){}", most,
                                                     uniform ? "" : ", n where fewer");
+  const std::string what = t.speedup_baseline.empty()
+                               ? fmt::format("**{}**", t.options.metric)
+                               : fmt::format("**speed-up** (x) of {} over {}", t.options.metric, t.speedup_baseline);
   std::string out =
-      fmt::format("**{}** by {} (rows) and {} (columns): {}{}.\n\n", t.options.metric, keys_title(t.options.rows),
+      fmt::format("{} by {} (rows) and {} (columns): {}{}.\n\n", what, keys_title(t.options.rows),
                   keys_title(t.options.cols), how, t.reference_file.empty() ? "" : "; published values in parentheses");
   out += "| " + keys_title(t.options.rows) + " |";
   std::string rule = "|:--|";
@@ -320,6 +336,10 @@ std::string table_markdown(const ResultTable& t) {
           text = s.n > 1 ? num(s.mean) + " ± " + num(s.std) : num(s.mean);
           if (s.n < most) extra.push_back(fmt::format("n={}", s.n));
           if (cell.diverged > 0) extra.push_back(fmt::format("{} diverged", cell.diverged));
+          if (cell.not_reached > 0) extra.push_back(fmt::format("{} not reached", cell.not_reached));
+        } else if (cell.not_reached > 0) {
+          text = "not reached";
+          if (cell.diverged > 0) extra.push_back(fmt::format("{} diverged", cell.diverged));
         } else if (cell.diverged > 0) {
           text = "diverged";
         }
@@ -337,10 +357,10 @@ std::string table_markdown(const ResultTable& t) {
 std::string table_csv(const ResultTable& t) {
   std::vector<std::string> header = t.options.rows;
   header.insert(header.end(), t.options.cols.begin(), t.options.cols.end());
-  for (const char* h : {"n", "mean", "std", "min", "max", "diverged", "reference"}) header.push_back(h);
+  for (const char* h : {"n", "mean", "std", "min", "max", "diverged", "reference", "not_reached"}) header.push_back(h);
   std::string out = csv_line(header) + "\n";
   for (const auto& [rc, cell] : t.cells) {
-    if (cell.values.empty() && cell.diverged == 0) continue;  // only a published value
+    if (cell.values.empty() && cell.diverged == 0 && cell.not_reached == 0) continue;  // only a published value
     std::vector<std::string> f = t.row_values[rc.first];
     f.insert(f.end(), t.col_values[rc.second].begin(), t.col_values[rc.second].end());
     const Stats s = cell.stats();
@@ -352,6 +372,7 @@ std::string table_csv(const ResultTable& t) {
     f.push_back(opt(s.max));
     f.push_back(std::to_string(cell.diverged));
     f.push_back(cell.reference ? json::number(*cell.reference) : std::string());
+    f.push_back(std::to_string(cell.not_reached));
     out += csv_line(f) + "\n";
   }
   return out;

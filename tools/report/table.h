@@ -17,12 +17,17 @@ struct TableOptions {
   std::vector<std::string> rows, cols;    ///< config key paths (aliases already resolved)
   std::string metric = "test_acc.final";  ///< a summary.json path; `test_acc` means test_acc.final
   int decimals = -1;                      ///< -1: four significant digits of the largest value
+  /// key=value conditions picking the baseline cell: each cell then shows its speed-up over
+  /// it (tools/report/speedup.h); empty: the metric itself.
+  std::vector<std::string> speedup_vs;
 };
 
 /// One cell: the metric of its finished runs, and how many diverged.
 struct TableCell {
   std::vector<double> values;
   int diverged = 0;
+  /// Runs whose summary says the time_to_target metric's target was never reached.
+  int not_reached = 0;
   std::optional<double> reference;  ///< the published value, if a reference table has one
   /// Statistics of the finished runs' values.
   Stats stats() const { return describe(values); }
@@ -36,7 +41,12 @@ struct ResultTable {
   int runs = 0, incomplete = 0;    ///< runs counted, and runs skipped for want of a summary
   std::vector<std::string> notes;  ///< warnings printed under the table
   std::string reference_file;
+  std::string speedup_baseline;  ///< what the speed-ups are over ("" without --speedup-vs)
 };
+
+/// The metric in a summary.json: a number, or the `final` of a {final, best, best_epoch}
+/// group; through a list, the mean over its elements. Nothing when absent or not finite.
+std::optional<double> metric_value(const YAML::Node& summary, const std::string& metric);
 
 /// Builds the table from `runs`. Unknown keys and a metric no summary has are UserErrors.
 ResultTable build_table(const std::vector<RunInfo>& runs, const TableOptions& options);

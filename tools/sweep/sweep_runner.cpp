@@ -260,6 +260,7 @@ class SweepLoop {
     const bool rerun = state == RunStatus::State::Changed;
     std::vector<std::string> argv{options_.pipelab, "run", run.experiment_path(), rerun ? "--overwrite" : "--resume",
                                   "--quiet", "--name", run.id};
+    argv.insert(argv.end(), options_.run_flags.begin(), options_.run_flags.end());
     const std::string log = (fs::path(run.dir) / "sweep.log").string();
     append_line(log, fmt::format("== {} pipelab {} (OMP_NUM_THREADS={})", now_text(),
                                  join(std::vector<std::string>(argv.begin() + 1, argv.end()), " "), threads_));

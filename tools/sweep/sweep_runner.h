@@ -21,6 +21,8 @@ struct SweepRunOptions {
   int threads = 0;
   bool rerun_changed = false;  ///< rerun (from scratch) runs whose cell changed since they ran
   bool bar = false;            ///< draw a progress bar on stderr (a terminal)
+  /// More flags for every run (the simulated clock's: `sweep --cluster`).
+  std::vector<std::string> run_flags;
   /// Polled while runs are going; true stops the sweep (running cells end and stay resumable).
   std::function<bool()> stop_requested;
 };
