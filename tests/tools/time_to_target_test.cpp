@@ -147,6 +147,26 @@ TEST(TimeToTarget, ARunRecordsTheSimulatedStepOfItsOwnPlan) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("bad/metrics")));
 }
 
+TEST(TimeToTarget, ASweepTimesEveryCellOnTheCluster) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("s.yaml"), std::string(kRun) + "sweep:\n  output: " + dir.file("runs") +
+                                              "\n  grid: {scheme.chunks: [1, 2]}\n");
+  const auto [code, out] = pipelab(fmt::format("sweep {} --cluster h100_sxm --link-gbps 100", dir.file("s.yaml")));
+  ASSERT_EQ(code, 0) << out;
+  double one = 0, two = 0;
+  for (const auto& [cell, step] : {std::pair{"chunks=1", &one}, std::pair{"chunks=2", &two}}) {
+    const auto s = nlohmann::json::parse(testing::read_text(dir.file(std::string("runs/") + cell + "/summary.json")));
+    ASSERT_TRUE(s.contains("simulated")) << cell;
+    *step = s["simulated"]["step_seconds"].get<double>();
+    EXPECT_NE(testing::read_text(dir.file(std::string("runs/") + cell + "/sweep.log")).find("--link-gbps 100"),
+              std::string::npos);
+  }
+  EXPECT_NE(one, two);  // each cell's own plan
+  // A bad flag fails the sweep before any cell runs.
+  const auto [bad, bad_out] = pipelab(fmt::format("sweep {} --cluster h900", dir.file("s.yaml")));
+  EXPECT_EQ(bad, 2) << bad_out;
+}
+
 /// A run folder for tables: its scheme and stages, a throughput and a time to target.
 void fake_run(const std::string& dir, const std::string& scheme, int stages, int seed, double rate, double to_target) {
   std::filesystem::create_directories(dir);
