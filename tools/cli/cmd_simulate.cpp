@@ -258,10 +258,7 @@ sim::SimResult replay_scheme(const Experiment& e, const CostSource& source, cons
   const RunPlan plan = RunPlan::compile(request);
   const StepShape step = plan.step(e.run.batch_size, m);
   sim::SimCosts costs = source.costs(stages, step.examples_per_micro_batch);
-  // Costs measured with copies of stages list every copy: one pipeline's are enough.
-  if (plan.layout().replicated() && costs.stages.size() == static_cast<size_t>(plan.layout().stages())) {
-    costs.stages.resize(static_cast<size_t>(stages));
-  }
+  keep_one_pipeline(costs, plan);
   return sim::simulate(plan, step, costs, options);
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/model/block_costs.h"
 #include "core/model/partition.h"
+#include "core/plan/run_plan.h"
 #include "core/train/experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"
@@ -128,6 +129,14 @@ inline double optimizer_states(const OptimizerFactory& factory) {
   double bytes = 0;
   for (const auto& [name, t] : optimizer->state()) bytes += static_cast<double>(t.nbytes());
   return std::round(bytes / static_cast<double>(p.nbytes()));
+}
+
+/// Costs measured with copies of stages list every copy: one pipeline's are what a replay of
+/// `plan` takes.
+inline void keep_one_pipeline(sim::SimCosts& costs, const RunPlan& plan) {
+  if (plan.layout().replicated() && costs.stages.size() == static_cast<size_t>(plan.layout().stages())) {
+    costs.stages.resize(static_cast<size_t>(plan.stages()));
+  }
 }
 
 /// Where costs come from: a file, or the model profiled once and cut per stage count.

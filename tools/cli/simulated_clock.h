@@ -49,10 +49,7 @@ inline SimulatedClock simulated_clock(const Experiment& e, const Runner& runner,
   const RunPlan& plan = runner.plan();
   const StepShape step = plan.step(e.run.batch_size);
   sim::SimCosts costs = source.costs_for(runner.balance(), step.examples_per_micro_batch);
-  // Costs measured with copies of stages list every copy: one pipeline's are enough.
-  if (plan.layout().replicated() && costs.stages.size() == static_cast<size_t>(plan.layout().stages())) {
-    costs.stages.resize(static_cast<size_t>(plan.stages()));
-  }
+  keep_one_pipeline(costs, plan);
   const sim::SimResult r = sim::simulate(plan, step, costs, sim::SimOptions{});
   if (!(r.samples_per_second > 0)) throw UsageError{"the simulated step takes no time: check the cost flags"};
   SimulatedClock clock;
