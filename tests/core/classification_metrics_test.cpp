@@ -90,7 +90,13 @@ TEST(Mcc, AnOlderRunsEpochsCsvIsWidenedOnResume) {
   const std::string row(std::count(old_header.begin(), old_header.end(), ','), ',');
   const std::string text = old_header + "\n1" + row + "\n2" + row.substr(1);  // the second line cut short
   const std::string upgraded = upgrade_metrics_text(text, epochs);
-  EXPECT_EQ(upgraded, epochs.header + "\n1" + row + ",nan\n2" + row.substr(1));
+  // test_mcc and every column after it (simulated_seconds), each "nan".
+  std::string missing;
+  for (auto n = std::count(epochs.header.begin(), epochs.header.end(), ',') - static_cast<long>(row.size()); n > 0; --n) {
+    missing += ",nan";
+  }
+  EXPECT_EQ(missing, ",nan,nan");
+  EXPECT_EQ(upgraded, epochs.header + "\n1" + row + missing + "\n2" + row.substr(1));
   EXPECT_EQ(lines_to_keep(upgraded, epochs, 1, "epochs.csv"), 2u);
   EXPECT_EQ(upgrade_metrics_text(upgraded, epochs), upgraded);  // today's file: unchanged
 }

@@ -206,7 +206,7 @@ TEST(Resume, InterruptedRunEndsWithTheSameBytes) {
   EXPECT_FALSE(RunRecord::finished(dir.file("resumed")));
   // A kill in the middle of epoch 2 leaves step lines of an unfinished epoch behind.
   testing::write_text(dir.file("resumed/metrics/steps.csv"),
-                      testing::read_text(dir.file("resumed/metrics/steps.csv")) + "999,2,0.5,0.01\n");
+                      testing::read_text(dir.file("resumed/metrics/steps.csv")) + "999,2,0.5,0.01,null\n");
   Experiment second = testing::experiment(kCnn, dir.file("resumed"), {"run.epochs=3"});
   RunnerOptions resume{false, true};
   resume.resume = true;

@@ -151,15 +151,19 @@ TEST(TimeToTarget, ASweepTimesEveryCellOnTheCluster) {
   testing::TempDir dir;
   testing::write_text(dir.file("s.yaml"), std::string(kRun) + "sweep:\n  output: " + dir.file("runs") +
                                               "\n  grid: {scheme.chunks: [1, 2]}\n");
-  const auto [code, out] = pipelab(fmt::format("sweep {} --cluster h100_sxm --link-gbps 100", dir.file("s.yaml")));
+  const auto [code, out] = pipelab(fmt::format(
+      "sweep {} --cluster h100_sxm --link-gbps 100 --input-shape 8 --classes 4", dir.file("s.yaml")));
   ASSERT_EQ(code, 0) << out;
   double one = 0, two = 0;
   for (const auto& [cell, step] : {std::pair{"chunks=1", &one}, std::pair{"chunks=2", &two}}) {
     const auto s = nlohmann::json::parse(testing::read_text(dir.file(std::string("runs/") + cell + "/summary.json")));
     ASSERT_TRUE(s.contains("simulated")) << cell;
     *step = s["simulated"]["step_seconds"].get<double>();
-    EXPECT_NE(testing::read_text(dir.file(std::string("runs/") + cell + "/sweep.log")).find("--link-gbps 100"),
-              std::string::npos);
+    // Every flag reaches the cell's run, whatever its type.
+    const std::string log = testing::read_text(dir.file(std::string("runs/") + cell + "/sweep.log"));
+    for (const char* flag : {"--link-gbps 100", "--input-shape 8", "--classes 4"}) {
+      EXPECT_NE(log.find(flag), std::string::npos) << flag << "\n" << log;
+    }
   }
   EXPECT_NE(one, two);  // each cell's own plan
   // A bad flag fails the sweep before any cell runs.

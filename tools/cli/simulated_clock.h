@@ -75,13 +75,20 @@ inline std::vector<std::string> forwarded_clock_flags(const po::variables_map& v
     const std::string name = option->long_name();
     if (!vm.count(name) || vm[name].defaulted()) continue;
     const boost::any& value = vm[name].value();
-    if (const auto* b = boost::any_cast<bool>(&value)) {
+    if (value.empty()) {  // a switch without a value (--token-ids)
+      out.push_back("--" + name);
+    } else if (const auto* b = boost::any_cast<bool>(&value)) {
       if (*b) out.push_back("--" + name);
     } else if (const auto* d = boost::any_cast<double>(&value)) {
       out.insert(out.end(), {"--" + name, fmt::format("{}", *d)});
+    } else if (const auto* n = boost::any_cast<int64_t>(&value)) {
+      out.insert(out.end(), {"--" + name, std::to_string(*n)});
     } else if (const auto* s = boost::any_cast<std::string>(&value)) {
       const bool path = (name == "costs" || name == "cluster") && std::filesystem::exists(*s);
       out.insert(out.end(), {"--" + name, path ? std::filesystem::absolute(*s).string() : *s});
+    } else {
+      // A flag of a type this does not know would be dropped from every cell's run: refuse.
+      throw UsageError{fmt::format("--{}: cannot be handed to the sweep's runs", name)};
     }
   }
   return out;
