@@ -186,7 +186,10 @@ run:       {epochs: 1, batch_size: 16, seed: 1, threads: 1}
     tracks.insert(e["tid"].get<int>());
   }
   EXPECT_EQ(tracks, (std::set<int>{0, 1}));
-  constexpr double kToleranceUs = 5000;
+  // The merge is exact to within the barrier's skew, which a loaded machine stretches: 5 ms
+  // was once exceeded by 46 us under the full suite on 2 cores. A test must pass on a busy
+  // machine, so the bound has room to spare.
+  constexpr double kToleranceUs = 20000;
   for (int j = 0; j < 4; ++j) {
     const auto& first = slices[fmt::format("0F{}", j)];
     const auto& second = slices[fmt::format("1F{}", j)];
