@@ -80,6 +80,13 @@ void RunRecorder::finish_summary(RunSummary& s, const PassMeasurements& measured
 
 namespace {
 
+/// The run's training time on the simulated cluster, over every epoch of every session.
+double simulated_training_seconds(const RunSummary& s) {
+  double seconds = 0;
+  for (const EpochMetrics& m : s.history) seconds += m.simulated_seconds;
+  return seconds;
+}
+
 /// "  staleness  stage  forward gap  backward gap ..." (means per stage), or "".
 std::string stage_table(const RunSummary& s) {
   std::set<std::string> names;
@@ -189,8 +196,7 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
     out += "\n";
   }
   if (s.clock.on()) {
-    double simulated = 0;
-    for (const EpochMetrics& m : s.history) simulated += m.simulated_seconds;
+    const double simulated = simulated_training_seconds(s);
     out += fmt::format("  simulated       {}: {:.4g} ms a step, {:.0f} samples/s, {} of training in all\n",
                        s.clock.cluster, s.clock.step_seconds * 1e3,
                        static_cast<double>(e.run.batch_size) / s.clock.step_seconds, format_duration(simulated));
@@ -258,8 +264,7 @@ std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
   }
   if (!s.trace_missing.empty()) o.add("trace_missing", s.trace_missing);
   if (s.clock.on()) {
-    double simulated = 0;
-    for (const EpochMetrics& m : s.history) simulated += m.simulated_seconds;
+    const double simulated = simulated_training_seconds(s);
     o.add("simulated", json::Object()
                            .add("cluster", s.clock.cluster)
                            .add("devices", s.clock.devices)

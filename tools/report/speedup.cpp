@@ -15,18 +15,15 @@ namespace {
 
 enum class Kind { Time, Rate };
 
+bool ends_with(const std::string& text, const std::string& tail) {
+  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 /// A rate ends in per_second; a time in seconds (or step_seconds, train_seconds, ...).
 Kind kind_of(const std::string& metric) {
-  const auto ends = [&metric](const std::string& tail) {
-    return metric.size() >= tail.size() && metric.compare(metric.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  std::string path = metric;
-  if (ends(".final")) path.resize(path.size() - 6);
-  const auto ends_path = [&path](const std::string& tail) {
-    return path.size() >= tail.size() && path.compare(path.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  if (ends_path("per_second") || ends_path("per_second_last_epoch")) return Kind::Rate;
-  if (ends_path("seconds")) return Kind::Time;
+  const std::string path = ends_with(metric, ".final") ? metric.substr(0, metric.size() - 6) : metric;
+  if (ends_with(path, "per_second") || ends_with(path, "per_second_last_epoch")) return Kind::Rate;
+  if (ends_with(path, "seconds")) return Kind::Time;
   throw UserError(
       fmt::format("--speedup-vs needs a time or a rate, and --metric {} is neither. Fix: use "
                   "--metric time_to_target.<column>.simulated_seconds (or .train_seconds), "
