@@ -17,6 +17,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/plan_emit_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_memory_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/plan_target_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_ranking_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plugin_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/readme_test.cpp

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
 
@@ -15,6 +16,7 @@
 #include "tools/cli/load_experiment.h"
 #include "tools/plan/baselines.h"
 #include "tools/plan/plan_report.h"
+#include "tools/plan/target_report.h"
 
 namespace pipelab::cli {
 namespace {
@@ -73,11 +75,13 @@ std::string why_line(const plan::PlanResult& r) {
 
 /// The command line of `pipelab plan`, read in one place.
 struct PlanFlags {
-  std::string file, schemes, emit, svg, json, preset = kNoPreset, codec;
-  std::vector<std::string> sets;
+  std::string file, schemes, emit, svg, json, preset = kNoPreset, codec, target;
+  std::vector<std::string> sets, proxy_sets;
   int devices = 0, top = 10, max_staleness = 0;
+  int64_t proxy_steps = 1000;
   double memory_cap = 0, device_memory = 0, time_limit = 10, compress_below = 0;
   bool async = false, allow_idle = false, explain = false;
+  TargetOptions target_options;  ///< --target, read
   CostFlags cost;
   po::variables_map vm;
 };
@@ -108,7 +112,13 @@ bool read_flags(const Args& args, PlanFlags& f) {
       "overwrite", "with --emit: replace an existing file")(
       "svg", po::value(&f.svg), "write the time x memory Pareto front as SVG")(
       "json", po::value(&f.json), "write every ranked candidate as JSON (scheme section, partition, figures)")(
-      "explain", "say why each other candidate lost (memory, bound, staleness, refused)");
+      "explain", "say why each other candidate lost (memory, bound, staleness, refused)")(
+      "target", po::value(&f.target),
+      "also rank the top plans by time to this target, as run.targets writes it: test_loss=2.0, test_acc=90 "
+      "(steps from proxy runs on this CPU x the simulated step; docs/time-to-accuracy.md)")(
+      "proxy-steps", po::value(&f.proxy_steps), "with --target: the most training steps of each proxy run (default 1000)")(
+      "proxy-set", po::value(&f.proxy_sets)->composing(),
+      "with --target: override a value of every proxy run only: --proxy-set dataset.limit=4096 (repeatable)");
   add_cost_options(options, f.cost);
   add_input_options(options);
   po::positional_options_description positional;
@@ -119,11 +129,15 @@ bool read_flags(const Args& args, PlanFlags& f) {
              "             [--link-gbps G] [--link-latency-us L] [--device-memory GIB | --memory-cap GIB]\n"
              "             [--schemes a,b] [--async [--max-staleness V]] [--allow-idle] [--time-limit S]\n"
              "             [--compress-below G [--codec SPEC]]\n"
-             "             [--top K] [--emit best.yaml [--overwrite]] [--svg front.svg] [--json ranked.json] [--explain]\n\n"
+             "             [--top K] [--emit best.yaml [--overwrite]] [--svg front.svg] [--json ranked.json] [--explain]\n"
+             "             [--target METRIC=VALUE [--proxy-steps N] [--proxy-set key.path=value ...]]\n\n"
              "Searches the pipelines for the experiment's model on N devices: scheme, stages, replicas, virtual\n"
              "stages, micro-batches, recomputation and the partition, each replayed as `pipelab run` would run it\n"
              "(docs/plan.md). One device and pure data parallelism are candidates too:\n\n"
-             "  pipelab plan exp.yaml --devices 8 --cluster h100_sxm --dtype bfloat16 --emit best.yaml",
+             "  pipelab plan exp.yaml --devices 8 --cluster h100_sxm --dtype bfloat16 --emit best.yaml\n\n"
+             "With --target (and --async), the top plans are also ranked by time to the target: the steps\n"
+             "each scheme family needs, counted exactly by short runs of its model scaled down on this CPU,\n"
+             "times its simulated step (docs/time-to-accuracy.md). --emit then writes that ranking's winner.",
              options, positional, f.vm)) {
     return false;
   }
@@ -150,7 +164,33 @@ bool read_flags(const Args& args, PlanFlags& f) {
   if (f.vm.count("max-staleness")) checked_flag("--max-staleness", f.max_staleness, 0, 1e6);
   if (f.vm.count("codec") && !f.vm.count("compress-below")) throw UsageError{"--codec goes with --compress-below"};
   checked_flag("--compress-below", f.compress_below, 0, 1e9);
+  for (const char* flag : {"proxy-steps", "proxy-set"}) {
+    if (f.vm.count(flag) && f.target.empty()) throw UsageError{fmt::format("--{} goes with --target", flag)};
+  }
+  checked_flag("--proxy-steps", f.proxy_steps, 1, 1e9);
   return true;
+}
+
+/// `--target METRIC=VALUE` as the run.targets section it stands for, checked as the file's
+/// would be.
+TargetOptions target_of(const std::string& text) {
+  const size_t eq = text.find('=');
+  const std::string metric = text.substr(0, eq);
+  const std::vector<std::string> metrics{"test_acc", "train_acc", "test_mcc", "test_loss", "train_loss"};
+  if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end() || eq == std::string::npos) {
+    throw UsageError{fmt::format("--target {}: not METRIC=VALUE with a metric of epochs.csv. Fix: one of {}, as "
+                                 "--target test_loss=2.0 or --target test_acc=90",
+                                 text, join(closest_first(metric, metrics), ", "))};
+  }
+  YAML::Node section;
+  try {
+    section[metric] = YAML::Load(text.substr(eq + 1)).as<double>();
+  } catch (const YAML::Exception&) {
+    throw UsageError{fmt::format("--target {}: '{}' is not a number. Fix: --target {}=0.5, say", text,
+                                 text.substr(eq + 1), metric)};
+  }
+  const ConfigNode node(section, std::make_shared<ConfigSource>("--target " + text), "run.targets");
+  return read_options<TargetOptions>(node);
 }
 
 /// The codecs `--compress-below` tries on every boundary: `--codec` on both directions (on
@@ -239,6 +279,34 @@ std::vector<std::pair<std::string, plan::Candidate>> baseline_rows(const plan::B
   return rows;
 }
 
+/// --target: the proxy runs, the plans by time to the target and why; returns the winner's
+/// index in `result.ranked` (the throughput winner's when none reached it) and, per ranked
+/// candidate, its steps and time to the target (NaN: not proxied; inf: not reached).
+size_t by_target(const PlanFlags& f, const plan::PlanResult& result, std::vector<double>& steps,
+                 std::vector<double>& times) {
+  plan::ProxyOptions o;
+  o.target = f.target_options;
+  o.steps = f.proxy_steps;
+  o.sets = f.proxy_sets;
+  const YAML::Node tree = experiment_tree(f.file, with_preset(f.sets, f.preset));
+  const plan::TimeToTarget t = plan::proxy_runs(tree, f.file, result.ranked, f.top, o);
+  times = plan::times_to_target(result.ranked, t);
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const int family = t.family_of[i];
+    steps.push_back(family < 0                          ? NAN
+                    : t.runs[family].reached.reached ? t.runs[family].reached.train_seconds
+                                                       : INFINITY);
+  }
+  const std::vector<size_t> order = plan::target_order(result.ranked, times);
+  fmt::print("\nby time to {} (steps: the plan's numerics on this CPU; time: steps x the simulated step):\n{}\n{}{}\n",
+             plan::target_heading(t), plan::proxy_lines(t, f.proxy_steps), plan::target_table(result.ranked, t, times, order),
+             plan::target_why(result.ranked, t, times, order));
+  if (!f.async) {
+    fmt::print("note: without --async every plan is synchronous and needs the same steps: the rankings agree\n");
+  }
+  return order.empty() || !std::isfinite(times[order.front()]) ? 0 : order.front();
+}
+
 /// The table, the winner, the front, and the files asked for.
 void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& space, const plan::PlanResult& result,
             const plan::Baselines& baselines) {
@@ -252,7 +320,9 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
                plan::bytes_text(c->peak));
   }
   fmt::print("\n");
-  if (!f.json.empty()) write_output(f.json, plan::ranked_json(result.ranked));
+  std::vector<double> steps, times;
+  const size_t chosen = f.target.empty() ? 0 : by_target(f, result, steps, times);
+  if (!f.json.empty()) write_output(f.json, plan::ranked_json(result.ranked, steps, times));
   if (!f.svg.empty()) {
     write_output(f.svg, plan::pareto_svg(result.ranked, fmt::format("{} on {} devices: step time against memory",
                                                                     e.model->type(), f.devices)));
@@ -263,7 +333,7 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
     // Costs derived for 16-bit tensors are a mixed-precision run's: the file runs that.
     if (const std::string amp = planned_amp(f, e); !amp.empty()) tree["run"]["amp"] = amp;
     YAML::Emitter out;
-    out << plan::emitted_experiment(tree, f.file, result.ranked.front(), beside.empty() ? "." : beside);
+    out << plan::emitted_experiment(tree, f.file, result.ranked[chosen], beside.empty() ? "." : beside);
     write_output(f.emit, std::string(out.c_str()) + "\n");
   }
 }
@@ -273,6 +343,7 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
 int plan(const Args& args) {
   PlanFlags f;
   if (!read_flags(args, f)) return 0;
+  if (!f.target.empty()) f.target_options = target_of(f.target);
   const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset));
   f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, f.vm, f.cost.costs_file, f.cost.device);

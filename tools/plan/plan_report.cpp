@@ -105,9 +105,11 @@ std::string pareto_svg(const std::vector<Candidate>& ranked, const std::string& 
   return tools::render_svg(chart);
 }
 
-std::string ranked_json(const std::vector<Candidate>& ranked) {
+std::string ranked_json(const std::vector<Candidate>& ranked, const std::vector<double>& steps,
+                        const std::vector<double>& times) {
   std::vector<json::Object> rows;
-  for (const Candidate& c : ranked) {
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const Candidate& c = ranked[i];
     std::vector<int64_t> balance(c.balance.begin(), c.balance.end());
     json::Object row;
     row.add("label", c.label).add("scheme", flow_text(*c.section));
@@ -128,6 +130,7 @@ std::string ranked_json(const std::vector<Candidate>& ranked) {
                        .add("peak_above_weights_bytes", c.peaks_above_weights)
                        .add("bytes_per_step", c.bytes)
                        .add("staleness", c.staleness));
+    if (i < steps.size()) rows.back().add("steps_to_target", steps[i]).add("time_to_target_seconds", times[i]);
   }
   return json::Object().add("ranked", rows).pretty() + "\n";
 }
@@ -167,6 +170,20 @@ YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Ca
   return root;
 }
 
+YAML::Node miniature_model(const YAML::Node& root) {
+  YAML::Node out(YAML::NodeType::Map);
+  const YAML::Node model = root["model"];
+  const std::string kind = model && model["type"] ? model["type"].as<std::string>() : "";
+  if (kind == "transformer") {
+    // The same blocks, narrow: every layer stays, so the plan's cut and stages do too.
+    out["model.d_model"] = 16;
+    out["model.heads"] = 2;
+    out["model.ff"] = 32;
+    if (model["num_words"]) out["model.num_words"] = 64;
+  }
+  return out;
+}
+
 void add_miniature(YAML::Node root) {
   if (root["presets"] && root["presets"]["cpu-mini"]) return;  // the author's own
   const int64_t batch = root["run"] && root["run"]["batch_size"] ? root["run"]["batch_size"].as<int64_t>() : 8;
@@ -176,15 +193,8 @@ void add_miniature(YAML::Node root) {
   mini["run.amp"] = "none";
   mini["run.devices"].push_back("cpu");
   mini["run.devices"].SetStyle(YAML::EmitterStyle::Flow);
-  const YAML::Node model = root["model"], dataset = root["dataset"];
-  const std::string kind = model && model["type"] ? model["type"].as<std::string>() : "";
-  if (kind == "transformer") {
-    // The same blocks, narrow: every layer stays, so the plan's cut and stages do too.
-    mini["model.d_model"] = 16;
-    mini["model.heads"] = 2;
-    mini["model.ff"] = 32;
-    if (model["num_words"]) mini["model.num_words"] = 64;
-  }
+  for (const auto& kv : miniature_model(root)) mini[kv.first.as<std::string>()] = kv.second;
+  const YAML::Node dataset = root["dataset"];
   if (dataset && dataset["type"] && dataset["type"].as<std::string>() == "synthetic") {
     mini["dataset.samples"] = 2 * batch;
     mini["dataset.test_samples"] = batch;

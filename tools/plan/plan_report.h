@@ -21,7 +21,10 @@ std::string ranked_table(const std::vector<Candidate>& ranked, int top,
 /// The ranked candidates as JSON, fastest first: each one's label, scheme section (flow
 /// YAML, as `--set scheme=...` takes it), partition, compression (when the planner chose it:
 /// `none` or a section, as `--set compression=...` takes it) and simulated figures.
-std::string ranked_json(const std::vector<Candidate>& ranked);
+/// With `--target`, `steps` and `times` (per candidate; NaN: not proxied, inf: not reached)
+/// add steps_to_target and time_to_target_seconds (null where not finite).
+std::string ranked_json(const std::vector<Candidate>& ranked, const std::vector<double>& steps = {},
+                        const std::vector<double>& times = {});
 /// One line per candidate that lost, grouped by why (memory, bound, staleness, refused, time).
 std::string explanation(const PlanResult& result);
 /// The candidates no other beats in both step time and peak memory, fastest first.
@@ -44,5 +47,10 @@ namespace pipelab::plan {
 /// (a transformer's widths, its vocabulary) and the data cut to two mini-batches, so that
 /// `pipelab run FILE --preset cpu-mini` tries an emitted file here.
 void add_miniature(YAML::Node root);
+
+/// The `--set` values (key path to value) that narrow the model of experiment `root` as
+/// `cpu-mini` does: the same blocks, narrower (a transformer's widths and vocabulary); none
+/// for a model kind it does not know how to narrow.
+YAML::Node miniature_model(const YAML::Node& root);
 
 }  // namespace pipelab::plan

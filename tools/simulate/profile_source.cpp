@@ -27,36 +27,6 @@ using nlohmann::json;
 /// Bumped whenever what a profile holds changes (the key also holds the build of pipelab).
 constexpr int kFormat = 2;
 
-/// FNV-1a, 64 bits: a digest stable across builds and machines (std::hash is neither).
-uint64_t fnv1a(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (const unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-/// The scalars of `node`, each file one names followed by its size and modification time.
-void fingerprint(const YAML::Node& node, std::string& out) {
-  if (node.IsScalar()) {
-    const std::string v = node.Scalar();
-    out += v + ";";
-    std::error_code ec;
-    if (!v.empty() && fs::is_regular_file(v, ec)) {
-      out += fmt::format("{}@{};", fs::file_size(v, ec), fs::last_write_time(v, ec).time_since_epoch().count());
-    }
-  } else if (node.IsSequence() || node.IsMap()) {
-    out += node.IsMap() ? "{" : "[";
-    for (const auto& kv : node) {
-      if (node.IsMap()) {
-        out += kv.first.Scalar() + ":";
-        fingerprint(kv.second, out);
-      } else {
-        fingerprint(kv, out);
-      }
-    }
-    out += node.IsMap() ? "}" : "]";
-  }
-}
-
 json affines(const std::vector<Affine>& v) {
   json out = json::array();
   for (const Affine& a : v) out.push_back({a.fixed, a.per_example});
@@ -172,13 +142,6 @@ std::string ModelProfile::describe() const {
   return "profile measured on this CPU";
 }
 
-std::string cache_folder() {
-  if (const char* dir = std::getenv("PIPELAB_CACHE"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/pipelab";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/pipelab";
-  return ".pipelab-cache";
-}
-
 std::string profile_cache_key(const std::string& model_type, const YAML::Node& model_options, const DataSpec& data,
                               uint64_t seed, const YAML::Node& optimizer_options, ProfileWay way) {
   std::string text = fmt::format("format {}; model {};", kFormat, model_type);
@@ -189,9 +152,7 @@ std::string profile_cache_key(const std::string& model_type, const YAML::Node& m
   fingerprint(optimizer_options, text);
   text += way == ProfileWay::Shapes ? "shapes;" : "measured;";
   // This build of pipelab: a model's code may change while its options stay.
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) text += fmt::format("{}@{}", fs::file_size(self, ec), fs::last_write_time(self, ec).time_since_epoch().count());
+  text += build_fingerprint();
   return fmt::format("{:016x}", fnv1a(text));
 }
 

@@ -12,6 +12,7 @@
 #include "core/model/model.h"
 #include "core/optim/optimizer.h"
 #include "tools/describe/model_profile.h"
+#include "tools/simulate/cache_key.h"  // cache_folder(): profiles live in its profiles/ folder
 #include "tools/simulate/derive.h"
 
 namespace pipelab::sim {
@@ -41,9 +42,5 @@ ModelProfile profile_model(const ModelDef& def, const DataSpec& data, uint64_t s
 /// (a model's code may change while its options stay; a plugin's library is not in it).
 std::string profile_cache_key(const std::string& model_type, const YAML::Node& model_options, const DataSpec& data,
                               uint64_t seed, const YAML::Node& optimizer_options, ProfileWay way);
-
-/// The cache's folder: $PIPELAB_CACHE, else $XDG_CACHE_HOME/pipelab, else ~/.cache/pipelab;
-/// profiles live in its profiles/ folder.
-std::string cache_folder();
 
 }  // namespace pipelab::sim

@@ -1,0 +1,70 @@
+#pragma once
+/// `pipelab plan --target`: time to a target for the plans the planner ranks. A scheme's
+/// numerics do not depend on where its stages run, so the steps a plan needs to reach the
+/// target can be counted on this CPU, exactly, from a short *proxy run*: the file's
+/// experiment as the plan runs it, its model scaled down as a `cpu-mini` preset scales it,
+/// cut at a budget of steps. Times the simulated step, that is its time to the target
+/// (docs/time-to-accuracy.md, "Planning by time to a target").
+///
+/// Plans with the same numerics share one proxy run (a *family*): every synchronous plan
+/// computes `single`'s updates (Scheme::numerics), so one run of `single` stands for all of
+/// them; an asynchronous plan's numerics depend on its scheme section, stages and replicas.
+/// Runs are kept in the cache (tools/simulate/cache_key.h) under a digest of the proxy
+/// experiment: asking again, or with another --memory-cap, trains nothing.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/train/targets.h"
+#include "tools/plan/planner.h"
+
+namespace pipelab::plan {
+
+struct ProxyOptions {
+  TargetOptions target;          ///< exactly one value set: the target the plans are ranked by
+  int64_t steps = 1000;          ///< the most training steps of each proxy run (--proxy-steps)
+  std::vector<std::string> sets;  ///< --proxy-set: applied to every proxy after the scaling
+  bool progress = true;           ///< a line per proxy run on stderr
+};
+
+/// One family's proxy run and what it says.
+struct ProxyRun {
+  std::string family;  ///< "synchronous (single's numbers)", "pipedream_2bw on 4 stages"
+  std::string dir;     ///< its run folder, in the cache
+  bool cached = false;
+  std::string status;  ///< the run's: finished, diverged; "refused" when it could not run
+  std::string refused;  ///< why the proxy could not run (the scheme refuses the optimizer, ...)
+  int64_t steps_run = 0;
+  TargetReached reached;  ///< its train_seconds is in steps, not seconds
+  /// The metric at the proxy's last evaluation (NaN: none).
+  double last_value = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct TimeToTarget {
+  std::vector<ProxyRun> runs;
+  /// Per candidate of the ranking (in its order): its family in `runs`, -1 for those not
+  /// proxied (past the top rows). A refused family's candidates have no time to the target.
+  std::vector<int> family_of;
+};
+
+/// The family of candidate `c`: plans with equal keys train to the same numbers.
+std::string family_key(const Candidate& c);
+
+/// The proxy experiment of candidate `c`'s family: `root` (the planned experiment, read from
+/// `file` with the --set values and preset applied) running `c` (or, for a synchronous plan,
+/// `single`), its model scaled down, on this CPU, cut at `o.steps` steps.
+YAML::Node proxy_experiment(YAML::Node root, const std::string& file, const Candidate& c, const ProxyOptions& o);
+
+/// Runs (or finds in the cache) the proxy of each family among the first `top` of `ranked`
+/// and returns, per candidate, its family's steps to the target.
+TimeToTarget proxy_runs(const YAML::Node& root, const std::string& file, const std::vector<Candidate>& ranked, int top,
+                        const ProxyOptions& o);
+
+/// The candidates' time to the target: steps to it times the simulated time of a
+/// mini-batch; +inf where not reached, NaN where not proxied.
+std::vector<double> times_to_target(const std::vector<Candidate>& ranked, const TimeToTarget& t);
+
+}  // namespace pipelab::plan
