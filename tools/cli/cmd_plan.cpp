@@ -299,7 +299,7 @@ size_t by_target(const PlanFlags& f, const plan::PlanResult& result, std::vector
   }
   const std::vector<size_t> order = plan::target_order(result.ranked, times);
   fmt::print("\nby time to {} (steps: the plan's numerics on this CPU; time: steps x the simulated step):\n{}\n{}{}\n",
-             plan::target_heading(t), plan::proxy_lines(t, f.proxy_steps), plan::target_table(result.ranked, t, times, order),
+             plan::target_heading(t), plan::proxy_lines(t, f.proxy_steps), plan::target_table(result.ranked, t, times, order, f.top),
              plan::target_why(result.ranked, t, times, order));
   if (!f.async) {
     fmt::print("note: without --async every plan is synchronous and needs the same steps: the rankings agree\n");

@@ -226,7 +226,9 @@ TimeToTarget proxy_runs(const YAML::Node& root, const std::string& file, const s
   std::vector<std::string> keys;
   std::vector<size_t> first;  // per family, its best-ranked candidate
   for (size_t i = 0; i < ranked.size(); ++i) {
-    if (static_cast<int>(i) >= top) {
+    // Past the top rows, only the synchronous plans: one proxy times them all, and the
+    // fastest of them is the baseline every asynchronous plan is weighed against.
+    if (static_cast<int>(i) >= top && !synchronous(ranked[i])) {
       out.family_of.push_back(-1);
       continue;
     }

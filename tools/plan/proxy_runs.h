@@ -46,7 +46,7 @@ struct ProxyRun {
 struct TimeToTarget {
   std::vector<ProxyRun> runs;
   /// Per candidate of the ranking (in its order): its family in `runs`, -1 for those not
-  /// proxied (past the top rows). A refused family's candidates have no time to the target.
+  /// proxied (asynchronous plans past the top rows). A refused family's candidates have no time to the target.
   std::vector<int> family_of;
 };
 
@@ -58,8 +58,9 @@ std::string family_key(const Candidate& c);
 /// `single`), its model scaled down, on this CPU, cut at `o.steps` steps.
 YAML::Node proxy_experiment(YAML::Node root, const std::string& file, const Candidate& c, const ProxyOptions& o);
 
-/// Runs (or finds in the cache) the proxy of each family among the first `top` of `ranked`
-/// and returns, per candidate, its family's steps to the target.
+/// Runs (or finds in the cache) the proxy of each family among the first `top` of `ranked`,
+/// and the synchronous family wherever its best plan ranks, and returns, per candidate, its
+/// family's steps to the target.
 TimeToTarget proxy_runs(const YAML::Node& root, const std::string& file, const std::vector<Candidate>& ranked, int top,
                         const ProxyOptions& o);
 

@@ -53,11 +53,11 @@ std::string proxy_lines(const TimeToTarget& t, int64_t budget) {
 }
 
 std::string target_table(const std::vector<Candidate>& ranked, const TimeToTarget& t, const std::vector<double>& times,
-                         const std::vector<size_t>& order) {
+                         const std::vector<size_t>& order, int top) {
   std::string out =
       "| # | scheme | stages x replicas | stale | step | steps to target | time to target | throughput rank |\n"
       "|---|---|---|---|---|---|---|---|\n";
-  for (size_t rank = 0; rank < order.size(); ++rank) {
+  for (size_t rank = 0; rank < order.size() && static_cast<int>(rank) < top; ++rank) {
     const size_t i = order[rank];
     const Candidate& c = ranked[i];
     const TargetReached& r = t.runs[t.family_of[i]].reached;

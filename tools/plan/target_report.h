@@ -18,8 +18,9 @@ std::vector<size_t> target_order(const std::vector<Candidate>& ranked, const std
 std::string proxy_lines(const TimeToTarget& t, int64_t budget);
 
 /// | # | scheme | stages x replicas | stale | step | steps to target | time to target | throughput rank |
+/// The first `top` rows of `order`.
 std::string target_table(const std::vector<Candidate>& ranked, const TimeToTarget& t, const std::vector<double>& times,
-                         const std::vector<size_t>& order);
+                         const std::vector<size_t>& order, int top);
 
 /// "test_loss <= 2": the target, as the proxy runs read it.
 std::string target_heading(const TimeToTarget& t);
