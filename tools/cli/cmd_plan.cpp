@@ -261,6 +261,7 @@ plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSour
     }
   }
   space.top = f.top;
+  space.rank_apart = !f.target.empty();
   // One link joins every pair of devices: it is slower than the threshold for every boundary
   // or for none (0 Gbit/s is an infinite link).
   const double gbps = source.link().gbps;

@@ -107,10 +107,17 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
     }
   }
   std::stable_sort(viable.begin(), viable.end(), [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
-  std::vector<double> best;  // the steps of the ranked candidates so far, sorted
+  // The steps of the ranked candidates so far, sorted: one list, or (rank_apart) one per
+  // kind of numerics, so that the best synchronous plans are ranked beside faster
+  // asynchronous ones that may need more steps (`plan --target`).
+  std::vector<double> fastest, fastest_synchronous;
+  const auto steps_of = [&](const Candidate& c) -> std::vector<double>& {
+    return space.rank_apart && c.scheme->numerics() == Numerics::Synchronous ? fastest_synchronous : fastest;
+  };
   int64_t done = 0;
   for (Candidate& c : viable) {
     ++done;
+    std::vector<double>& best = steps_of(c);
     const double kth = static_cast<int>(best.size()) >= space.top ? best[static_cast<size_t>(space.top - 1)] : INFINITY;
     if (c.bound > kth * (1 + 1e-6)) {  // an equal bound may still tie, and win by simplicity
       c.lost = fmt::format("bound: it needs at least {} a step, more than #{}'s whole step ({})",
@@ -124,7 +131,11 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
       c.lost = constraint_lost(c, space);
       if (c.lost.empty()) best.insert(std::upper_bound(best.begin(), best.end(), c.step), c.step);
     }
-    if (on_progress) on_progress(done, static_cast<int64_t>(viable.size()), best.empty() ? 0 : best.front());
+    if (on_progress) {
+      const double first = std::min(fastest.empty() ? INFINITY : fastest.front(),
+                                    fastest_synchronous.empty() ? INFINITY : fastest_synchronous.front());
+      on_progress(done, static_cast<int64_t>(viable.size()), std::isfinite(first) ? first : 0);
+    }
     (c.lost.empty() ? out.ranked : out.lost).push_back(std::move(c));
   }
   std::stable_sort(out.ranked.begin(), out.ranked.end(), faster);

@@ -89,6 +89,10 @@ struct PlanSpace {
   int measured_stages = 0;          ///< the stages measured costs are for, when !repartition
   std::vector<int> fixed_balance;   ///< the measured run's partition, when known
   int top = 10;                  ///< candidates ranked in full
+  /// Keep the `top` best of each kind of numerics (synchronous, the others) from the bound's
+  /// pruning, not the `top` best of all: `plan --target` weighs the asynchronous plans
+  /// against the synchronous ones they may outrun per step but not per target.
+  bool rank_apart = false;
   /// Codecs to try on every boundary (the link is slower than `--compress-below`): each
   /// candidate of several stages is tried without compression and with this section. Null:
   /// every candidate keeps the file's compression section.

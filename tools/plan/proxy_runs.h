@@ -2,13 +2,15 @@
 /// `pipelab plan --target`: time to a target for the plans the planner ranks. A scheme's
 /// numerics do not depend on where its stages run, so the steps a plan needs to reach the
 /// target can be counted on this CPU, exactly, from a short *proxy run*: the file's
-/// experiment as the plan runs it, its model scaled down as a `cpu-mini` preset scales it,
-/// cut at a budget of steps. Times the simulated step, that is its time to the target
+/// experiment as the plan runs it, its model narrowed as a `cpu-mini` preset narrows it
+/// (the same blocks and vocabulary, narrower layers), cut at a budget of steps. Times the simulated step, that is its time to the target
 /// (docs/time-to-accuracy.md, "Planning by time to a target").
 ///
-/// Plans with the same numerics share one proxy run (a *family*): every synchronous plan
-/// computes `single`'s updates (Scheme::numerics), so one run of `single` stands for all of
-/// them; an asynchronous plan's numerics depend on its scheme section, stages and replicas.
+/// Plans with the same numerics share one proxy run (a *family*): synchronous plans that cut
+/// the mini-batch into as many parts (replicas x micro-batches, what a batch norm's
+/// statistics see) compute the same updates (Scheme::numerics), so one run stands for all
+/// of them (`single`'s for whole mini-batches); an asynchronous plan's numerics depend on its
+/// scheme section, stages and replicas.
 /// Runs are kept in the cache (tools/simulate/cache_key.h) under a digest of the proxy
 /// experiment: asking again, or with another --memory-cap, trains nothing.
 #include <yaml-cpp/yaml.h>

@@ -46,7 +46,7 @@ std::string proxy_lines(const TimeToTarget& t, int64_t budget) {
     }
     out += fmt::format("  {}: {}{}\n", r.family, result, r.cached ? " [cached]" : "");
   }
-  out += fmt::format("  (each: the plan's numerics on this CPU, its model scaled down as cpu-mini, at most {} steps; "
+  out += fmt::format("  (each: the plan's numerics on this CPU, its model narrowed as cpu-mini narrows it, at most {} steps; "
                      "runs kept in {})\n",
                      budget, t.runs.empty() ? "the cache" : std::filesystem::path(t.runs.front().dir).parent_path().string());
   return out;
