@@ -38,7 +38,8 @@ std::string proxy_lines(const TimeToTarget& t, int64_t budget) {
     if (!r.refused.empty()) {
       result = "refused: " + r.refused;
     } else if (r.reached.reached) {
-      result = fmt::format("{} in {} steps (epoch {})", what(r.reached), steps_text(r.reached), r.reached.epoch);
+      result = fmt::format("{} in {}{:.1f} steps (epoch {})", what(r.reached), r.reached.interpolated ? "" : "at most ",
+                           r.reached.train_seconds, r.reached.epoch);
     } else {
       result = fmt::format("{} not reached in {} steps ({} at the last evaluation{})", what(r.reached), r.steps_run,
                            std::isfinite(r.last_value) ? fmt::format("{:.4g}", r.last_value) : "none",
