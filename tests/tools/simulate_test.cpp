@@ -365,5 +365,39 @@ TEST(Simulate, Command) {
   EXPECT_NE(out.find("have 2 stage entries"), std::string::npos) << out;
 }
 
+TEST(Simulate, ASweepsCellByNumber) {
+  // The sweep's second run (--dry-run's order): GPipe, 4 micro-batches, whose step the
+  // costs give by hand: (4 + 1) (F + B) at a quarter of each = 7.5 ms without checkpointing.
+  testing::TempDir dir;
+  testing::write_text(dir.file("s.yaml"), std::string(kTwoStageMlp) +
+                                              "sweep:\n  grid:\n    scheme:\n      - {type: pipedream_flush, chunks: 2}\n"
+                                              "      - {type: gpipe, chunks: 4, checkpoint: never}\n");
+  testing::write_text(dir.file("c.yaml"), "micro_batch_size: 8\nstages:\n  - {forward: 0.001, backward: 0.002}\n"
+                                          "  - {forward: 0.001, backward: 0.002}\n");
+  const std::string simulate = std::string(PIPELAB_BINARY) + " simulate " + dir.file("s.yaml") + " --costs " +
+                               dir.file("c.yaml");
+  auto [code, out] = testing::shell(simulate + " --cell 2");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("its cell 2 of 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("| gpipe | 2 | 2 | 4 | 7.50 |"), std::string::npos) << out;
+  std::tie(code, out) = testing::shell(simulate);
+  EXPECT_NE(out.find("its first cell"), std::string::npos) << out;
+  EXPECT_NE(out.find("| pipedream_flush | 2 | 2 | 2 |"), std::string::npos) << out;
+  // Past the sweep, 0, or a file that is not a sweep: exit 2 with the fix.
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --cell 3", "has 2 runs. Fix: a number from 1 to 2"},
+           {" --cell 0", "--cell 0"},
+       }) {
+    std::tie(code, out) = testing::shell(simulate + flags);
+    EXPECT_EQ(code, 2) << flags << "\n" << out;
+    EXPECT_NE(out.find(message), std::string::npos) << flags << "\n" << out;
+  }
+  testing::write_text(dir.file("e.yaml"), kTwoStageMlp);
+  std::tie(code, out) = testing::shell(std::string(PIPELAB_BINARY) + " simulate " + dir.file("e.yaml") + " --costs " +
+                                       dir.file("c.yaml") + " --cell 1");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("is not a sweep. Fix: drop --cell"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace pipelab::simulate_test

@@ -140,7 +140,7 @@ struct SimulateFlags {
   std::string file, schemes_text, svg, trace, markdown, executor = "devices";
   std::vector<std::string> sets, slow;
   std::string preset = kNoPreset;
-  int stages = 0, micro = 0;
+  int stages = 0, micro = 0, cell = 0;
   CostFlags cost;
 };
 
@@ -150,6 +150,9 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
   options.add_options()("file", po::value(&f.file)->required(), "experiment YAML file (model, partition, scheme, batch)")(
       "set", po::value(&f.sets)->composing(), "override a value of the file: --set run.batch_size=256 (repeatable)")(
       "preset", po::value(&f.preset), kPresetHelp)(
+      "cell", po::value(&f.cell),
+      "of a sweep file, the run of this number (1-based, in the order the sweep's dry run lists them; default: the "
+      "first)")(
       "schemes", po::value(&f.schemes_text),
       "schemes to compare, comma-separated, each NAME[:key=value...] (e.g. gpipe,zb_h1,"
       "interleaved_1f1b:virtual_stages=2:stages=16, single:microbatches=1; stages= and microbatches= set the stage "
@@ -172,7 +175,7 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
   po::positional_options_description positional;
   positional.add("file", 1);
   return parse(args,
-               "pipelab simulate FILE [--schemes a,b,c] [--stages D] [--microbatches M]\n"
+               "pipelab simulate FILE [--cell N] [--schemes a,b,c] [--stages D] [--microbatches M]\n"
                "                [--costs COSTS | --cluster NAME|FILE | --device-flops TFLOPS [--memory-bw GBS] [--dtype T]\n"
                "                 [--profile shapes|measured] [--launch-us U] [--action-us A] | --time-blocks]\n"
                "                [--link-gbps G] [--link-latency-us L] [--no-overlap] [--slow-device r:f]\n"
@@ -343,7 +346,8 @@ int simulate(const Args& args) {
   if (!parse_flags(args, f, vm)) return 0;
   check_output_file("--markdown", f.markdown);
   check_cost_flags(vm, f.cost);
-  const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset));
+  if (vm.count("cell")) checked_flag("--cell", f.cell, 1, 1e9);
+  const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset), f.cell);
   check_flags(f, vm, e);
   f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, vm, f.cost.costs_file, f.cost.device);
