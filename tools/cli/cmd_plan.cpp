@@ -300,10 +300,11 @@ size_t by_target(const PlanFlags& f, const plan::PlanResult& result, std::vector
   }
   const std::vector<size_t> order = plan::target_order(result.ranked, times);
   fmt::print("\nby time to {} (steps: the plan's numerics on this CPU; time: steps x the simulated step):\n{}\n{}{}\n",
-             plan::target_heading(t), plan::proxy_lines(t, f.proxy_steps), plan::target_table(result.ranked, t, times, order, f.top),
-             plan::target_why(result.ranked, t, times, order));
+             plan::target_heading(t), plan::proxy_lines(t, f.proxy_steps),
+             plan::target_table(result.ranked, t, times, order, f.top), plan::target_why(result.ranked, t, times, order));
   if (!f.async) {
-    fmt::print("note: without --async every plan is synchronous and needs the same steps: the rankings agree\n");
+    fmt::print("note: without --async every plan is synchronous: plans that cut the mini-batch alike need the same "
+               "steps, and the rankings differ only where batch norm sees the parts\n");
   }
   return order.empty() || !std::isfinite(times[order.front()]) ? 0 : order.front();
 }
