@@ -170,7 +170,6 @@ ProxyRun run_proxy(YAML::Node tree, const std::string& file, const std::string& 
   tree["run"]["output"] = r.dir;
   r.cached = RunRecord::finished(r.dir);
   if (!r.cached && !train_proxy(tree, file, family, stops_at_steps, r.refused)) {
-    r.status = "refused";
     r.reached = time_to_targets(o.target, {}).front();
     return r;
   }

@@ -3,8 +3,9 @@
 /// numerics do not depend on where its stages run, so the steps a plan needs to reach the
 /// target can be counted on this CPU, exactly, from a short *proxy run*: the file's
 /// experiment as the plan runs it, its model narrowed as a `cpu-mini` preset narrows it
-/// (the same blocks and vocabulary, narrower layers), cut at a budget of steps. Times the simulated step, that is its time to the target
-/// (docs/time-to-accuracy.md, "Planning by time to a target").
+/// (the same blocks and vocabulary, narrower layers), cut at a budget of steps. Times the
+/// simulated step, that is its time to the target (docs/time-to-accuracy.md, "Planning by
+/// time to a target").
 ///
 /// Plans with the same numerics share one proxy run (a *family*): synchronous plans that cut
 /// the mini-batch into as many parts (replicas x micro-batches, what a batch norm's
@@ -34,10 +35,10 @@ struct ProxyOptions {
 
 /// One family's proxy run and what it says.
 struct ProxyRun {
-  std::string family;  ///< "synchronous (single's numbers)", "pipedream_2bw on 4 stages"
+  std::string family;  ///< "synchronous, the mini-batch in 4 parts", "pipedream_2bw on 4 stages"
   std::string dir;     ///< its run folder, in the cache
   bool cached = false;
-  std::string status;  ///< the run's: finished, diverged; "refused" when it could not run
+  std::string status;   ///< the run's (finished, diverged); empty when it could not run
   std::string refused;  ///< why the proxy could not run (the scheme refuses the optimizer, ...)
   int64_t steps_run = 0;
   TargetReached reached;  ///< its train_seconds is in steps, not seconds
@@ -48,7 +49,8 @@ struct ProxyRun {
 struct TimeToTarget {
   std::vector<ProxyRun> runs;
   /// Per candidate of the ranking (in its order): its family in `runs`, -1 for those not
-  /// proxied (asynchronous plans past the top rows). A refused family's candidates have no time to the target.
+  /// proxied (asynchronous plans past the top rows). A refused family's candidates have no
+  /// time to the target.
   std::vector<int> family_of;
 };
 
@@ -56,8 +58,9 @@ struct TimeToTarget {
 std::string family_key(const Candidate& c);
 
 /// The proxy experiment of candidate `c`'s family: `root` (the planned experiment, read from
-/// `file` with the --set values and preset applied) running `c` (or, for a synchronous plan,
-/// `single`), its model scaled down, on this CPU, cut at `o.steps` steps.
+/// `file` with the --set values and preset applied) running `c` (or `single`, for a
+/// synchronous plan of whole mini-batches), its model narrowed, on this CPU, cut at
+/// `o.steps` steps.
 YAML::Node proxy_experiment(YAML::Node root, const std::string& file, const Candidate& c, const ProxyOptions& o);
 
 /// Runs (or finds in the cache) the proxy of each family among the first `top` of `ranked`,

@@ -47,9 +47,10 @@ std::string proxy_lines(const TimeToTarget& t, int64_t budget) {
     }
     out += fmt::format("  {}: {}{}\n", r.family, result, r.cached ? " [cached]" : "");
   }
-  out += fmt::format("  (each: the plan's numerics on this CPU, its model narrowed as cpu-mini narrows it, at most {} steps; "
-                     "runs kept in {})\n",
-                     budget, t.runs.empty() ? "the cache" : std::filesystem::path(t.runs.front().dir).parent_path().string());
+  const std::string kept = t.runs.empty() ? "the cache" : std::filesystem::path(t.runs.front().dir).parent_path().string();
+  out += fmt::format("  (each: the plan's numerics on this CPU, its model narrowed as cpu-mini narrows it, at most {} "
+                     "steps; runs kept in {})\n",
+                     budget, kept);
   return out;
 }
 
@@ -93,10 +94,12 @@ std::string target_why(const std::vector<Candidate>& ranked, const TimeToTarget&
                        : fmt::format("steps {:.1f}% faster ({} against {}; bubble {:.1f}% against {:.1f}%)",
                                      100 * faster, seconds_text(f.step), seconds_text(b.step), 100 * f.bubble,
                                      100 * b.bubble);
+  if (!t.runs[t.family_of[0]].refused.empty()) return out + " but its proxy could not run (above)";
   if (!rf.reached) {
-    return out + fmt::format(" but does not reach the target in the proxy's steps (its gradients are stale by {} "
-                             "version{})",
-                             f.staleness, f.staleness == 1 ? "" : "s");
+    return out + " but does not reach the target in the proxy's steps" +
+           (f.staleness > 0 ? fmt::format(" (its gradients are stale by {} version{})", f.staleness,
+                                          f.staleness == 1 ? "" : "s")
+                            : "");
   }
   return out + fmt::format(" but needs {} steps to {}'s {}{}: {} to the target", steps_text(rf), b.label,
                            steps_text(rb),
