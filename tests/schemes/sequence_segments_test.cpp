@@ -273,6 +273,31 @@ TEST(SequenceSimulator, UnitsKeepTheirShareOfTheActivations) {
       << too_many;
 }
 
+TEST(SequenceSimulator, TimedCostsPriceShortSegmentsByTheirSize) {
+  // Blocks timed here at several sizes (StageCosts::timed_seconds): F + B of one whole
+  // sequence 3 s, of a quarter of one 1.5 s (1 s fixed, 2 s per sequence). Segment j with t_j
+  // of the tokens and w_j of the work costs (1 + 2 t_j) w_j / t_j of those 3 s, not w_j: over
+  // m micro-batches the stage computes m * sum_j (1 + 2 t_j) w_j / t_j seconds.
+  const double length = 1 << 20;
+  sim::SimCosts timed = whole_micro_batches(2, length);
+  for (sim::StageCosts& k : timed.stages) k.timed_seconds = {{0.25, 1.0}, {1.5, 3.0}};
+  for (const int k : {2, 4}) {
+    const auto seq = scheme_of(fmt::format("{{type: seq1f1b, chunks: 4, segments: {}}}", k));
+    const SequenceSplit split = seq->sequence_split();
+    const std::vector<int64_t> cuts = split.cuts(static_cast<int64_t>(length));
+    double expected = 0;
+    for (int j = 0; j < k; ++j) {
+      const double t = static_cast<double>(cuts[j + 1] - cuts[j]) / length;
+      const double w = split.work(cuts[j], cuts[j + 1]) / split.work(0, static_cast<int64_t>(length));
+      expected += 4 * (1 + 2 * t) * w / t;
+    }
+    EXPECT_NEAR(sim::simulate(*seq, 2, 4, 1, timed, {}).busy[0], expected, 1e-9) << k;
+    // Without the curve, the segments share the micro-batch's seconds by their work.
+    EXPECT_NEAR(sim::simulate(*seq, 2, 4, 1, whole_micro_batches(2, length), {}).busy[0], 4 * 3.0, 1e-9) << k;
+    EXPECT_GT(expected, 4 * 3.0 * 1.2) << k;
+  }
+}
+
 // --- Runs --------------------------------------------------------------------------------
 
 class SequenceSchemes : public ::testing::TestWithParam<testing::SchemeCase> {};

@@ -12,30 +12,13 @@
 #include "core/model/block_io.h"
 #include "core/model/model.h"
 #include "core/optim/optimizer.h"
+#include "tools/simulate/size_curve.h"
 
 namespace pipelab::sim {
-
-/// What one action of one block costs for `n` examples (seconds, or bytes): fixed +
-/// per_example * n.
-struct Affine {
-  double fixed = 0, per_example = 0;
-  double at(double n) const { return fixed + per_example * n; }
-  /// The line through (`n1`, `y1`) and (`n2`, `y2`), n1 < n2; a slope below zero (noise on a
-  /// block that takes microseconds) is a constant.
-  static Affine through(double n1, double y1, double n2, double y2);
-};
 
 /// The inputs of `block` in `live`, cut from the graph (a stage receives them so): floating
 /// ones take a gradient, as a stage's received activations do.
 Tensors detached_inputs(const LiveSet& live, const Block& block);
-
-/// A cost measured at several micro-batch sizes: straight lines between the measured points
-/// and, beyond the ends, the end segment's line (a slope below zero, noise on a block that
-/// takes microseconds, is flat; never below zero).
-struct SizeCurve {
-  std::vector<double> examples, values;  ///< examples ascending, one value each
-  double at(double n) const;
-};
 
 /// Per block, its forward, its backward (input and weight gradients together), the two
 /// halves of a split backward (I and W, as the executor runs them: on this machine I + W

@@ -10,6 +10,7 @@
 
 #include "core/config/fields.h"
 #include "core/schedule/action_kinds.h"
+#include "tools/simulate/size_curve.h"
 
 namespace pipelab::sim {
 
@@ -70,6 +71,12 @@ struct StageCosts {
   /// Measured in sequence segments (SimCosts::segments): each segment's part of the stage's
   /// compute seconds (F, B, I, W), segment 0 first; empty when not measured so.
   std::vector<double> segment_shares;
+  /// Derived from blocks timed here (--time-blocks): the stage's forward plus backward
+  /// seconds at the timed micro-batch sizes. A sequence segment holding t of a micro-batch's
+  /// tokens then costs what as many tokens of whole sequences cost, its kernels' fixed costs
+  /// included, not t of the micro-batch's seconds (Seq1F1B's short segments ran up to 1.7x
+  /// that). Empty otherwise. Not a file key.
+  SizeCurve timed_seconds;
 
   template <class V>
   void fields(V& v) {

@@ -68,6 +68,20 @@ void add_transients(StageCosts& k, const BlockMemory& memory, size_t first, size
   k.recompute_in_transient = false;
 }
 
+/// The forward plus backward seconds of blocks [first, first + count) at each size they were
+/// timed at (every block at the same sizes).
+SizeCurve timed_stage_seconds(const BlockTimes& times, size_t first, size_t count) {
+  SizeCurve out;
+  out.examples = times.forward.at(first).examples;
+  out.values.assign(out.examples.size(), 0.0);
+  for (size_t b = first; b < first + count; ++b) {
+    for (size_t i = 0; i < out.examples.size(); ++i) {
+      out.values[i] += times.forward[b].values.at(i) + times.backward[b].values.at(i);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 BlockMemory estimated_block_memory(const std::vector<BlockProfile>& blocks) {
@@ -132,6 +146,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
       k.seconds[ActionKind::BackwardInput] += action / 2;
       k.seconds[ActionKind::BackwardWeight] += action / 2;
     }
+    if (times) k.timed_seconds = timed_stage_seconds(*times, first, static_cast<size_t>(balance[s]));
     add_transients(k, memory, first, static_cast<size_t>(balance[s]), examples, scale);
     const size_t last = first + static_cast<size_t>(balance[s]) - 1;
     if (!times) k.seconds[ActionKind::Backward] = k.seconds[ActionKind::BackwardInput] + k.seconds[ActionKind::BackwardWeight];

@@ -18,11 +18,12 @@ namespace {
 /// What one unit of the schedule costs against one unit of the costs. Units are micro-batches
 /// unless the plan cuts sequences into segments (core/scheme/sequence_split.h): segment j then
 /// does its share of the micro-batch's work and carries its share of the tokens (messages).
-/// The work's share is the cost model's (the computation-wise partition, docs/schemes.md §1) for the activations a segment
-/// keeps, which grow with the keys its queries read as the work does, and for its seconds
-/// unless the costs were measured in as many segments: then each stage's measured shares
-/// (StageCosts::segment_shares). Costs measured in segments are one segment's on average: k_c
-/// of them make a micro-batch.
+/// The work's share is the cost model's (the computation-wise partition, docs/schemes.md §1)
+/// for the activations a segment keeps, which grow with the keys its queries read as the work
+/// does, and for its seconds unless the costs were measured in as many segments (then each
+/// stage's measured shares, StageCosts::segment_shares) or derived from blocks timed at
+/// several sizes (add_timed_shares). Costs measured in segments are one segment's on average:
+/// k_c of them make a micro-batch.
 class UnitScale {
  public:
   UnitScale(const RunPlan& plan, const SimCosts& c) {
@@ -54,6 +55,7 @@ class UnitScale {
       tokens_.push_back(static_cast<double>(cuts[static_cast<size_t>(j) + 1] - cuts[static_cast<size_t>(j)]) /
                         static_cast<double>(length) * measured);
     }
+    if (c.segments == 1) add_timed_shares(c);
     if (c.segments != split.segments) return;
     for (const StageCosts& k : c.stages) {
       std::vector<double> shares;
@@ -72,6 +74,22 @@ class UnitScale {
   double tokens(const Action& a) const { return of(tokens_, a); }
 
  private:
+  /// Costs from blocks timed at several sizes (StageCosts::timed_seconds): each stage's
+  /// segment j costs what n t_j examples of whole sequences cost (n the micro-batch's
+  /// examples, t_j the segment's share of the tokens), times its work per token against the
+  /// whole sequence's (w_j / t_j), as a share of the micro-batch's seconds. With costs linear
+  /// in the examples that is w_j; short segments cost more, by their kernels' fixed costs.
+  void add_timed_shares(const SimCosts& c) {
+    const double n = c.micro_batch_size;
+    for (const StageCosts& k : c.stages) {
+      std::vector<double> shares;
+      const double whole = k.timed_seconds.empty() || n <= 0 ? 0.0 : k.timed_seconds.at(n);
+      for (size_t j = 0; whole > 0 && j < work_.size(); ++j) {
+        shares.push_back(k.timed_seconds.at(n * tokens_[j]) / whole * work_[j] / tokens_[j]);
+      }
+      seconds_.push_back(shares);
+    }
+  }
   static double of(const std::vector<double>& per_segment, const Action& a) {
     if (per_segment.empty() || a.mb < 0) return 1.0;
     return per_segment[static_cast<size_t>(a.mb) % per_segment.size()];
