@@ -307,4 +307,14 @@ std::vector<int> RunPlan::replica_view(int r) const {
   return ids;
 }
 
+RunPlan RunPlan::first_replica() const {
+  if (replicas_ <= 1) return *this;
+  RunPlan one = *this;
+  one.replicas_ = 1;
+  one.layout_ = StageLayout();
+  one.placement_.assign(placement_.begin(), placement_.begin() + stages_);
+  one.sync_.always = true;  // the replicas' ALLREDUCE before each update
+  return one;
+}
+
 }  // namespace pipelab

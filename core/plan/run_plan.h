@@ -130,6 +130,11 @@ class RunPlan {
   /// Replica r's copy of every pipeline stage, as stage ids (a replicated stage with fewer
   /// copies gives its last). Replica 0's is the model that evaluation and checkpoints read.
   std::vector<int> replica_view(int r) const;
+  /// Replica 0 of whole-pipeline replicas alone, on its own devices, with everything else
+  /// kept (the replicas' ALLREDUCE before each update, recomputation, the sequence split):
+  /// what the planner replays for plans whose replicas would replay alike (sim::SimOptions::
+  /// one_replica). The plan itself when it has no such replicas.
+  RunPlan first_replica() const;
 
  private:
   const Scheme* scheme_ = nullptr;

@@ -15,6 +15,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/launch_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/placement_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_emit_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/one_replica_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_memory_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_target_test.cpp

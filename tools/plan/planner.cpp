@@ -82,6 +82,7 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
   // most of a replay's time); what it ranks in its table is replayed again, validated.
   sim::SimOptions options = given;
   options.validate = false;
+  options.one_replica = true;  // identical replicas: one replayed, its figures for all
   PlanResult out;
   std::vector<Candidate> pending = enumerate(e, space, out.lost);
   out.timed_out = seconds_since(start) > space.time_limit;  // enumerating took it all

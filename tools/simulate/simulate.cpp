@@ -430,13 +430,51 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c, const Unit
   }
 }
 
-/// `costs`: every stage of the plan (plan_costs).
-SimResult replay_plan(const RunPlan& plan, int units, const SimCosts& costs, const SimOptions& o,
-                      const std::shared_ptr<const UnitScale>& scale) {
+/// Whether `plan`'s replicas would replay alike (SimOptions::one_replica): whole pipelines,
+/// each on devices of its own numbered as the first's (no joint placement, as Chimera's),
+/// whose stages fall on nodes as the first's do, costed alike, with devices that do not share
+/// one worker or a host's bandwidth (the slowdown of each depends on how many compute at once).
+bool replicas_alike(const RunPlan& plan, const SimCosts& c, const SimOptions& o) {
+  const bool shared_host = std::any_of(c.busy_slowdown.begin(), c.busy_slowdown.end(), [](double f) { return f > 1; });
+  if (plan.replicas() < 2 || o.one_worker || !o.slow.empty() || shared_host) return false;
+  const std::vector<int>& at = plan.placement();
+  const auto stages = static_cast<size_t>(plan.stages());
+  const int devices = *std::max_element(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(stages)) + 1;
+  const int per_node = c.link.devices_per_node;
+  std::vector<int> first_nodes;  // the first replica's node of each stage, numbered from its first
+  for (size_t id = 0; id < at.size(); ++id) {
+    const size_t r = id / stages, s = id % stages;
+    if (at[id] != static_cast<int>(r) * devices + at[s]) return false;
+    if (per_node <= 0) continue;
+    const int node = at[id] / per_node - at[r * stages] / per_node;
+    if (r == 0) first_nodes.push_back(node);
+    if (node != first_nodes[s]) return false;
+  }
+  return true;
+}
+
+/// The first replica's per-device figures copied to the devices of the others (as
+/// replicas_alike places them), its bytes counted for every replica.
+void copy_to_replicas(SimResult& r, const RunPlan& plan) {
+  const std::vector<int>& at = plan.placement();
+  const auto stages = static_cast<size_t>(plan.stages());
+  const auto widen = [&](std::vector<double>& v) {
+    std::vector<double> all(static_cast<size_t>(plan.devices()), 0.0);
+    for (size_t id = 0; id < at.size(); ++id) all[static_cast<size_t>(at[id])] = v.at(static_cast<size_t>(at[id % stages]));
+    v = std::move(all);
+  };
+  for (auto* v : {&r.busy, &r.static_bytes, &r.peak_activation_bytes, &r.peak_bytes, &r.gradient_bytes}) widen(*v);
+  r.bytes_per_step *= plan.replicas();
+  r.devices = plan.devices();
+}
+
+/// `costs`: every stage of the plan (plan_costs); `replayed`: the plan, or its first replica.
+SimResult replay_plan(const RunPlan& plan, const RunPlan& replayed, int units, const SimCosts& costs,
+                      const SimOptions& o, const std::shared_ptr<const UnitScale>& scale) {
   SimResult r;
   // The run plan's own training schedule (core/plan/run_plan.h): what a run executes.
-  r.schedule = plan.training(equal_units(units, plan.replicas()));
-  if (o.validate) validate_schedule(r.schedule, plan.rules());
+  r.schedule = replayed.training(equal_units(units, replayed.replicas()));
+  if (o.validate) validate_schedule(r.schedule, replayed.rules());
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
@@ -487,7 +525,9 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
                    const SimOptions& options, int units_per_step) {
   const SimCosts costs = plan_costs(one_pipeline, plan);
   const auto unit = std::make_shared<const UnitScale>(plan, costs);
-  SimResult r = replay_plan(plan, units, costs, options, unit);
+  const bool one = options.one_replica && replicas_alike(plan, costs, options);
+  const RunPlan replayed = one ? plan.first_replica() : plan;
+  SimResult r = replay_plan(plan, replayed, units, costs, options, unit);
   const double busy = total_busy(r, &r.busy);
   // A flushed replay may hold several optimizer steps (naive, single and dp step after every
   // unit): its per-step figures divide by them.
@@ -500,7 +540,7 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
   } else {
     // A pipeline that runs on: the time per unit once it is full, and the idle share of
     // that time, from the difference of two replays (U and 2U units).
-    const SimResult twice = replay_plan(plan, 2 * units, costs, options, unit);
+    const SimResult twice = replay_plan(plan, replayed, 2 * units, costs, options, unit);
     const double span = twice.makespan - r.makespan;
     const double per_unit = span / units;
     r.step_seconds = per_unit * units_per_step;
@@ -519,6 +559,7 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
   // Per step: a flushed scheme's replay is one step; otherwise units_per_step units' share.
   r.bytes_per_step = plan.flushed() ? bytes / steps : bytes * units_per_step / units;
   add_memory(r, plan, costs, *unit);
+  if (one) copy_to_replicas(r, plan);
   return r;
 }
 

@@ -29,6 +29,13 @@ struct SimOptions {
   /// Validate the schedule before replaying it. The planner replays thousands of schedules
   /// the run plan made and validates those it ranks.
   bool validate = true;
+  /// Replay only the first of whole-pipeline replicas that would replay alike (each on
+  /// devices of its own, placed alike across nodes, no device slowed, no shared host, not one
+  /// worker), its ALLREDUCE costed over all of them, and copy its figures to the others'
+  /// devices: the same step, bubble and peaks in a replicas-th of the time. The planner's
+  /// search sets it (a 1,024-device plan replays 64 devices); `timeline`, `schedule` and
+  /// `memory` are then the first replica's alone.
+  bool one_replica = false;
 };
 
 /// Memory of one device over time: `bytes` from `time` on.
