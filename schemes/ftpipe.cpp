@@ -176,8 +176,37 @@ struct FtpipeOptions {
   }
 };
 
-[[noreturn]] void refuse(const std::string& what, const std::string& fix) {
-  throw UserError("scheme ftpipe: " + what + ". Fix: " + fix);
+std::string refusal(const std::string& what, const std::string& fix) {
+  return "scheme ftpipe: " + what + ". Fix: " + fix;
+}
+
+/// What Ftpipe::optimizer_refused says for stage `stage` of `stages`: the predictors and
+/// Gap-Aware are written for SGD, Adam and AdamW; the NAG variants for SGD.
+std::string ftpipe_refuses(const FtpipeOptions& o, const Optimizer& optimizer, int stage, int stages) {
+  const auto sgd = optimizer.sgd_settings();
+  const auto adam = optimizer.adam_settings();
+  const bool last = stage + 1 == stages;
+  if (o.predictor != Predictor::None) {
+    if (!sgd && !adam) {
+      return refusal("its predictors are SGD's, Adam's and AdamW's", "use optimizer sgd, adam or adamw, or predictor: none");
+    }
+    if (sgd && o.predictor == Predictor::Msnag && sgd->weight_decay != 0) {
+      return refusal("predictor msnag has no weight decay term, and FTPipe refuses it with decay",
+                     "use predictor: aggmsnag, or weight_decay: 0");
+    }
+    if (o.nag_with_predictor && !sgd) {
+      return refusal("nag_with_predictor is SGD's", "use optimizer sgd, or nag_with_predictor: false");
+    }
+  }
+  if (o.nesterov_last_partition && last && (!sgd || sgd->momentum <= 0 || sgd->dampening != 0)) {
+    return refusal("nesterov_last_partition needs SGD with momentum > 0 and dampening 0",
+                   "use optimizer {type: sgd, momentum: 0.9}, or nesterov_last_partition: false");
+  }
+  if (gap_aware_at(o.gap_aware, stage, stages) && !sgd && !adam) {
+    return refusal("gap_aware is implemented for SGD, Adam and AdamW (FTPipe's sgd, adam and adamw gap-aware)",
+                   "use optimizer sgd, adam or adamw, or gap_aware: off");
+  }
+  return "";
 }
 
 class FtpipePolicy : public StagePolicy {
@@ -193,28 +222,9 @@ class FtpipePolicy : public StagePolicy {
         stashes_(o.stash && !last_ && !(o.stash_aliases_live && predicts_)),
         gap_aware_(gap_aware_at(o.gap_aware, stage.index(), stage.count())),
         ga_(o.gap_aware_raw_normaliser) {
-    Optimizer& optimizer = stage.optimizer();
-    const auto sgd = optimizer.sgd_settings();
-    const auto adam = optimizer.adam_settings();
-    if (o.predictor != Predictor::None) {
-      if (!sgd && !adam) {
-        refuse("its predictors are SGD's, Adam's and AdamW's", "use optimizer sgd, adam or adamw, or predictor: none");
-      }
-      if (sgd && o.predictor == Predictor::Msnag && sgd->weight_decay != 0) {
-        refuse("predictor msnag has no weight decay term, and FTPipe refuses it with decay",
-               "use predictor: aggmsnag, or weight_decay: 0");
-      }
-      if (o.nag_with_predictor && !sgd) {
-        refuse("nag_with_predictor is SGD's", "use optimizer sgd, or nag_with_predictor: false");
-      }
-    }
-    if (o.nesterov_last_partition && last_) {
-      if (!sgd || sgd->momentum <= 0 || sgd->dampening != 0) {
-        refuse("nesterov_last_partition needs SGD with momentum > 0 and dampening 0",
-               "use optimizer {type: sgd, momentum: 0.9}, or nesterov_last_partition: false");
-      }
-      optimizer.set_nesterov(true);
-    }
+    const std::string refused = ftpipe_refuses(o, stage.optimizer(), stage.index(), stage.count());
+    if (!refused.empty()) throw UserError(refused);
+    if (o.nesterov_last_partition && last_) stage.optimizer().set_nesterov(true);
   }
 
   bool checkpoint(int) const override { return o_.recompute && !last_; }
@@ -353,6 +363,9 @@ class Ftpipe : public OneFOneBScheme<FtpipeOptions> {
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<FtpipePolicy>(stage, options_);
+  }
+  std::string optimizer_refused(const Optimizer& optimizer, int stage, int stages) const override {
+    return ftpipe_refuses(options_, optimizer, stage, stages);
   }
 };
 

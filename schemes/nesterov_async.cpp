@@ -118,18 +118,30 @@ class StepRules {
   int64_t k_;
 };
 
+/// What NesterovAsync::optimizer_refused says: the released code's adaptive momentum sets an
+/// Adam beta1; the paper's update carries its own momentum over plain SGD.
+std::string nesterov_refuses(const NesterovAsyncOptions& o, const Optimizer& optimizer) {
+  if (o.variant == Variant::Paper) {
+    const auto sgd = optimizer.sgd_settings();
+    if (sgd && sgd->momentum == 0) return "";
+    return "scheme nesterov_async, variant paper: its update carries its own momentum gamma, so the optimizer must "
+           "be plain SGD. Fix: use optimizer {type: sgd, momentum: 0}";
+  }
+  if (!o.adaptive_momentum || optimizer.beta1()) return "";
+  return "scheme nesterov_async: adaptive_momentum sets each stage's beta1, and this optimizer has none. Fix: use "
+         "optimizer adam, adamw or nadam, or adaptive_momentum: false";
+}
+
 /// variant reference: the released code (docs/schemes.md §3.14).
 class NesterovAsyncPolicy : public StashingPolicy {
  public:
   NesterovAsyncPolicy(Stage& stage, const NesterovAsyncOptions& o)
       : StashingPolicy(stage, StashedWeights::Backward::ForwardVersion), rules_(stage, o) {
+    const std::string refused = nesterov_refuses(o, stage.optimizer());
+    if (!refused.empty()) throw UserError(refused);
     if (o.adaptive_momentum) {
-      const std::optional<double> beta1 = stage.optimizer().beta1();
-      if (!beta1) {
-        throw UserError("scheme nesterov_async: adaptive_momentum sets each stage's beta1, and this optimizer has "
-                        "none. Fix: use optimizer adam, adamw or nadam, or adaptive_momentum: false");
-      }
-      stage.optimizer().set_beta1(nesterov_async::adaptive_beta1(*beta1, stage.index(), stage.count()));
+      const double beta1 = *stage.optimizer().beta1();
+      stage.optimizer().set_beta1(nesterov_async::adaptive_beta1(beta1, stage.index(), stage.count()));
     }
   }
 
@@ -146,11 +158,8 @@ class NesterovPaperPolicy : public StagePolicy {
  public:
   NesterovPaperPolicy(Stage& stage, const NesterovAsyncOptions& o)
       : gamma_(*o.gamma), rules_(stage, o), swap_(stage) {
-    const auto sgd = stage.optimizer().sgd_settings();
-    if (!sgd || sgd->momentum != 0) {
-      throw UserError("scheme nesterov_async, variant paper: its update carries its own momentum gamma, so the "
-                      "optimizer must be plain SGD. Fix: use optimizer {type: sgd, momentum: 0}");
-    }
+    const std::string refused = nesterov_refuses(o, stage.optimizer());
+    if (!refused.empty()) throw UserError(refused);
     if (o.adaptive_momentum) {
       throw UserError("scheme nesterov_async, variant paper: adaptive_momentum sets an Adam beta1, which this "
                       "variant has none of. Fix: adaptive_momentum: false");
@@ -223,6 +232,9 @@ class NesterovAsync : public OneFOneBScheme<NesterovAsyncOptions> {
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     if (options_.variant == Variant::Paper) return std::make_unique<NesterovPaperPolicy>(stage, options_);
     return std::make_unique<NesterovAsyncPolicy>(stage, options_);
+  }
+  std::string optimizer_refused(const Optimizer& optimizer, int, int) const override {
+    return nesterov_refuses(options_, optimizer);
   }
 };
 

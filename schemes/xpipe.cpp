@@ -102,17 +102,21 @@ struct XpipeOptions {
   }
 };
 
+/// What Xpipe::optimizer_refused says: XPipe's prediction reads Adam's moments.
+std::string xpipe_refuses(const XpipeOptions& o, const Optimizer& optimizer) {
+  if (!o.adam_only || optimizer.beta1()) return "";
+  return "scheme xpipe: XPipe predicts the weights with Adam's moments (W - lr s m_hat / (sqrt(u_hat) + eps)), and "
+         "this optimizer has none. Fix: use optimizer adam or adamw (XPipe's), or set adam_only: false to predict "
+         "with this optimizer's own update direction (not XPipe)";
+}
+
 class XpipePolicy : public StagePolicy {
  public:
   XpipePolicy(Stage& stage, const XpipeOptions& o)
       : o_(o), swap_(stage),
         s_(xpipe::version_difference(stage.index(), stage.count(), o.micro_batches, o.half_stage, o.rounding)) {
-    if (o.adam_only && !stage.optimizer().beta1()) {
-      throw UserError(
-          "scheme xpipe: XPipe predicts the weights with Adam's moments (W - lr s m_hat / (sqrt(u_hat) + eps)), and "
-          "this optimizer has none. Fix: use optimizer adam or adamw (XPipe's), or set adam_only: false to predict "
-          "with this optimizer's own update direction (not XPipe)");
-    }
+    const std::string refused = xpipe_refuses(o, stage.optimizer());
+    if (!refused.empty()) throw UserError(refused);
   }
 
   void begin(Stage&, int units) override {
@@ -239,6 +243,9 @@ class Xpipe : public Configured<Scheme, XpipeOptions> {
 
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<XpipePolicy>(stage, options_);
+  }
+  std::string optimizer_refused(const Optimizer& optimizer, int, int) const override {
+    return xpipe_refuses(options_, optimizer);
   }
 };
 

@@ -129,6 +129,12 @@ class Scheme : public Component {
   /// The policy of `stage` (which knows its index and the stage count); the default uses
   /// the latest weights.
   virtual std::unique_ptr<StagePolicy> make_policy(Stage& /*stage*/) const { return std::make_unique<StagePolicy>(); }
+  /// Why stage `stage` of `stages` cannot train with `optimizer` ("" when it can): what its
+  /// policy refuses when built, asked before any stage is (the planner's candidates, whose
+  /// emitted file must run). A policy that refuses an optimizer calls it too.
+  virtual std::string optimizer_refused(const Optimizer& /*optimizer*/, int /*stage*/, int /*stages*/) const {
+    return "";
+  }
 };
 
 }  // namespace pipelab

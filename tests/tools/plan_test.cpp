@@ -125,6 +125,30 @@ TEST(Plan, TheBoundIsNeverAboveTheReplayedStep) {
   EXPECT_GT(replayed, 200);
 }
 
+TEST(Plan, SchemesThatRefuseTheOptimizerAreNotRanked) {
+  // XPipe predicts with Adam's moments: with the file's SGD its stages would refuse to
+  // build, so no XPipe plan is ranked (its emitted file would not run), and the scheme's
+  // line says why; with Adam it is ranked.
+  testing::TempDir dir;
+  const auto with_async = [](plan::PlanSpace& s) {
+    s.schemes = {"xpipe", "pipedream_2bw"};
+    s.max_staleness = 100;
+    s.top = 1000;
+  };
+  const Planned sgd = plan_of(file_of(dir, kDeep), 4, device(1e-4), with_async);
+  for (const plan::Candidate& c : sgd.result.ranked) EXPECT_EQ(c.label.find("xpipe"), std::string::npos) << c.label;
+  EXPECT_FALSE(sgd.result.ranked.empty());
+  const auto xpipe = std::find_if(sgd.result.lost.begin(), sgd.result.lost.end(),
+                                  [](const plan::Candidate& c) { return c.label == "xpipe"; });
+  ASSERT_NE(xpipe, sgd.result.lost.end());
+  EXPECT_NE(xpipe->lost.find("XPipe predicts the weights with Adam's moments"), std::string::npos) << xpipe->lost;
+  std::string adam_file = kDeep;
+  adam_file.replace(adam_file.find("{type: sgd, lr: 0.05}"), 21, "{type: adam, lr: 0.001}");
+  const Planned adam = plan_of(file_of(dir, adam_file), 4, device(1e-4), with_async);
+  EXPECT_TRUE(std::any_of(adam.result.ranked.begin(), adam.result.ranked.end(),
+                          [](const plan::Candidate& c) { return c.label.find("xpipe") != std::string::npos; }));
+}
+
 TEST(Plan, ALatencyBoundModelIsNotPipelined) {
   // A tiny model on fast devices with a slow link: every message and every all-reduce costs
   // more than the compute, so one device wins (the idle ones allowed).

@@ -12,6 +12,7 @@
 #include "core/config/registry.h"
 #include "core/model/block_costs.h"
 #include "core/model/partition.h"
+#include "core/optim/optimizer.h"
 #include "core/train/plan_request.h"
 
 namespace pipelab::plan {
@@ -155,8 +156,14 @@ Made made_of(const YAML::Node& section, const SchemeKnobs& knobs) {
 
 /// The candidate `made` makes with `stages` model stages and `replicas` copies, as the run
 /// plan compiles it; none when the scheme or the plan refuses that shape.
-std::optional<Candidate> shape_of(const Experiment& e, const Made& made, int stages, int replicas,
-                                  std::string& refused) {
+/// The file's optimizer over one small parameter: what a scheme's stage policies ask of it
+/// (Scheme::optimizer_refused) before the planner ranks a plan whose file could not train.
+std::unique_ptr<Optimizer> probe_optimizer(const Experiment& e) {
+  return e.optimizer->make({at::zeros({2, 2}, at::kFloat).set_requires_grad(true)});
+}
+
+std::optional<Candidate> shape_of(const Experiment& e, const Made& made, const Optimizer& optimizer, int stages,
+                                  int replicas, std::string& refused) {
   if (!made.scheme) {
     refused = made.refused;
     return std::nullopt;
@@ -169,6 +176,11 @@ std::optional<Candidate> shape_of(const Experiment& e, const Made& made, int sta
     const std::shared_ptr<const Scheme>& scheme = made.scheme;
     c.scheme = scheme;
     c.stages = scheme->stages(stages);
+    // What each stage's policy would refuse when the emitted file runs (XPipe without Adam).
+    for (int s = 0; s < c.stages; ++s) {
+      const std::string no = scheme->optimizer_refused(optimizer, s, c.stages);
+      if (!no.empty()) throw UserError(no);
+    }
     const RunPlan plan = compile_plan(e, *scheme, c);
     // The run's own check of the mini-batch (enough examples for every replica's micro-batches):
     // a plan the run would refuse is no candidate.
@@ -220,6 +232,7 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > space.time_limit;
   };
   const int n = space.devices;
+  const std::unique_ptr<Optimizer> optimizer = probe_optimizer(e);
   // Measured costs are for their own stages: no more can be cut.
   const int blocks = space.repartition ? static_cast<int>(space.block_flops.size()) : space.measured_stages;
   for (const std::string& type : space.schemes) {
@@ -249,7 +262,7 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
                 const YAML::Node section = knobs.own_replicas ? with(variant, "replicas", YAML::Node(r)) : variant;
                 made[key] = made_of(m ? with(section, knobs.micro_key, YAML::Node(m)) : YAML::Clone(section), knobs);
               }
-              std::optional<Candidate> shaped = shape_of(e, made[key], stages, r, refused);
+              std::optional<Candidate> shaped = shape_of(e, made[key], *optimizer, stages, r, refused);
               if (!shaped) continue;  // a shape the scheme does not take (V-shapes on an odd count, ...)
               Candidate& c = *shaped;
               if (c.devices > n || (!space.allow_idle && c.devices != n)) continue;
