@@ -142,11 +142,18 @@ def main():
                       f"{predicted_memory / 2**20:>14.2f} {memory[i] / 2**20:>7.2f} {error:>+6.1f}%")
             rho = spearman([c["step_seconds"] for c in picks], steps)
             gap = (steps[0] - min(steps)) / min(steps) * 100
-            summary.append((name, rho, gap))
+            ratios = sorted(steps[i] / c["step_seconds"] for i, c in enumerate(picks))
+            errors = [(max(c["peak_above_weights_bytes"]) - memory[i]) / memory[i] * 100
+                      for i, c in enumerate(picks) if memory[i] > 0]
+            summary.append((name, rho, gap, ratios, errors))
             print(f"Spearman {rho:.2f}; the plan's pick is {gap:.1f}% slower than the best measured")
-    print("\nmodel  spearman  pick vs best")
-    for name, rho, gap in summary:
-        print(f"{name:<6} {rho:>8.2f}  {gap:>+10.1f}%")
+    print("\nmodel      spearman  pick vs best  measured/predicted (median)  within 15%  memory error  within 10%")
+    for name, rho, gap, ratios, errors in summary:
+        steps_in = sum(1 for x in ratios if abs(x - 1) <= 0.15)
+        memory_in = sum(1 for e in errors if abs(e) <= 10)
+        print(f"{name:<10} {rho:>8.2f}  {gap:>+11.1f}%  {ratios[0]:.2f} to {ratios[-1]:.2f} "
+              f"({ratios[len(ratios) // 2]:.2f}){'':>9}{steps_in:>3} of {len(ratios):<3}  "
+              f"{min(errors):+.1f}% to {max(errors):+.1f}%  {memory_in:>3} of {len(errors)}")
     return 0
 
 
