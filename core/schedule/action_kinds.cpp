@@ -17,6 +17,11 @@ constexpr ActionKindInfo link(K kind, const char* name, R role, char message) {
   return {kind, name, role, message, message == 'F' ? 1 : -1, true, false, false, false, false, nullptr, kind, 1};
 }
 
+/// OFFLOAD and RELOAD: a micro-batch's, no message; their time is the host link's.
+constexpr ActionKindInfo memory(K kind, const char* name) {
+  return {kind, name, R::Memory, 0, 0, true, false, false, false, false, nullptr, kind, 1};
+}
+
 // One row per kind, in enum order (checked below). The columns: kind, name, message,
 // micro-batch, backward, takes gradients, frees its micro-batch, leaves a gradient, cost key,
 // cost fallback (and share). I and W cost half a B each when not measured apart
@@ -35,6 +40,8 @@ constexpr std::array<ActionKindInfo, kActionKindCount> kTable{{
     link(K::SendH, "SEND_H", R::Send, 'H'),
     link(K::RecvH, "RECV_H", R::Receive, 'H'),
     {K::AllReduce, "ALLREDUCE", R::Collective, 0, 0, false, false, false, false, true, nullptr, K::AllReduce, 1},
+    memory(K::Offload, "OFFLOAD"),
+    memory(K::Reload, "RELOAD"),
 }};
 
 constexpr bool in_enum_order() {
@@ -56,6 +63,7 @@ char payload(ActionKind k) {
 bool is_send(ActionKind k) { return kind_info(k).role == KindRole::Send; }
 bool is_receive(ActionKind k) { return kind_info(k).role == KindRole::Receive; }
 bool is_compute(ActionKind k) { return kind_info(k).role == KindRole::Compute; }
+bool is_memory(ActionKind k) { return kind_info(k).role == KindRole::Memory; }
 bool is_backward(ActionKind k) { return kind_info(k).backward; }
 bool takes_micro_batch(ActionKind k) { return kind_info(k).micro_batch; }
 

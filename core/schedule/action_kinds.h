@@ -31,8 +31,10 @@ enum class ActionKind : uint8_t {
   SendH,
   RecvH,
   AllReduce,
+  Offload,
+  Reload,
 };
-inline constexpr size_t kActionKindCount = 13;
+inline constexpr size_t kActionKindCount = 15;
 
 /// What a device spends an action on.
 enum class KindRole : uint8_t {
@@ -40,6 +42,9 @@ enum class KindRole : uint8_t {
   Send,        ///< hands a message to a neighbour stage
   Receive,     ///< takes a message from a neighbour stage
   Collective,  ///< meets other stages (ALLREDUCE): every member waits for all
+  /// Moves what a stage keeps for a micro-batch's backward between the device and host
+  /// memory (OFFLOAD after its F, RELOAD before its backward: PipeOffload, arXiv 2503.01328).
+  Memory,
 };
 
 /// One row of the table.
@@ -84,6 +89,8 @@ bool is_send(ActionKind k);
 bool is_receive(ActionKind k);
 /// F, B, I, W, H, U: what a device spends compute on.
 bool is_compute(ActionKind k);
+/// OFFLOAD, RELOAD.
+bool is_memory(ActionKind k);
 /// B, I or W.
 bool is_backward(ActionKind k);
 bool takes_micro_batch(ActionKind k);

@@ -186,7 +186,8 @@ bool Schedule::has_backward() const {
 bool Schedule::has_communication() const {
   for (const auto& actions : devices_) {
     for (const Action& a : actions) {
-      if (!is_compute(a.kind)) return true;
+      const KindRole role = kind_info(a.kind).role;
+      if (role == KindRole::Send || role == KindRole::Receive || role == KindRole::Collective) return true;
     }
   }
   return false;
@@ -200,7 +201,7 @@ Schedule Schedule::compute_only() const {
     if (where) where->at[static_cast<size_t>(d)].clear();
     for (size_t i = 0; i < device(d).size(); ++i) {
       const Action& a = device(d)[i];
-      if (!is_compute(a.kind)) continue;
+      if (!is_compute(a.kind) && !is_memory(a.kind)) continue;  // the program keeps its OFFLOADs and RELOADs
       out.add(d, a);
       if (where) where->at[static_cast<size_t>(d)].push_back(source_->at[static_cast<size_t>(d)][i]);
     }

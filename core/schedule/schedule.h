@@ -172,7 +172,8 @@ class Schedule {
   /// True when the schedule carries its messages (SEND, RECV or ALLREDUCE actions); a
   /// schedule without them gets them from lower().
   bool has_communication() const;
-  /// The schedule without its communication actions (what a reader of a schedule looks at).
+  /// The schedule without its communication actions (what a reader of a schedule looks at):
+  /// its compute actions, and its OFFLOADs and RELOADs.
   Schedule compute_only() const;
 
   /// One line per device: "d0: 0F0 0SEND_F0 0F1 ...".

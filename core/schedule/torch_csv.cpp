@@ -189,6 +189,11 @@ std::string Schedule::to_csv() const {
         throw UserError("torch's CSV has no all-reduce (replicas of the pipeline, a global clip). Fix: write the "
                         "text form instead");
       }
+      if (is_memory(a.kind)) {
+        throw UserError(fmt::format("torch's CSV has no action for {} (activations moved to host memory). Fix: "
+                                    "write the text form instead",
+                                    a.str()));
+      }
       if (a.kind == ActionKind::Update || !is_compute(a.kind)) continue;
       if (a.kind == ActionKind::Head) {
         throw UserError(fmt::format("torch's CSV has no action for {} (an auxiliary head's backward). Fix: write the "

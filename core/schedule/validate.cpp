@@ -37,7 +37,7 @@ void check_structure(const Schedule& s, const Report& report, const ValidateOpti
                   fmt::format("move all of stage {}'s actions to one device", a.stage));
       }
       if (takes_micro_batch(a.kind) && a.mb < 0) report.at(d, i, "a negative micro-batch id", "number micro-batches from 0");
-      if (!is_send(a.kind) && !is_receive(a.kind)) {
+      if (!is_send(a.kind) && !is_receive(a.kind) && !is_memory(a.kind)) {
         if (!o.kinds.empty() && std::find(o.kinds.begin(), o.kinds.end(), a.kind) == o.kinds.end()) {
           std::vector<std::string> names;
           for (const ActionKind k : o.kinds) names.push_back(Action::kind_name(k));
@@ -113,7 +113,7 @@ void check_compute(const Schedule& s, const Report& report, bool training, Where
   for (int d = 0; d < s.devices(); ++d) {
     for (size_t i = 0; i < s.device(d).size(); ++i) {
       const Action& a = s.device(d)[i];
-      if (!training && is_compute(a.kind) && a.kind != ActionKind::Forward) {
+      if (!training && (is_memory(a.kind) || (is_compute(a.kind) && a.kind != ActionKind::Forward))) {
         report.at(d, i, fmt::format("a forward-only schedule contains {}", a.str()), "remove it");
       }
       if (!is_compute(a.kind) || a.kind == ActionKind::Update) continue;
@@ -146,6 +146,54 @@ void check_compute(const Schedule& s, const Report& report, bool training, Where
                   fmt::format("end it with {}U", stage));
       }
     }
+  }
+}
+
+/// OFFLOAD and RELOAD (PipeOffload): a micro-batch's saved activations leave the device after
+/// its F and come back before its backward (B, or I) reads them, once each, on its stage's
+/// device; none is left on the host.
+void check_memory(const Schedule& s, const Report& report, const Where& where) {
+  std::map<std::pair<int, int>, std::pair<int, size_t>> away;  // (stage, mb) -> its OFFLOAD, not yet reloaded
+  std::set<std::pair<int, int>> offloaded, reloaded;
+  for (int d = 0; d < s.devices(); ++d) {
+    for (size_t i = 0; i < s.device(d).size(); ++i) {
+      const Action& a = s.device(d)[i];
+      const std::pair<int, int> mb{a.stage, a.mb};
+      const std::string st = std::to_string(a.stage);
+      if (kind_info(a.kind).takes_gradients && away.count(mb)) {
+        report.at(d, i, fmt::format("it reads activations still on the host ({}OFFLOAD{} has no RELOAD before it)", st, a.mb),
+                  fmt::format("put {}RELOAD{} before it", st, a.mb));
+      }
+      if (!is_memory(a.kind)) continue;
+      const auto f = where.find(key(a.stage, ActionKind::Forward, a.mb));
+      const auto backward = [&](ActionKind k) {
+        const auto b = where.find(key(a.stage, k, a.mb));
+        return b != where.end() && b->second.first == d && b->second.second < i;
+      };
+      if (f == where.end() || f->second.first != d || f->second.second > i) {
+        report.at(d, i, fmt::format("it runs before {}F{}, whose activations it moves", st, a.mb),
+                  fmt::format("move it after {}F{}", st, a.mb));
+      }
+      if (backward(ActionKind::Backward) || backward(ActionKind::BackwardInput)) {
+        report.at(d, i, fmt::format("{}'s backward of micro-batch {} already ran: nothing is kept to move", st, a.mb),
+                  "move it before the backward");
+      }
+      if (a.kind == ActionKind::Offload) {
+        if (!offloaded.insert(mb).second) report.at(d, i, "it runs twice", "offload each micro-batch once");
+        away[mb] = {d, i};
+      } else {
+        if (!offloaded.count(mb)) {
+          report.at(d, i, fmt::format("nothing to reload: no {}OFFLOAD{} before it", st, a.mb),
+                    fmt::format("put {}OFFLOAD{} after {}F{}, or remove it", st, a.mb, st, a.mb));
+        }
+        if (!reloaded.insert(mb).second) report.at(d, i, "it runs twice", "reload each micro-batch once");
+        away.erase(mb);
+      }
+    }
+  }
+  for (const auto& [mb, at] : away) {
+    report.at(at.first, at.second, fmt::format("stage {}'s micro-batch {} is never reloaded", mb.first, mb.second),
+              fmt::format("put {0}RELOAD{1} before its backward, or remove the OFFLOAD", mb.first, mb.second));
   }
 }
 
@@ -277,6 +325,7 @@ void validate_schedule(const Schedule& in, const ValidateOptions& options) {
   }
   Where where;
   check_compute(s, report, training, where);
+  if (training) check_memory(s, report, where);
   if (training) check_updates(s, report, options);
   check_coverage(s, report, training ? options.coverage : Coverage::Any, where);
   if (training) check_segments(s, report, where);

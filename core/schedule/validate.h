@@ -42,6 +42,9 @@ struct ValidateOptions {
 /// - a send before what it sends, a receive after what needs it, a message sent or received
 ///   twice, a send nobody receives (or the reverse), a stage that receives the input of
 ///   some micro-batches but not of all;
+/// - an OFFLOAD before its F or after its backward, a RELOAD with no OFFLOAD before it, a
+///   backward before the RELOAD of its offloaded activations, one never reloaded, either in a
+///   forward-only schedule;
 /// - devices with different numbers of ALLREDUCE;
 /// - a deadlock (names the action each device is stuck on);
 /// - more in-flight micro-batches than allowed.

@@ -24,6 +24,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/schedule_ir_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schedule_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schedule_validate_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/offload_schedule_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/classification_metrics_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/codec_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stage_test.cpp
