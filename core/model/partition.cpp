@@ -58,7 +58,7 @@ Recompute ConfigValue<Recompute>::read(const ConfigNode& n) {
       return r;
     }
   }
-  n.fail(fmt::format("unknown recomputation '{}'", text), "use never, except_last, always, or a list of stages like [0, 1]");
+  n.fail(fmt::format("unknown choice of stages '{}'", text), "use never, except_last, always, or a list of stages like [0, 1]");
 }
 
 YAML::Node ConfigValue<Recompute>::write(const Recompute& r) {
@@ -70,6 +70,19 @@ YAML::Node ConfigValue<Recompute>::write(const Recompute& r) {
   }
   return ConfigValue<std::vector<int>>::write(r.stages);
 }
+
+Offload ConfigValue<Offload>::read(const ConfigNode& n) {
+  if (n.yaml().IsScalar() && n.text() == "none") return {};
+  if (!n.yaml().IsMap()) n.fail(fmt::format("expected {}", type()), "write none, or a map of stages, fraction and prefetch");
+  Offload o = read_options<Offload>(n);
+  if (!o.any()) {
+    (n.has("stages") ? n.child("stages") : n)
+        .fail("offloading no stage", "name the stages, e.g. stages: [0, 1], or write offload: none");
+  }
+  return o;
+}
+
+YAML::Node ConfigValue<Offload>::write(const Offload& o) { return o.any() ? write_options(o) : YAML::Node("none"); }
 
 std::vector<bool> Recompute::of(int count) const {
   std::vector<bool> out(static_cast<size_t>(std::max(0, count)), kind == Kind::Always || kind == Kind::ExceptLast);

@@ -70,6 +70,35 @@ struct ConfigValue<Recompute> {
   static YAML::Node write(const Recompute& r);
 };
 
+/// `partition.offload`: the pipeline stages whose kept activations go to host memory between
+/// a forward and its backward for some micro-batches (PipeOffload, arXiv 2503.01328; the pass
+/// core/schedule/offload.h). `none` (the default), or the stages with the share of their
+/// micro-batches and how far ahead of the backward to bring them back.
+struct Offload {
+  Recompute stages{Recompute::Kind::Never, {}};  ///< never: no offload
+  double fraction = 0.5;  ///< of each stage's micro-batches, the longest-lived first
+  int prefetch = 1;       ///< compute actions between a RELOAD and the backward it serves
+  bool any() const { return stages.kind != Recompute::Kind::Never; }
+  template <class V>
+  void fields(V& v) {
+    v("stages", stages, "the pipeline stages that offload: except_last, always, or a list like [0, 1]");
+    v("fraction", fraction, "the share of each stage's micro-batches offloaded, the longest-lived first",
+      in_open_low(0, 1));
+    v("prefetch", prefetch, "compute actions of the stage's device between a RELOAD and the backward it serves",
+      in_range(0, 1 << 16));
+  }
+  bool operator==(const Offload& o) const {
+    return stages == o.stages && fraction == o.fraction && prefetch == o.prefetch;
+  }
+};
+
+template <>
+struct ConfigValue<Offload> {
+  static std::string type() { return "none, or a map {stages: [0, 1], fraction: 0.5, prefetch: 1}"; }
+  static Offload read(const ConfigNode& n);
+  static YAML::Node write(const Offload& o);
+};
+
 /// The `partition:` section.
 struct PartitionOptions {
   int stages = 1;
@@ -77,6 +106,7 @@ struct PartitionOptions {
   Balance balance;
   Placement placement;
   Recompute recompute;
+  Offload offload;
   template <class V>
   void fields(V& v) {
     v("stages", stages, "number of pipeline stages D", positive);
@@ -96,6 +126,11 @@ struct PartitionOptions {
       "checkpointing): never, except_last (every stage but the last), always, or a list like [0, 1]; with any "
       "scheme, and added to a scheme's own checkpoint choice. The recomputed forward reads the weights its "
       "backward reads: the forward's on a flushed schedule and under weight stashing");
+    v("offload", offload,
+      "what some micro-batches' forwards keep goes to host memory until shortly before their backward (PipeOffload): "
+      "none, or {stages: [0, 1], fraction: 0.5, prefetch: 1} (stages as for recompute; the longest-lived fraction "
+      "of each stage's micro-batches; reloaded prefetch compute actions ahead of the backward). A stage offloads or "
+      "recomputes, not both");
   }
 };
 

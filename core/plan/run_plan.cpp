@@ -100,6 +100,50 @@ std::vector<bool> recompute_of(const PlanRequest& r, int positions) {
   return r.recompute.of(positions);
 }
 
+/// partition.offload per pipeline stage, refusing what it cannot apply to: a stage the pipeline
+/// does not have, one that recomputes (it keeps only its input: nothing to move), a scheme
+/// that takes its gradients from the forward's graph itself, sequence segments.
+std::vector<bool> offload_of(const PlanRequest& r, const std::vector<bool>& recomputing) {
+  const int positions = static_cast<int>(recomputing.size());
+  if (!r.offload.any()) return std::vector<bool>(recomputing.size(), false);
+  const std::vector<int>& listed = r.offload.stages.stages;
+  if (!listed.empty() && listed.back() >= positions) {
+    r.source->fail("partition.offload.stages",
+                   fmt::format("stage {} is not a pipeline stage: the pipeline has {} (0 to {})", listed.back(),
+                               positions, positions - 1),
+                   "list stages below the pipeline's count");
+  }
+  if (r.scheme->add_ons()->routes_own_gradients()) {
+    r.source->fail("partition.offload",
+                   fmt::format("scheme {} computes each stage's gradients itself from its forward's autograd graph",
+                               r.scheme->type()),
+                   fmt::format("leave partition.offload out with {}", r.scheme->type()));
+  }
+  if (r.scheme->sequence_split().active()) {
+    r.source->fail("partition.offload",
+                   fmt::format("scheme {} computes each micro-batch in sequence segments, whose backwards read the "
+                               "earlier segments' keys and values",
+                               r.scheme->type()),
+                   "leave partition.offload out with sequence segments");
+  }
+  std::vector<bool> out = r.offload.stages.of(positions);
+  for (int p = 0; p < positions; ++p) {
+    const bool recomputes = recomputing[static_cast<size_t>(p)] || r.scheme->stage_memory(p, positions).recompute;
+    if (!out[static_cast<size_t>(p)] || !recomputes) continue;
+    if (r.offload.stages.kind != Recompute::Kind::Stages) {
+      out[static_cast<size_t>(p)] = false;  // `always`, `except_last`: the stages that keep their activations
+      continue;
+    }
+    r.source->fail("partition.offload.stages",
+                   fmt::format("stage {} recomputes its forward (partition.recompute, or the scheme's checkpointing): "
+                               "it keeps only its input, so there is nothing to offload",
+                               p),
+                   "list each stage in partition.recompute or in partition.offload.stages, not both (and turn "
+                   "the scheme's checkpoint off for a stage that offloads)");
+  }
+  return out;
+}
+
 /// A scheme that cuts sequences into segments (core/scheme/sequence_split.h): what can run it.
 SequenceSplit sequence_split_of(const PlanRequest& r) {
   SequenceSplit split = r.scheme->sequence_split();
@@ -152,6 +196,8 @@ RunPlan RunPlan::compile(const PlanRequest& request) {
     plan.placement_ = replicated_placement(*plan.scheme_, plan.stages_, plan.replicas_);
   }
   plan.recompute_ = recompute_of(request, plan.codec_positions());
+  plan.offload_ = request.offload;
+  plan.offloading_ = offload_of(request, plan.recompute_);
   plan.split_ = sequence_split_of(request);
   const bool cross = request.ties_cross_stages.value_or(plan.stages_ > 1);
   plan.sync_ = gradient_sync(request.gradients, *plan.scheme_, plan.stages_, plan.copies(), request.tied_weights,
@@ -278,9 +324,21 @@ void RunPlan::check_sequences(const std::vector<int64_t>& input_shape) const {
 }
 
 Schedule RunPlan::program(const std::vector<int>& units) const {
-  if (layout_.uniform()) return replicated_schedule(*scheme_, stages_, units, sync_);
-  // Replicated stages: one pipeline whose stages deal the mini-batches round robin.
-  return replicated_stages_schedule(layout_.counts(), std::accumulate(units.begin(), units.end(), 0));
+  const Schedule s = layout_.uniform()
+                         ? replicated_schedule(*scheme_, stages_, units, sync_)
+                         // Replicated stages: one pipeline whose stages deal the mini-batches round robin.
+                         : replicated_stages_schedule(layout_.counts(), std::accumulate(units.begin(), units.end(), 0));
+  if (!offload_.any()) return s;
+  OffloadPolicy policy;
+  for (int id = 0; id < s.stages(); ++id) policy.stages.push_back(offloads(id));
+  policy.fraction = offload_.fraction;
+  policy.prefetch = offload_.prefetch;
+  return offload(s, policy);
+}
+
+bool RunPlan::offloads(int stage) const {
+  const size_t p = static_cast<size_t>(layout_.replicated() ? layout_.position(stage) : stage % std::max(1, stages_));
+  return p < offloading_.size() && offloading_[p];
 }
 
 Schedule RunPlan::training(const std::vector<int>& units) const {

@@ -18,6 +18,7 @@
 #include "core/schedule/stage_layout.h"
 #include "core/plan/step_shape.h"
 #include "core/scheme/replicas.h"
+#include "core/schedule/offload.h"
 
 namespace pipelab {
 
@@ -40,6 +41,8 @@ struct PlanRequest {
   CompressionSection compression;
   /// partition.recompute: the pipeline stages that recompute their forwards in backward.
   Recompute recompute;
+  /// partition.offload: the pipeline stages whose kept activations go to host memory.
+  Offload offload;
   /// Whether the model computes a sequence segment by segment, and its per-token work
   /// (ModelFactory::segment_token_work): a scheme that splits sequences needs it.
   std::optional<double> segment_token_work;
@@ -74,6 +77,11 @@ class RunPlan {
   /// What stage `stage` keeps in memory: its scheme's figures, recomputing where
   /// partition.recompute says so too (what `simulate` and `plan` replay).
   StageMemory stage_memory(int stage) const;
+  /// Whether stage `stage` (stage ids as layout() numbers them) moves some micro-batches'
+  /// kept activations to host memory (partition.offload): its schedules carry OFFLOAD and
+  /// RELOAD actions (core/schedule/offload.h).
+  bool offloads(int stage) const;
+  bool offloads_any() const { return offload_.any(); }
   /// The ALLREDUCE before each update: the replicas' sums, a global clip, tied weights.
   const GradientSync& sync() const { return sync_; }
   /// The pipeline positions the boundaries' codecs number (replicated stages: the pipeline
@@ -143,6 +151,8 @@ class RunPlan {
   std::vector<int> placement_;
   GradientSync sync_;
   std::vector<bool> recompute_;  ///< per pipeline stage (position)
+  Offload offload_;
+  std::vector<bool> offloading_;  ///< per pipeline stage (position)
   SequenceSplit split_;
   std::shared_ptr<const ConfigSource> source_;  ///< where errors point (the experiment's file)
 };

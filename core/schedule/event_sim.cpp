@@ -21,13 +21,27 @@ EventTimeline replay(const Schedule& s, const EventCosts& costs) {
   std::map<std::tuple<int, char, int>, double> arrives;  // message -> when its receiver may take it
   std::vector<size_t> collectives_seen(static_cast<size_t>(s.stages()), 0);  // per stage
   std::map<std::pair<int, size_t>, double> collective_start;  // (group, k) -> start of its k-th ALLREDUCE
+  std::map<std::pair<int, bool>, double> host_free;  // (device, to the host) -> when that way is idle
+  std::map<std::pair<int, int>, double> offloaded, reloaded;  // (stage, mb) -> when its copy ended
   const WalkResult walk = walk_schedule(s, [&](int dev, size_t i) {
     const Action& a = s.device(dev)[i];
     const size_t d = static_cast<size_t>(dev);
     double start = costs.one_worker ? worker_free : free_at[d];
     double end = start;
     if (is_compute(a.kind)) {
+      // A backward reads what a RELOAD brought back once its copy has ended.
+      const auto back = kind_info(a.kind).takes_gradients ? reloaded.find({a.stage, a.mb}) : reloaded.end();
+      if (back != reloaded.end()) start = std::max(start, back->second);
       end = start + costs.compute(dev, a);
+    } else if (is_memory(a.kind)) {
+      const bool out = a.kind == ActionKind::Offload;
+      double& way = host_free[{dev, out}];
+      double on = std::max(start, way);
+      if (!out) on = std::max(on, offloaded.at({a.stage, a.mb}));
+      way = on + call(costs.host, a);
+      (out ? offloaded : reloaded)[{a.stage, a.mb}] = way;
+      t.copies.push_back({a, dev, dev, on, way});
+      if (!costs.overlap) end = way;
     } else if (is_receive(a.kind)) {
       start = std::max(start, arrives.at(message_key(a)));
       end = start;
@@ -66,6 +80,7 @@ EventTimeline replay(const Schedule& s, const EventCosts& costs) {
   PIPELAB_ASSERT(walk.complete, "replay needs a deadlock-free schedule");
   for (double f : free_at) t.makespan = std::max(t.makespan, f);
   for (const TimedTransfer& x : t.transfers) t.makespan = std::max(t.makespan, x.end);
+  for (const TimedTransfer& x : t.copies) t.makespan = std::max(t.makespan, x.end);
   return t;
 }
 

@@ -4,7 +4,8 @@
 /// duration; a message occupies the link from its sender's device to its receiver's device
 /// (first in, first out: a link has one sender, so its order is that device's program order)
 /// for `wire` seconds and arrives `latency` later; a RECV waits for its message; the k-th
-/// ALLREDUCE starts once the devices of every replica of its stage are free and takes `collective`.
+/// ALLREDUCE starts once the devices of every replica of its stage are free and takes `collective`;
+/// an OFFLOAD or RELOAD copies on its device's link to the host (`host`).
 /// Messages between stages on the same device cost nothing.
 #include <functional>
 #include <vector>
@@ -22,6 +23,11 @@ struct EventCosts {
   std::function<double(const Action& a)> latency;
   /// Seconds of an ALLREDUCE `a` (a collective of the replicas of its stage); none: 0.
   std::function<double(const Action& a)> collective;
+  /// Seconds the copy of an OFFLOAD or RELOAD `a` occupies its device's link to the host
+  /// (latency included); none: 0. The link carries one copy at a time each way, beside
+  /// compute; a RELOAD's copy starts after its OFFLOAD's has ended, and the backward that
+  /// reads what it brings back waits for it.
+  std::function<double(const Action& a)> host;
   /// Compute and communication overlap (a send costs its device nothing; the link works on
   /// its own). Off: the sending device waits until its message has left and arrived.
   bool overlap = true;
@@ -47,6 +53,9 @@ struct EventTimeline {
   /// Per device, its actions in time (compute, communication and collectives).
   std::vector<std::vector<TimedAction>> devices;
   std::vector<TimedTransfer> transfers;
+  /// The copies of OFFLOAD and RELOAD actions on their device's link to the host (`send` is
+  /// the OFFLOAD or RELOAD; from = to = its device).
+  std::vector<TimedTransfer> copies;
   double makespan = 0;
 };
 

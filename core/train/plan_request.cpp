@@ -28,6 +28,7 @@ PlanRequest plan_request(const ConfigNode& top, const Scheme& scheme, int stages
   r.stages = stages > 0 ? stages : partition.stages;
   r.replicas = partition.replicas;
   r.recompute = partition.recompute;
+  r.offload = partition.offload;
   if (top.has("optimizer")) r.gradients = read_gradient_options(top.child("optimizer"));
   if (top.has("model")) {
     std::unique_ptr<ModelFactory> made;

@@ -70,7 +70,7 @@ TEST(StageRecompute, ABadListOrWordIsRefusedAtItsKey) {
   const auto error = [](const std::string& value) {
     return testing::user_error([&] { testing::experiment(kMlp, "", {"partition.recompute=" + value}); });
   };
-  EXPECT_NE(error("sometimes").find("partition.recompute: unknown recomputation 'sometimes'"), std::string::npos)
+  EXPECT_NE(error("sometimes").find("partition.recompute: unknown choice of stages 'sometimes'"), std::string::npos)
       << error("sometimes");
   EXPECT_NE(error("[1, 0]").find("partition.recompute[1]: stage 0 comes after stage 1"), std::string::npos) << error("[1, 0]");
   EXPECT_NE(error("[-1]").find("partition.recompute[0]"), std::string::npos) << error("[-1]");

@@ -28,6 +28,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/simulate_codec_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/run_plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulate_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/simulate_offload_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/step_shape_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/svg_plot_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep_plan_test.cpp

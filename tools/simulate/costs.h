@@ -127,6 +127,9 @@ struct LinkSpec {
   /// different nodes (device / devices_per_node) takes the slower link between nodes.
   int devices_per_node = 0;
   double inter_gbps = 0, inter_latency_us = 0;  ///< the link between nodes
+  /// The link between each device and its host's memory (PCIe), which OFFLOAD and RELOAD
+  /// occupy, one copy at a time each way, beside compute.
+  double host_gbps = 0, host_latency_us = 0;
   template <class V>
   void fields(V& v) {
     v("gbps", gbps, "bandwidth, Gbit/s (0: infinite)", in_range(0, 1e9));
@@ -137,6 +140,13 @@ struct LinkSpec {
     v("devices_per_node", devices_per_node, "devices per node (0: all on one node)", in_range(0, 1e6));
     v("inter_gbps", inter_gbps, "bandwidth between nodes, Gbit/s (0: infinite)", in_range(0, 1e9));
     v("inter_latency_us", inter_latency_us, "latency per message between nodes, microseconds", in_range(0, 1e9));
+    v("host_gbps", host_gbps, "bandwidth between a device and its host's memory, Gbit/s each way (0: infinite)",
+      in_range(0, 1e9));
+    v("host_latency_us", host_latency_us, "latency per copy to or from the host, microseconds", in_range(0, 1e9));
+  }
+  /// Seconds a copy of `bytes` to or from the host takes (OFFLOAD, RELOAD).
+  double host_seconds(double bytes) const {
+    return (host_gbps > 0 ? bytes * 8 / (host_gbps * 1e9) : 0) + host_latency_us * 1e-6;
   }
   /// Whether devices `a` and `b` are on different nodes.
   bool across_nodes(int a, int b) const { return devices_per_node > 0 && a / devices_per_node != b / devices_per_node; }

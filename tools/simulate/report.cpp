@@ -58,6 +58,11 @@ std::string memory_lines(const std::vector<SchemeRow>& rows) {
     if (!row.error.empty()) continue;
     out += fmt::format("{}: peak per device ({})", row.name, unit_name);
     for (const double p : row.result.peak_bytes) out += fmt::format(" {:.2f}", p / unit);
+    const std::vector<double>& host = row.result.host_peak_bytes;
+    if (std::any_of(host.begin(), host.end(), [](double b) { return b > 0; })) {
+      out += fmt::format("; offloaded to the host, most at once ({})", unit_name);
+      for (const double p : host) out += fmt::format(" {:.2f}", p / unit);
+    }
     out += "\n";
   }
   return out;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
@@ -209,6 +210,10 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& pl
   };
   e.wire = [&c, scale, link_of](const Action& a) { return link_of(a).wire_seconds(wire_bytes(c, a) * scale->tokens(a)); };
   e.latency = [link_of](const Action& a) { return link_of(a).latency_seconds(); };
+  // An OFFLOAD moves what its micro-batch's forward kept; its RELOAD brings it back.
+  e.host = [&c, scale](const Action& a) {
+    return c.link.host_seconds(c.stages.at(static_cast<size_t>(a.stage)).retained_bytes * scale->work(a));
+  };
   auto across = std::make_shared<std::vector<char>>(rings_across_nodes(plan, c.link));
   e.collective = [&c, &plan, inter, across](const Action& a) {
     const auto id = static_cast<size_t>(a.stage);
@@ -339,8 +344,11 @@ struct DeviceBytes {
 /// update by then (a language model's replicas kept its Adam temporaries on top: 8-13% over
 /// the prediction that freed the sums at the ALLREDUCE's end); the buckets a c10d one reduces.
 void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, const UnitScale& unit,
-                      size_t d, DeviceBytes& bytes) {
+                      size_t d, DeviceBytes& bytes, DeviceBytes& host) {
   std::map<std::pair<int, int>, double> held_by;  // (stage, mb) -> bytes it holds now
+  std::map<std::pair<int, int>, double> away;     // (stage, mb) -> bytes an OFFLOAD moved to the host
+  std::map<std::tuple<int, int, ActionKind>, const TimedTransfer*> copies;
+  for (const TimedTransfer& x : r.timeline.copies) copies[{x.send.stage, x.send.mb, x.send.kind}] = &x;
   // Per stage, whether its gradient exists in this step (a B or W made it).
   std::vector<char> accumulating(c.stages.size(), 0);
   std::map<int, const TimedAction*> summed;  // stage -> its ALLREDUCE whose update is to come
@@ -357,6 +365,24 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
         bytes.steps.push_back({x.end, -k.parameter_bytes});
         summed.erase(sums);
       }
+    }
+    if (is_memory(a.kind)) {
+      // What the micro-batch holds leaves the device when its copy to the host has ended, and
+      // is back from the start of the copy that reloads it.
+      const TimedTransfer& copy = *copies.at({a.stage, a.mb, a.kind});
+      double& holds = held_by[{a.stage, a.mb}];
+      if (a.kind == ActionKind::Offload) {
+        away[{a.stage, a.mb}] = holds;
+        bytes.steps.push_back({copy.end, -holds});
+        host.steps.push_back({copy.start, holds});
+        holds = 0;
+      } else {
+        const double moved = away[{a.stage, a.mb}];
+        bytes.steps.push_back({copy.start, moved});
+        host.steps.push_back({copy.end, -moved});
+        holds += moved;
+      }
+      continue;
     }
     if (!is_compute(a.kind)) continue;
     // A recomputing stage keeps only its input, which the stage before it made (counted
@@ -408,6 +434,7 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c, const Unit
   r.static_bytes.assign(devices, 0);
   r.peak_activation_bytes.assign(devices, 0);
   r.peak_bytes.assign(devices, 0);
+  r.host_peak_bytes.assign(devices, 0);
   r.gradient_bytes.assign(devices, 0);
   r.memory.assign(devices, {});
   std::vector<StageMemory> held;
@@ -421,11 +448,13 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c, const Unit
   }
   const BackwardEnds ends = backward_ends(r);
   for (size_t d = 0; d < devices; ++d) {
-    DeviceBytes bytes;
+    DeviceBytes bytes, host;
     if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
     add_sent_messages(r, held, c, unit, d, ends, bytes.steps);
-    add_action_bytes(r, held, c, unit, d, bytes);
+    add_action_bytes(r, held, c, unit, d, bytes, host);
     r.peak_activation_bytes[d] = bytes.walk(r.static_bytes[d], r.memory[d]);
+    std::vector<MemoryPoint> host_curve;
+    r.host_peak_bytes[d] = host.walk(0, host_curve);
     r.peak_bytes[d] = r.static_bytes[d] + r.peak_activation_bytes[d];
   }
 }
@@ -463,7 +492,10 @@ void copy_to_replicas(SimResult& r, const RunPlan& plan) {
     for (size_t id = 0; id < at.size(); ++id) all[static_cast<size_t>(at[id])] = v.at(static_cast<size_t>(at[id % stages]));
     v = std::move(all);
   };
-  for (auto* v : {&r.busy, &r.static_bytes, &r.peak_activation_bytes, &r.peak_bytes, &r.gradient_bytes}) widen(*v);
+  for (auto* v : {&r.busy, &r.static_bytes, &r.peak_activation_bytes, &r.peak_bytes, &r.gradient_bytes,
+                  &r.host_peak_bytes}) {
+    widen(*v);
+  }
   r.bytes_per_step *= plan.replicas();
   r.devices = plan.devices();
 }

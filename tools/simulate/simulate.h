@@ -58,6 +58,8 @@ struct SimResult {
   double bytes_per_step = 0;   ///< over links and in all-reduces
   std::vector<double> static_bytes;  ///< per device: weights (all versions), gradients, optimizer state, buffers
   std::vector<double> peak_activation_bytes, peak_bytes;  ///< per device
+  /// Per device, the most its OFFLOADs held in host memory at once (partition.offload).
+  std::vector<double> host_peak_bytes;
   /// Per device, the two gradients of its parameters static_bytes counts: with the peak of
   /// activations, what a run's meter sees (costs.json's peak_activation_bytes), since the
   /// weights and the optimizer's state are allocated before it starts.
