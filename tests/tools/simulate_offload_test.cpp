@@ -51,11 +51,12 @@ sim::SimCosts costs(double copy) {
 
 TEST(SimulateOffload, TheDeviceKeepsOneMicroBatchWhenEveryOneGoesToTheHost) {
   // 1F1B keeps p = 4 micro-batches on stage 0's device at its peak. Offloading all of them
-  // with a prefetch of 1 (instant copies), stage 0 runs F0 O0 F1 O1 F2 O2 R0 F3 O3 B0 R1 F4
-  // O4 B1 ... F7 O7 R5 B4 R6 B5 R7 B6 B7 U: each micro-batch leaves at its forward's end and
-  // is back one compute action ahead of its backward. In the steady state the device holds
-  // one; in the cool-down each backward runs with the next micro-batch back already: 2. The
-  // host holds at most 3 (micro-batches 0, 1, 2 before R0; 5, 6, 7 after O7).
+  // with a prefetch of 1 (instant copies), stage 0 runs 0F0 0OFFLOAD0 0F1 0OFFLOAD1 0F2
+  // 0OFFLOAD2 0RELOAD0 0F3 0OFFLOAD3 0B0 0RELOAD1 0F4 ... 0F7 0OFFLOAD7 0RELOAD5 0B4 0RELOAD6 0B5
+  // 0RELOAD7 0B6 0B7 0U: each micro-batch leaves at its forward's end and is back one compute
+  // action ahead of its backward. In the steady state the device holds one; in the cool-down
+  // each backward runs with the next micro-batch back already: 2. The host holds at most 3
+  // (micro-batches 0, 1, 2 before the first reload; 5, 6, 7 after the last offload).
   const RunPlan none = plan_of({});
   const RunPlan all = plan_of({"partition.offload={stages: [0], fraction: 1, prefetch: 1}"});
   const sim::SimResult kept = sim::simulate(none, 8, 2, costs(0), {});

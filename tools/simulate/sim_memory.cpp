@@ -1,0 +1,247 @@
+#include "tools/simulate/sim_memory.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace pipelab::sim {
+namespace {
+
+/// Replayed inputs (Schedule::reads: DGL's buffers; one pipeline, so stage - 1 sent them)
+/// stay on device `d` from their arrival to the start of the last forward that reads them.
+void add_replayed_inputs(const SimResult& r, const SimCosts& c, size_t d,
+                         std::vector<std::pair<double, double>>& changes) {
+  std::map<std::pair<int, int>, int> unread;  // (stage, received mb) -> readers to come
+  for (const TimedAction& x : r.timeline.devices[d]) {
+    const Action& a = x.action;
+    if (a.stage < 1) continue;
+    const double bytes = c.stages[static_cast<size_t>(a.stage - 1)].activation_bytes;
+    if (a.kind == ActionKind::RecvF && r.schedule.readers(a.stage, a.mb) > 0) {
+      unread[{a.stage, a.mb}] = r.schedule.readers(a.stage, a.mb);
+      changes.push_back({x.end, bytes});
+    }
+    if (a.kind != ActionKind::Forward) continue;
+    const auto it = unread.find({a.stage, r.schedule.reads(a.stage, a.mb)});
+    if (it != unread.end() && --it->second == 0) {
+      changes.push_back({x.start, -bytes});
+      unread.erase(it);
+    }
+  }
+}
+
+/// When each micro-batch's backward ends (its B, or its W when split), on any device: per
+/// stage, per micro-batch number (-1: none in the replay). A flat table: the planner replays
+/// thousands of schedules.
+using BackwardEnds = std::vector<std::vector<double>>;
+BackwardEnds backward_ends(const SimResult& r) {
+  BackwardEnds out(static_cast<size_t>(std::max(0, r.stages)));
+  for (const auto& row : r.timeline.devices) {
+    for (const TimedAction& x : row) {
+      const Action& a = x.action;
+      if (!kind_info(a.kind).frees_micro_batch || a.stage < 0 || a.mb < 0 || a.stage >= r.stages) continue;
+      std::vector<double>& ends = out[static_cast<size_t>(a.stage)];
+      if (ends.size() <= static_cast<size_t>(a.mb)) ends.resize(static_cast<size_t>(a.mb) + 1, -1);
+      ends[static_cast<size_t>(a.mb)] = x.end;
+    }
+  }
+  return out;
+}
+
+/// The gradients device `d`'s stages send back stay, from the send until the receiver's
+/// backward of that micro-batch ends: it starts from them (a split backward keeps them from
+/// its I to its W). So do the activations a recomputing stage sends on: it keeps none of its
+/// own, but the receiver keeps its input until its backward ends (a stage that keeps its
+/// activations holds its output that long anyway). Both count where they were made, as one
+/// process's memory meter counts them; across processes the receiver holds a copy for that
+/// time and the sender's goes.
+void add_sent_messages(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, const UnitScale& unit,
+                       size_t d, const BackwardEnds& ends, std::vector<std::pair<double, double>>& changes) {
+  for (const TimedAction& x : r.timeline.devices[d]) {
+    const Action& a = x.action;
+    if (!is_send(a.kind) || a.stage < 0 || a.mb < 0) continue;
+    const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
+    const bool back = payload(a.kind) == 'B';
+    if (!back && (payload(a.kind) != 'F' || !held[static_cast<size_t>(a.stage)].recompute)) continue;
+    const int to = peer(a);
+    const double bytes = (back ? k.gradient_bytes : k.activation_bytes) * unit.tokens(a);
+    if (to < 0 || to >= r.stages || bytes <= 0) continue;
+    const std::vector<double>& at = ends[static_cast<size_t>(to)];
+    if (static_cast<size_t>(a.mb) >= at.size() || at[static_cast<size_t>(a.mb)] < 0) continue;
+    changes.push_back({x.start, bytes});
+    changes.push_back({std::max(x.start, at[static_cast<size_t>(a.mb)]), -bytes});
+  }
+}
+
+/// One device's bytes above its static ones over a replay: steps (an allocation or a free at
+/// an instant) and spikes (what an action of no duration needs for that instant, above the
+/// level the steps at that instant leave).
+struct DeviceBytes {
+  std::vector<std::pair<double, double>> steps, spikes;  // (time, bytes)
+
+  /// `bytes` on top while `x` runs.
+  void during(const TimedAction& x, double bytes) {
+    if (bytes <= 0) return;
+    if (x.end > x.start) {
+      steps.push_back({x.start, bytes});
+      steps.push_back({x.end, -bytes});
+    } else {
+      spikes.push_back({x.start, bytes});
+    }
+  }
+
+  /// Walks the curve in time order (frees before allocations at the same instant) into
+  /// `curve` (above `base`), and returns its peak.
+  double walk(double base, std::vector<MemoryPoint>& curve) {
+    const auto order = [](const auto& p, const auto& q) {
+      return p.first < q.first || (p.first == q.first && p.second < q.second);
+    };
+    std::stable_sort(steps.begin(), steps.end(), order);
+    std::stable_sort(spikes.begin(), spikes.end(), order);
+    double now = 0, peak = 0;
+    size_t next = 0;
+    const auto spikes_before = [&](double t) {
+      for (; next < spikes.size() && spikes[next].first < t; ++next) {
+        peak = std::max(peak, now + spikes[next].second);
+        curve.push_back({spikes[next].first, base + now + spikes[next].second});
+        curve.push_back({spikes[next].first, base + now});
+      }
+    };
+    curve.push_back({0, base});
+    for (const auto& [t, delta] : steps) {
+      spikes_before(t);
+      now += delta;
+      peak = std::max(peak, now);
+      curve.push_back({t, base + now});
+    }
+    spikes_before(std::numeric_limits<double>::infinity());
+    return peak;
+  }
+};
+
+/// The bytes of device `d`'s actions: +retained at each F's end (none under recompute, all of
+/// it from the backward's start), + what a split backward's I keeps for its
+/// W at the I's end, and all of it back when the micro-batch's backward ends (its W, when
+/// the backward is split); while an action runs, its transient
+/// bytes on top, and from an ALLREDUCE's start to the end of the update after it, a
+/// gradient-sized buffer: the sums an in-process collective makes live until the last member
+/// has copied them (core/comm/collective.cpp), and the member that made them may be in its
+/// update by then (a language model's replicas kept its Adam temporaries on top: 8-13% over
+/// the prediction that freed the sums at the ALLREDUCE's end); the buckets a c10d one reduces.
+void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, const UnitScale& unit,
+                      size_t d, DeviceBytes& bytes, DeviceBytes& host) {
+  std::map<std::pair<int, int>, double> held_by;  // (stage, mb) -> bytes it holds now
+  std::map<std::pair<int, int>, double> away;     // (stage, mb) -> bytes an OFFLOAD moved to the host
+  std::map<std::tuple<int, int, ActionKind>, const TimedTransfer*> copies;
+  for (const TimedTransfer& x : r.timeline.copies) copies[{x.send.stage, x.send.mb, x.send.kind}] = &x;
+  // Per stage, whether its gradient exists in this step (a B or W made it).
+  std::vector<char> accumulating(c.stages.size(), 0);
+  std::map<int, const TimedAction*> summed;  // stage -> its ALLREDUCE whose update is to come
+  for (const TimedAction& x : r.timeline.devices[d]) {
+    const Action& a = x.action;
+    if (a.stage < 0) continue;
+    const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
+    if (kind_info(a.kind).role == KindRole::Collective) summed[a.stage] = &x;
+    if (a.kind == ActionKind::Update) {
+      accumulating[static_cast<size_t>(a.stage)] = 0;
+      const auto sums = summed.find(a.stage);
+      if (sums != summed.end()) {
+        bytes.steps.push_back({sums->second->start, k.parameter_bytes});
+        bytes.steps.push_back({x.end, -k.parameter_bytes});
+        summed.erase(sums);
+      }
+    }
+    if (is_memory(a.kind)) {
+      // What the micro-batch holds leaves the device when its copy to the host has ended, and
+      // is back from the start of the copy that reloads it.
+      const TimedTransfer& copy = *copies.at({a.stage, a.mb, a.kind});
+      double& holds = held_by[{a.stage, a.mb}];
+      if (a.kind == ActionKind::Offload) {
+        away[{a.stage, a.mb}] = holds;
+        bytes.steps.push_back({copy.end, -holds});
+        host.steps.push_back({copy.start, holds});
+        holds = 0;
+      } else {
+        const double moved = away[{a.stage, a.mb}];
+        bytes.steps.push_back({copy.start, moved});
+        host.steps.push_back({copy.end, -moved});
+        holds += moved;
+      }
+      continue;
+    }
+    if (!is_compute(a.kind)) continue;
+    // A recomputing stage keeps only its input, which the stage before it made (counted
+    // there, add_sent_messages) or the feed did.
+    const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
+    const double share = a.kind == ActionKind::Update ? 1.0 : unit.work(a);
+    const double retained = k.retained_bytes * share;
+    const double kept = recompute ? 0.0 : retained;
+    // What the action needs while it runs, above the level at its start. A transient is that
+    // of a backward that adds into the stage's gradient (a temporary of its size); the first
+    // one of a step makes the gradient instead, which the static bytes hold already.
+    double transient = k.transient_of(a.kind) * share;
+    if (kind_info(a.kind).leaves_gradient && !accumulating[static_cast<size_t>(a.stage)]) {
+      accumulating[static_cast<size_t>(a.stage)] = 1;
+      transient = std::max(0.0, transient - k.parameter_bytes);
+    }
+    bytes.during(x, transient);
+    double& holds = held_by[{a.stage, a.mb}];
+    if (a.kind == ActionKind::Forward) {
+      bytes.steps.push_back({x.end, kept});
+      holds += kept;
+    }
+    const bool first_backward = kind_info(a.kind).takes_gradients;  // B, or I when split
+    // The recomputed forward (a transient measured in a recomputing run includes it already).
+    if (first_backward && recompute && (transient == 0 || !k.recompute_in_transient)) {
+      bytes.steps.push_back({x.start, retained - kept});
+      holds += retained - kept;
+    }
+    // A split backward's I keeps, until its W, the gradients W starts from.
+    if (first_backward && !kind_info(a.kind).frees_micro_batch) {
+      bytes.steps.push_back({x.end, k.backward_input_kept_bytes * share});
+      holds += k.backward_input_kept_bytes * share;
+    }
+    // B, or W when split (a micro-batch takes one or the other: the validator).
+    if (kind_info(a.kind).frees_micro_batch) {
+      bytes.steps.push_back({x.end, -holds});  // what this micro-batch held, all of it
+      holds = 0;
+    }
+  }
+  // An ALLREDUCE no update follows in the replay holds its buffer while it runs.
+  for (const auto& [stage, x] : summed) bytes.during(*x, c.stages[static_cast<size_t>(stage)].parameter_bytes);
+}
+
+}  // namespace
+
+void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c, const UnitScale& unit) {
+  const std::vector<int> placement = r.schedule.placement();
+  const size_t devices = static_cast<size_t>(r.devices);
+  r.static_bytes.assign(devices, 0);
+  r.peak_activation_bytes.assign(devices, 0);
+  r.peak_bytes.assign(devices, 0);
+  r.host_peak_bytes.assign(devices, 0);
+  r.gradient_bytes.assign(devices, 0);
+  r.memory.assign(devices, {});
+  std::vector<StageMemory> held;
+  for (int s = 0; s < r.stages; ++s) {
+    held.push_back(plan.stage_memory(s));
+    const StageCosts& k = c.stages[static_cast<size_t>(s)];
+    const int d = placement[static_cast<size_t>(s)];
+    if (d < 0) continue;
+    r.static_bytes[static_cast<size_t>(d)] += static_bytes(k, held.back());
+    r.gradient_bytes[static_cast<size_t>(d)] += 2 * k.parameter_bytes;
+  }
+  const BackwardEnds ends = backward_ends(r);
+  for (size_t d = 0; d < devices; ++d) {
+    DeviceBytes bytes, host;
+    if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
+    add_sent_messages(r, held, c, unit, d, ends, bytes.steps);
+    add_action_bytes(r, held, c, unit, d, bytes, host);
+    r.peak_activation_bytes[d] = bytes.walk(r.static_bytes[d], r.memory[d]);
+    std::vector<MemoryPoint> host_curve;
+    r.host_peak_bytes[d] = host.walk(0, host_curve);
+    r.peak_bytes[d] = r.static_bytes[d] + r.peak_activation_bytes[d];
+  }
+}
+
+}  // namespace pipelab::sim

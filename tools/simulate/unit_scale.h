@@ -1,0 +1,99 @@
+#pragma once
+/// What one unit of a schedule costs against one unit of the costs (UnitScale): the share of
+/// a micro-batch's seconds, kept bytes and message bytes a sequence segment takes.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/plan/run_plan.h"
+#include "core/util/error.h"
+#include "tools/simulate/costs.h"
+
+namespace pipelab::sim {
+
+/// What one unit of the schedule costs against one unit of the costs. Units are micro-batches
+/// unless the plan cuts sequences into segments (core/scheme/sequence_split.h): segment j then
+/// does its share of the micro-batch's work and carries its share of the tokens (messages).
+/// The work's share is the cost model's (the computation-wise partition, docs/schemes.md §1)
+/// for the activations a segment keeps, which grow with the keys its queries read as the work
+/// does, and for its seconds unless the costs were measured in as many segments (then each
+/// stage's measured shares, StageCosts::segment_shares) or derived from blocks timed at
+/// several sizes (add_timed_shares). Costs measured in segments are one segment's on average:
+/// k_c of them make a micro-batch.
+class UnitScale {
+ public:
+  UnitScale(const RunPlan& plan, const SimCosts& c) {
+    const SequenceSplit& split = plan.sequence_split();
+    if (!split.active() && c.segments <= 1) return;
+    const double measured = std::max(1, c.segments);
+    if (!split.active()) {
+      work_ = tokens_ = {measured};
+      return;
+    }
+    if (c.sequence_length >= 1 && c.sequence_length < split.segments) {
+      // A length, but shorter than the segments: each needs a token of its own.
+      throw UserError(fmt::format("scheme {} cuts each sequence into {} segments, but the sequences have {} tokens. "
+                                  "Fix: use at most {} segments",
+                                  plan.scheme().type(), split.segments, static_cast<int64_t>(c.sequence_length),
+                                  static_cast<int64_t>(c.sequence_length)));
+    }
+    if (c.sequence_length < split.segments) {
+      throw UserError(fmt::format("scheme {} cuts each sequence into {} segments, but the costs ({}) give no sequence "
+                                  "length to cut. Fix: use costs measured by a run of a sequence model "
+                                  "(metrics/costs.json) or derived from one",
+                                  plan.scheme().type(), split.segments, c.source));
+    }
+    const int64_t length = static_cast<int64_t>(c.sequence_length);
+    const std::vector<int64_t> cuts = split.cuts(length);
+    const double whole = split.work(0, length);
+    for (int j = 0; j < split.segments; ++j) {
+      work_.push_back(split.work(cuts[static_cast<size_t>(j)], cuts[static_cast<size_t>(j) + 1]) / whole * measured);
+      tokens_.push_back(static_cast<double>(cuts[static_cast<size_t>(j) + 1] - cuts[static_cast<size_t>(j)]) /
+                        static_cast<double>(length) * measured);
+    }
+    if (c.segments == 1) add_timed_shares(c);
+    if (c.segments != split.segments) return;
+    for (const StageCosts& k : c.stages) {
+      std::vector<double> shares;
+      if (k.segment_shares.size() == static_cast<size_t>(split.segments)) {
+        for (const double x : k.segment_shares) shares.push_back(x * measured);
+      }
+      seconds_.push_back(shares);
+    }
+  }
+  /// Of an action's seconds, of the bytes it keeps, of its messages' bytes.
+  double seconds(const Action& a) const {
+    const size_t st = static_cast<size_t>(a.stage);
+    return st < seconds_.size() && !seconds_[st].empty() ? of(seconds_[st], a) : of(work_, a);
+  }
+  double work(const Action& a) const { return of(work_, a); }
+  double tokens(const Action& a) const { return of(tokens_, a); }
+
+ private:
+  /// Costs from blocks timed at several sizes (StageCosts::timed_seconds): each stage's
+  /// segment j costs what n t_j examples of whole sequences cost (n the micro-batch's
+  /// examples, t_j the segment's share of the tokens), times its work per token against the
+  /// whole sequence's (w_j / t_j), as a share of the micro-batch's seconds. With costs linear
+  /// in the examples that is w_j; short segments cost more, by their kernels' fixed costs.
+  void add_timed_shares(const SimCosts& c) {
+    const double n = c.micro_batch_size;
+    for (const StageCosts& k : c.stages) {
+      std::vector<double> shares;
+      const double whole = k.timed_seconds.empty() || n <= 0 ? 0.0 : k.timed_seconds.at(n);
+      for (size_t j = 0; whole > 0 && j < work_.size(); ++j) {
+        shares.push_back(k.timed_seconds.at(n * tokens_[j]) / whole * work_[j] / tokens_[j]);
+      }
+      seconds_.push_back(shares);
+    }
+  }
+  static double of(const std::vector<double>& per_segment, const Action& a) {
+    if (per_segment.empty() || a.mb < 0) return 1.0;
+    return per_segment[static_cast<size_t>(a.mb) % per_segment.size()];
+  }
+  std::vector<double> work_, tokens_;
+  std::vector<std::vector<double>> seconds_;  ///< per stage, measured
+};
+
+}  // namespace pipelab::sim
