@@ -291,9 +291,15 @@ void print_header(const Experiment& e, const SimulateFlags& f, const CostSource&
                         source.memory().measured ? "measured with LibTorch's allocator" : "estimated as 2x block outputs")
           : source.file()->source;
   const sim::LinkSpec& link = source.link();
-  fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\nlinks {} Gbit/s, {:g} us latency{}, {}{}{}\n\n", f.file,
+  // The host link matters only to a plan that offloads (partition.offload).
+  const std::string host =
+      e.request.offload.any()
+          ? fmt::format(", to the host {} Gbit/s each way and {:g} us per copy (partition.offload)",
+                        link.host_gbps > 0 ? fmt::format("{:g}", link.host_gbps) : "infinite", link.host_latency_us)
+          : "";
+  fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\nlinks {} Gbit/s, {:g} us latency{}{}, {}{}{}\n\n", f.file,
              e.model->type(), e.run.batch_size, costs_line, link.gbps > 0 ? fmt::format("{:g}", link.gbps) : "infinite",
-             link.latency_us,
+             link.latency_us, host,
              link.reduce_gbps > 0 ? fmt::format(", all-reduces through memory at {:.3g} Gbit/s", link.reduce_gbps) : "",
              options.overlap ? "overlapping compute" : "blocking sends",
              options.one_worker ? "; one worker runs every action (--executor sequential)"

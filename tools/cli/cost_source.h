@@ -85,6 +85,8 @@ inline void apply_cluster(const po::variables_map& vm, CostFlags& f) {
   f.device.link.devices_per_node = c.link.devices_per_node;
   f.device.link.inter_gbps = c.link.inter_gbps;
   f.device.link.inter_latency_us = c.link.inter_latency_us;
+  f.device.link.host_gbps = c.link.host_gbps;
+  f.device.link.host_latency_us = c.link.host_latency_us;
   f.cluster_memory_gib = c.device.memory_gib;
   f.cluster_name = c.name;
 }
