@@ -188,7 +188,8 @@ std::string ftpipe_refuses(const FtpipeOptions& o, const Optimizer& optimizer, i
   const bool last = stage + 1 == stages;
   if (o.predictor != Predictor::None) {
     if (!sgd && !adam) {
-      return refusal("its predictors are SGD's, Adam's and AdamW's", "use optimizer sgd, adam or adamw, or predictor: none");
+      return refusal("its predictors are SGD's, Adam's and AdamW's",
+                     "use optimizer sgd, adam or adamw, or predictor: none");
     }
     if (sgd && o.predictor == Predictor::Msnag && sgd->weight_decay != 0) {
       return refusal("predictor msnag has no weight decay term, and FTPipe refuses it with decay",

@@ -58,7 +58,8 @@ Recompute ConfigValue<Recompute>::read(const ConfigNode& n) {
       return r;
     }
   }
-  n.fail(fmt::format("unknown choice of stages '{}'", text), "use never, except_last, always, or a list of stages like [0, 1]");
+  n.fail(fmt::format("unknown choice of stages '{}'", text),
+         "use never, except_last, always, or a list of stages like [0, 1]");
 }
 
 YAML::Node ConfigValue<Recompute>::write(const Recompute& r) {
@@ -73,7 +74,9 @@ YAML::Node ConfigValue<Recompute>::write(const Recompute& r) {
 
 Offload ConfigValue<Offload>::read(const ConfigNode& n) {
   if (n.yaml().IsScalar() && n.text() == "none") return {};
-  if (!n.yaml().IsMap()) n.fail(fmt::format("expected {}", type()), "write none, or a map of stages, fraction and prefetch");
+  if (!n.yaml().IsMap()) {
+    n.fail(fmt::format("expected {}", type()), "write none, or a map of stages, fraction and prefetch");
+  }
   Offload o = read_options<Offload>(n);
   if (!o.any()) {
     (n.has("stages") ? n.child("stages") : n)

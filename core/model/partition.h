@@ -76,8 +76,8 @@ struct ConfigValue<Recompute> {
 /// micro-batches and how far ahead of the backward to bring them back.
 struct Offload {
   Recompute stages{Recompute::Kind::Never, {}};  ///< never: no offload
-  double fraction = 0.5;  ///< of each stage's micro-batches, the longest-lived first
-  int prefetch = 1;       ///< compute actions between a RELOAD and the backward it serves
+  double fraction = 0.5;                         ///< of each stage's micro-batches, the longest-lived first
+  int prefetch = 1;                              ///< compute actions between a RELOAD and the backward it serves
   bool any() const { return stages.kind != Recompute::Kind::Never; }
   template <class V>
   void fields(V& v) {

@@ -15,10 +15,10 @@
 #include "core/compress/compression.h"
 #include "core/model/partition.h"
 #include "core/optim/gradient_options.h"
-#include "core/schedule/stage_layout.h"
 #include "core/plan/step_shape.h"
-#include "core/scheme/replicas.h"
 #include "core/schedule/offload.h"
+#include "core/schedule/stage_layout.h"
+#include "core/scheme/replicas.h"
 
 namespace pipelab {
 

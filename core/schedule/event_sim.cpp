@@ -21,7 +21,7 @@ EventTimeline replay(const Schedule& s, const EventCosts& costs) {
   std::map<std::tuple<int, char, int>, double> arrives;  // message -> when its receiver may take it
   std::vector<size_t> collectives_seen(static_cast<size_t>(s.stages()), 0);  // per stage
   std::map<std::pair<int, size_t>, double> collective_start;  // (group, k) -> start of its k-th ALLREDUCE
-  std::map<std::pair<int, bool>, double> host_free;  // (device, to the host) -> when that way is idle
+  std::map<std::pair<int, bool>, double> host_free;           // (device, to the host) -> when that way is idle
   std::map<std::pair<int, int>, double> offloaded, reloaded;  // (stage, mb) -> when its copy ended
   const WalkResult walk = walk_schedule(s, [&](int dev, size_t i) {
     const Action& a = s.device(dev)[i];

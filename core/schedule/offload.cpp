@@ -21,7 +21,9 @@ struct Lifetime {
 std::map<int, std::vector<Lifetime>> lifetimes(const Schedule& s, const OffloadPolicy& policy, int d) {
   const std::vector<Action>& actions = s.device(d);
   std::vector<int> computes_before(actions.size() + 1, 0);  // compute actions before index i
-  for (size_t i = 0; i < actions.size(); ++i) computes_before[i + 1] = computes_before[i] + (is_compute(actions[i].kind) ? 1 : 0);
+  for (size_t i = 0; i < actions.size(); ++i) {
+    computes_before[i + 1] = computes_before[i] + (is_compute(actions[i].kind) ? 1 : 0);
+  }
   std::map<std::pair<int, int>, size_t> forward;
   std::map<int, std::vector<Lifetime>> out;
   for (size_t i = 0; i < actions.size(); ++i) {

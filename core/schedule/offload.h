@@ -23,7 +23,9 @@ struct OffloadPolicy {
   /// micro-batch that lives no longer than that stays on the device.
   int prefetch = 1;
 
-  bool offloads(int stage) const { return stage >= 0 && static_cast<size_t>(stage) < stages.size() && stages[static_cast<size_t>(stage)]; }
+  bool offloads(int stage) const {
+    return stage >= 0 && static_cast<size_t>(stage) < stages.size() && stages[static_cast<size_t>(stage)];
+  }
 };
 
 /// `s` with OFFLOAD and RELOAD actions inserted as `policy` says. Works on a compute program or

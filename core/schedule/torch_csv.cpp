@@ -190,9 +190,10 @@ std::string Schedule::to_csv() const {
                         "text form instead");
       }
       if (is_memory(a.kind)) {
-        throw UserError(fmt::format("torch's CSV has no action for {} (activations moved to host memory). Fix: "
-                                    "write the text form instead",
-                                    a.str()));
+        throw UserError(
+            fmt::format("torch's CSV has no action for {} (activations moved to host memory). Fix: "
+                        "write the text form instead",
+                        a.str()));
       }
       if (a.kind == ActionKind::Update || !is_compute(a.kind)) continue;
       if (a.kind == ActionKind::Head) {

@@ -161,7 +161,8 @@ void check_memory(const Schedule& s, const Report& report, const Where& where) {
       const std::pair<int, int> mb{a.stage, a.mb};
       const std::string st = std::to_string(a.stage);
       if (kind_info(a.kind).takes_gradients && away.count(mb)) {
-        report.at(d, i, fmt::format("it reads activations still on the host ({}OFFLOAD{} has no RELOAD before it)", st, a.mb),
+        report.at(d, i,
+                  fmt::format("it reads activations still on the host ({}OFFLOAD{} has no RELOAD before it)", st, a.mb),
                   fmt::format("put {}RELOAD{} before it", st, a.mb));
       }
       if (!is_memory(a.kind)) continue;

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/comm/gradient_finish.h"
 #include "core/compress/compression.h"
 #include "core/data/loader.h"
 #include "core/exec/executor.h"
-#include "core/comm/gradient_finish.h"
 #include "core/model/model.h"
 #include "core/plan/run_plan.h"
 

@@ -25,11 +25,11 @@ struct Case {
   bool heads = false;  ///< lowered with SEND_H (an auxiliary head's gradient goes back)
 };
 const std::vector<Case> kCases{
-    {"d0: 0F0 0F1 0B0 0B1 0U\nd1: 1F0 1F1 1B0 1B1 1U"},                                // F, B, U, SEND/RECV F, B
-    {"d0: 0F0 0I0 0W0 0U\nd1: 1F0 1I0 1W0 1U"},                                      // I, W
-    {"d0: 0F0 0B0 0U\nd1: 1F0 1H0 1B0 1U", 1, true},                                 // H, SEND/RECV H
-    {"d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F1 1B1 1ALLREDUCE 1U", 2},                      // ALLREDUCE
-    {"d0: 0F0 0OFFLOAD0 0F1 0RELOAD0 0B0 0B1 0U\nd1: 1F0 1B0 1F1 1B1 1U"},          // OFFLOAD, RELOAD
+    {"d0: 0F0 0F1 0B0 0B1 0U\nd1: 1F0 1F1 1B0 1B1 1U"},                     // F, B, U, SEND/RECV F, B
+    {"d0: 0F0 0I0 0W0 0U\nd1: 1F0 1I0 1W0 1U"},                             // I, W
+    {"d0: 0F0 0B0 0U\nd1: 1F0 1H0 1B0 1U", 1, true},                        // H, SEND/RECV H
+    {"d0: 0F0 0B0 0ALLREDUCE 0U\nd1: 1F1 1B1 1ALLREDUCE 1U", 2},            // ALLREDUCE
+    {"d0: 0F0 0OFFLOAD0 0F1 0RELOAD0 0B0 0B1 0U\nd1: 1F0 1B0 1F1 1B1 1U"},  // OFFLOAD, RELOAD
 };
 
 Schedule lowered(const Case& c) {

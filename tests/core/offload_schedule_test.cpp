@@ -92,7 +92,8 @@ TEST(OffloadPass, TheValidatorRefusesMisplacedMoves) {
   // Errors point at the action in the file.
   EXPECT_HAS(refused("d0: 0F0 0F1 0RELOAD0 0B0 0B1 0U\nd1: 1F0 1B0 1F1 1B1 1U"), "my.sched:1:");
   // torch's CSV has no such action.
-  EXPECT_HAS(testing::user_error([&] { (void)Schedule::parse(ok).to_csv(); }), "torch's CSV has no action for 0OFFLOAD0");
+  EXPECT_HAS(testing::user_error([&] { (void)Schedule::parse(ok).to_csv(); }),
+             "torch's CSV has no action for 0OFFLOAD0");
 }
 
 }  // namespace

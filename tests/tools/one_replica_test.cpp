@@ -85,8 +85,8 @@ TEST(OneReplica, EveryFigureAsTheReplayOfAllReplicas) {
     nodes.link.devices_per_node = full.devices / k.replicas;
     nodes.link.inter_gbps = 4e-9;
     nodes.link.inter_latency_us = 2e5;
-    expect_same(sim::simulate(*s, k.stages, k.units, 8, nodes, one), sim::simulate(*s, k.stages, k.units, 8, nodes, all),
-                std::string(k.yaml) + " on nodes");
+    expect_same(sim::simulate(*s, k.stages, k.units, 8, nodes, one),
+                sim::simulate(*s, k.stages, k.units, 8, nodes, all), std::string(k.yaml) + " on nodes");
   }
 }
 

@@ -114,12 +114,13 @@ TEST(SimulateOffload, ARunRefusesItUntilAnExecutorMovesActivations) {
       "run {} --set 'partition.offload={{stages: [0]}}' --set run.output={}", dir.file("e.yaml"), dir.file("run")));
   EXPECT_EQ(code, 2) << out;
   EXPECT_HAS(out, "partition.offload: no executor moves activations to host memory yet");
-  const auto [shown, text] = testing::pipelab(fmt::format("schedule {} --set 'partition.offload={{stages: [0]}}'", dir.file("e.yaml")));
+  const auto [shown, text] =
+      testing::pipelab(fmt::format("schedule {} --set 'partition.offload={{stages: [0]}}'", dir.file("e.yaml")));
   EXPECT_EQ(shown, 0) << text;
   EXPECT_HAS(text, "0OFFLOAD");
   // `simulate` takes the cluster's link to the host, says it, and gives the host's peaks.
-  const auto [simulated, report] = testing::pipelab(fmt::format(
-      "simulate {} --cluster h100_sxm --set 'partition.offload={{stages: [0]}}'", dir.file("e.yaml")));
+  const auto [simulated, report] = testing::pipelab(
+      fmt::format("simulate {} --cluster h100_sxm --set 'partition.offload={{stages: [0]}}'", dir.file("e.yaml")));
   EXPECT_EQ(simulated, 0) << report;
   EXPECT_HAS(report, "to the host 400 Gbit/s each way and 10 us per copy (partition.offload)");
   EXPECT_HAS(report, "offloaded to the host, most at once");

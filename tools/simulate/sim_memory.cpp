@@ -55,8 +55,9 @@ BackwardEnds backward_ends(const SimResult& r) {
 /// activations holds its output that long anyway). Both count where they were made, as one
 /// process's memory meter counts them; across processes the receiver holds a copy for that
 /// time and the sender's goes.
-void add_sent_messages(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, const UnitScale& unit,
-                       size_t d, const BackwardEnds& ends, std::vector<std::pair<double, double>>& changes) {
+void add_sent_messages(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c,
+                       const UnitScale& unit, size_t d, const BackwardEnds& ends,
+                       std::vector<std::pair<double, double>>& changes) {
   for (const TimedAction& x : r.timeline.devices[d]) {
     const Action& a = x.action;
     if (!is_send(a.kind) || a.stage < 0 || a.mb < 0) continue;
@@ -71,6 +72,15 @@ void add_sent_messages(const SimResult& r, const std::vector<StageMemory>& held,
     changes.push_back({x.start, bytes});
     changes.push_back({std::max(x.start, at[static_cast<size_t>(a.mb)]), -bytes});
   }
+}
+
+/// The copies to and from the host on any device (EventTimeline::copies), by (stage, mb, kind
+/// of the OFFLOAD or RELOAD): indexed once per replay, read by every device's walk.
+using Copies = std::map<std::tuple<int, int, ActionKind>, const TimedTransfer*>;
+Copies copies_of(const SimResult& r) {
+  Copies out;
+  for (const TimedTransfer& x : r.timeline.copies) out[{x.send.stage, x.send.mb, x.send.kind}] = &x;
+  return out;
 }
 
 /// One device's bytes above its static ones over a replay: steps (an allocation or a free at
@@ -128,12 +138,10 @@ struct DeviceBytes {
 /// has copied them (core/comm/collective.cpp), and the member that made them may be in its
 /// update by then (a language model's replicas kept its Adam temporaries on top: 8-13% over
 /// the prediction that freed the sums at the ALLREDUCE's end); the buckets a c10d one reduces.
-void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c, const UnitScale& unit,
-                      size_t d, DeviceBytes& bytes, DeviceBytes& host) {
+void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c,
+                      const UnitScale& unit, const Copies& copies, size_t d, DeviceBytes& bytes, DeviceBytes& host) {
   std::map<std::pair<int, int>, double> held_by;  // (stage, mb) -> bytes it holds now
   std::map<std::pair<int, int>, double> away;     // (stage, mb) -> bytes an OFFLOAD moved to the host
-  std::map<std::tuple<int, int, ActionKind>, const TimedTransfer*> copies;
-  for (const TimedTransfer& x : r.timeline.copies) copies[{x.send.stage, x.send.mb, x.send.kind}] = &x;
   // Per stage, whether its gradient exists in this step (a B or W made it).
   std::vector<char> accumulating(c.stages.size(), 0);
   std::map<int, const TimedAction*> summed;  // stage -> its ALLREDUCE whose update is to come
@@ -232,11 +240,12 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c, const Unit
     r.gradient_bytes[static_cast<size_t>(d)] += 2 * k.parameter_bytes;
   }
   const BackwardEnds ends = backward_ends(r);
+  const Copies copies = copies_of(r);
   for (size_t d = 0; d < devices; ++d) {
     DeviceBytes bytes, host;
     if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
     add_sent_messages(r, held, c, unit, d, ends, bytes.steps);
-    add_action_bytes(r, held, c, unit, d, bytes, host);
+    add_action_bytes(r, held, c, unit, copies, d, bytes, host);
     r.peak_activation_bytes[d] = bytes.walk(r.static_bytes[d], r.memory[d]);
     std::vector<MemoryPoint> host_curve;
     r.host_peak_bytes[d] = host.walk(0, host_curve);

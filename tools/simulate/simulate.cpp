@@ -4,10 +4,10 @@
 #include <map>
 #include <memory>
 
+#include "core/plan/run_plan.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
-#include "core/plan/run_plan.h"
 #include "core/util/error.h"
 #include "tools/simulate/shared_host.h"
 #include "tools/simulate/sim_memory.h"
@@ -170,11 +170,12 @@ void copy_to_replicas(SimResult& r, const RunPlan& plan) {
   const auto stages = static_cast<size_t>(plan.stages());
   const auto widen = [&](std::vector<double>& v) {
     std::vector<double> all(static_cast<size_t>(plan.devices()), 0.0);
-    for (size_t id = 0; id < at.size(); ++id) all[static_cast<size_t>(at[id])] = v.at(static_cast<size_t>(at[id % stages]));
+    for (size_t id = 0; id < at.size(); ++id)
+      all[static_cast<size_t>(at[id])] = v.at(static_cast<size_t>(at[id % stages]));
     v = std::move(all);
   };
-  for (auto* v : {&r.busy, &r.static_bytes, &r.peak_activation_bytes, &r.peak_bytes, &r.gradient_bytes,
-                  &r.host_peak_bytes}) {
+  for (auto* v :
+       {&r.busy, &r.static_bytes, &r.peak_activation_bytes, &r.peak_bytes, &r.gradient_bytes, &r.host_peak_bytes}) {
     widen(*v);
   }
   r.bytes_per_step *= plan.replicas();

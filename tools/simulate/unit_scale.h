@@ -34,16 +34,18 @@ class UnitScale {
     }
     if (c.sequence_length >= 1 && c.sequence_length < split.segments) {
       // A length, but shorter than the segments: each needs a token of its own.
-      throw UserError(fmt::format("scheme {} cuts each sequence into {} segments, but the sequences have {} tokens. "
-                                  "Fix: use at most {} segments",
-                                  plan.scheme().type(), split.segments, static_cast<int64_t>(c.sequence_length),
-                                  static_cast<int64_t>(c.sequence_length)));
+      throw UserError(
+          fmt::format("scheme {} cuts each sequence into {} segments, but the sequences have {} tokens. "
+                      "Fix: use at most {} segments",
+                      plan.scheme().type(), split.segments, static_cast<int64_t>(c.sequence_length),
+                      static_cast<int64_t>(c.sequence_length)));
     }
     if (c.sequence_length < split.segments) {
-      throw UserError(fmt::format("scheme {} cuts each sequence into {} segments, but the costs ({}) give no sequence "
-                                  "length to cut. Fix: use costs measured by a run of a sequence model "
-                                  "(metrics/costs.json) or derived from one",
-                                  plan.scheme().type(), split.segments, c.source));
+      throw UserError(
+          fmt::format("scheme {} cuts each sequence into {} segments, but the costs ({}) give no sequence "
+                      "length to cut. Fix: use costs measured by a run of a sequence model "
+                      "(metrics/costs.json) or derived from one",
+                      plan.scheme().type(), split.segments, c.source));
     }
     const int64_t length = static_cast<int64_t>(c.sequence_length);
     const std::vector<int64_t> cuts = split.cuts(length);
