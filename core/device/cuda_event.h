@@ -15,4 +15,14 @@ namespace pipelab::device {
 using CudaEvent = at::cuda::CUDAEvent;
 }  // namespace pipelab::device
 #endif
+
+#include <c10/core/Device.h>
+namespace pipelab::device {
+/// What streams.h's Ready points at on a CUDA build: an event after the work that made a
+/// tensor, and its device (streams.cpp and host_copy.cpp read it).
+struct ReadyEvent {
+  CudaEvent event;
+  c10::Device device;
+};
+}  // namespace pipelab::device
 #endif

@@ -19,11 +19,6 @@ namespace pipelab::device {
 
 #ifdef PIPELAB_WITH_CUDA
 
-struct ReadyEvent {
-  CudaEvent event;
-  c10::Device device;
-};
-
 Ready record_ready(const c10::Device& device) {
   if (!device.is_cuda()) return nullptr;
   auto ready = std::make_shared<ReadyEvent>(ReadyEvent{CudaEvent(), device});

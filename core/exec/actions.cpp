@@ -134,6 +134,7 @@ DeviceWork::DeviceWork(const Schedule& s, int device, const std::map<int, int>& 
     : s_(s), device_(device), own_(micro_batch_ranges(s, {device})) {
   for (const Action& a : s.device(device)) {
     if (is_send(a.kind)) sends_.insert({a.stage, payload(a.kind), a.mb});
+    if (a.kind == ActionKind::Offload) offloads_.insert({a.stage, a.mb});
     if (kind_info(a.kind).role != KindRole::Collective) continue;
     std::vector<int>& here = here_[s.collective_group(a.stage)];
     if (std::find(here.begin(), here.end(), a.stage) == here.end()) here.push_back(a.stage);
@@ -207,6 +208,8 @@ struct ActionContext {
   Feed& feed;
   RunMode mode;
   int mb;
+  MemoryMeter* meter;  ///< null when not measuring
+  int64_t moved = 0;   ///< OFFLOAD/RELOAD: the bytes the action moved
   Stage& stage() { return *slot.stage; }
   GradientRoute& route() { return slot.route ? *slot.route : GradientRoute::end_to_end(); }
   /// Tells the stage's observers (training only: evaluation has none to tell).
@@ -247,6 +250,7 @@ Message forward(ActionContext& c) {
     c.notify([&](ActionObserver& o) { o.forward(stage, mb); });
     ForwardOptions options;
     options.checkpoint = c.slot.recompute || c.slot.policy->checkpoint(mb);
+    options.offloadable = c.work.offloads(c.a.stage, c.a.mb);
     options.target = target;
     // Only the loss is scaled: other stages need not ask (a feed may have to load the
     // mini-batch to answer, as a replica's share in a multi-process run does).
@@ -296,6 +300,20 @@ Message backward_weight(ActionContext& c) {
 
 Message head(ActionContext& c) { return c.route().head(c.stage(), c.mb); }
 
+/// OFFLOAD: the host copy is charged to the stage's host tag, not its device's (the device
+/// memory it frees goes back to the stage's own).
+Message offload(ActionContext& c) {
+  const MemoryMeter::Scope host(c.meter, MemoryMeter::host_tag(c.a.stage));
+  c.moved = c.stage().offload(c.mb);
+  return {};
+}
+
+/// RELOAD: the device copy is the stage's again (the Traced scope's tag).
+Message reload(ActionContext& c) {
+  c.moved = c.stage().reload(c.mb);
+  return {};
+}
+
 Message update(ActionContext& c) {
   Stage& stage = c.stage();
   c.notify([&](ActionObserver& o) { o.before_update(stage); });
@@ -323,6 +341,8 @@ const PerKind<Handler>& handlers() {
     h[ActionKind::Head] = head;
     h[ActionKind::Update] = update;
     h[ActionKind::AllReduce] = all_reduce;
+    h[ActionKind::Offload] = offload;
+    h[ActionKind::Reload] = reload;
     return h;
   }();
   return table;
@@ -346,10 +366,14 @@ void compute(size_t index, const Action& a, DeviceWork& work, StageSlot& slot, F
   }
   Traced traced(stats, a.stage, a, slot.stage->device());
   Timed timed(stats.time[a.kind][static_cast<size_t>(a.stage)]);
-  ActionContext context{a, work, slot, feed, mode, work.own_micro_batch(a.stage, a.mb)};
+  ActionContext context{a, work, slot, feed, mode, work.own_micro_batch(a.stage, a.mb), stats.memory.get()};
   Message out = handler(context);
   const char message = kind_info(a.kind).message;
   if (message) traced.sent(work.produced(a.stage, message, a.mb, std::move(out)));
+  if (is_memory(a.kind)) {
+    traced.sent(context.moved);
+    stats.bytes[a.kind][static_cast<size_t>(a.stage)] += context.moved;
+  }
   if (kind_info(a.kind).role == KindRole::Collective) {
     int64_t gradient = 0;
     for (const at::Tensor& p : slot.stage->parameters()) gradient += p.grad().defined() ? p.grad().nbytes() : 0;

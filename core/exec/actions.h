@@ -54,6 +54,9 @@ class DeviceWork {
   void received(int stage, char kind, int mb, Message m);
   /// The activation received for (stage, mb), if any: `has_input` tells.
   bool has_input(int stage, int mb) const { return inputs_.count({stage, mb}) > 0; }
+  /// The schedule offloads (stage, mb)'s activations: its forward keeps them where OFFLOAD
+  /// can move them.
+  bool offloads(int stage, int mb) const { return offloads_.count({stage, mb}) > 0; }
   Message take_input(int stage, int mb);
   std::vector<Message> take_gradients(int stage, int mb);
   /// `stage`'s own number of the schedule's micro-batch `mb` (its replica counts from 0).
@@ -72,6 +75,7 @@ class DeviceWork {
   int device_;
   std::vector<ReplicaMicroBatches> own_;
   std::set<std::tuple<int, char, int>> sends_;
+  std::set<std::pair<int, int>> offloads_;  ///< (stage, mb) of this device's OFFLOADs
   std::map<std::tuple<int, char, int>, Message> results_;
   /// A received activation and the forwards still to read it (more than one: replayed).
   struct Input {

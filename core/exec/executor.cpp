@@ -53,6 +53,7 @@ void ExecStats::reset(int stages) {
   actions.assign(n, {});
   peak_activation_bytes.assign(n, 0);
   device_peak_bytes.clear();
+  host_peak_bytes.clear();
   memory = trace ? std::make_shared<MemoryMeter>() : nullptr;
   origin = std::chrono::steady_clock::now();
 }
@@ -70,15 +71,22 @@ void ExecStats::meter_devices(const Schedule& s) {
   if (!memory) return;
   const std::vector<int> placement = s.placement();
   for (size_t st = 0; st < placement.size(); ++st) {
-    if (placement[st] >= 0) memory->group(static_cast<int>(st), placement[st]);
+    if (placement[st] < 0) continue;
+    memory->group(static_cast<int>(st), placement[st]);
+    memory->group(MemoryMeter::host_tag(static_cast<int>(st)), MemoryMeter::host_group(placement[st]));
   }
   device_peak_bytes.resize(std::max(device_peak_bytes.size(), static_cast<size_t>(s.devices())), 0);
+  host_peak_bytes.resize(device_peak_bytes.size(), 0);
 }
 
 void ExecStats::read_memory_peaks() {
   if (!memory) return;
   for (size_t d = 0; d < device_peak_bytes.size(); ++d) {
     device_peak_bytes[d] = memory->group_usage(static_cast<int>(d)).peak;
+  }
+  host_peak_bytes.resize(device_peak_bytes.size(), 0);
+  for (size_t d = 0; d < host_peak_bytes.size(); ++d) {
+    host_peak_bytes[d] = memory->group_usage(MemoryMeter::host_group(static_cast<int>(d))).peak;
   }
   peak_activation_bytes.resize(actions.size(), 0);
   for (size_t s = 0; s < peak_activation_bytes.size(); ++s) {

@@ -131,6 +131,8 @@ struct ExecStats {
   std::vector<int64_t> peak_activation_bytes;
   /// Per device, the peak of what its stages' actions held together (same sources).
   std::vector<int64_t> device_peak_bytes;
+  /// Per device, the peak of the activations its stages' OFFLOADs held on the host.
+  std::vector<int64_t> host_peak_bytes;
   /// Clears everything (the trace flag stays); a fresh meter when tracing.
   void reset(int stages);
   /// The stages the stats are sized for (0 before reset()).
@@ -139,8 +141,8 @@ struct ExecStats {
   CostModel cost_model() const;
   /// Meters each stage's bytes also under its device in `s` (no meter: nothing).
   void meter_devices(const Schedule& s);
-  /// Copies each stage's and each device's peak from the meter into peak_activation_bytes
-  /// and device_peak_bytes (no meter: kept).
+  /// Copies each stage's and each device's peak from the meter into peak_activation_bytes,
+  /// device_peak_bytes and host_peak_bytes (no meter: kept).
   void read_memory_peaks();
   /// Fills device_start/device_end of the traced CUDA actions: seconds after the earliest
   /// mark on the same device, so stages on one GPU share one clock. Waits for the device.

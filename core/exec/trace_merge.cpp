@@ -14,7 +14,18 @@ namespace {
 //   kAction: stage kind mb start end device_start device_end bytes retained_bytes peak_rise_bytes
 //   kPeak:   stage peak_activation_bytes
 //   kDevicePeak: device peak (a device's stages all live in one process)
-enum Row { kNow = 0, kAction = 1, kPeak = 2, kDevicePeak = 3 };
+//   kHostPeak: device host_peak (offloaded activations)
+enum Row { kNow = 0, kAction = 1, kPeak = 2, kDevicePeak = 3, kHostPeak = 4 };
+
+/// Rows of one per-device figure (a device another process runs has none here).
+void add_device_rows(Row what, const std::vector<int64_t>& peaks, std::vector<double>& flat) {
+  for (size_t d = 0; d < peaks.size(); ++d) {
+    if (peaks[d] <= 0) continue;
+    std::vector<double> row{static_cast<double>(what), static_cast<double>(d), static_cast<double>(peaks[d])};
+    row.resize(kTraceColumns, 0.0);
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+}
 
 std::vector<double> action_row(int stage, const ActionRecord& a) {
   return {kAction,
@@ -49,12 +60,8 @@ at::Tensor trace_rows(const ExecStats& stats, const std::vector<int>& stages, do
       flat.insert(flat.end(), row.begin(), row.end());
     }
   }
-  for (size_t d = 0; d < stats.device_peak_bytes.size(); ++d) {
-    if (stats.device_peak_bytes[d] <= 0) continue;  // another process's device
-    std::vector<double> row{kDevicePeak, static_cast<double>(d), static_cast<double>(stats.device_peak_bytes[d])};
-    row.resize(kTraceColumns, 0.0);
-    flat.insert(flat.end(), row.begin(), row.end());
-  }
+  add_device_rows(kDevicePeak, stats.device_peak_bytes, flat);
+  add_device_rows(kHostPeak, stats.host_peak_bytes, flat);
   const int64_t n = static_cast<int64_t>(flat.size()) / kTraceColumns;
   return at::tensor(flat, at::kDouble).view({n, kTraceColumns});
 }
@@ -85,11 +92,11 @@ void add_trace_rows(const at::Tensor& rows, double now, ExecStats& stats) {
       a.retained_bytes = static_cast<int64_t>(row[9]);
       a.peak_rise_bytes = static_cast<int64_t>(row[10]);
       stats.actions[static_cast<size_t>(s)].push_back(a);
-    } else if (what == kDevicePeak) {
+    } else if (what == kDevicePeak || what == kHostPeak) {
       PIPELAB_ASSERT(s >= 0 && s < (1 << 16), "trace row for device {}", s);
-      if (stats.device_peak_bytes.size() <= static_cast<size_t>(s))
-        stats.device_peak_bytes.resize(static_cast<size_t>(s) + 1, 0);
-      auto& peak = stats.device_peak_bytes[static_cast<size_t>(s)];
+      std::vector<int64_t>& peaks = what == kDevicePeak ? stats.device_peak_bytes : stats.host_peak_bytes;
+      if (peaks.size() <= static_cast<size_t>(s)) peaks.resize(static_cast<size_t>(s) + 1, 0);
+      auto& peak = peaks[static_cast<size_t>(s)];
       peak = std::max(peak, static_cast<int64_t>(row[2]));
     } else {
       PIPELAB_ASSERT(what == kPeak && s >= 0 && static_cast<size_t>(s) < stats.peak_activation_bytes.size(),

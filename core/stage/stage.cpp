@@ -6,6 +6,7 @@
 #include "core/device/compat.h"
 #include "core/device/device.h"
 #include "core/nn/context.h"
+#include "core/stage/saved_tensors.h"
 #include "core/stage/stage_graphs.h"
 #include "core/stage/weight_pass.h"
 #include "core/util/error.h"
@@ -165,6 +166,11 @@ ForwardResult Stage::forward(int mb, Tensors x_in, const ForwardOptions& options
   s.checkpointed = options.checkpoint;
   ForwardResult result;
   Tensors out;
+  std::optional<SavedTensors::PackScope> packing;
+  if (options.offloadable && !options.checkpoint) {
+    s.packed = std::make_shared<SavedTensors>();
+    packing.emplace(s.packed.get());
+  }
   if (options.checkpoint) {
     s.rng = drawn_rng_states();
     at::NoGradGuard no_grad;
@@ -176,15 +182,33 @@ ForwardResult Stage::forward(int mb, Tensors x_in, const ForwardOptions& options
   if (is_last()) {
     PIPELAB_ASSERT(options.target.defined(), "stage {} needs targets", index_);
     const at::Tensor loss = run_loss(out.front(), options.target, options.loss_scale);
+    packing.reset();
     result.correct = loss_->correct(out.front(), options.target);
     result.loss = loss.detach();
     if (!options.checkpoint) s.outputs = {loss};
   } else {
+    packing.reset();
     for (const at::Tensor& t : out) result.activations.push_back(t.detach());
     if (!options.checkpoint) s.outputs = std::move(out);
   }
   saved_.emplace(mb, std::move(s));
   return result;
+}
+
+int64_t Stage::offload(int mb) {
+  auto it = saved_.find(mb);
+  PIPELAB_ASSERT(it != saved_.end() && !it->second.input_done,
+                 "stage {}: OFFLOAD of micro-batch {} outside its forward and backward", index_, mb);
+  PIPELAB_ASSERT(it->second.graph_slot < 0, "stage {}: a forward replayed as a CUDA graph cannot offload", index_);
+  // A checkpointed forward saved nothing: there is nothing to move.
+  return it->second.packed ? it->second.packed->offload(device_) : 0;
+}
+
+int64_t Stage::reload(int mb) {
+  auto it = saved_.find(mb);
+  PIPELAB_ASSERT(it != saved_.end() && !it->second.input_done,
+                 "stage {}: RELOAD of micro-batch {} outside its forward and backward", index_, mb);
+  return it->second.packed ? it->second.packed->reload(device_) : 0;
 }
 
 Stage::Root Stage::backward_root(Saved& s, int mb, const Tensors& dy) {
@@ -257,6 +281,7 @@ Tensors Stage::backward(int mb, const Tensors& dy) {
   saved_.erase(it);
   const StageGraphs::OnStream on_stream(graphs_.get());
   if (s.graph_slot >= 0) return graphed_backward(s, dy, true, true);
+  if (s.packed) s.packed->before_backward(device_, index_, mb);
   const Root root = backward_root(s, mb, dy);
   // On the last stage there are no gradients: the loss starts from 1.
   if (!root.outputs.empty()) torch::autograd::backward(root.outputs, root.grads);
@@ -273,6 +298,7 @@ Tensors Stage::backward_input(int mb, const Tensors& dy) {
                  mb);
   Saved& s = it->second;
   const StageGraphs::OnStream on_stream(graphs_.get());
+  if (s.packed) s.packed->before_backward(device_, index_, mb);
   if (s.graph_slot >= 0) {
     s.input_done = true;
     s.root_grads = dy;  // W starts from the same gradients

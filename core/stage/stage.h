@@ -19,6 +19,7 @@
 
 namespace pipelab {
 
+class SavedTensors;
 class StageGraphs;
 class WeightPass;
 
@@ -26,6 +27,9 @@ class WeightPass;
 struct ForwardOptions {
   /// Keep only the input and RNG states; recompute the forward inside backward.
   bool checkpoint = false;
+  /// Keep what autograd saves where OFFLOAD can move it to host memory (saved_tensors.h):
+  /// the schedule offloads this micro-batch. Ignored with `checkpoint` (nothing is saved).
+  bool offloadable = false;
   /// On the last stage: the targets, and the factor applied to this micro-batch's mean
   /// loss (its share of the mini-batch, so gradients add up to the mini-batch mean).
   at::Tensor target;
@@ -148,6 +152,13 @@ class Stage {
   LossScaler* loss_scaler() { return scaler_.get(); }
   const LossScaler* loss_scaler() const { return scaler_.get(); }
 
+  /// OFFLOAD: moves what autograd saved for in-flight micro-batch `mb` (a forward run with
+  /// ForwardOptions::offloadable) to host memory, where nothing else holds it; returns the
+  /// bytes moved. RELOAD brings them back to the stage's device before its backward; returns
+  /// the bytes. A backward that finds activations still away fails.
+  int64_t offload(int mb);
+  int64_t reload(int mb);
+
   /// Micro-batches whose forward ran and whose backward has not.
   size_t in_flight() const { return saved_.size(); }
   /// run.cuda_graphs: the forwards captured so far (one per micro-batch the stage keeps in
@@ -192,6 +203,9 @@ class Stage {
     /// for W in `root_grads`.
     int graph_slot = -1;
     std::string warming;
+    /// What autograd saved, where OFFLOAD can move it (ForwardOptions::offloadable; null
+    /// otherwise).
+    std::shared_ptr<SavedTensors> packed;
   };
   /// Where a backward starts: the outputs (or scaled loss) that have gradients, and those.
   struct Root {

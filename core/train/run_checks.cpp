@@ -36,23 +36,16 @@ void differences(const YAML::Node& a, const YAML::Node& b, const std::string& pa
 /// Validates one training schedule and its agreement with the scheme's placement.
 void check_schedule(const Experiment& e, const RunPlan& plan, const Schedule& s, const ValidateOptions& rules) {
   validate_schedule(s, rules);
-  // OFFLOAD's and RELOAD's handlers (a host pool the memory meter counts apart) are not written
-  // yet: the file's key, else a custom schedule's action, is refused.
-  if (plan.offloads_any()) {
-    e.source->fail("partition.offload",
-                   "no executor moves activations to host memory yet; `pipelab simulate` and `schedule` show the "
-                   "plan with its OFFLOAD and RELOAD actions",
-                   "leave partition.offload out to train, or simulate the file");
-  }
+  // A captured forward keeps no SavedVariable OFFLOAD could move (core/stage/saved_tensors.h).
+  bool moves = false;
   for (int d = 0; d < s.devices(); ++d) {
-    for (const Action& a : s.device(d)) {
-      if (!is_memory(a.kind)) continue;
-      throw UserError(
-          fmt::format("scheme {}: its schedule moves activations to host memory ({}), which `pipelab "
-                      "schedule` and `simulate` read but no executor runs yet. Fix: remove its OFFLOAD "
-                      "and RELOAD actions to train it",
-                      e.scheme->type(), a.str()));
-    }
+    for (const Action& a : s.device(d)) moves = moves || is_memory(a.kind);
+  }
+  if (moves && e.run.cuda_graphs) {
+    e.source->fail("run.cuda_graphs",
+                   "the schedule offloads activations to host memory (partition.offload, or the scheme's own "
+                   "OFFLOAD actions), which a forward replayed as a CUDA graph does not keep where they can move",
+                   "set run.cuda_graphs: false, or leave partition.offload out");
   }
   std::vector<int> placed = s.placement();
   for (size_t r = 0; r < placed.size() && r < plan.placement().size(); ++r) {

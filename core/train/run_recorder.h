@@ -40,6 +40,9 @@ struct RunSummary {
   /// Per device, the peak of the bytes the traced epoch's meter saw above the weights
   /// (activations, temporaries, gradients; costs.json's device_peak_bytes); empty untraced.
   std::vector<int64_t> device_peak_bytes;
+  /// Per device, the peak of the activations its OFFLOADs held on the host (costs.json's
+  /// host_peak_bytes); empty when nothing was offloaded.
+  std::vector<int64_t> host_peak_bytes;
   /// Bytes of state the boundary codecs hold at the end, over every process (AQ-SGD's
   /// per-example history, error feedback); 0 without such codecs.
   int64_t codec_storage_bytes = 0;

@@ -71,6 +71,12 @@ void RunRecorder::finish_summary(RunSummary& s, const PassMeasurements& measured
       break;
     }
   }
+  for (const int64_t b : st.host_peak_bytes) {
+    if (b > 0) {
+      s.host_peak_bytes = st.host_peak_bytes;
+      break;
+    }
+  }
   const Timeline t = simulate_timeline(schedule, st.cost_model());
   s.bubble_measured = t.bubble_fraction;
   const double per_run_samples =
@@ -170,6 +176,12 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
     out += fmt::format("  memory          peak {} MB {} above the weights: activations,\n"
                        "                  temporaries and gradients in the traced epoch (metrics/costs.json)\n",
                        fmt::join(peaks, " / "), peaks.size() == 1 ? "on the device" : "per device");
+  }
+  if (!s.host_peak_bytes.empty()) {
+    std::vector<std::string> peaks;
+    for (const int64_t b : s.host_peak_bytes) peaks.push_back(fmt::format("{:.3g}", static_cast<double>(b) / 1e6));
+    out += fmt::format("  host memory     peak {} MB of offloaded activations {} (partition.offload)\n",
+                       fmt::join(peaks, " / "), peaks.size() == 1 ? "for the device" : "per device");
   }
   if (s.codec_storage_bytes > 0) {
     out += fmt::format("  codec state     {:.4g} MB held by the boundary codecs ({})\n",

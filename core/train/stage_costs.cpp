@@ -123,6 +123,10 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
     st["gradient_bytes"] = s > 0 ? number(ratio(stats.bytes_backward[s - 1], stats.messages_backward[s - 1])) : number(0);
     st["retained_bytes"] = number(retained_per_action(stats, s, ActionKind::Forward, false));
     st["backward_input_kept_bytes"] = number(retained_per_action(stats, s, ActionKind::BackwardInput, true));
+    // What an OFFLOAD moved (partition.offload; 0 without): the saved tensors nothing else
+    // holds, less than retained_bytes.
+    const ActionTime& offloads = stats.time[ActionKind::Offload][s];
+    st["offload_bytes"] = number(offloads.count > 0 ? static_cast<double>(stats.bytes[ActionKind::Offload][s]) / offloads.count : 0.0);
     // The boundary codecs' work per micro-batch (0 without compression): encoding what the
     // stage sends and decoding what it receives, apart from the compute they follow.
     const auto codec = [&](ActionKind send, ActionKind recv) { return stats.time[send][s].mean() + stats.time[recv][s].mean(); };
@@ -133,6 +137,7 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
     }
     st["peak_activation_bytes"] = at_or<int64_t>(stats.peak_activation_bytes, s, 0);
     st["device_peak_bytes"] = at_or<int64_t>(stats.device_peak_bytes, static_cast<size_t>(st["device"].get<int>()), 0);
+    st["host_peak_bytes"] = at_or<int64_t>(stats.host_peak_bytes, static_cast<size_t>(st["device"].get<int>()), 0);
     if (at_or<int64_t>(in.cuda_reserved_peak_bytes, s, 0) > 0) {
       st["cuda_device"] = in.cuda_device[s];
       st["cuda_allocated_peak_bytes"] = in.cuda_allocated_peak_bytes[s];

@@ -39,6 +39,10 @@ namespace pipelab {
 class MemoryMeter : public c10::MemoryReportingInfoBase {
  public:
   static constexpr int kNoTag = -1;
+  /// Stage s's host memory (the activations OFFLOAD moved off its device) is tag
+  /// host_tag(s), grouped per device under host_group(d): apart from the device's own.
+  static constexpr int host_tag(int stage) { return (1 << 20) + stage; }
+  static constexpr int host_group(int device) { return -2 - device; }
 
   /// Current and peak bytes of one tag.
   struct Usage {

@@ -163,6 +163,54 @@ TEST(PlanMemory, UnderATightCapTheFullestStagesRecomputeAndTheRunFits) {
   }
 }
 
+// Offload is the second lever (tools/plan/offload_fit.h), tried where the host link is
+// known: over a fast link its copies hide behind compute and it beats recomputing a
+// forward in every backward; over a slow one the backwards wait for their reloads and
+// recomputation wins. Either way the plan fits, and the emitted file says which.
+TEST(PlanMemory, UnderATightCapOffloadWinsOverAFastHostLinkAndRecomputationOverASlowOne) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kDeepMlp);
+  const std::string plan = fmt::format("plan {} --devices 4 --device-flops 1 --schemes pipedream_flush --top 300 "
+                                       "--json {} ",
+                                       dir.file("e.yaml"), dir.file("ranked.json"));
+  const auto pipeline = [&](const std::string& flags) {
+    const auto [rc, out] = testing::pipelab(plan + flags);
+    EXPECT_EQ(rc, 0) << out;
+    const auto ranked = nlohmann::json::parse(testing::read_text(dir.file("ranked.json")));
+    for (const auto& c : ranked["ranked"]) {
+      const std::string label = c["label"].get<std::string>();
+      if (c["stages"] == 4 && c["replicas"] == 1 && label.rfind("pipedream_flush chunks=8", 0) == 0) return c;
+    }
+    ADD_FAILURE() << "no four-stage pipeline of 8 micro-batches in\n" << out;
+    return nlohmann::json();
+  };
+  const auto free = pipeline("");
+  ASSERT_FALSE(free.is_null());
+  const std::vector<double> peaks = free["peak_bytes"].get<std::vector<double>>();
+  ASSERT_EQ(peaks.size(), 4u);
+  const double cap = (std::min(peaks[0], peaks[1]) + std::max(peaks[2], peaks[3])) / 2;
+  const std::string capped = fmt::format("--memory-cap {} ", cap / (1 << 30));
+  const auto fast = pipeline(capped + "--host-gbps 1e6 --emit " + dir.file("fast.yaml"));
+  const auto winner = nlohmann::json::parse(testing::read_text(dir.file("ranked.json")))["ranked"][0];
+  const auto slow = pipeline(capped + "--host-gbps 1e-3");
+  ASSERT_FALSE(fast.is_null());
+  ASSERT_FALSE(slow.is_null());
+  EXPECT_FALSE(fast["offload"].empty()) << fast.dump();
+  EXPECT_TRUE(fast["recompute"].empty()) << fast.dump();
+  EXPECT_TRUE(slow["offload"].empty()) << slow.dump();
+  EXPECT_FALSE(slow["recompute"].empty()) << slow.dump();
+  for (const auto* c : {&fast, &slow}) {
+    for (const auto& p : (*c)["peak_bytes"]) EXPECT_LE(p.get<double>(), cap);
+  }
+  EXPECT_LT(fast["step_seconds"].get<double>(), slow["step_seconds"].get<double>());
+  // The emitted winner carries its offload (none when it offloads nothing).
+  if (!winner["offload"].empty()) {
+    const YAML::Node emitted = YAML::LoadFile(dir.file("fast.yaml"))["partition"]["offload"];
+    ASSERT_TRUE(emitted) << testing::read_text(dir.file("fast.yaml"));
+    EXPECT_EQ(emitted["stages"].as<std::vector<int>>(), winner["offload"].get<std::vector<int>>());
+  }
+}
+
 TEST(PlanMemory, TheEmittedFileRecomputesTheStagesThePlanChose) {
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), testing::kDeepMlp);

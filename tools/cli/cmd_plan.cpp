@@ -126,13 +126,14 @@ bool read_flags(const Args& args, PlanFlags& f) {
   if (!parse(args,
              "pipelab plan FILE --devices N [--costs COSTS | --cluster NAME|FILE | --device-flops TFLOPS [--memory-bw GBS]\n"
              "             [--dtype T] [--profile shapes|measured] [--launch-us U] [--action-us A] | --time-blocks]\n"
-             "             [--link-gbps G] [--link-latency-us L] [--device-memory GIB | --memory-cap GIB]\n"
+             "             [--link-gbps G] [--link-latency-us L] [--host-gbps G] [--host-latency-us L]\n"
+             "             [--device-memory GIB | --memory-cap GIB]\n"
              "             [--schemes a,b] [--async [--max-staleness V]] [--allow-idle] [--time-limit S]\n"
              "             [--compress-below G [--codec SPEC]]\n"
              "             [--top K] [--emit best.yaml [--overwrite]] [--svg front.svg] [--json ranked.json] [--explain]\n"
              "             [--target METRIC=VALUE [--proxy-steps N] [--proxy-set key.path=value ...]]\n\n"
              "Searches the pipelines for the experiment's model on N devices: scheme, stages, replicas, virtual\n"
-             "stages, micro-batches, recomputation and the partition, each replayed as `pipelab run` would run it\n"
+             "stages, micro-batches, recomputation or offload, and the partition, each replayed as `pipelab run` would run it\n"
              "(docs/plan.md). One device and pure data parallelism are candidates too:\n\n"
              "  pipelab plan exp.yaml --devices 8 --cluster h100_sxm --dtype bfloat16 --emit best.yaml\n\n"
              "With --target (and --async), the top plans are also ranked by time to the target: the steps\n"
@@ -247,6 +248,7 @@ plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSour
                       : f.device_memory > 0 ? f.device_memory
                                             : f.cost.cluster_memory_gib) *
                      kGiB;
+  space.offload = source.link().host_gbps > 0;
   space.max_staleness = !f.async ? 0 : f.vm.count("max-staleness") ? f.max_staleness : 1 << 20;
   space.time_limit = f.time_limit;
   space.batch = static_cast<int>(e.run.batch_size);

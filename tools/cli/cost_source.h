@@ -38,7 +38,8 @@ struct CostFlags {
   sim::DeviceSpec device;
 };
 
-/// --costs, --device-flops, --memory-bw, --link-gbps, --link-latency-us, --dtype.
+/// --costs, --device-flops, --memory-bw, --link-gbps, --link-latency-us, --host-gbps,
+/// --host-latency-us, --dtype.
 inline void add_cost_options(po::options_description& options, CostFlags& f) {
   options.add_options()("costs", po::value(&f.costs_file),
                         "costs file: a run's metrics/costs.json (measured) or a YAML file (given)")(
@@ -47,6 +48,10 @@ inline void add_cost_options(po::options_description& options, CostFlags& f) {
       "link-gbps", po::value(&f.device.link.gbps), "link bandwidth between devices, Gbit/s (0: infinite)")(
       "link-latency-us", po::value(&f.device.link.latency_us)->default_value(sim::kDefaultLinkLatencyUs),
       "link latency per message, microseconds")(
+      "host-gbps", po::value(&f.device.link.host_gbps),
+      "bandwidth between a device and its host's memory, Gbit/s each way, which offloaded activations cross "
+      "(partition.offload; 0: infinite; plan offloads only where it is given)")(
+      "host-latency-us", po::value(&f.device.link.host_latency_us), "latency per copy to or from the host, microseconds")(
       "cluster", po::value(&f.cluster),
       "derive costs for a cluster: a preset (h100_sxm, h200, a100_sxm, v100_sxm2, p40) or a cluster YAML file; "
       "the flags above override its values")(
@@ -85,8 +90,8 @@ inline void apply_cluster(const po::variables_map& vm, CostFlags& f) {
   f.device.link.devices_per_node = c.link.devices_per_node;
   f.device.link.inter_gbps = c.link.inter_gbps;
   f.device.link.inter_latency_us = c.link.inter_latency_us;
-  f.device.link.host_gbps = c.link.host_gbps;
-  f.device.link.host_latency_us = c.link.host_latency_us;
+  unless_given("host-gbps", f.device.link.host_gbps, c.link.host_gbps);
+  unless_given("host-latency-us", f.device.link.host_latency_us, c.link.host_latency_us);
   f.cluster_memory_gib = c.device.memory_gib;
   f.cluster_name = c.name;
 }
@@ -108,6 +113,8 @@ inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
   checked_flag("--memory-bw", f.device.memory_gbs, 0, 1e9);
   checked_flag("--link-gbps", f.device.link.gbps, 0, 1e9);
   checked_flag("--link-latency-us", f.device.link.latency_us, 0, 1e9);
+  checked_flag("--host-gbps", f.device.link.host_gbps, 0, 1e9);
+  checked_flag("--host-latency-us", f.device.link.host_latency_us, 0, 1e9);
   if (f.dtype != "float32" && f.dtype != "bfloat16" && f.dtype != "float16") {
     throw UsageError{fmt::format("--dtype {}: use float32, bfloat16 or float16", f.dtype)};
   }
@@ -156,6 +163,8 @@ class CostSource {
       other_model_ = other_model(*file_, def, parameter_profile(def, spec, static_cast<uint64_t>(e.run.seed)), costs_file);
       if (vm.count("link-gbps")) file_->link.gbps = device.link.gbps;
       if (vm.count("link-latency-us") && !vm["link-latency-us"].defaulted()) file_->link.latency_us = device.link.latency_us;
+      if (vm.count("host-gbps")) file_->link.host_gbps = device.link.host_gbps;
+      if (vm.count("host-latency-us")) file_->link.host_latency_us = device.link.host_latency_us;
       return;
     }
     const DataSpec spec = known ? *known : data_spec(e, vm);

@@ -126,6 +126,7 @@ RunPlan compile_plan(const Experiment& e, const Scheme& scheme, const Candidate&
   r.replicas = Replicas{scheme.replicas(1) == 1 ? c.replicas : 1, {}};
   r.compression = compression_of(c, e);
   if (!c.recompute.empty()) r.recompute = Recompute{Recompute::Kind::Stages, c.recompute};
+  if (!c.offload.empty()) r.offload = Offload{Recompute{Recompute::Kind::Stages, c.offload}, c.offload_fraction, 1};
   return RunPlan::compile(r);
 }
 

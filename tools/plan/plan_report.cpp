@@ -123,6 +123,8 @@ std::string ranked_json(const std::vector<Candidate>& ranked, const std::vector<
                        .add("micro_batches", c.micro_batches)
                        .add("replayed_micro_batches", c.replayed_micro_batches)
                        .add("recompute", std::vector<int64_t>(c.recompute.begin(), c.recompute.end()))
+                       .add("offload", std::vector<int64_t>(c.offload.begin(), c.offload.end()))
+                       .add("offload_fraction", c.offload_fraction)
                        .add("step_seconds", c.step)
                        .add("samples_per_second", c.samples_per_second)
                        .add("bubble", c.bubble)
@@ -150,6 +152,16 @@ YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Ca
     YAML::Node stages = ConfigValue<Recompute>::write(Recompute{Recompute::Kind::Stages, c.recompute});
     stages.SetStyle(YAML::EmitterStyle::Flow);
     partition["recompute"] = stages;
+  }
+  if (!c.offload.empty()) {
+    YAML::Node stages = ConfigValue<Recompute>::write(Recompute{Recompute::Kind::Stages, c.offload});
+    stages.SetStyle(YAML::EmitterStyle::Flow);
+    YAML::Node offload(YAML::NodeType::Map);
+    offload["stages"] = stages;
+    offload["fraction"] = c.offload_fraction;
+    offload["prefetch"] = 1;
+    offload.SetStyle(YAML::EmitterStyle::Flow);
+    partition["offload"] = offload;
   }
   root["partition"] = partition;
   YAML::Node scheme = YAML::Clone(section);

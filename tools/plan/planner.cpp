@@ -10,6 +10,7 @@
 #include "core/config/registry.h"
 #include "tools/plan/candidates.h"
 #include "tools/plan/cut_search.h"
+#include "tools/plan/offload_fit.h"
 #include "tools/plan/recompute_fit.h"
 
 namespace pipelab::plan {
@@ -25,7 +26,9 @@ std::string constraint_lost(const Candidate& c, const PlanSpace& space) {
     // A flushed candidate has tried recomputing its fullest device's stages (recompute_fit.h).
     return fmt::format("memory: its peak {} exceeds the cap {} by {}{}", bytes_text(c.peak),
                        bytes_text(space.memory_cap), bytes_text(c.peak - space.memory_cap),
-                       c.flushed ? ", and recomputing stages does not bring it under" : "");
+                       !c.flushed    ? ""
+                       : space.offload ? ", and neither recomputing nor offloading stages brings it under"
+                                       : ", and recomputing stages does not bring it under");
   }
   if (c.staleness > space.max_staleness) {
     return fmt::format("staleness: gradients {} weight versions stale, more than {}", c.staleness,
@@ -35,6 +38,19 @@ std::string constraint_lost(const Candidate& c, const PlanSpace& space) {
 }
 
 bool faster(const Candidate& a, const Candidate& b) { return ranks_before(a, b); }
+
+/// Makes `c` fit the memory cap with the faster of the two levers, recomputing stages or
+/// offloading them (when the host link is known); returns the replays made.
+int64_t fit_memory(Candidate& c, const Experiment& e, const PlanSpace& space, const CostsOf& costs_of,
+                   const sim::SimOptions& options) {
+  Candidate offloaded = c;
+  int64_t replays = offload_to_fit(offloaded, e, space, costs_of, options);
+  replays += recompute_to_fit(c, e, space, costs_of, options);
+  const double cap = space.memory_cap;
+  const bool offload_fits = !offloaded.offload.empty() && offloaded.peak <= cap;
+  if (offload_fits && (c.peak > cap || offloaded.step < c.step)) c = std::move(offloaded);
+  return replays;
+}
 
 }  // namespace
 
@@ -128,7 +144,7 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
       c.lost = "not replayed: the time limit (--time-limit) ran out first";
     } else if (replay(c, e, space, costs_of, options)) {
       ++out.simulated;
-      out.simulated += recompute_to_fit(c, e, space, costs_of, options);
+      out.simulated += fit_memory(c, e, space, costs_of, options);
       c.lost = constraint_lost(c, space);
       if (c.lost.empty()) best.insert(std::upper_bound(best.begin(), best.end(), c.step), c.step);
     }

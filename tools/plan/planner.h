@@ -63,6 +63,10 @@ struct Candidate {
   /// The pipeline stages the planner recomputes to fit the memory cap (partition.recompute:
   /// the file's stages and these); empty: the file's choice, as a run of it has.
   std::vector<int> recompute;
+  /// The pipeline stages the planner offloads to fit the memory cap, and the share of their
+  /// micro-batches (partition.offload, with prefetch 1); empty: none.
+  std::vector<int> offload;
+  double offload_fraction = 0;
   std::vector<double> peaks;  ///< per device
   /// Per device, its peak above its weights (every version), optimizer state and buffers:
   /// activations, transients and the gradients, what a run's meter measures (costs.json's
@@ -80,6 +84,9 @@ struct PlanSpace {
   int devices = 1;
   bool allow_idle = false;       ///< candidates may leave devices idle (D x R < N)
   double memory_cap = 0;         ///< bytes per device (0: none)
+  /// The costs know each device's host link (`host_gbps`): offloading activations is a
+  /// memory lever beside recomputation (tools/plan/offload_fit.h).
+  bool offload = false;
   int max_staleness = 0;         ///< weight versions a gradient may be stale by (0: synchronous only)
   double time_limit = 10;        ///< seconds for the whole search
   int batch = 1;                 ///< run.batch_size

@@ -201,14 +201,16 @@ YAML::Node proxy_experiment(YAML::Node root, const std::string& file, const Cand
     p.stages = p.replicas = 1;
     p.balance = {std::accumulate(c.balance.begin(), c.balance.end(), 0)};
   }
-  // Recomputation changes where the memory goes, not the numbers.
+  // Recomputation and offload change where the memory goes, not the numbers.
   p.recompute.clear();
+  p.offload.clear();
   const bool had_mini = root["presets"] && root["presets"]["cpu-mini"];
   const std::string folder = fs::path(file).parent_path().string();
   root = emitted_experiment(root, file, p, folder.empty() ? "." : folder);
   if (!had_mini) root["presets"].remove("cpu-mini");
   if (root["presets"] && root["presets"].size() == 0) root.remove("presets");
   root["partition"].remove("recompute");
+  root["partition"].remove("offload");
   // On this CPU, deterministically, cut at the budget; nothing but the metrics kept.
   const auto set = [&root, &file](const std::string& path, const YAML::Node& value) {
     set_key_path(root, path, value, "proxy run: " + path, file);

@@ -20,18 +20,15 @@ std::vector<int> recomputed(const RunPlan& plan) {
   return out;
 }
 
-/// Per device over `cap`, the earliest pipeline stage it holds that does not recompute yet;
-/// empty when the fullest device recomputes all of its stages (recomputing elsewhere cannot
-/// lower its peak). Each device's peak is mostly its own stages' activations, so every
-/// device over the cap gains one in the same replay: a 64-stage plan fits in a few replays,
-/// not in one per stage.
-std::vector<int> next_stages(const Candidate& c, const RunPlan& plan, double cap) {
+}  // namespace
+
+std::vector<int> next_stages(const Candidate& c, const RunPlan& plan, double cap, const std::function<bool(int)>& taken) {
   const auto fullest = std::max_element(c.peaks.begin(), c.peaks.end()) - c.peaks.begin();
   const std::vector<int>& placement = plan.placement();
   std::vector<int> earliest(c.peaks.size(), -1);
   for (size_t id = 0; id < placement.size(); ++id) {
     const auto device = static_cast<size_t>(placement[id]);
-    if (c.peaks[device] <= cap || plan.recomputes(static_cast<int>(id))) continue;
+    if (c.peaks[device] <= cap || taken(static_cast<int>(id))) continue;
     const int p = plan.layout().replicated() ? plan.layout().position(static_cast<int>(id)) : static_cast<int>(id);
     if (earliest[device] < 0 || p < earliest[device]) earliest[device] = p;
   }
@@ -43,8 +40,6 @@ std::vector<int> next_stages(const Candidate& c, const RunPlan& plan, double cap
   return out;
 }
 
-}  // namespace
-
 int64_t recompute_to_fit(Candidate& c, const Experiment& e, const PlanSpace& space, const CostsOf& costs_of,
                          const sim::SimOptions& options) {
   if (space.memory_cap <= 0 || !c.simulated || !c.flushed || c.peak <= space.memory_cap) return 0;
@@ -52,7 +47,8 @@ int64_t recompute_to_fit(Candidate& c, const Experiment& e, const PlanSpace& spa
   Candidate trial = c;
   for (;;) {
     const RunPlan plan = compile_plan(e, *trial.scheme, trial);
-    const std::vector<int> stages = next_stages(trial, plan, space.memory_cap);
+    const std::vector<int> stages =
+        next_stages(trial, plan, space.memory_cap, [&plan](int id) { return plan.recomputes(id); });
     if (stages.empty()) return replays;
     trial.recompute = recomputed(plan);
     trial.recompute.insert(trial.recompute.end(), stages.begin(), stages.end());

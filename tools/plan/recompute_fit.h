@@ -7,10 +7,20 @@
 /// per stage for this reason). A candidate over the memory cap recomputes, on every device
 /// over the cap at once, the earliest stage not yet recomputed there, until it fits.
 #include <cstdint>
+#include <functional>
+#include <vector>
 
+#include "core/plan/run_plan.h"
 #include "tools/plan/planner.h"
 
 namespace pipelab::plan {
+
+/// Per device over `cap`, the earliest pipeline stage it holds that is not `taken` yet (a
+/// stage id: recomputes, offloads); empty when the fullest device has none left (acting
+/// elsewhere cannot lower its peak). Each device's peak is mostly its own stages'
+/// activations, so every device over the cap gains one in the same replay: a 64-stage plan
+/// fits in a few replays, not in one per stage.
+std::vector<int> next_stages(const Candidate& c, const RunPlan& plan, double cap, const std::function<bool(int)>& taken);
 
 /// Makes `c` (replayed, over `space.memory_cap`, flushed per mini-batch so that the
 /// recomputed forward reads the forward's weights and no number changes) fit by adding

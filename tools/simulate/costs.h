@@ -4,6 +4,7 @@
 /// - measured: the metrics/costs.json a `pipelab run` writes (core/train/stage_costs.h);
 /// - given: the same keys in a YAML file written by hand (docs/simulate.md);
 /// - derived: from the model's FLOPs and a device spec (derive.h).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,10 +43,17 @@ struct StageCosts {
   /// Held from a split backward's I until its W: the gradients W starts from (arriving at
   /// each weight's node; core/stage/weight_pass.h), as large as the activations they match.
   double backward_input_kept_bytes = 0;
+  /// What an OFFLOAD moved of one micro-batch, measured (0: unmeasured, taken as all it
+  /// holds). Less than retained_bytes where something else holds a saved tensor: the
+  /// stage's input and output stay (core/stage/saved_tensors.h).
+  double offload_bytes = 0;
+  /// The bytes an OFFLOAD moves of one micro-batch.
+  double offloaded_bytes() const { return offload_bytes > 0 ? std::min(offload_bytes, retained_bytes) : retained_bytes; }
   double peak_activation_bytes = 0;  ///< measured peak of activations (for validation; not replayed)
   /// Measured peak of the same bytes of every stage on the stage's device together
   /// (validation; not replayed).
   double device_peak_bytes = 0;
+  double host_peak_bytes = 0;  ///< measured peak of its device's offloaded activations (validation only)
   /// On a GPU, its CUDA caching allocator's peaks over the whole run (every stage on that GPU,
   /// weights, optimizer state and cuDNN workspaces included; validation only).
   double cuda_allocated_peak_bytes = 0, cuda_reserved_peak_bytes = 0;
@@ -87,9 +95,12 @@ struct StageCosts {
     v("gradient_bytes", gradient_bytes, "bytes sent back per micro-batch", kBytes);
     v("retained_bytes", retained_bytes, "bytes one in-flight micro-batch holds until its backward", kBytes);
     v("backward_input_kept_bytes", backward_input_kept_bytes, "bytes a split backward's I keeps until its W", kBytes);
+    v("offload_bytes", offload_bytes, "bytes an OFFLOAD moved of one micro-batch (0: all it holds)", kBytes);
     v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", kBytes);
     v("device_peak_bytes", device_peak_bytes, "measured peak of the stage's device, all its stages (validation only)",
       kBytes);
+    v("host_peak_bytes", host_peak_bytes,
+      "measured peak of the activations the stage's device offloaded to the host (validation only)", kBytes);
     v("cuda_device", cuda_device, "the GPU the stage ran on (-1: the CPU; validation only)", in_range(-1, 1 << 16));
     v("cuda_allocated_peak_bytes", cuda_allocated_peak_bytes,
       "the GPU caching allocator's peak of bytes in tensors over the run (validation only)", kBytes);

@@ -165,10 +165,11 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
       const TimedTransfer& copy = *copies.at({a.stage, a.mb, a.kind});
       double& holds = held_by[{a.stage, a.mb}];
       if (a.kind == ActionKind::Offload) {
-        away[{a.stage, a.mb}] = holds;
-        bytes.steps.push_back({copy.end, -holds});
-        host.steps.push_back({copy.start, holds});
-        holds = 0;
+        const double moved = std::min(holds, k.offloaded_bytes() * unit.work(a));
+        away[{a.stage, a.mb}] = moved;
+        bytes.steps.push_back({copy.end, -moved});
+        host.steps.push_back({copy.start, moved});
+        holds -= moved;
       } else {
         const double moved = away[{a.stage, a.mb}];
         bytes.steps.push_back({copy.start, moved});

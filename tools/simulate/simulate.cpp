@@ -129,7 +129,7 @@ EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& pl
   e.latency = [link_of](const Action& a) { return link_of(a).latency_seconds(); };
   // An OFFLOAD moves what its micro-batch's forward kept; its RELOAD brings it back.
   e.host = [&c, scale](const Action& a) {
-    return c.link.host_seconds(c.stages.at(static_cast<size_t>(a.stage)).retained_bytes * scale->work(a));
+    return c.link.host_seconds(c.stages.at(static_cast<size_t>(a.stage)).offloaded_bytes() * scale->work(a));
   };
   auto across = std::make_shared<std::vector<char>>(rings_across_nodes(plan, c.link));
   e.collective = [&c, &plan, inter, across](const Action& a) {

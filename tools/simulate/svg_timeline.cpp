@@ -18,6 +18,8 @@ const char* colour(ActionKind k) {
     case ActionKind::BackwardWeight: return "#b6992d";
     case ActionKind::Head: return "#f28e2b";
     case ActionKind::Update: return "#79706e";
+    case ActionKind::Offload: return "#e15759";
+    case ActionKind::Reload: return "#76b7b2";
     default: return "#bab0ac";
   }
 }
@@ -55,6 +57,17 @@ std::string render_timeline_svg(const SimResult& r, const std::string& title) {
                            y + row * 0.65, name);
       }
     }
+  }
+  // The copies to and from the host (partition.offload): a thin bar along the bottom of
+  // their device's row, on its host link's clock, over whatever the device computes then.
+  for (const TimedTransfer& c : r.timeline.copies) {
+    const double y = top + c.from * (row + gap) + row - 6;
+    const double x0 = x_of(c.start), w = std::max(x_of(c.end) - x0, 0.5);
+    const std::string name = c.send.str();
+    out += fmt::format(
+        "<rect class=\"copy\" data-action=\"{}\" x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"6\" "
+        "fill=\"{}\" stroke=\"white\" stroke-width=\"0.5\"><title>{} on the host link {:.3f}-{:.3f} ms</title></rect>\n",
+        name, x0, y, w, colour(c.send.kind), name, c.start * 1e3, c.end * 1e3);
   }
   // Time axis.
   const double axis_y = top + rows_h + 4;
