@@ -78,6 +78,9 @@ struct Offload {
   Recompute stages{Recompute::Kind::Never, {}};  ///< never: no offload
   double fraction = 0.5;                         ///< of each stage's micro-batches, the longest-lived first
   int prefetch = 1;                              ///< compute actions between a RELOAD and the backward it serves
+  /// The blocks whose saved activations move (PipeOffload's per-layer choice); empty: every
+  /// block of an offloading stage, and its loss.
+  std::vector<std::string> blocks;
   bool any() const { return stages.kind != Recompute::Kind::Never; }
   template <class V>
   void fields(V& v) {
@@ -86,9 +89,12 @@ struct Offload {
       in_open_low(0, 1));
     v("prefetch", prefetch, "compute actions of the stage's device between a RELOAD and the backward it serves",
       in_range(0, 1 << 16));
+    v("blocks", blocks,
+      "the blocks whose saved activations move, by name (`pipelab describe`), e.g. [layer2, layer3]; default: every "
+      "block of an offloading stage");
   }
   bool operator==(const Offload& o) const {
-    return stages == o.stages && fraction == o.fraction && prefetch == o.prefetch;
+    return stages == o.stages && fraction == o.fraction && prefetch == o.prefetch && blocks == o.blocks;
   }
 };
 

@@ -36,6 +36,11 @@ Stage::Stage(StageSpec spec)
     }
   }
   if (spec.cuda_graphs) graphs_ = std::make_unique<StageGraphs>(index_, device_);
+  packs_block_.assign(blocks_.size(), spec.offload_blocks.empty());
+  packs_loss_ = spec.offload_blocks.empty();
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    for (const std::string& name : spec.offload_blocks) packs_block_[i] = packs_block_[i] || name == blocks_[i].name;
+  }
 }
 
 Stage::~Stage() = default;
@@ -110,6 +115,8 @@ Tensors Stage::run_blocks(Tensors x, std::vector<bool>* drew) {
     bool drawn = false;
     {
       nn::GeneratorScope scope(&generators_[i], &drawn);
+      std::optional<SavedTensors::PackScope> packing;
+      if (packing_ && packs_block_[i]) packing.emplace(packing_);
       live.run(blocks_[i]);
     }
     if (drew) (*drew)[i] = drawn;
@@ -166,11 +173,10 @@ ForwardResult Stage::forward(int mb, Tensors x_in, const ForwardOptions& options
   s.checkpointed = options.checkpoint;
   ForwardResult result;
   Tensors out;
+  // The blocks pack what they save (run_blocks), and the loss when every block does.
+  if (options.offloadable && !options.checkpoint) s.packed = std::make_shared<SavedTensors>();
+  packing_ = s.packed.get();
   std::optional<SavedTensors::PackScope> packing;
-  if (options.offloadable && !options.checkpoint) {
-    s.packed = std::make_shared<SavedTensors>();
-    packing.emplace(s.packed.get());
-  }
   if (options.checkpoint) {
     s.rng = drawn_rng_states();
     at::NoGradGuard no_grad;
@@ -178,6 +184,8 @@ ForwardResult Stage::forward(int mb, Tensors x_in, const ForwardOptions& options
   } else {
     out = run_training_blocks(s.inputs);
   }
+  packing_ = nullptr;
+  if (s.packed && packs_loss_) packing.emplace(s.packed.get());
   result.count = out.front().size(0);
   if (is_last()) {
     PIPELAB_ASSERT(options.target.defined(), "stage {} needs targets", index_);

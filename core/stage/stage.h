@@ -67,6 +67,9 @@ struct StageSpec {
   /// Training forwards and backwards captured as CUDA graphs and replayed
   /// (`run.cuda_graphs`, core/stage/stage_graphs.h); CUDA devices only.
   bool cuda_graphs = false;
+  /// partition.offload.blocks: the blocks whose saved activations an offloaded forward
+  /// keeps movable (empty: every block, and the loss).
+  std::vector<std::string> offload_blocks;
 };
 
 class Stage {
@@ -268,6 +271,11 @@ class Stage {
   std::unique_ptr<LossScaler> scaler_;
   bool channels_last_ = false;
   std::unique_ptr<StageGraphs> graphs_;
+  /// Per block, whether an offloaded forward packs what it saves; and whether the loss does.
+  std::vector<bool> packs_block_;
+  bool packs_loss_ = true;
+  /// While a forward that offloads runs: where its blocks' saved tensors go.
+  SavedTensors* packing_ = nullptr;
 };
 
 }  // namespace pipelab

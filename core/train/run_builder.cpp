@@ -193,6 +193,7 @@ void RunBuilder::build_stages() {
     return blocks;
   };
   std::vector<Block> blocks = build_all(seed);
+  check_offload_blocks(blocks);
   // The scheme's placement puts stage r on device placement[r]: one thread or process each,
   // and run.devices[placement[r]] when several devices are listed. Replica k's copy of the
   // pipeline takes the next devices (core/scheme/replicas.h).
@@ -242,6 +243,20 @@ std::vector<int> RunBuilder::settle_balance(std::vector<Block>& blocks, c10::Dev
   return balance;
 }
 
+/// partition.offload.blocks names blocks of the model.
+void RunBuilder::check_offload_blocks(const std::vector<Block>& blocks) const {
+  const std::vector<std::string>& listed = e_.partition.offload.blocks;
+  if (listed.empty()) return;
+  std::vector<std::string> names;
+  for (const Block& b : blocks) names.push_back(b.name);
+  for (size_t i = 0; i < listed.size(); ++i) {
+    if (std::find(names.begin(), names.end(), listed[i]) != names.end()) continue;
+    e_.source->fail(fmt::format("partition.offload.blocks[{}]", i),
+                    fmt::format("model {} has no block '{}'", e_.model->type(), listed[i]),
+                    fmt::format("use one of: {}", fmt::join(closest_first(listed[i], names), ", ")));
+  }
+}
+
 void RunBuilder::build_replica(int r, std::vector<Block> blocks, const std::vector<c10::Device>& devices) {
   const RunOptions& run = e_.run;
   const int stages = p_->plan.stages();
@@ -270,6 +285,7 @@ void RunBuilder::build_replica(int r, std::vector<Block> blocks, const std::vect
     spec.precision = {run.amp, run.loss_scale};
     spec.channels_last = run.channels_last;
     spec.cuda_graphs = run.cuda_graphs;
+    spec.offload_blocks = e_.partition.offload.blocks;
     auto stage = std::make_unique<Stage>(std::move(spec));
     if (p_->dtype != at::kFloat) stage->module().to(p_->dtype);
     p_->stages.push_back(std::move(stage));

@@ -35,6 +35,8 @@ class RunBuilder {
   std::vector<int> settle_balance(std::vector<Block>& blocks, c10::Device device) const;
   /// A `balance: time` split that is the same on every process and across --resume.
   std::vector<int> settled_time_balance(std::vector<int> measured) const;
+  /// partition.offload.blocks names blocks of the model (a ConfigError at the entry).
+  void check_offload_blocks(const std::vector<Block>& blocks) const;
   /// Replica r's stages from the model's blocks (split by the balance), appended.
   void build_replica(int r, std::vector<Block> blocks, const std::vector<c10::Device>& devices);
   /// Lets the scheme's add-ons add to each stage (e.g. auxiliary heads), given its output shape.

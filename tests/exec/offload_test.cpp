@@ -7,6 +7,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <nlohmann/json.hpp>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
@@ -25,11 +28,24 @@
 namespace pipelab::offload_test {
 namespace {
 
-/// A first stage of two stages: Linear(8, 16), ReLU, Linear(16, 8), float32.
-std::unique_ptr<Stage> first_stage() {
+// Dropout and batch norm, so that masks and statistics are among what moves; the suites'
+// experiment (tests/exec/executor_equivalence_test.cpp).
+const char* kMlp = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 4], dropout: 0.1, batch_norm: true}
+dataset:   {type: synthetic, samples: 64, test_samples: 32, shape: [12], classes: 4}
+partition: {stages: 2}
+scheme:    {type: single}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
+)";
+
+/// A first stage of two stages: Linear(8, 16), ReLU, Linear(16, 8) ("l1", "relu", "l2"),
+/// float32, packing what `blocks` save (empty: every block).
+std::unique_ptr<Stage> first_stage(std::vector<std::string> blocks = {}) {
   torch::manual_seed(1);
   StageSpec spec;
   spec.count = 2;
+  spec.offload_blocks = std::move(blocks);
   spec.blocks = {{"l1", torch::nn::AnyModule(torch::nn::Linear(8, 16))},
                  {"relu", torch::nn::AnyModule(torch::nn::ReLU())},
                  {"l2", torch::nn::AnyModule(torch::nn::Linear(16, 8))}};
@@ -69,6 +85,36 @@ TEST(OffloadStage, MovesOnlyWhatTheSavedTensorsAloneHoldAndTheBackwardReadsTheSa
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "parameter " << i;
 }
 
+TEST(OffloadStage, NamedBlocksMoveWhatOnlyTheirSavedTensorsHold) {
+  // The ReLU's output is saved by the ReLU and by the second Linear: it moves when both
+  // blocks pack, and stays when one of them keeps it as stock autograd does.
+  const at::Tensor x = at::randn({4, 8}), dy = at::randn({4, 8});
+  auto plain = first_stage();
+  plain->forward(0, x);
+  plain->backward(0, dy);
+  ForwardOptions options;
+  options.offloadable = true;
+  for (const auto& [blocks, bytes] : std::vector<std::pair<std::vector<std::string>, int64_t>>{
+           {{"relu", "l2"}, 4 * 16 * 4}, {{"l2"}, 0}, {{"relu"}, 0}, {{"l1"}, 0}}) {
+    const std::string named = fmt::format("{}", fmt::join(blocks, ","));
+    auto stage = first_stage(blocks);
+    stage->forward(0, x, options);
+    EXPECT_EQ(stage->offload(0), bytes) << named;
+    stage->reload(0);
+    stage->backward(0, dy);
+    const std::vector<at::Tensor> a = gradients(*plain), b = gradients(*stage);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << named << " parameter " << i;
+  }
+  // A block the model lacks is refused at its entry.
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kMlp);
+  const auto [rc, out] = testing::pipelab(fmt::format(
+      "run {} --set run.output={} --set 'partition.offload={{stages: [0], blocks: [layer9]}}'", dir.file("e.yaml"),
+      dir.file("run")));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("partition.offload.blocks[0]: model mlp has no block 'layer9'"), std::string::npos) << out;
+}
+
 TEST(OffloadStage, ABackwardBeforeItsReloadFailsAndAForwardWithoutPackingMovesNothing) {
   auto stage = first_stage();
   ForwardOptions options;
@@ -85,17 +131,6 @@ TEST(OffloadStage, ABackwardBeforeItsReloadFailsAndAForwardWithoutPackingMovesNo
   stage->forward(1, at::randn({4, 8}));
   EXPECT_EQ(stage->offload(1), 0);
 }
-
-// Dropout and batch norm, so that masks and statistics are among what moves; the suites'
-// experiment (tests/exec/executor_equivalence_test.cpp).
-const char* kMlp = R"(
-model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 4], dropout: 0.1, batch_norm: true}
-dataset:   {type: synthetic, samples: 64, test_samples: 32, shape: [12], classes: 4}
-partition: {stages: 2}
-scheme:    {type: single}
-optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
-run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
-)";
 
 const char* const kOffload = "partition.offload={stages: always, fraction: 1, prefetch: 1}";
 
