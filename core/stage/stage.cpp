@@ -1,6 +1,7 @@
 #include "core/stage/stage.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/ScopeExit.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "core/device/compat.h"
@@ -175,16 +176,17 @@ ForwardResult Stage::forward(int mb, Tensors x_in, const ForwardOptions& options
   Tensors out;
   // The blocks pack what they save (run_blocks), and the loss when every block does.
   if (options.offloadable && !options.checkpoint) s.packed = std::make_shared<SavedTensors>();
-  packing_ = s.packed.get();
-  std::optional<SavedTensors::PackScope> packing;
   if (options.checkpoint) {
     s.rng = drawn_rng_states();
     at::NoGradGuard no_grad;
     out = run_training_blocks(s.inputs);
   } else {
+    // Cleared however the blocks end: evaluate() and a recomputation run them too.
+    packing_ = s.packed.get();
+    const auto cleared = c10::make_scope_exit([this] { packing_ = nullptr; });
     out = run_training_blocks(s.inputs);
   }
-  packing_ = nullptr;
+  std::optional<SavedTensors::PackScope> packing;
   if (s.packed && packs_loss_) packing.emplace(s.packed.get());
   result.count = out.front().size(0);
   if (is_last()) {

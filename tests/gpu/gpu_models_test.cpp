@@ -34,6 +34,14 @@ DataSpec tokens(int64_t length) {
   return d;
 }
 
+/// Token ids and a target token per position (a causal language model's data).
+DataSpec lm_tokens(int64_t length, int64_t vocabulary) {
+  DataSpec d = tokens(length);
+  d.target_shape = {length};
+  d.classes = vocabulary;
+  return d;
+}
+
 /// One small configuration per registered model (every block kind each model has).
 const std::map<std::string, ModelCase>& cases() {
   static const std::map<std::string, ModelCase> c{
@@ -49,6 +57,9 @@ const std::map<std::string, ModelCase>& cases() {
       {"unet", {"{type: unet, depth: 2, channels: 8}", testing::images(3, 16, 16, 10)}},
       {"transformer", {"{type: transformer, num_words: 500, d_model: 32, heads: 4, ff: 32, layers: 2}", tokens(24), 500}},
       {"residual_lstm", {"{type: residual_lstm, num_words: 500, d_model: 32, hidden: 32, layers: 2}", tokens(24), 500}},
+      {"llama",
+       {"{type: llama, vocab: 500, hidden: 32, intermediate: 48, layers: 2, heads: 4, kv_heads: 2}", lm_tokens(24, 500),
+        500}},
       {"roberta",
        {"{type: roberta, vocab: 500, hidden: 32, layers: 2, heads: 4, intermediate: 64, max_positions: 40}", tokens(24),
         500}},
@@ -118,7 +129,9 @@ Pass model_pass(const std::string& name, const c10::Device& device, at::ScalarTy
   shape.insert(shape.end(), c.data.input_shape.begin(), c.data.input_shape.end());
   at::manual_seed(7);
   const at::Tensor x = c.data.integer_input ? at::randint(c.vocabulary, shape, at::kLong) : at::randn(shape, at::kDouble);
-  const at::Tensor y = at::randint(c.data.classes, {4}, at::kLong);
+  std::vector<int64_t> target{4};
+  target.insert(target.end(), c.data.target_shape.begin(), c.data.target_shape.end());
+  const at::Tensor y = at::randint(c.data.classes, target, at::kLong);
   return run(def, blocks, x, y, device, dtype);
 }
 
