@@ -55,8 +55,6 @@ class SavedTensors {
   /// wait until the reload's copies have ended (CUDA): call before the backward of stage
   /// `stage`'s micro-batch `mb` reads the tensors.
   void before_backward(const c10::Device& device, int stage, int mb);
-  /// Bytes now on the host.
-  int64_t away_bytes() const { return away_bytes_; }
 
   /// A tensor being saved now, for its hooks to hold (the engine's hooks call this).
   std::shared_ptr<Entry> track();

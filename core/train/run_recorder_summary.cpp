@@ -65,18 +65,9 @@ void RunRecorder::finish_summary(RunSummary& s, const PassMeasurements& measured
     for (const int64_t b : st.bytes[k.kind]) bytes += b;
     if (bytes > 0) s.traffic_per_step.emplace_back(k.kind, static_cast<double>(bytes) / static_cast<double>(steps));
   }
-  for (const int64_t b : st.device_peak_bytes) {
-    if (b > 0) {
-      s.device_peak_bytes = st.device_peak_bytes;
-      break;
-    }
-  }
-  for (const int64_t b : st.host_peak_bytes) {
-    if (b > 0) {
-      s.host_peak_bytes = st.host_peak_bytes;
-      break;
-    }
-  }
+  const auto any_bytes = [](const std::vector<int64_t>& v) { return std::any_of(v.begin(), v.end(), [](int64_t b) { return b > 0; }); };
+  if (any_bytes(st.device_peak_bytes)) s.device_peak_bytes = st.device_peak_bytes;
+  if (any_bytes(st.host_peak_bytes)) s.host_peak_bytes = st.host_peak_bytes;
   const Timeline t = simulate_timeline(schedule, st.cost_model());
   s.bubble_measured = t.bubble_fraction;
   const double per_run_samples =
@@ -170,18 +161,20 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
     out += fmt::format("  traffic         {:.3g} MB forward, {:.3g} MB backward per step across stage boundaries\n",
                        last.bytes_forward_per_step / 1e6, last.bytes_backward_per_step / 1e6);
   }
+  // Per device, in MB: "12.3 / 4.56".
+  const auto megabytes = [](const std::vector<int64_t>& peaks) {
+    std::vector<std::string> text;
+    for (const int64_t b : peaks) text.push_back(fmt::format("{:.3g}", static_cast<double>(b) / 1e6));
+    return fmt::format("{}", fmt::join(text, " / "));
+  };
   if (!s.device_peak_bytes.empty()) {
-    std::vector<std::string> peaks;
-    for (const int64_t b : s.device_peak_bytes) peaks.push_back(fmt::format("{:.3g}", static_cast<double>(b) / 1e6));
     out += fmt::format("  memory          peak {} MB {} above the weights: activations,\n"
                        "                  temporaries and gradients in the traced epoch (metrics/costs.json)\n",
-                       fmt::join(peaks, " / "), peaks.size() == 1 ? "on the device" : "per device");
+                       megabytes(s.device_peak_bytes), s.device_peak_bytes.size() == 1 ? "on the device" : "per device");
   }
   if (!s.host_peak_bytes.empty()) {
-    std::vector<std::string> peaks;
-    for (const int64_t b : s.host_peak_bytes) peaks.push_back(fmt::format("{:.3g}", static_cast<double>(b) / 1e6));
     out += fmt::format("  host memory     peak {} MB of offloaded activations {} (partition.offload)\n",
-                       fmt::join(peaks, " / "), peaks.size() == 1 ? "for the device" : "per device");
+                       megabytes(s.host_peak_bytes), s.host_peak_bytes.size() == 1 ? "for the device" : "per device");
   }
   if (s.codec_storage_bytes > 0) {
     out += fmt::format("  codec state     {:.4g} MB held by the boundary codecs ({})\n",

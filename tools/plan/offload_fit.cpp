@@ -40,17 +40,12 @@ bool fit_with(Candidate& trial, double fraction, const Experiment& e, const Plan
 
 }  // namespace
 
-const std::vector<double>& offload_fractions() {
-  static const std::vector<double> fractions{0.5, 1.0};
-  return fractions;
-}
-
 int64_t offload_to_fit(Candidate& c, const Experiment& e, const PlanSpace& space, const CostsOf& costs_of,
                        const sim::SimOptions& options) {
   if (!space.offload || space.memory_cap <= 0 || !c.simulated || c.peak <= space.memory_cap) return 0;
   int64_t replays = 0;
   std::optional<Candidate> best;
-  for (const double fraction : offload_fractions()) {
+  for (const double fraction : {0.5, 1.0}) {
     Candidate trial = c;
     if (!fit_with(trial, fraction, e, space, costs_of, options, replays)) continue;
     if (!best || trial.step < best->step) best = std::move(trial);

@@ -7,22 +7,18 @@
 /// every backward. Which one wins depends on that link against the compute, so both are
 /// replayed and the faster that fits is kept.
 #include <cstdint>
-#include <vector>
 
 #include "tools/plan/planner.h"
 
 namespace pipelab::plan {
 
-/// Makes `c` (replayed, over `space.memory_cap`) fit by offloading stages, with each fraction
-/// of offload_fractions() in turn (the devices over the cap add their earliest stage that
-/// neither offloads nor recomputes, until it fits); returns the replays made. `c` is changed
+/// Makes `c` (replayed, over `space.memory_cap`) fit by offloading stages, with half of each
+/// stage's micro-batches (PipeOffload's selective default) and then all of them (the
+/// devices over the cap add their earliest stage that neither offloads nor recomputes, until
+/// it fits); returns the replays made. `c` is changed
 /// only when a fraction fits, to the fastest that does. Needs a host link in the costs
 /// (`host_gbps`): without one a copy would be free.
 int64_t offload_to_fit(Candidate& c, const Experiment& e, const PlanSpace& space, const CostsOf& costs_of,
                        const sim::SimOptions& options);
-
-/// The fractions offload_to_fit tries, least first: half of each stage's micro-batches
-/// (PipeOffload's selective default), then all.
-const std::vector<double>& offload_fractions();
 
 }  // namespace pipelab::plan
