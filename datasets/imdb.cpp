@@ -9,7 +9,9 @@
 /// `task: lm` turns the reviews into a language-modelling corpus instead: each split's reviews
 /// (whole, not truncated, each opened by start_char) become consecutive windows of maxlen
 /// words whose targets are the next words (datasets/text/lm_windows.h); the labels are not
-/// used, and the classes are the num_words ids.
+/// used, and the classes are the num_words ids. With `collate: pad` or `pack` the examples are
+/// cut at each review's end instead (ragged text, datasets/text/ragged_text.h): a review is
+/// one piece, or several of maxlen + 1 words when longer.
 ///
 /// Reading and tokenising 50,000 files takes seconds, so the encoded result is cached in a
 /// .pt file in the dataset folder, keyed by the encoding options and the folders' file
@@ -23,6 +25,7 @@
 #include "core/util/error.h"
 #include "datasets/io/files.h"
 #include "datasets/text/lm_windows.h"
+#include "datasets/text/ragged_text.h"
 #include "datasets/text/vocabulary.h"
 
 namespace fs = std::filesystem;
@@ -39,6 +42,7 @@ struct ImdbOptions {
   std::optional<std::string> path;
   SequenceOptions sequence;
   Task task = Task::Classify;
+  Collate collate = Collate::Windows;
   bool cache = true;
   template <class V>
   void fields(V& v) {
@@ -47,8 +51,16 @@ struct ImdbOptions {
     v.choice("task", task, Choices<Task>{{"classify", Task::Classify}, {"lm", Task::Lm}},
              "classify = one review, one sentiment label; lm = language modelling: windows of maxlen words of the "
              "concatenated reviews, each word's target the next one");
+    collate_field(v, collate);
     v("cache", cache, "keep the encoded reviews in a .pt file in the dataset folder for the next run");
   }
+  void check(const ConfigNode& node) const {
+    if (collate != Collate::Windows && task != Task::Lm) {
+      node.child("collate").fail("batches a language model's text, but task is classify",
+                                 "set task: lm, or leave collate out (reviews padded to maxlen, as keras does)");
+    }
+  }
+  bool ragged() const { return task == Task::Lm && collate != Collate::Windows; }
 };
 
 /// The review files of one split, per label.
@@ -56,10 +68,21 @@ struct SplitFiles {
   std::vector<std::string> files[2];
 };
 
-/// One split as ids [N, maxlen] and labels [N].
+/// One split as ids [N, maxlen] and labels [N]; ragged text's as its pieces' ids one after
+/// the other (x) and where each starts, with the end (y: [pieces + 1]).
 struct Encoded {
   at::Tensor x, y;
 };
+
+/// The pieces of an Encoded split of ragged text.
+std::vector<std::vector<int64_t>> pieces_of(const Encoded& e) {
+  const at::Tensor ids = e.x.to(at::kLong).contiguous(), starts = e.y.to(at::kLong).contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
+  const int64_t* start = starts.data_ptr<int64_t>();
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t i = 0; i + 1 < starts.numel(); ++i) out.emplace_back(id + start[i], id + start[i + 1]);
+  return out;
+}
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -84,7 +107,7 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
     std::string fingerprint =
         fmt::format("pipelab-imdb-v1 {} {} {} {} {}", options_.sequence.num_words, options_.sequence.maxlen,
                     options_.sequence.index_from, options_.sequence.start_char, options_.sequence.oov_char);
-    if (options_.task == Task::Lm) fingerprint += " lm";
+    if (options_.task == Task::Lm) fingerprint += options_.ragged() ? " lm-pieces" : " lm";
     for (int s = 0; s < 2; ++s) {
       for (int l = 0; l < 2; ++l) {
         const fs::path folder = fs::path(dir) / kSplits[s] / kLabels[l];
@@ -125,23 +148,33 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
       if (options_.cache) cache_note = write_cache(cache, train, test);
     }
     DatasetSplits out;
-    out.train = std::make_shared<TensorDataset>(train.x, train.y);
-    out.test = std::make_shared<TensorDataset>(test.x, test.y);
+    std::string ragged_note;
+    if (options_.ragged()) {
+      const auto train_text = std::make_shared<RaggedText>(pieces_of(train), options_.sequence.maxlen, options_.collate);
+      const auto test_text = std::make_shared<RaggedText>(pieces_of(test), options_.sequence.maxlen, options_.collate);
+      ragged_note = fmt::format("; train: {}; test: {}", train_text->description(), test_text->description());
+      out.train = train_text;
+      out.test = test_text;
+      out.spec.documents = true;
+    } else {
+      out.train = std::make_shared<TensorDataset>(train.x, train.y);
+      out.test = std::make_shared<TensorDataset>(test.x, test.y);
+    }
     out.spec.input_shape = {options_.sequence.maxlen};
     out.spec.classes = 2;
     out.spec.integer_input = true;
     if (options_.task == Task::Lm) {
-      if (train.y.size(0) == 0 || test.y.size(0) == 0) {
+      if (out.train->size() == 0 || out.test->size() == 0) {
         fail("maxlen", fmt::format("the reviews in {} fill no window of {} words", dir, options_.sequence.maxlen),
              "use a smaller maxlen");
       }
       out.spec.classes = options_.sequence.num_words;
       out.spec.target_shape = {options_.sequence.maxlen};
     }
-    out.description = fmt::format("IMDB reviews from {}{}: {} train / {} test, {} ids of {} tokens{}", dir,
+    out.description = fmt::format("IMDB reviews from {}{}: {} train / {} test, {} ids of {} tokens{}{}", dir,
                                   options_.task == Task::Lm ? " as a language model (next word)" : "",
-                                  train.y.size(0), test.y.size(0), options_.sequence.num_words,
-                                  options_.sequence.maxlen, cache_note.empty() ? "" : "; " + cache_note);
+                                  out.train->size(), out.test->size(), options_.sequence.num_words,
+                                  options_.sequence.maxlen, ragged_note, cache_note.empty() ? "" : "; " + cache_note);
     return out;
   }
 
@@ -152,6 +185,14 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
       std::vector<std::vector<int64_t>> documents;
       for (int l = 0; l < 2; ++l) {
         for (const std::string& t : texts[l]) documents.push_back(vocabulary.ids(tokenize(t), options_.sequence));
+      }
+      if (options_.ragged()) {
+        std::vector<int64_t> ids, starts{0};
+        for (const std::vector<int64_t>& p : document_pieces(documents, maxlen)) {
+          ids.insert(ids.end(), p.begin(), p.end());
+          starts.push_back(static_cast<int64_t>(ids.size()));
+        }
+        return {at::tensor(ids, at::kLong), at::tensor(starts, at::kLong)};
       }
       const LanguageModelWindows w = language_model_windows(documents, maxlen);
       return {w.x, w.y};
@@ -172,12 +213,20 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
     if (!fs::is_regular_file(path)) return false;
     try {
       const TensorDict d = load_tensor_dict(path);
-      if (d.size() != 4 || d[0].second.dim() != 2 || d[0].second.size(1) != options_.sequence.maxlen ||
-          d[2].second.dim() != 2 || d[2].second.size(1) != options_.sequence.maxlen) {
-        return false;
-      }
+      if (d.size() != 4) return false;
       train = {d[0].second.to(at::kLong), d[1].second.to(at::kLong)};
       test = {d[2].second.to(at::kLong), d[3].second.to(at::kLong)};
+      if (options_.ragged()) {
+        // Pieces: ids and their starts, which must end at the ids' end.
+        const auto fits = [](const Encoded& e) {
+          return e.x.dim() == 1 && e.y.dim() == 1 && e.y.numel() >= 1 && e.y[-1].item<int64_t>() == e.x.numel();
+        };
+        return fits(train) && fits(test);
+      }
+      if (train.x.dim() != 2 || train.x.size(1) != options_.sequence.maxlen || test.x.dim() != 2 ||
+          test.x.size(1) != options_.sequence.maxlen) {
+        return false;
+      }
       return train.x.size(0) == train.y.size(0) && test.x.size(0) == test.y.size(0);
     } catch (const UserError&) {
       return false;  // a damaged cache is rebuilt (and rewritten)

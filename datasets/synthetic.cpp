@@ -10,7 +10,9 @@
 /// word ids and, as targets, the next word at every position (what `transformer` with
 /// `head: lm` trains on). The words follow a fixed random successor table (each word has one
 /// successor), a `label_noise` share of them replaced by random words: learnable, and as
-/// large as the model it feeds (a plan's emitted file runs on it without a corpus).
+/// large as the model it feeds (a plan's emitted file runs on it without a corpus). With
+/// `collate: pad` or `pack` each example is a document of tokens.min_length to length words
+/// instead, batched as ragged text (datasets/text/ragged_text.h).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/ranges.h>
@@ -21,6 +23,7 @@
 #include "core/data/dataset.h"
 #include "core/util/error.h"
 #include "core/util/memory_size.h"
+#include "datasets/text/ragged_text.h"
 
 namespace pipelab {
 namespace {
@@ -28,10 +31,14 @@ namespace {
 struct TokenOptions {
   int64_t vocabulary = 0;
   int64_t length = 0;
+  int64_t min_length = 0;
   template <class V>
   void fields(V& v) {
     v("vocabulary", vocabulary, "words (word ids 0 to vocabulary - 1); 0: not a token task", InRange{0, 1e8});
     v("length", length, "words per window (the targets: the next word at each position)", InRange{0, 1e7});
+    v("min_length", min_length,
+      "with collate pad or pack: each example is a document of min_length to length words, uniformly (0: length)",
+      InRange{0, 1e7});
   }
 };
 
@@ -57,17 +64,31 @@ struct SyntheticOptions {
     v("label_noise", label_noise, "share of labels replaced by random classes", in_range(0, 1));
     v("seed", seed, "seed of the teacher and the examples (independent of run.seed)", non_negative);
     v.section("tokens", tokens, "a language-model task instead: `tokens: {vocabulary: V, length: T}`");
+    collate_field(v, collate);
   }
+  Collate collate = Collate::Windows;
   TokenOptions tokens;
   /// Where dataset.samples is written ("file.yaml:3:5"), for check_memory's message.
   mutable std::string samples_at;
   void check(const ConfigNode& node) const {
     samples_at = node.has("samples") ? node.child("samples").where() : node.where();
+    if (collate != Collate::Windows && !token_task()) {
+      node.child("collate").fail("batches ragged text, but this is the feature task",
+                                 "add tokens: {vocabulary: V, length: T, min_length: M}, or leave collate out");
+    }
     // A resolved config (config.yaml) writes `tokens: {vocabulary: 0, length: 0}`: no token task.
     if (!node.has("tokens") || (tokens.vocabulary == 0 && tokens.length == 0)) return;
     const ConfigNode t = node.child("tokens");
     if (tokens.vocabulary < 2) t.fail("a token task needs a vocabulary of at least 2 words", "set tokens.vocabulary");
     if (tokens.length < 1) t.fail("a token task needs a window length", "set tokens.length (words per window)");
+    if (tokens.min_length > tokens.length) {
+      t.child("min_length").fail(fmt::format("is above tokens.length = {}", tokens.length),
+                                 "use a min_length of at most length");
+    }
+    if (tokens.min_length > 0 && collate == Collate::Windows) {
+      t.child("min_length").fail("sets document lengths, but the windows are all tokens.length long",
+                                 "set dataset.collate: pad or pack, or leave min_length out");
+    }
     // The feature task's keys mean nothing here; a resolved config writes their defaults.
     const SyntheticOptions defaults;
     const bool changed[] = {shape != defaults.shape, classes != defaults.classes, latent != defaults.latent,
@@ -150,6 +171,7 @@ class Synthetic : public Configured<DatasetFactory, SyntheticOptions> {
       if (o.label_noise > 0) next = at::where(at::rand({n}, gen) < o.label_noise, at::randint(v, {n}, gen, at::kLong), next);
       words.select(1, k).copy_(next);
     }
+    if (o.collate != Collate::Windows) return ragged(words, gen);
     const at::Tensor x = words.narrow(1, 0, t).contiguous(), y = words.narrow(1, 1, t).contiguous();
     DatasetSplits out;
     out.train = std::make_shared<TensorDataset>(x.narrow(0, 0, o.samples), y.narrow(0, 0, o.samples));
@@ -160,6 +182,33 @@ class Synthetic : public Configured<DatasetFactory, SyntheticOptions> {
     out.spec.target_shape = {t};
     out.description = fmt::format("synthetic token task, {} train / {} test windows of {} words, vocabulary {}",
                                   o.samples, o.test_samples, t, v);
+    return out;
+  }
+
+  /// Documents of min_length to length words (each the start of a window of the chain, and
+  /// its next word), padded or packed.
+  DatasetSplits ragged(const at::Tensor& words, at::Generator& gen) const {
+    const auto& o = options_;
+    const int64_t n = words.size(0), t = o.tokens.length, shortest = o.tokens.min_length > 0 ? o.tokens.min_length : t;
+    const at::Tensor lengths = at::randint(shortest, t + 1, {n}, gen, at::kLong);
+    std::vector<std::vector<int64_t>> documents[2];
+    const at::Tensor rows = words.contiguous();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t* row = rows[i].data_ptr<int64_t>();
+      documents[i < o.samples ? 0 : 1].emplace_back(row, row + lengths[i].item<int64_t>() + 1);
+    }
+    const auto train = std::make_shared<RaggedText>(documents[0], t, o.collate);
+    const auto test = std::make_shared<RaggedText>(documents[1], t, o.collate);
+    DatasetSplits out;
+    out.train = train;
+    out.test = test;
+    out.spec.input_shape = {t};
+    out.spec.integer_input = true;
+    out.spec.classes = o.tokens.vocabulary;
+    out.spec.target_shape = {t};
+    out.spec.documents = true;
+    out.description = fmt::format("synthetic token task, vocabulary {}; train: {}; test: {}", o.tokens.vocabulary,
+                                  train->description(), test->description());
     return out;
   }
 };

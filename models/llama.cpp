@@ -24,6 +24,7 @@
 
 #include "core/config/bounds.h"
 #include "core/model/model.h"
+#include "core/nn/document_layout.h"
 #include "core/nn/sequence_segment.h"
 #include "models/blocks/text.h"
 
@@ -89,14 +90,13 @@ class RmsNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
-/// The rotary tables of positions [offset, offset + t): cos and sin [t, head_dim], computed
-/// in float32 as the references do, then in `dtype`.
-std::pair<at::Tensor, at::Tensor> rotary(int64_t offset, int64_t t, int64_t dim, double theta,
+/// The rotary tables of `positions` (int64, any shape P): cos and sin [P..., head_dim],
+/// computed in float32 as the references do, then in `dtype`.
+std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor& positions, int64_t dim, double theta,
                                          const at::TensorOptions& options) {
-  const at::TensorOptions f32 = options.dtype(at::kFloat);
-  const at::Tensor inv_freq = 1.0 / at::pow(theta, at::arange(0, dim, 2, options.dtype(at::kLong)).to(at::kFloat) / dim);
-  const at::Tensor positions = at::arange(offset, offset + t, f32.dtype(at::kLong)).to(at::kFloat);
-  const at::Tensor freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0);
+  const at::Tensor inv_freq =
+      1.0 / at::pow(theta, at::arange(0, dim, 2, options.dtype(at::kLong)).to(at::kFloat) / dim);
+  const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
   const at::Tensor angles = at::cat({freqs, freqs}, -1);
   return {angles.cos().to(options.dtype()), angles.sin().to(options.dtype())};
 }
@@ -124,7 +124,13 @@ class AttentionImpl : public torch::nn::Module {
     const int64_t n = x.size(0), t = x.size(1), hd = o_.head_dim();
     const auto split = [&](const at::Tensor& y, int64_t heads) { return y.view({n, t, heads, hd}).transpose(1, 2); };
     const nn::SequenceSegment* segment = nn::current_segment();
-    const auto [cos, sin] = rotary(segment ? segment->offset : 0, t, hd, o_.rope_theta, x.options());
+    const int64_t offset = segment ? segment->offset : 0;
+    // Ragged text: positions count from each document's start ([N, 1, t, hd] tables); fixed
+    // windows share one table [t, hd].
+    const at::Tensor restarting = nn::document_positions(offset, t);
+    const at::Tensor positions = restarting.defined() ? restarting.unsqueeze(1)
+                                                      : at::arange(offset, offset + t, x.options().dtype(at::kLong));
+    const auto [cos, sin] = rotary(positions, hd, o_.rope_theta, x.options());
     const at::Tensor q = rotate(split(q_(x), o_.heads), cos, sin);
     // A segment's queries also see the earlier segments' keys and values (rotated at theirs).
     const std::vector<at::Tensor> kv =
@@ -134,8 +140,10 @@ class AttentionImpl : public torch::nn::Module {
     const at::Tensor v = groups == 1 ? kv[1] : kv[1].repeat_interleave(groups, 1);
     const int64_t keys = k.size(2), before = keys - t;
     at::Tensor scores = at::matmul(q, k.transpose(2, 3)) * std::pow(static_cast<double>(hd), -0.5);
-    const at::Tensor future = at::ones({t, keys}, x.options().dtype(at::kBool)).triu(1 + before);
-    scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+    // A query sees its own and earlier tokens, of its own document where the text is ragged.
+    at::Tensor blocked = nn::blocked_keys(before, t);
+    if (!blocked.defined()) blocked = at::ones({t, keys}, x.options().dtype(at::kBool)).triu(1 + before);
+    scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
     const at::Tensor weights = at::softmax(widened(scores), -1).to(x.scalar_type());
     return o_proj_(at::matmul(weights, v).transpose(1, 2).contiguous().view({n, t, o_.hidden}));
   }
@@ -225,6 +233,7 @@ class Llama : public Configured<ModelFactory, LlamaOptions> {
  public:
   using Configured::Configured;
   bool ties_weights() const override { return options_.tie_embeddings; }
+  bool reads_documents() const override { return true; }
   /// Per token and layer: the q/k/v/o projections, (2 d + 2 kv) d multiply-adds, and the
   /// SwiGLU's 3 d ff; each key attended costs 2 d (the score and the weighted value over
   /// every head). In keys' worth: d + kv + 1.5 ff.

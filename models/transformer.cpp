@@ -55,6 +55,7 @@
 
 #include "core/config/bounds.h"
 #include "core/nn/dropout.h"
+#include "core/nn/document_layout.h"
 #include "core/nn/sequence_segment.h"
 #include "models/blocks/containers.h"
 #include "models/blocks/init.h"
@@ -135,8 +136,13 @@ class TextEmbedImpl : public torch::nn::Module {
     // pos(one_hot(t)) = pos.weight[:, t] + pos.bias, for every position t at once; a
     // sequence segment's tokens (core/nn/sequence_segment.h) sit at its offset.
     torch::Tensor positions = pos_->weight.t();
-    if (const nn::SequenceSegment* segment = nn::current_segment()) {
-      positions = positions.narrow(0, segment->offset, ids.size(1));
+    const nn::SequenceSegment* segment = nn::current_segment();
+    const int64_t offset = segment ? segment->offset : 0;
+    if (const torch::Tensor restarting = nn::document_positions(offset, ids.size(1)); restarting.defined()) {
+      // Ragged text: positions count from each document's start ([N, T, d]).
+      positions = positions.index_select(0, restarting.flatten()).view({ids.size(0), ids.size(1), -1});
+    } else {
+      positions = positions.narrow(0, offset, ids.size(1));  // a segment's, or a shorter sequence's
     }
     return emb_ff_(embed_(ids)) + (positions + pos_->bias);
   }
@@ -192,9 +198,11 @@ class SelfAttentionImpl : public torch::nn::Module {
     torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(double(head));
     if (mask.defined()) scores = scores.masked_fill(mask.logical_not().view({n, 1, 1, t}), lowest(scores.scalar_type()));
     if (causal_) {
-      // Position i sees keys j <= i only (a language model must not read the word it predicts).
-      const torch::Tensor future = torch::ones({t, keys}, x.options().dtype(torch::kBool)).triu(1 + before);
-      scores = scores.masked_fill(future, lowest(scores.scalar_type()));
+      // Position i sees keys j <= i only (a language model must not read the word it predicts),
+      // and of its own document only where the text is ragged.
+      torch::Tensor blocked = nn::blocked_keys(before, t);
+      if (!blocked.defined()) blocked = torch::ones({t, keys}, x.options().dtype(torch::kBool)).triu(1 + before);
+      scores = scores.masked_fill(blocked, lowest(scores.scalar_type()));
     }
     const torch::Tensor weights = torch::softmax(scores, -1);
     return joint_(torch::matmul(weights, v).transpose(1, 2).contiguous().view({n, t, d}));
@@ -253,6 +261,8 @@ class Transformer : public Configured<ModelFactory, TransformerOptions> {
  public:
   using Configured::Configured;
   bool ties_weights() const override { return options_.tie_embeddings; }
+  /// The causal language model reads ragged text's documents (attention and positions).
+  bool reads_documents() const override { return options_.head == Head::Lm; }
   /// The causal language model computes a sequence segment by segment (each layer's
   /// attention keeps the earlier segments' keys and values). Per token and layer it spends
   /// 4 d^2 multiply-adds on the q/k/v/joint projections and 2 d ff on the feed-forward, and

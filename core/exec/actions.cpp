@@ -1,6 +1,8 @@
 #include "core/exec/actions.h"
 
 #include "core/compress/compression.h"
+#include "core/data/dataset.h"
+#include "core/nn/document_layout.h"
 #include "core/nn/sequence_segment.h"
 
 #include <algorithm>
@@ -241,7 +243,12 @@ Message forward(ActionContext& c) {
                  stage.index(), mb);
   for (at::Tensor& t : in.values) t = device::transfer(t, nullptr, stage.device());
   const bool target_needed = c.mode == RunMode::Eval ? stage.is_last() : stage.needs_target();
-  const at::Tensor target = target_needed ? c.feed.target(unit).to(stage.device(), true) : at::Tensor();
+  const at::Tensor host_target = target_needed ? c.feed.target(unit) : at::Tensor();
+  const at::Tensor target = target_needed ? host_target.to(stage.device(), true) : at::Tensor();
+  // Ragged text: every block of the stage reads where its tokens' documents start and end.
+  const at::Tensor documents = c.feed.documents(unit);
+  const at::Tensor layout = documents.defined() ? documents.to(stage.device(), true) : documents;
+  const nn::DocumentScope documents_scope(layout);
   ForwardResult result;
   if (c.mode == RunMode::Eval) {
     result = stage.evaluate(in.values, target);
@@ -263,7 +270,10 @@ Message forward(ActionContext& c) {
   Message out{std::move(result.activations), {}, in.tag};
   if (c.mode == RunMode::Train) c.slot.policy->after_forward(stage, mb, out);
   if (stage.is_last()) {
-    c.feed.on_result(unit, {result.loss, result.correct, result.count, result.confusion});
+    // Counted on the host copy of the targets: no wait for the device.
+    const int64_t predictions =
+        documents.defined() ? host_target.ne(kIgnoredTarget).sum().item<int64_t>() : host_target.numel();
+    c.feed.on_result(unit, {result.loss, result.correct, result.count, predictions, result.confusion});
     return {};
   }
   return out;

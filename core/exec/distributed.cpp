@@ -66,6 +66,7 @@ class RelayFeed : public Feed {
   double loss_scale(int mb) override { return inner_.loss_scale(mb); }
   at::Tensor example_ids(int mb) override { return inner_.example_ids(mb); }
   nn::SequenceSegment segment(int mb) override { return inner_.segment(mb); }
+  at::Tensor documents(int mb) override { return inner_.documents(mb); }
   void on_result(int mb, const MicroBatchResult& r) override {
     if (!keep_) return inner_.on_result(mb, r);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -181,12 +182,12 @@ void DistributedExecutor::relay_results(const std::vector<StageSlot>& slots,
   }
   if (world_.rank() != writer) {
     if (!reports[static_cast<size_t>(world_.rank())]) return;
-    // Rows of (micro-batch, loss, hits, count, confusion matrix's cells...); the loss keeps
+    // Rows of (micro-batch, loss, hits, count, predictions, confusion matrix's cells...); the loss keeps
     // its bits through double, and the counts are exact below 2^53.
     const int64_t cells = kept.empty() || !kept.front().second.confusion.defined()
                               ? 0
                               : kept.front().second.confusion.numel();
-    at::Tensor rows = at::zeros({static_cast<int64_t>(kept.size()), 4 + cells}, at::kDouble);
+    at::Tensor rows = at::zeros({static_cast<int64_t>(kept.size()), 5 + cells}, at::kDouble);
     for (size_t i = 0; i < kept.size(); ++i) {
       const MicroBatchResult& r = kept[i].second;
       const auto row = static_cast<int64_t>(i);
@@ -194,7 +195,8 @@ void DistributedExecutor::relay_results(const std::vector<StageSlot>& slots,
       rows[row][1] = r.loss.item<double>();
       rows[row][2] = r.correct.item<double>();
       rows[row][3] = static_cast<double>(r.count);
-      if (cells) rows[row].narrow(0, 4, cells).copy_(r.confusion.flatten().to(at::kDouble));
+      rows[row][4] = static_cast<double>(r.predictions);
+      if (cells) rows[row].narrow(0, 5, cells).copy_(r.confusion.flatten().to(at::kDouble));
     }
     group.send(at::tensor({static_cast<int64_t>(kept.size()), cells}, at::kLong), writer, kResultsTag);
     if (!kept.empty()) group.send(rows, writer, kResultsTag + 1);
@@ -206,7 +208,7 @@ void DistributedExecutor::relay_results(const std::vector<StageSlot>& slots,
     group.recv(header, p, kResultsTag);
     const int64_t count = header[0].item<int64_t>(), cells = header[1].item<int64_t>();
     if (count == 0) continue;
-    at::Tensor rows = at::empty({count, 4 + cells}, at::kDouble);
+    at::Tensor rows = at::empty({count, 5 + cells}, at::kDouble);
     group.recv(rows, p, kResultsTag + 1);
     auto a = rows.accessor<double, 2>();
     const auto side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(cells))));
@@ -215,7 +217,8 @@ void DistributedExecutor::relay_results(const std::vector<StageSlot>& slots,
       r.loss = at::scalar_tensor(a[i][1], at::kDouble);
       r.correct = at::scalar_tensor(static_cast<int64_t>(a[i][2]), at::kLong);
       r.count = static_cast<int64_t>(a[i][3]);
-      if (cells) r.confusion = rows[i].narrow(0, 4, cells).to(at::kLong).view({side, side});
+      r.predictions = static_cast<int64_t>(a[i][4]);
+      if (cells) r.confusion = rows[i].narrow(0, 5, cells).to(at::kLong).view({side, side});
       feed.on_result(static_cast<int>(a[i][0]), r);
     }
   }

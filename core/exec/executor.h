@@ -52,6 +52,9 @@ struct MicroBatchResult {
   at::Tensor loss;     ///< scaled mean loss (0-d, detached)
   at::Tensor correct;  ///< top-1 hits
   int64_t count = 0;
+  /// Targets predicted (what accuracy divides by and the test loss weighs by): count x the
+  /// targets per example, or fewer where padding predicts nothing.
+  int64_t predictions = 0;
   /// Evaluation with a confusion-matrix metric (DataSpec::metric): [C, C] counts, row = target,
   /// column = top-1 prediction; undefined otherwise.
   at::Tensor confusion = {};
@@ -75,6 +78,9 @@ class Feed {
   /// The part of its sequences unit mb is (core/nn/sequence_segment.h): a scheme that
   /// pipelines sequence segments feeds through a SegmentFeed; the default is whole sequences.
   virtual nn::SequenceSegment segment(int /*mb*/) { return {}; }
+  /// Micro-batch mb's document layout (core/nn/document_layout.h) where its rows are ragged
+  /// text, undefined otherwise. Any stage may ask, in any process of the run.
+  virtual at::Tensor documents(int /*mb*/) { return {}; }
 };
 
 /// Count and total seconds of one action kind.

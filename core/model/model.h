@@ -25,6 +25,9 @@ struct DataSpec {
   /// The targets of one example: {} for one class label, {T} for one per position (a
   /// language model's next tokens).
   std::vector<int64_t> target_shape;
+  /// Ragged text: batches carry a document layout (Batch::documents) and pad or pack their
+  /// rows; the model must read it (models/blocks/text.h, text_input).
+  bool documents = false;
   /// Predictions per example: the unit of accuracy (top-1 hits / (examples x this)).
   int64_t targets_per_example() const;
   /// The test metric the data is judged by besides accuracy: "" (none), or "mcc" (the
@@ -127,6 +130,10 @@ class ModelFactory : public Component {
   /// core/scheme/sequence_split.h). Nullopt (the default): the model computes whole
   /// sequences only, and a scheme that splits them is refused.
   virtual std::optional<double> segment_token_work() const { return std::nullopt; }
+  /// Whether its blocks read a document layout (core/nn/document_layout.h): restart positions
+  /// and keep attention within each document. A model that does not cannot train on ragged
+  /// text (a dataset's `collate: pad` or `pack`), which the run refuses.
+  virtual bool reads_documents() const { return false; }
 };
 
 }  // namespace pipelab

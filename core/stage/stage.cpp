@@ -7,6 +7,7 @@
 #include "core/device/compat.h"
 #include "core/device/device.h"
 #include "core/nn/context.h"
+#include "core/nn/document_layout.h"
 #include "core/stage/saved_tensors.h"
 #include "core/stage/stage_graphs.h"
 #include "core/stage/weight_pass.h"
@@ -178,6 +179,7 @@ ForwardResult Stage::forward(int mb, Tensors x_in, const ForwardOptions& options
   if (options.offloadable && !options.checkpoint) s.packed = std::make_shared<SavedTensors>();
   if (options.checkpoint) {
     s.rng = drawn_rng_states();
+    if (const at::Tensor* documents = nn::current_documents()) s.documents = *documents;
     at::NoGradGuard no_grad;
     out = run_training_blocks(s.inputs);
   } else {
@@ -232,6 +234,7 @@ Stage::Root Stage::backward_root(Saved& s, int mb, const Tensors& dy) {
     std::vector<bool> drew;
     {
       nn::RecomputeGuard recomputing;
+      const nn::DocumentScope documents(s.documents);
       at::AutoGradMode grad(true);
       s.outputs = run_blocks(s.inputs, &drew);
       if (is_last()) s.outputs = {run_loss(s.outputs.front(), s.target, s.loss_scale)};

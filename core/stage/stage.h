@@ -191,6 +191,8 @@ class Stage {
     /// The states of the generators its blocks draw from, for a checkpointed forward
     /// (undefined for a block that draws none: a CPU generator's state is 5 KB).
     std::vector<at::Tensor> rng;
+    /// The document layout it read (ragged text), for its recomputation.
+    at::Tensor documents;
     bool checkpointed = false;
     at::Tensor target;
     double loss_scale = 1.0;

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "core/nn/context.h"
+#include "core/nn/document_layout.h"
 #include "core/nn/sequence_segment.h"
 #include "core/stage/stage.h"
 #include "core/stage/stage_graphs.h"
@@ -20,6 +21,12 @@ std::string Stage::graph_key(const Tensors& x, const ForwardOptions& options) co
         "stage {}: run.cuda_graphs cannot capture a forward over a segment of its sequences: each segment reads "
         "what the earlier ones left on the host (the sequence-level schemes, seq1f1b and terapipe). Fix: set "
         "run.cuda_graphs: false",
+        index_));
+  }
+  if (nn::current_documents() != nullptr) {
+    throw UserError(fmt::format(
+        "stage {}: run.cuda_graphs cannot capture a forward over ragged text: each micro-batch has its own "
+        "length and document layout (dataset collate pad or pack). Fix: set run.cuda_graphs: false",
         index_));
   }
   return StageGraphs::signature(x, options.target, options.loss_scale);

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "core/util/error.h"
 
 namespace pipelab {
@@ -11,6 +13,7 @@ double LossTotals::add(const MicroBatchResult& r) {
   loss += value;
   correct += r.correct.item<int64_t>();
   count += r.count;
+  predictions += r.predictions;
   return value;
 }
 
@@ -18,7 +21,34 @@ void LossTotals::add(const LossTotals& t) {
   loss += t.loss;
   correct += t.correct;
   count += t.count;
+  predictions += t.predictions;
 }
+
+double loss_part(double scale, const at::Tensor& y, bool documents, int64_t start, int64_t size) {
+  if (!documents) return scale * static_cast<double>(size) / static_cast<double>(y.size(0));
+  const auto predicted = [&](const at::Tensor& rows) { return rows.ne(kIgnoredTarget).sum().item<double>(); };
+  return scale * predicted(y.narrow(0, start, size)) / predicted(y);
+}
+
+namespace {
+/// Micro-batch rows [start, start + size) of `batch`; ragged text's without the columns past
+/// the last token of any row's documents, but at least `min_length` columns (padded).
+Batch rows_of(const Batch& batch, int64_t start, int64_t size, int64_t min_length) {
+  Batch b{batch.x.narrow(0, start, size), batch.y.narrow(0, start, size), {}, {}};
+  if (batch.ids.defined()) b.ids = batch.ids.narrow(0, start, size);
+  if (!batch.documents.defined()) return b;
+  b.documents = batch.documents.narrow(0, start, size);
+  const int64_t used = b.documents.ge(0).sum(1).max().item<int64_t>(), length = std::max(used, min_length);
+  const auto fit = [&](const at::Tensor& t, int64_t fill) {
+    if (length <= t.size(1)) return t.narrow(1, 0, length);
+    return at::constant_pad_nd(t, {0, length - t.size(1)}, fill);
+  };
+  b.x = fit(b.x, 0);
+  b.y = fit(b.y, kIgnoredTarget);
+  b.documents = fit(b.documents, -1);
+  return b;
+}
+}  // namespace
 
 at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype) {
   return at::isFloatingType(x.scalar_type()) && x.scalar_type() != dtype ? x.to(dtype) : x;
@@ -29,21 +59,17 @@ at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype) {
 ChunkFeed::ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype)
     : ChunkFeed(batch, chunk_sizes(batch.x.size(0), chunks), dtype) {}
 
-ChunkFeed::ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::ScalarType dtype) {
-  const int64_t n = batch.x.size(0);
-  if (sizes.size() == 1) {
-    xs_.push_back(cast_input(batch.x, dtype));
-    ys_.push_back(batch.y);
-    if (batch.ids.defined()) ids_.push_back(batch.ids);
-    scales_.push_back(1.0);
-    return;
-  }
+ChunkFeed::ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::ScalarType dtype,
+                     int64_t min_length) {
+  const bool ragged = batch.documents.defined();
   int64_t start = 0;
   for (const int64_t size : sizes) {
-    xs_.push_back(cast_input(batch.x.narrow(0, start, size), dtype));
-    ys_.push_back(batch.y.narrow(0, start, size));
-    if (batch.ids.defined()) ids_.push_back(batch.ids.narrow(0, start, size));
-    scales_.push_back(static_cast<double>(size) / static_cast<double>(n));
+    const Batch b = rows_of(batch, start, size, min_length);
+    xs_.push_back(cast_input(b.x, dtype));
+    ys_.push_back(b.y);
+    if (b.ids.defined()) ids_.push_back(b.ids);
+    if (ragged) documents_.push_back(b.documents);
+    scales_.push_back(sizes.size() == 1 ? 1.0 : loss_part(1.0, batch.y, ragged, start, size));
     start += size;
   }
 }
@@ -77,6 +103,7 @@ at::Tensor LoaderFeed::input(int mb) {
   Batch b = loader_.batch(j);
   std::lock_guard<std::mutex> lock(mutex_);
   targets_[mb] = b.y;
+  if (b.documents.defined()) documents_[mb] = b.documents;
   return cast_input(b.x, dtype_);
 }
 
@@ -98,6 +125,20 @@ std::pair<int, int64_t> LoaderFeed::where(int mb) const {
   return {first_epoch_ + static_cast<int>(mb / per_epoch_), mb % per_epoch_};
 }
 
+at::Tensor LoaderFeed::documents(int mb) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (targets_.count(mb)) {
+      const auto it = documents_.find(mb);
+      return it == documents_.end() ? at::Tensor() : it->second;
+    }
+  }
+  input(mb);  // a process whose stages read no inputs loads the batch itself, as for targets
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = documents_.find(mb);
+  return it == documents_.end() ? at::Tensor() : it->second;
+}
+
 at::Tensor LoaderFeed::example_ids(int mb) {
   const auto [epoch, j] = where(mb);
   return loader_.example_ids(epoch, j);
@@ -109,6 +150,7 @@ void LoaderFeed::on_result(int mb, const MicroBatchResult& r) {
     // time the loss stage reports: its forward comes after theirs.
     std::lock_guard<std::mutex> lock(mutex_);
     targets_.erase(mb);
+    documents_.erase(mb);
   }
   on_result_(mb, r);
 }
@@ -133,13 +175,16 @@ void ReplicaFeed::fetch(int k) {
   // loader prefetches that order), and each mini-batch once.
   for (; fetched_until_ <= k; ++fetched_until_) {
     const int j = fetched_until_;
-    const at::Tensor x = inner_.input(j), y = inner_.target(j);
+    const at::Tensor x = inner_.input(j), y = inner_.target(j), documents = inner_.documents(j);
     const double scale = inner_.loss_scale(j);
+    int64_t start = 0;
     for (int r = 0; r < replicas_; ++r) {
       Share& s = shares_[r * units_ + j];
       s.input = rows(x, r);
       s.target = rows(y, r);
-      s.scale = scale * static_cast<double>(s.target.size(0)) / static_cast<double>(y.size(0));
+      if (documents.defined()) s.documents = rows(documents, r);
+      s.scale = loss_part(scale, y, documents.defined(), start, s.target.size(0));
+      start += s.target.size(0);
     }
   }
 }
@@ -171,8 +216,10 @@ at::Tensor ReplicaFeed::target(int mb) {
 double ReplicaFeed::loss_scale(int mb) {
   if (!one_process_) {
     const at::Tensor y = inner_.target(mb % units_);
-    return inner_.loss_scale(mb % units_) * static_cast<double>(rows(y, mb / units_).size(0)) /
-           static_cast<double>(y.size(0));
+    int64_t start = 0;
+    for (int r = 0; r < mb / units_; ++r) start += rows(y, r).size(0);
+    return loss_part(inner_.loss_scale(mb % units_), y, inner_.documents(mb % units_).defined(), start,
+                     rows(y, mb / units_).size(0));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   return share(mb).scale;
@@ -181,6 +228,15 @@ double ReplicaFeed::loss_scale(int mb) {
 at::Tensor ReplicaFeed::example_ids(int mb) {
   const at::Tensor ids = inner_.example_ids(mb % units_);
   return ids.defined() ? rows(ids, mb / units_) : ids;
+}
+
+at::Tensor ReplicaFeed::documents(int mb) {
+  if (!one_process_) {
+    const at::Tensor d = inner_.documents(mb % units_);
+    return d.defined() ? rows(d, mb / units_) : d;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  return share(mb).documents;
 }
 
 void ReplicaFeed::on_result(int mb, const MicroBatchResult& r) {
@@ -199,6 +255,7 @@ void ReplicaFeed::on_result(int mb, const MicroBatchResult& r) {
       sum.loss += part.loss.detach().to(at::kCPU, at::kDouble);
       sum.correct += part.correct.to(at::kCPU, at::kLong);
       sum.count += part.count;
+      sum.predictions += part.predictions;
     }
     results_.erase(it);
     inner_.on_result(next_++, sum);

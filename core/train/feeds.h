@@ -17,6 +17,7 @@ struct LossTotals {
   double loss = 0;  ///< sum of reported (scaled) losses
   int64_t correct = 0;
   int64_t count = 0;
+  int64_t predictions = 0;  ///< targets predicted (MicroBatchResult::predictions)
   /// Adds one micro-batch; returns its loss.
   double add(const MicroBatchResult& r);
   void add(const LossTotals& t);
@@ -25,17 +26,24 @@ struct LossTotals {
 /// One mini-batch split into micro-batches. Micro-batch i's mean loss is scaled by n_i / N, so the
 /// gradients accumulated over micro-batches are exactly those of the mean loss over the whole
 /// mini-batch (loss averaging, docs/schemes.md §3.3), and the reported losses add up to it.
+/// Ragged text (a batch with documents) weighs by predicted targets instead of examples (the
+/// mini-batch's loss is the mean over its tokens), and each micro-batch drops the columns
+/// that are padding in all its rows: micro-batches of one step differ in length.
 class ChunkFeed : public Feed {
  public:
   ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype);
-  /// Micro-batches of the given sizes (summing to the batch's size), in order.
-  ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::ScalarType dtype);
+  /// Micro-batches of the given sizes (summing to the batch's size), in order; ragged text's of
+  /// at least `min_length` tokens (a sequence split's segments each need one).
+  ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::ScalarType dtype, int64_t min_length = 1);
   int count() const { return static_cast<int>(xs_.size()); }
   at::Tensor input(int mb) override { return xs_.at(static_cast<size_t>(mb)); }
   at::Tensor target(int mb) override { return ys_.at(static_cast<size_t>(mb)); }
   double loss_scale(int mb) override { return scales_.at(static_cast<size_t>(mb)); }
   void on_result(int mb, const MicroBatchResult& r) override;
   at::Tensor example_ids(int mb) override { return ids_.empty() ? at::Tensor() : ids_.at(static_cast<size_t>(mb)); }
+  at::Tensor documents(int mb) override {
+    return documents_.empty() ? at::Tensor() : documents_.at(static_cast<size_t>(mb));
+  }
   /// The results so far, added in the order they came. Read here and not as they come:
   /// reading a loss on a GPU waits for it, and the last stage reports right after its
   /// forward, so reading then would stall the device queue between the forward and the
@@ -43,7 +51,7 @@ class ChunkFeed : public Feed {
   LossTotals totals() const;
 
  private:
-  std::vector<at::Tensor> xs_, ys_, ids_;
+  std::vector<at::Tensor> xs_, ys_, ids_, documents_;
   std::vector<double> scales_;
   mutable std::mutex mutex_;
   std::vector<MicroBatchResult> results_;
@@ -62,6 +70,7 @@ class LoaderFeed : public Feed {
   at::Tensor target(int mb) override;
   void on_result(int mb, const MicroBatchResult& r) override;
   at::Tensor example_ids(int mb) override;
+  at::Tensor documents(int mb) override;
 
  private:
   /// The loader's epoch and batch of micro-batch mb.
@@ -72,7 +81,7 @@ class LoaderFeed : public Feed {
   int64_t per_epoch_;
   int first_epoch_, epoch_ = -1;
   std::mutex mutex_;
-  std::map<int, at::Tensor> targets_;
+  std::map<int, at::Tensor> targets_, documents_;
 };
 
 /// Replicas of a pipeline that runs across mini-batches (an asynchronous scheme's epoch or
@@ -94,11 +103,12 @@ class ReplicaFeed : public Feed {
   double loss_scale(int mb) override;
   void on_result(int mb, const MicroBatchResult& r) override;
   at::Tensor example_ids(int mb) override;
+  at::Tensor documents(int mb) override;
 
  private:
   /// What replica r's share of micro-batch k needs until its result is in.
   struct Share {
-    at::Tensor input, target;
+    at::Tensor input, target, documents;
     double scale = 1;
   };
   /// Fetches and splits the inner micro-batches up to `k` not fetched yet. Caller holds mutex_.
@@ -121,6 +131,10 @@ class ReplicaFeed : public Feed {
   int fetched_until_ = 0;         ///< inner micro-batches below this were fetched
   int next_ = 0;                  ///< the inner micro-batch to report next
 };
+
+/// `scale` times the part of a mini-batch's loss its rows [start, start + size) carry: their
+/// share of its examples, or, with a document layout, of its predicted targets `y`.
+double loss_part(double scale, const at::Tensor& y, bool documents, int64_t start, int64_t size);
 
 /// Casts floating-point inputs to the run's dtype; integer inputs (token ids) stay.
 at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype);

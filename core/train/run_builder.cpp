@@ -114,6 +114,13 @@ std::unique_ptr<RunParts> RunBuilder::build() {
   at::set_num_threads(process_threads(run.threads > 0 ? run.threads : default_threads()));
   p_->dtype = run.dtype == RunOptions::Dtype::Float64 ? at::kDouble : at::kFloat;
   load_data();
+  if (p_->data.spec.documents && !e_.model->reads_documents()) {
+    e_.source->fail("dataset.collate",
+                    fmt::format("batches of ragged text need a model that keeps attention within each document and "
+                                "restarts positions there, which model {} does not",
+                                e_.model->type()),
+                    "use model type llama, or transformer with head: lm; or leave collate out (fixed windows)");
+  }
   p_->def = e_.model->define(p_->data.spec);
   try {
     p_->dataflow = dataflow(p_->def, e_.model->type());

@@ -16,8 +16,8 @@ ChunkedRunFeed::ChunkedRunFeed(DataLoader& loader, at::ScalarType dtype, const W
   for (const auto& share : replica_chunk_sizes(batch.x.size(0), replicas, micro_batches)) {
     sizes.insert(sizes.end(), share.begin(), share.end());
   }
-  chunks_ = std::make_unique<ChunkFeed>(batch, sizes, dtype);
-  if (split.active()) segments_ = std::make_unique<SegmentFeed>(*chunks_, split, batch.x.size(1));
+  chunks_ = std::make_unique<ChunkFeed>(batch, sizes, dtype, split.active() ? split.segments : 1);
+  if (split.active()) segments_ = std::make_unique<SegmentFeed>(*chunks_, split);
 }
 
 LoaderRunFeed::LoaderRunFeed(DataLoader& loader, at::ScalarType dtype, const Window& window, int replicas, Done done,

@@ -1,5 +1,7 @@
 #include "core/train/shadow_sync.h"
 
+#include "core/nn/document_layout.h"
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -46,6 +48,11 @@ void ShadowSync::saw_input(int mb, const at::Tensor& x) {
 void ShadowSync::saw_target(int mb, const at::Tensor& y) {
   std::lock_guard<std::mutex> lock(mutex_);
   targets_.try_emplace(mb, y);
+}
+
+void ShadowSync::saw_documents(int mb, const at::Tensor& documents) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  documents_.try_emplace(mb, documents);
 }
 
 void ShadowSync::saw_loss_scale(int mb, double scale) {
@@ -131,6 +138,7 @@ void ShadowSync::compute(int64_t k) {
   for (const int mb : used) {
     inputs_.erase(mb);
     targets_.erase(mb);
+    documents_.erase(mb);
     scales_.erase(mb);
     for (size_t r = 0; r < stages_.size(); ++r) rng_.erase({static_cast<int>(r), mb});
   }
@@ -151,6 +159,8 @@ std::vector<Weights> ShadowSync::synchronous_gradients(const std::vector<int>& m
   for (const int mb : mbs) {
     PIPELAB_ASSERT(inputs_.count(mb), "shadow: no input kept for micro-batch {}", mb);
     Tensors x{inputs_.at(mb)};
+    const auto kept = documents_.find(mb);
+    const at::Tensor documents = kept == documents_.end() ? at::Tensor() : kept->second;
     for (size_t r = 0; r < n; ++r) {
       Stage& replica = *replicas_[r];
       const auto rng = rng_.find({static_cast<int>(r), mb});
@@ -162,6 +172,8 @@ std::vector<Weights> ShadowSync::synchronous_gradients(const std::vector<int>& m
         options.loss_scale = scale == scales_.end() ? 1.0 : scale->second;
       }
       for (at::Tensor& t : x) t = t.to(replica.device());
+      const at::Tensor layout = documents.defined() ? documents.to(replica.device()) : documents;
+      const nn::DocumentScope scope(layout);
       x = replica.forward(mb, std::move(x), options).activations;
     }
     Tensors dy;
@@ -197,6 +209,12 @@ at::Tensor ShadowFeed::target(int mb) {
   at::Tensor y = inner_.target(mb);
   if (shadow_) shadow_->saw_target(mb, y);
   return y;
+}
+
+at::Tensor ShadowFeed::documents(int mb) {
+  at::Tensor d = inner_.documents(mb);
+  if (shadow_ && d.defined()) shadow_->saw_documents(mb, d);
+  return d;
 }
 
 double ShadowFeed::loss_scale(int mb) {

@@ -50,6 +50,7 @@ class ShadowSync final : public ActionObserver {
   // From the feed (any thread).
   void saw_input(int mb, const at::Tensor& x);
   void saw_target(int mb, const at::Tensor& y);
+  void saw_documents(int mb, const at::Tensor& documents);
   void saw_loss_scale(int mb, double scale);
 
   // From stage r's actions, on its own thread (ActionObserver).
@@ -79,7 +80,7 @@ class ShadowSync final : public ActionObserver {
   std::vector<Stage*> stages_;
   std::vector<std::unique_ptr<Stage>> replicas_;
   std::mutex mutex_;
-  std::map<int, at::Tensor> inputs_, targets_;
+  std::map<int, at::Tensor> inputs_, targets_, documents_;
   std::map<int, double> scales_;
   std::map<std::pair<int, int>, std::vector<at::Tensor>> rng_;  ///< (stage, mb) -> generator states
   std::map<std::pair<int, int>, Weights> read_forward_, read_backward_;
@@ -99,6 +100,7 @@ class ShadowFeed : public Feed {
   void on_result(int mb, const MicroBatchResult& r) override { inner_.on_result(mb, r); }
   at::Tensor example_ids(int mb) override { return inner_.example_ids(mb); }
   nn::SequenceSegment segment(int mb) override { return inner_.segment(mb); }
+  at::Tensor documents(int mb) override;
 
  private:
   Feed& inner_;

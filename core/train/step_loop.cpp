@@ -135,7 +135,7 @@ EpochMetrics StepLoop::epoch_figures(int epoch, const EpochTally& tally, double 
   m.epoch = epoch + 1;
   m.train_seconds = seconds;
   m.train_loss = tally.steps ? tally.totals.loss / static_cast<double>(tally.steps) : 0;
-  m.train_acc = percent(tally.totals.correct, tally.totals.count * parts_.data.spec.targets_per_example());
+  m.train_acc = percent(tally.totals.correct, tally.totals.predictions);
   m.samples_per_second = static_cast<double>(tally.totals.count) / std::max(seconds, 1e-9);
   m.lr = parts_.lr_at(tally.last_step);
   if (clock_.on()) m.simulated_seconds = static_cast<double>(tally.steps) * clock_.step_seconds;
@@ -160,12 +160,15 @@ void StepLoop::evaluate(EpochMetrics& m) {
   DataLoader& test = *parts_.test;
   test.start_epoch(0);
   double loss_sum = 0;
-  int64_t correct = 0, count = 0;
+  int64_t correct = 0, count = 0, predictions = 0;
   at::Tensor confusion;  // summed over the test set where the data's metric needs it
+  // A batch's loss is its mean over its examples, or over its tokens where they are ragged.
+  const bool per_token = parts_.data.spec.documents;
   LoaderFeed feed(test, parts_.dtype, [&](int, const MicroBatchResult& r) {
-    loss_sum += r.loss.item<double>() * static_cast<double>(r.count);
+    loss_sum += r.loss.item<double>() * static_cast<double>(per_token ? r.predictions : r.count);
     correct += r.correct.item<int64_t>();
-    count += r.count;
+    count += per_token ? r.predictions : r.count;
+    predictions += r.predictions;
     if (r.confusion.defined()) confusion = confusion.defined() ? confusion + r.confusion : r.confusion.clone();
   });
   // Replicas of the pipeline hold the same weights: replica 0 evaluates (with its own
@@ -182,7 +185,7 @@ void StepLoop::evaluate(EpochMetrics& m) {
   }
   if (test.batches() > 0) e_.executor->run(eval_schedule_, slots, feed, RunMode::Eval);
   m.test_loss = count ? loss_sum / static_cast<double>(count) : 0;
-  m.test_acc = percent(correct, count * parts_.data.spec.targets_per_example());
+  m.test_acc = percent(correct, predictions);
   if (confusion.defined()) m.test_mcc = 100 * matthews_correlation(confusion);
   m.eval_seconds = seconds_since(start);
 }

@@ -298,6 +298,29 @@ TEST(SequenceSimulator, TimedCostsPriceShortSegmentsByTheirSize) {
   }
 }
 
+TEST(SequenceSimulator, RaggedMicroBatchesCostTheirLength) {
+  // One stage does every unit in turn: F + B = 3 s a micro-batch of the costs' 64 tokens, and
+  // micro-batches of 32 and 64 tokens take 1.5 and 3 s, whole or in segments.
+  const sim::SimCosts costs = whole_micro_batches(1, 64);
+  sim::SimOptions ragged;
+  ragged.lengths = {32, 64};
+  for (const char* scheme : {"{type: pipedream_flush, chunks: 4}", "{type: seq1f1b, chunks: 4, segments: 2}"}) {
+    const auto s = scheme_of(scheme);
+    EXPECT_NEAR(sim::simulate(*s, 1, 4, 1, costs, {}).makespan, 4 * 3.0, 1e-9) << scheme;
+    EXPECT_NEAR(sim::simulate(*s, 1, 4, 1, costs, ragged).makespan, 2 * (1.5 + 3.0), 1e-9) << scheme;
+  }
+  // Costs without a sequence length have nothing to scale.
+  sim::SimCosts lengthless = costs;
+  lengthless.sequence_length = 0;
+  const std::string error = testing::user_error(
+      [&] { sim::simulate(*scheme_of("{type: pipedream_flush, chunks: 4}"), 1, 4, 1, lengthless, ragged); });
+  EXPECT_NE(error.find("--tokens"), std::string::npos) << error;
+  ragged.lengths = {65};
+  EXPECT_NE(testing::user_error([&] { sim::simulate(*scheme_of("{type: pipedream_flush, chunks: 4}"), 1, 4, 1, costs, ragged); })
+                .find("1 to 64 tokens"),
+            std::string::npos);
+}
+
 // --- Runs --------------------------------------------------------------------------------
 
 class SequenceSchemes : public ::testing::TestWithParam<testing::SchemeCase> {};

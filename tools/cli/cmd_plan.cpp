@@ -79,7 +79,7 @@ struct PlanFlags {
   std::vector<std::string> sets, proxy_sets;
   int devices = 0, top = 10, max_staleness = 0;
   int64_t proxy_steps = 1000;
-  double memory_cap = 0, device_memory = 0, time_limit = 10, compress_below = 0;
+  double memory_cap = 0, device_memory = 0, time_limit = 10, compress_below = 0, tokens = 0;
   bool async = false, allow_idle = false, explain = false;
   TargetOptions target_options;  ///< --target, read
   CostFlags cost;
@@ -117,6 +117,9 @@ bool read_flags(const Args& args, PlanFlags& f) {
       "also rank the top plans by time to this target, as run.targets writes it: test_loss=2.0, test_acc=90 "
       "(steps from proxy runs on this CPU x the simulated step; docs/time-to-accuracy.md)")(
       "proxy-steps", po::value(&f.proxy_steps), "with --target: the most training steps of each proxy run (default 1000)")(
+      "tokens", po::value(&f.tokens),
+      "ragged text: the mean length of a step's sequences (tokens per row); each plan's step is costed at it "
+      "against the costs' sequence length")(
       "proxy-set", po::value(&f.proxy_sets)->composing(),
       "with --target: override a value of every proxy run only: --proxy-set dataset.limit=4096 (repeatable)");
   add_cost_options(options, f.cost);
@@ -129,7 +132,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
              "             [--link-gbps G] [--link-latency-us L] [--host-gbps G] [--host-latency-us L]\n"
              "             [--device-memory GIB | --memory-cap GIB]\n"
              "             [--schemes a,b] [--async [--max-staleness V]] [--allow-idle] [--time-limit S]\n"
-             "             [--compress-below G [--codec SPEC]]\n"
+             "             [--compress-below G [--codec SPEC]] [--tokens L]\n"
              "             [--top K] [--emit best.yaml [--overwrite]] [--svg front.svg] [--json ranked.json] [--explain]\n"
              "             [--target METRIC=VALUE [--proxy-steps N] [--proxy-set key.path=value ...]]\n\n"
              "Searches the pipelines for the experiment's model on N devices: scheme, stages, replicas, virtual\n"
@@ -160,6 +163,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
   checked_flag("--device-memory", f.device_memory, 0, 1e6);
   checked_flag("--memory-cap", f.memory_cap, 0, 1e6);
   checked_flag("--time-limit", f.time_limit, 0.01, 86400);
+  if (f.vm.count("tokens")) checked_flag("--tokens", f.tokens, 1, 1e9);
   checked_flag("--top", f.top, 1, 1000);
   if (f.vm.count("max-staleness") && !f.async) throw UsageError{"--max-staleness goes with --async"};
   if (f.vm.count("max-staleness")) checked_flag("--max-staleness", f.max_staleness, 0, 1e6);
@@ -249,6 +253,7 @@ plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSour
                                             : f.cost.cluster_memory_gib) *
                      kGiB;
   space.offload = source.link().host_gbps > 0;
+  space.token_length = f.tokens;
   space.max_staleness = !f.async ? 0 : f.vm.count("max-staleness") ? f.max_staleness : 1 << 20;
   space.time_limit = f.time_limit;
   space.batch = static_cast<int>(e.run.batch_size);

@@ -137,7 +137,7 @@ void print_memory_check(const sim::SimCosts& f, const sim::SimResult& r) {
 
 /// The command's flags, as given.
 struct SimulateFlags {
-  std::string file, schemes_text, svg, trace, markdown, executor = "devices";
+  std::string file, schemes_text, svg, trace, markdown, executor = "devices", tokens;
   std::vector<std::string> sets, slow;
   std::string preset = kNoPreset;
   int stages = 0, micro = 0, cell = 0;
@@ -167,6 +167,9 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
       "devices (default: one worker per device, what D devices would do) or sequential (one thread runs every "
       "action in order, as the sequential executor: to check a sequential run's own costs against it)")(
       "slow-device", po::value(&f.slow)->composing(), "DEVICE:FACTOR: that device computes FACTOR times slower (repeatable)")(
+      "tokens", po::value(&f.tokens),
+      "L1,L2,...: ragged text: each micro-batch's sequence length (tokens per row, cycled over the step's "
+      "micro-batches); its seconds and bytes scale by it against the costs' length")(
       "svg", po::value(&f.svg), "write the timeline and memory per device as SVG (one file per scheme: out-NAME.svg)")(
       "trace", po::value(&f.trace), "write a Chrome trace (Perfetto, chrome://tracing) per scheme")(
       "markdown", po::value(&f.markdown), "also write the comparison table to this file");
@@ -179,7 +182,7 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
                "                [--costs COSTS | --cluster NAME|FILE | --device-flops TFLOPS [--memory-bw GBS] [--dtype T]\n"
                "                 [--profile shapes|measured] [--launch-us U] [--action-us A] | --time-blocks]\n"
                "                [--link-gbps G] [--link-latency-us L] [--host-gbps G] [--host-latency-us L]\n"
-               "                [--no-overlap] [--slow-device r:f]\n"
+               "                [--no-overlap] [--slow-device r:f] [--tokens L1,L2,...]\n"
                "                [--svg out.svg] [--trace out.json] [--markdown out.md]\n\n"
                "Replays each scheme's schedule against a cost model and prints step time, samples/s, bubble,\n"
                "peak memory per device and bytes moved (docs/simulate.md). Costs are measured (a run's\n"
@@ -365,6 +368,7 @@ int simulate(const Args& args) {
   options.overlap = !vm.count("no-overlap");
   options.slow = slow_devices(f.slow);
   options.one_worker = f.executor == "sequential";
+  options.lengths = token_lengths(f.tokens);
   const std::vector<Compared> compared = compared_schemes(e, f.schemes_text);
   const int default_micro = default_micro_batches(e, source, f);
   std::vector<SchemeRow> rows;

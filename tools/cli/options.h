@@ -116,4 +116,20 @@ inline std::vector<std::string> flag_list(const std::string& flag, const std::st
   }
 }
 
+/// `--tokens L1,L2,...`: the length of each micro-batch's sequences (ragged text), at least 1
+/// each; anything else is a UsageError naming the flag.
+inline std::vector<double> token_lengths(const std::string& text) {
+  std::vector<double> out;
+  for (const std::string& item : flag_list("--tokens", text)) {
+    double l = 0;
+    if (!parse_finite(item, l) || l < 1) {
+      throw UsageError{fmt::format("--tokens {}: '{}' is no length; give each micro-batch's tokens per sequence, "
+                                   "numbers of at least 1 separated by commas (e.g. 412,388,501)",
+                                   text, item)};
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
 }  // namespace pipelab::cli

@@ -99,6 +99,7 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
   sim::SimOptions options = given;
   options.validate = false;
   options.one_replica = true;  // identical replicas: one replayed, its figures for all
+  if (space.token_length > 0) options.lengths = {space.token_length};
   PlanResult out;
   std::vector<Candidate> pending = enumerate(e, space, out.lost);
   out.timed_out = seconds_since(start) > space.time_limit;  // enumerating took it all

@@ -87,6 +87,9 @@ struct PlanSpace {
   /// The costs know each device's host link (`host_gbps`): offloading activations is a
   /// memory lever beside recomputation (tools/plan/offload_fit.h).
   bool offload = false;
+  /// Ragged text (`--tokens`): the mean length of a step's sequences, which each candidate's
+  /// micro-batches are costed at (tools/simulate/unit_scale.h); 0: the costs' own length.
+  double token_length = 0;
   int max_staleness = 0;         ///< weight versions a gradient may be stale by (0: synchronous only)
   double time_limit = 10;        ///< seconds for the whole search
   int batch = 1;                 ///< run.batch_size

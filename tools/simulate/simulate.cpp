@@ -238,7 +238,7 @@ double compute_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int st
 SimResult simulate(const RunPlan& plan, int units, double examples, const SimCosts& one_pipeline,
                    const SimOptions& options, int units_per_step) {
   const SimCosts costs = plan_costs(one_pipeline, plan);
-  const auto unit = std::make_shared<const UnitScale>(plan, costs);
+  const auto unit = std::make_shared<const UnitScale>(plan, costs, options.lengths);
   const bool one = options.one_replica && replicas_alike(plan, costs, options);
   const RunPlan replayed = one ? plan.first_replica() : plan;
   SimResult r = replay_plan(plan, replayed, units, costs, options, unit);

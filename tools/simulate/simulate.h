@@ -36,6 +36,9 @@ struct SimOptions {
   /// search sets it (a 1,024-device plan replays 64 devices); `timeline`, `schedule` and
   /// `memory` are then the first replica's alone.
   bool one_replica = false;
+  /// Ragged text: the length of each micro-batch's sequences, cycled over the step's
+  /// micro-batches (`--tokens`; tools/simulate/unit_scale.h); empty: the costs' length.
+  std::vector<double> lengths;
 };
 
 /// Memory of one device over time: `bytes` from `time` on.

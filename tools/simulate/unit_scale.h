@@ -22,9 +22,15 @@ namespace pipelab::sim {
 /// stage's measured shares, StageCosts::segment_shares) or derived from blocks timed at
 /// several sizes (add_timed_shares). Costs measured in segments are one segment's on average:
 /// k_c of them make a micro-batch.
+///
+/// Ragged text: `lengths` gives the length of each micro-batch's sequences (cycled over the
+/// step's micro-batches, the tokens per row a padded micro-batch computes), and a unit's
+/// seconds and bytes scale by that length against the costs' sequence length: linear in the
+/// tokens, as the projections and feed-forward that dominate a decoder are.
 class UnitScale {
  public:
-  UnitScale(const RunPlan& plan, const SimCosts& c) {
+  UnitScale(const RunPlan& plan, const SimCosts& c, const std::vector<double>& lengths = {}) {
+    set_lengths(plan, c, lengths);
     const SequenceSplit& split = plan.sequence_split();
     if (!split.active() && c.segments <= 1) return;
     const double measured = std::max(1, c.segments);
@@ -68,12 +74,35 @@ class UnitScale {
   /// Of an action's seconds, of the bytes it keeps, of its messages' bytes.
   double seconds(const Action& a) const {
     const size_t st = static_cast<size_t>(a.stage);
-    return st < seconds_.size() && !seconds_[st].empty() ? of(seconds_[st], a) : of(work_, a);
+    return (st < seconds_.size() && !seconds_[st].empty() ? of(seconds_[st], a) : of(work_, a)) * length(a);
   }
-  double work(const Action& a) const { return of(work_, a); }
-  double tokens(const Action& a) const { return of(tokens_, a); }
+  double work(const Action& a) const { return of(work_, a) * length(a); }
+  double tokens(const Action& a) const { return of(tokens_, a) * length(a); }
 
  private:
+  void set_lengths(const RunPlan& plan, const SimCosts& c, const std::vector<double>& lengths) {
+    if (lengths.empty()) return;
+    if (c.sequence_length < 1) {
+      throw UserError(fmt::format("--tokens gives the length of each micro-batch's sequences, but the costs ({}) give "
+                                  "no sequence length to scale. Fix: use costs of a sequence model (measured by a "
+                                  "run of one, or derived from one)",
+                                  c.source));
+    }
+    for (const double l : lengths) {
+      if (!(l >= 1 && l <= c.sequence_length)) {
+        throw UserError(fmt::format("--tokens {:g}: a micro-batch's sequences are 1 to {:g} tokens long (the "
+                                    "costs' length). Fix: give each micro-batch's length",
+                                    l, c.sequence_length));
+      }
+      lengths_.push_back(l / c.sequence_length);
+    }
+    per_micro_batch_ = std::max(1, plan.sequence_split().segments);
+  }
+  /// Unit a's micro-batch's length against the costs'.
+  double length(const Action& a) const {
+    if (lengths_.empty() || a.mb < 0) return 1.0;
+    return lengths_[static_cast<size_t>(a.mb / per_micro_batch_) % lengths_.size()];
+  }
   /// Costs from blocks timed at several sizes (StageCosts::timed_seconds): each stage's
   /// segment j costs what n t_j examples of whole sequences cost (n the micro-batch's
   /// examples, t_j the segment's share of the tokens), times its work per token against the
@@ -96,6 +125,8 @@ class UnitScale {
   }
   std::vector<double> work_, tokens_;
   std::vector<std::vector<double>> seconds_;  ///< per stage, measured
+  std::vector<double> lengths_;               ///< per micro-batch, against the costs' length
+  int per_micro_batch_ = 1;                   ///< units
 };
 
 }  // namespace pipelab::sim

@@ -1,0 +1,48 @@
+#include "core/nn/document_layout.h"
+
+#include <ATen/ATen.h>
+
+#include "core/util/error.h"
+
+namespace pipelab::nn {
+namespace {
+thread_local const at::Tensor* t_documents = nullptr;
+
+const at::Tensor& layout(int64_t end) {
+  const at::Tensor& d = *t_documents;
+  PIPELAB_ASSERT(d.dim() == 2 && d.size(1) >= end, "a document layout of shape {} for tokens up to {}",
+                 d.sizes(), end);
+  return d;
+}
+}  // namespace
+
+const at::Tensor* current_documents() { return t_documents; }
+
+DocumentScope::DocumentScope(const at::Tensor& documents) : previous_(t_documents) {
+  if (documents.defined()) t_documents = &documents;
+}
+DocumentScope::~DocumentScope() { t_documents = previous_; }
+
+at::Tensor document_positions(int64_t offset, int64_t length) {
+  if (!t_documents) return {};
+  const at::Tensor d = layout(offset + length).narrow(1, 0, offset + length);
+  // A document starts where the number changes; each token's position counts from the last
+  // start at or before it (a running maximum of the starts' indices).
+  const at::Tensor index = at::arange(d.size(1), d.options()).expand_as(d);
+  at::Tensor starts = at::ones_like(d, d.options().dtype(at::kBool));
+  if (d.size(1) > 1) starts.narrow(1, 1, d.size(1) - 1).copy_(d.narrow(1, 1, d.size(1) - 1) != d.narrow(1, 0, d.size(1) - 1));
+  const at::Tensor first = std::get<0>(at::cummax(at::where(starts, index, at::zeros_like(index)), 1));
+  return (index - first).narrow(1, offset, length);
+}
+
+at::Tensor blocked_keys(int64_t offset, int64_t length) {
+  if (!t_documents) return {};
+  const int64_t keys = offset + length;
+  const at::Tensor& d = layout(keys);
+  const at::Tensor queries = d.narrow(1, offset, length).unsqueeze(2), of_keys = d.narrow(1, 0, keys).unsqueeze(1);
+  const at::Tensor later =
+      at::ones({length, keys}, d.options().dtype(at::kBool)).triu(1 + offset);  // key j > query offset + i
+  return (queries != of_keys).logical_or(later).unsqueeze(1);
+}
+
+}  // namespace pipelab::nn
