@@ -31,6 +31,8 @@ class Dataset {
   /// The examples at `indices`, stacked. `seed` drives any random augmentation of this
   /// batch, so a batch is the same whichever thread builds it and whenever.
   virtual Batch get(const std::vector<int64_t>& indices, uint64_t seed) const = 0;
+  /// Whether its batches carry a document layout (Batch::documents: ragged text).
+  virtual bool has_documents() const { return false; }
 };
 
 /// What loading a dataset gives: the two splits and the shape of the data.

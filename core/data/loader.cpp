@@ -107,6 +107,7 @@ Batch DataLoader::build(const Task& t) const {
   if (options_.pin) {
     b.x = b.x.pin_memory();
     if (b.y.defined()) b.y = b.y.pin_memory();
+    if (b.documents.defined()) b.documents = b.documents.pin_memory();
   }
   return b;
 }

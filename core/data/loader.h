@@ -74,6 +74,8 @@ class DataLoader {
   /// Batches per epoch.
   int64_t batches() const;
   int64_t examples() const { return dataset_->size(); }
+  /// Whether its batches carry a document layout (ragged text).
+  bool has_documents() const { return dataset_->has_documents(); }
   /// Fixes the order of epoch `epoch` and starts building its first batches. The epoch after
   /// the current one keeps the batches already built ahead for it (a GPU step does not wait
   /// at each epoch's start while the workers refill).

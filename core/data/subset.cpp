@@ -19,6 +19,7 @@ class Subset : public Dataset {
     for (const int64_t i : indices) mapped.push_back(indices_.at(static_cast<size_t>(i)));
     return inner_->get(mapped, seed);
   }
+  bool has_documents() const override { return inner_->has_documents(); }
 
  private:
   std::shared_ptr<Dataset> inner_;

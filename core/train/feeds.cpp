@@ -126,6 +126,8 @@ std::pair<int, int64_t> LoaderFeed::where(int mb) const {
 }
 
 at::Tensor LoaderFeed::documents(int mb) {
+  // Fixed-length data has none; asking must not load a batch a stage never reads.
+  if (!loader_.has_documents()) return {};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (targets_.count(mb)) {

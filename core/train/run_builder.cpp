@@ -322,6 +322,13 @@ void RunBuilder::wire_stages(const StageAddOns& add_ons) {
 
 void RunBuilder::connect_codecs() {
   if (!e_.compression.any()) return;
+  if (p_->data.spec.documents && e_.compression.needs_ids()) {
+    // AQ-SGD keeps each example's last message, whose length ragged micro-batches change.
+    e_.source->fail("compression",
+                    "a codec with per-example state (aq_sgd) keeps each example's message at one shape, but ragged "
+                    "text's micro-batches differ in length",
+                    "use a stateless codec (topk, uniform, fixpoint, cast), or dataset.collate: windows");
+  }
   const CodecRun run{p_->data.train->size(), e_.run.output + "/codec_cache"};
   // The plan has checked the section against its schedules.
   p_->codecs = std::make_unique<BoundaryCodecs>(e_.compression, p_->plan.codec_positions(), p_->plan.codec_position(), run);

@@ -6,6 +6,7 @@
 
 #include <fmt/ranges.h>
 
+#include "core/nn/document_layout.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/validate.h"
 #include "core/train/run_parts.h"
@@ -91,6 +92,8 @@ void check_model_takes_data(const Experiment& e, const RunParts& parts) {
       stage->set_training(false);
       const at::Tensor target = stage->is_last() ? batch.y.to(stage->device()) : at::Tensor();
       for (at::Tensor& t : x) t = t.to(stage->device());
+      const at::Tensor documents = batch.documents.defined() ? batch.documents.to(stage->device()) : at::Tensor();
+      const nn::DocumentScope scope(documents);  // ragged text's layout, as the executors scope it
       ForwardResult r = stage->evaluate(x, target);
       if (!stage->is_last()) x = std::move(r.activations);
       if (stage->is_last()) break;  // replica 0 is enough

@@ -40,6 +40,7 @@ class RaggedText final : public Dataset {
   /// Pieces (pad) or rows (pack).
   int64_t size() const override;
   Batch get(const std::vector<int64_t>& indices, uint64_t seed) const override;
+  bool has_documents() const override { return true; }
   /// "4,210 pieces of 2-129 ids, 61.3 predicted targets on average" / "... packed into 2,100 rows, 93% used".
   std::string description() const;
 

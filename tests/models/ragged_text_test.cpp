@@ -272,6 +272,12 @@ TEST(RaggedRuns, WhatCannotReadDocumentsIsRefusedAtItsKey) {
   const std::string lstm = error(experiment("{type: residual_lstm, num_words: 16}", "pad"));
   EXPECT_NE(lstm.find("dataset.collate"), std::string::npos) << lstm;
   EXPECT_NE(lstm.find("model residual_lstm does not"), std::string::npos) << lstm;
+  const std::string aq = testing::user_error([] {
+    testing::train(experiment(kLlama, "pad"), {"scheme={type: pipedream_flush, chunks: 4}",
+                                               "compression={activations: {type: aq_sgd, bits: 4}}"});
+  });
+  EXPECT_NE(aq.find("compression"), std::string::npos) << aq;
+  EXPECT_NE(aq.find("differ in length"), std::string::npos) << aq;
   const std::string features = error(R"(
 model:     {type: mlp, sizes: [784, 10]}
 dataset:   {type: synthetic, collate: pack}

@@ -125,6 +125,27 @@ TEST(Plan, TheBoundIsNeverAboveTheReplayedStep) {
   EXPECT_GT(replayed, 200);
 }
 
+TEST(Plan, RaggedTextCostsEachStepAtItsMeanLength) {
+  // `plan --tokens L`: sequences of L tokens on average rather than the model's 32. On a
+  // compute-bound device every candidate's step is a quarter at 8 tokens, and the bound
+  // that prunes stays below each replayed step.
+  testing::TempDir dir;
+  const std::string path = file_of(dir, R"(
+model:     {type: transformer, head: lm, num_words: 64, d_model: 32, heads: 2, ff: 64, layers: 4, dropout: 0.0}
+dataset:   {type: synthetic, tokens: {vocabulary: 64, length: 32}, samples: 64, test_samples: 16}
+scheme:    {type: gpipe, chunks: 4}
+optimizer: {type: sgd, lr: 0.05}
+run:       {epochs: 1, batch_size: 32, seed: 0, threads: 1, progress: false}
+)");
+  const Planned full = plan_of(path, 4, device(1e-3));
+  const Planned quarter = plan_of(path, 4, device(1e-3), [](plan::PlanSpace& s) { s.token_length = 8; });
+  ASSERT_FALSE(full.result.ranked.empty());
+  ASSERT_FALSE(quarter.result.ranked.empty());
+  EXPECT_EQ(full.result.ranked.front().label, quarter.result.ranked.front().label);
+  EXPECT_NEAR(quarter.result.ranked.front().step / full.result.ranked.front().step, 0.25, 1e-6);
+  for (const plan::Candidate& c : quarter.result.ranked) EXPECT_LE(c.bound, c.step * (1 + 1e-9)) << c.label;
+}
+
 TEST(Plan, SchemesThatRefuseTheOptimizerAreNotRanked) {
   // XPipe predicts with Adam's moments: with the file's SGD its stages would refuse to
   // build, so no XPipe plan is ranked (its emitted file would not run), and the scheme's

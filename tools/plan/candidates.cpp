@@ -313,12 +313,17 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
     // backwards (a recomputed forward and codecs included) and, flushed per mini-batch, its
     // ALLREDUCE before its one update (gradient_sync: replicas, a clip, tied weights).
     const bool syncs = c.flushed && plan.sync().always;
+    // Ragged text (--tokens): every micro-batch computes its share of the costs' length, as
+    // the replay costs it (tools/simulate/unit_scale.h).
+    const double share =
+        space.token_length > 0 && costs.sequence_length >= 1 ? space.token_length / costs.sequence_length : 1.0;
     for (size_t id = 0; id < placement.size(); ++id) {
       const int stage = static_cast<int>(id);
       const int p = plan.layout().replicated() ? plan.layout().position(stage) : stage;
       const size_t d = static_cast<size_t>(placement[id]);
-      compute[d] += c.micro_batches * (sim::compute_seconds(costs, plan, stage, ActionKind::Forward) +
-                                       sim::compute_seconds(costs, plan, stage, ActionKind::Backward));
+      compute[d] += c.micro_batches * share *
+                    (sim::compute_seconds(costs, plan, stage, ActionKind::Forward) +
+                     sim::compute_seconds(costs, plan, stage, ActionKind::Backward));
       if (syncs) compute[d] += sim::collective_seconds(costs, plan, stage);
       first[d] = std::min(first[d], p);
       held[d] += sim::static_bytes(costs.stages.at(static_cast<size_t>(p)), plan.stage_memory(stage));
@@ -329,7 +334,7 @@ bool analytic(Candidate& c, const Experiment& e, const PlanSpace& space, const C
     for (size_t d = 0; d < devices; ++d) {
       double lead = 0;
       for (int s = 0; c.flushed && s < first[d]; ++s) {
-        lead += costs.stages[static_cast<size_t>(s)].seconds_of(ActionKind::Forward);
+        lead += costs.stages[static_cast<size_t>(s)].seconds_of(ActionKind::Forward) * share;
       }
       c.bound = std::max(c.bound, lead + compute[d]);
     }

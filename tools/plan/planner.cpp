@@ -96,10 +96,12 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
   const auto start = std::chrono::steady_clock::now();
   // The search replays schedules the run plan made without validating each (validation is
   // most of a replay's time); what it ranks in its table is replayed again, validated.
-  sim::SimOptions options = given;
+  // Ragged text: every replay costs each micro-batch at the step's mean length.
+  sim::SimOptions validated = given;
+  if (space.token_length > 0) validated.lengths = {space.token_length};
+  sim::SimOptions options = validated;
   options.validate = false;
   options.one_replica = true;  // identical replicas: one replayed, its figures for all
-  if (space.token_length > 0) options.lengths = {space.token_length};
   PlanResult out;
   std::vector<Candidate> pending = enumerate(e, space, out.lost);
   out.timed_out = seconds_since(start) > space.time_limit;  // enumerating took it all
@@ -162,7 +164,7 @@ PlanResult search(const Experiment& e, const PlanSpace& space, const CostsOf& co
   for (size_t i = 0; i < out.ranked.size() && i < 4; ++i) out.simulated += cuts.improve(out.ranked[i]);
   std::stable_sort(out.ranked.begin(), out.ranked.end(), faster);
   for (size_t i = 0; i < out.ranked.size() && static_cast<int>(i) < space.top; ++i) {
-    if (!replay(out.ranked[i], e, space, costs_of, given)) {
+    if (!replay(out.ranked[i], e, space, costs_of, validated)) {
       throw InternalError(fmt::format("the schedule of {} failed validation: {}", out.ranked[i].label, out.ranked[i].lost));
     }
   }
