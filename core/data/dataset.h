@@ -11,10 +11,6 @@
 
 namespace pipelab {
 
-/// The target of a position that predicts nothing (padding): the loss and the hit count skip
-/// it (nn.CrossEntropyLoss's ignore_index).
-constexpr int64_t kIgnoredTarget = -100;
-
 /// Inputs x [N, ...] and integer targets y [N]; `ids` (int64 [N]): the examples' indices in
 /// their split, where a loader built the batch (per-example codec state, AQ-SGD).
 /// `documents` (int64 [N, T], ragged text only): each token's document within its row, -1

@@ -142,6 +142,14 @@ at::Tensor DataLoader::example_ids(int epoch, int64_t j) const {
   return at::tensor(std::vector<int64_t>(first, last), at::kLong);
 }
 
+Batch DataLoader::batch_of(int epoch, int64_t j) const {
+  const at::Tensor ids = example_ids(epoch, j);
+  // build() reads the task alone (the generation only tells a worker's task from a stale one).
+  const Task t{0, epoch, j, std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()),
+               mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(j))};
+  return build(t);
+}
+
 void DataLoader::top_up() const {
   if (workers_.empty()) return;
   // At most one epoch ahead: positions past the next epoch's end are never queued.

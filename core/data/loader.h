@@ -86,6 +86,9 @@ class DataLoader {
   Batch batch(int64_t j) const;
   /// The example indices of batch j of epoch `epoch`, without building it. Thread-safe.
   at::Tensor example_ids(int epoch, int64_t j) const;
+  /// Batch j of epoch `epoch`, built on the calling thread whatever the current epoch
+  /// (the same bits as batch(j) in that epoch). Thread-safe.
+  Batch batch_of(int epoch, int64_t j) const;
   /// The epoch start_epoch() fixed last.
   int epoch() const {
     std::lock_guard<std::mutex> lock(mutex_);

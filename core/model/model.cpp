@@ -1,7 +1,5 @@
 #include "core/model/model.h"
 
-#include "core/data/dataset.h"
-#include "core/nn/document_layout.h"
 #include "core/util/seed.h"
 
 #include <torch/nn/functional/loss.h>
@@ -16,15 +14,20 @@ torch::Tensor Loss::correct(const torch::Tensor& output, const torch::Tensor& ta
 
 torch::Tensor CrossEntropyLoss::compute(const torch::Tensor& output, const torch::Tensor& target) const {
   if (output.dim() == 2) return torch::nn::functional::cross_entropy(output, target);
-  if (nn::current_documents()) {
-    // Ragged text: the mean over the predicted targets (padding's are kIgnoredTarget). A
-    // sequence segment of padding alone predicts nothing: its loss is 0, not 0 / 0.
-    namespace F = torch::nn::functional;
-    const at::Tensor sum =
-        F::cross_entropy(output.flatten(0, -2), target.flatten(), F::CrossEntropyFuncOptions().reduction(torch::kSum));
-    return sum / target.ne(kIgnoredTarget).sum().clamp_min(1);
-  }
   return torch::nn::functional::cross_entropy(output.flatten(0, -2), target.flatten());
+}
+
+torch::Tensor Loss::compute_predicted(const torch::Tensor& output, const torch::Tensor& target) const {
+  return compute(output, target);
+}
+
+torch::Tensor CrossEntropyLoss::compute_predicted(const torch::Tensor& output, const torch::Tensor& target) const {
+  if (output.dim() == 2) return compute(output, target);
+  // A sequence segment of padding alone predicts nothing: its loss is 0, not 0 / 0.
+  namespace F = torch::nn::functional;
+  const at::Tensor sum =
+      F::cross_entropy(output.flatten(0, -2), target.flatten(), F::CrossEntropyFuncOptions().reduction(torch::kSum));
+  return sum / target.ne(kIgnoredTarget).sum().clamp_min(1);
 }
 
 int64_t DataSpec::targets_per_example() const {

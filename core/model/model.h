@@ -35,12 +35,19 @@ struct DataSpec {
   std::string metric;
 };
 
+/// The target of a position that predicts nothing (ragged text's padding): the loss and the
+/// hit count skip it (nn.CrossEntropyLoss's ignore_index).
+constexpr int64_t kIgnoredTarget = -100;
+
 /// A classification loss: mean over the batch's targets, plus a top-1 hit count.
 class Loss {
  public:
   virtual ~Loss() = default;
   /// Mean loss over the batch (a 0-d tensor with grad).
   virtual torch::Tensor compute(const torch::Tensor& output, const torch::Tensor& target) const = 0;
+  /// The same over the targets that predict something (not kIgnoredTarget), 0 where none
+  /// does: what ragged text's batches and their sequence segments take. Default: compute().
+  virtual torch::Tensor compute_predicted(const torch::Tensor& output, const torch::Tensor& target) const;
   /// Number of top-1 hits over all targets (0-d int64, no grad); classes on the last axis.
   virtual torch::Tensor correct(const torch::Tensor& output, const torch::Tensor& target) const;
 };
@@ -51,6 +58,7 @@ class Loss {
 class CrossEntropyLoss : public Loss {
  public:
   torch::Tensor compute(const torch::Tensor& output, const torch::Tensor& target) const override;
+  torch::Tensor compute_predicted(const torch::Tensor& output, const torch::Tensor& target) const override;
 };
 
 /// One named block: a module, and the named tensors it reads and writes (block_io.h; by

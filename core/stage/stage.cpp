@@ -130,7 +130,8 @@ Tensors Stage::run_blocks(Tensors x, std::vector<bool>* drew) {
 at::Tensor Stage::run_loss(const at::Tensor& out, const at::Tensor& target, double loss_scale) {
   // Under autocast as PyTorch recommends (losses run in float32 there).
   device::AutocastScope amp(device_.type(), autocast_.value_or(at::kFloat), autocast_.has_value());
-  at::Tensor loss = loss_->compute(out, target);
+  // Ragged text (a document layout in scope): the mean over the predicted targets.
+  at::Tensor loss = nn::current_documents() ? loss_->compute_predicted(out, target) : loss_->compute(out, target);
   return loss_scale != 1.0 ? loss * loss_scale : loss;
 }
 

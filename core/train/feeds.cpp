@@ -135,10 +135,10 @@ at::Tensor LoaderFeed::documents(int mb) {
       return it == documents_.end() ? at::Tensor() : it->second;
     }
   }
-  input(mb);  // a process whose stages read no inputs loads the batch itself, as for targets
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = documents_.find(mb);
-  return it == documents_.end() ? at::Tensor() : it->second;
+  // A process whose stages read neither inputs nor targets builds the batch for its layout
+  // and keeps nothing (no result comes back to it to free it by).
+  const auto [epoch, j] = where(mb);
+  return loader_.batch_of(epoch, j).documents;
 }
 
 at::Tensor LoaderFeed::example_ids(int mb) {

@@ -69,6 +69,8 @@ RunSummary Runner::run() {
                                 stages, stages == 1 ? "" : "s", fmt::join(e_.run.devices, ", ")));
   if (!parts_->init_report.empty()) recorder.announce(parts_->init_report);
   if (!parts_->limits_report.empty()) recorder.announce(parts_->limits_report);
+  // Ragged text: how the documents were cut and batched (pieces, rows, padding) frames its figures.
+  if (parts_->data.spec.documents) recorder.announce("data: " + parts_->data.description);
   if (options_.clock.on()) {
     recorder.announce(
         fmt::format("simulated on {}: {:.4g} ms a step (steps.csv's simulated_time, epochs.csv's "

@@ -10,6 +10,8 @@
 
 #include <numeric>
 
+#include <fmt/ranges.h>
+
 #include "core/dist/process_group.h"
 #include "core/nn/document_layout.h"
 #include "datasets/text/ragged_text.h"
@@ -226,30 +228,40 @@ TEST(RaggedRuns, EverySchemeTrainsMicroBatchesOfDifferingLengthsToSinglesWeights
     for (const char* collate : {"pad", "pack"}) {
       const std::string yaml = experiment(model, collate);
       const TensorDict single = testing::train(yaml);
-      for (const char* scheme :
-           {"{type: gpipe, chunks: 4}", "{type: pipedream_flush, chunks: 4}", "{type: zb_h1, chunks: 4}",
-            "{type: seq1f1b, chunks: 4, segments: 3}", "{type: interleaved_1f1b, chunks: 4}"}) {
-        SCOPED_TRACE(fmt::format("{} {} {}", model, collate, scheme));
-        const std::string stages = std::string(scheme).find("interleaved") != std::string::npos ? "4" : "2";
-        EXPECT_LT(testing::max_difference(single, testing::train(yaml, {std::string("scheme=") + scheme,
-                                                                        "partition.stages=" + stages})),
-                  1e-10);
+      // Each with the settings it needs on top of 2 stages: replicas share a mini-batch by its
+      // predicted tokens too.
+      const std::vector<std::vector<std::string>> runs{
+          {"scheme={type: gpipe, chunks: 4}"},
+          {"scheme={type: pipedream_flush, chunks: 4}"},
+          {"scheme={type: zb_h1, chunks: 4}"},
+          {"scheme={type: seq1f1b, chunks: 4, segments: 3}"},
+          {"scheme={type: interleaved_1f1b, chunks: 4}", "partition.stages=4"},
+          {"scheme={type: pipedream_flush, chunks: 4}", "partition.recompute=always"},
+          {"scheme={type: gpipe, chunks: 2}", "partition.replicas=2"},
+          {"scheme={type: dp, replicas: 2}"},
+      };
+      for (const std::vector<std::string>& sets : runs) {
+        SCOPED_TRACE(fmt::format("{} {} {}", model, collate, fmt::join(sets, " ")));
+        EXPECT_LT(testing::max_difference(single, testing::train(yaml, sets)), 1e-10);
       }
-      SCOPED_TRACE(fmt::format("{} {} recomputed", model, collate));
-      EXPECT_LT(testing::max_difference(single, testing::train(yaml, {"scheme={type: pipedream_flush, chunks: 4}",
-                                                                      "partition.recompute=always"})),
-                1e-10);
     }
   }
 }
 
 TEST(RaggedRuns, ThreadedEqualsSequentialBitwise) {
+  // The asynchronous 2BW reads whole mini-batches from the loader (and, with replicas, each
+  // replica its share).
   const std::string yaml = experiment(kLlama, "pad");
-  for (const char* scheme : {"{type: pipedream_flush, chunks: 4}", "{type: seq1f1b, chunks: 4, segments: 2}"}) {
-    std::vector<std::string> sets{std::string("scheme=") + scheme, "run.executor=sequential"};
+  const std::vector<std::vector<std::string>> runs{{"scheme={type: pipedream_flush, chunks: 4}"},
+                                                   {"scheme={type: seq1f1b, chunks: 4, segments: 2}"},
+                                                   {"scheme={type: pipedream_2bw}"},
+                                                   {"scheme={type: pipedream_2bw}", "partition.replicas=2"}};
+  for (std::vector<std::string> sets : runs) {
+    SCOPED_TRACE(fmt::format("{}", fmt::join(sets, " ")));
+    sets.push_back("run.executor=sequential");
     const TensorDict sequential = testing::train(yaml, sets);
     sets.back() = "run.executor={type: threaded, intra_op_threads: 1}";
-    EXPECT_TRUE(testing::identical(sequential, testing::train(yaml, sets))) << scheme;
+    EXPECT_TRUE(testing::identical(sequential, testing::train(yaml, sets)));
   }
 }
 
@@ -257,14 +269,23 @@ TEST(RaggedRuns, LaunchEqualsOneProcessBitwise) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), experiment(kLlama, "pack"));
-  const std::string sets = "--set 'scheme={type: seq1f1b, chunks: 4, segments: 2}'";
-  const auto [c1, out1] = testing::pipelab(
-      fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("one")));
-  ASSERT_EQ(c1, 0) << out1;
-  const auto [c2, out2] =
-      testing::pipelab(fmt::format("launch --nproc 2 {} {} --set run.output={}", dir.file("e.yaml"), sets, dir.file("many")));
-  ASSERT_EQ(c2, 0) << out2;
-  testing::expect_same_run(dir.file("one"), dir.file("many"));
+  // Seq1F1B's segments of micro-batches cut from one batch; 2BW's whole mini-batches from the
+  // loader, on 4 processes, two of which read neither inputs nor targets, only the layout.
+  const std::pair<const char*, int> cases[] = {{"--set 'scheme={type: seq1f1b, chunks: 4, segments: 2}'", 2},
+                                               {"--set 'scheme={type: pipedream_2bw, flush: epoch, micro_batches: 2}' "
+                                                "--set partition.stages=4",
+                                                4}};
+  for (const auto& [sets, processes] : cases) {
+    SCOPED_TRACE(sets);
+    const std::string one = dir.file(fmt::format("one{}", processes)), many = dir.file(fmt::format("many{}", processes));
+    const auto [c1, out1] =
+        testing::pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), sets, one));
+    ASSERT_EQ(c1, 0) << out1;
+    const auto [c2, out2] = testing::pipelab(
+        fmt::format("launch --nproc {} {} {} --set run.output={}", processes, dir.file("e.yaml"), sets, many));
+    ASSERT_EQ(c2, 0) << out2;
+    testing::expect_same_run(one, many);
+  }
 }
 
 TEST(RaggedRuns, WhatCannotReadDocumentsIsRefusedAtItsKey) {
