@@ -27,8 +27,9 @@ struct LossTotals {
 /// gradients accumulated over micro-batches are exactly those of the mean loss over the whole
 /// mini-batch (loss averaging, docs/schemes.md §3.3), and the reported losses add up to it.
 /// Ragged text (a batch with documents) weighs by predicted targets instead of examples (the
-/// mini-batch's loss is the mean over its tokens), and each micro-batch drops the columns
-/// that are padding in all its rows: micro-batches of one step differ in length.
+/// mini-batch's loss is the mean over its tokens); its rows go longest first into the
+/// micro-batches, each of which drops the columns that are padding in all its rows:
+/// micro-batches of one step differ in length.
 class ChunkFeed : public Feed {
  public:
   ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype);

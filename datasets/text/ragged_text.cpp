@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "core/util/error.h"
 
@@ -26,39 +27,49 @@ std::vector<std::vector<int64_t>> document_pieces(const std::vector<std::vector<
 RaggedText::RaggedText(const std::vector<std::vector<int64_t>>& pieces, int64_t length, Collate collate)
     : length_(length), collate_(collate), pieces_(static_cast<int64_t>(pieces.size())) {
   PIPELAB_ASSERT(collate != Collate::Windows, "ragged text is padded or packed");
-  // Where each piece goes: (row, column) of its first input.
-  std::vector<std::pair<int64_t, int64_t>> at;
-  int64_t rows = 0, column = length;
+  // Where each piece goes: (row, column) of its first input. Packing is best fit in the
+  // pieces' order: each piece into the open row it fills most tightly, a new row where none
+  // has room. Filling rows in turn instead leaves a quarter of them padded when pieces are up
+  // to a row long (tools/bench/bench_ragged.py).
+  std::multimap<int64_t, int64_t> room;  // space left -> row
+  std::vector<int64_t> used;             // per row, its tokens
   shortest_ = pieces.empty() ? 0 : length;
   for (const std::vector<int64_t>& p : pieces) {
     const auto inputs = static_cast<int64_t>(p.size()) - 1;
     PIPELAB_ASSERT(inputs >= 1 && inputs <= length, "a piece of {} ids in rows of {}", p.size(), length);
     shortest_ = std::min(shortest_, inputs);
     longest_ = std::max(longest_, inputs);
-    if (collate == Collate::Pad || column + inputs > length) {
-      ++rows;
-      column = 0;
+    int64_t row = static_cast<int64_t>(used.size());
+    const auto fits = collate == Collate::Pack ? room.lower_bound(inputs) : room.end();
+    if (fits == room.end()) {
+      used.push_back(0);
+    } else {
+      row = fits->second;
+      room.erase(fits);
     }
-    at.emplace_back(rows - 1, column);
-    column += inputs;
+    placement_.emplace_back(row, used[static_cast<size_t>(row)]);
+    used[static_cast<size_t>(row)] += inputs;
+    if (collate == Collate::Pack && used[static_cast<size_t>(row)] < length) {
+      room.emplace(length - used[static_cast<size_t>(row)], row);
+    }
   }
+  const auto rows = static_cast<int64_t>(used.size());
   std::vector<int64_t> x(static_cast<size_t>(rows * length), 0), y(x.size(), kIgnoredTarget), d(x.size(), -1);
-  std::vector<int64_t> lengths(static_cast<size_t>(rows), 0);
+  std::vector<int64_t> documents(used.size(), 0);  // per row, the pieces placed so far
   for (size_t i = 0; i < pieces.size(); ++i) {
-    const auto [row, first] = at[i];
-    const int64_t document = i > 0 && at[i - 1].first == row ? d[static_cast<size_t>(row * length + first - 1)] + 1 : 0;
+    const auto [row, first] = placement_[i];
+    const int64_t document = documents[static_cast<size_t>(row)]++;
     for (size_t k = 0; k + 1 < pieces[i].size(); ++k) {
       const auto cell = static_cast<size_t>(row * length + first) + k;
       x[cell] = pieces[i][k];
       y[cell] = pieces[i][k + 1];
       d[cell] = document;
     }
-    lengths[static_cast<size_t>(row)] = first + static_cast<int64_t>(pieces[i].size()) - 1;
   }
   x_ = at::tensor(x, at::kLong).view({rows, length});
   y_ = at::tensor(y, at::kLong).view({rows, length});
   documents_ = at::tensor(d, at::kLong).view({rows, length});
-  lengths_ = at::tensor(lengths, at::kLong);
+  lengths_ = at::tensor(used, at::kLong);
 }
 
 int64_t RaggedText::size() const { return x_.size(0); }

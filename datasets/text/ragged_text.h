@@ -2,8 +2,8 @@
 /// Ragged text: a language model's examples cut at document ends instead of from one stream
 /// (datasets/text/lm_windows.h), batched in one of two ways (`dataset.collate`):
 ///  - pad: one document piece per row, a batch padded to its longest piece;
-///  - pack: pieces laid one after the other into rows of `length` tokens, as many as fit
-///    (a piece never straddles two rows), the rest of a row padded.
+///  - pack: pieces laid one after the other into rows of `length` tokens, each into the row it
+///    fills most tightly (best fit; a piece never straddles two rows), the rest padded.
 /// Padding has input id 0, target kIgnoredTarget and document -1; each batch carries its
 /// document layout (Batch::documents), which the models read (core/nn/document_layout.h):
 /// positions restart at each piece and attention stays within it. A document longer than
@@ -41,8 +41,10 @@ class RaggedText final : public Dataset {
   int64_t size() const override;
   Batch get(const std::vector<int64_t>& indices, uint64_t seed) const override;
   bool has_documents() const override { return true; }
-  /// "4,210 pieces of 2-129 ids, 61.3 predicted targets on average" / "... packed into 2,100 rows, 93% used".
+  /// "4210 document pieces of 1-128 tokens, 61.3 on average" / "... packed into 2100 rows of 128 tokens, 93.0% of them used".
   std::string description() const;
+  /// Where each piece went: its row and the column of its first token.
+  const std::vector<std::pair<int64_t, int64_t>>& placement() const { return placement_; }
 
  private:
   int64_t length_;
@@ -50,6 +52,7 @@ class RaggedText final : public Dataset {
   at::Tensor x_, y_, documents_;  ///< pad: [pieces, length] padded; pack: [rows, length]
   at::Tensor lengths_;            ///< pad: each piece's inputs
   int64_t pieces_ = 0, shortest_ = 0, longest_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> placement_;
 };
 
 }  // namespace pipelab

@@ -48,7 +48,7 @@ TEST(RaggedText, PaddedBatchesAreTheirLongestPiecesWide) {
   EXPECT_EQ(text.get({1}, 0).x.size(1), 4);
 }
 
-TEST(RaggedText, PackedRowsHoldWholePiecesInOrder) {
+TEST(RaggedText, PackedRowsHoldWholePiecesBestFit) {
   // Inputs of 2, 3, 4 and 1 tokens in rows of 5: [2 + 3], [4 + 1].
   const RaggedText text({{1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11, 12}, {13, 14}}, 5, Collate::Pack);
   ASSERT_EQ(text.size(), 2);
@@ -59,6 +59,13 @@ TEST(RaggedText, PackedRowsHoldWholePiecesInOrder) {
   // A piece that does not fit starts a row; the rest of the row is padding.
   const RaggedText loose({{1, 2, 3, 4}, {5, 6, 7}}, 4, Collate::Pack);
   EXPECT_TRUE(torch::equal(loose.get({0, 1}, 0).documents, rows({{0, 0, 0}, {0, 0, -1}})));
+  const RaggedText tight({{1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13}, {14, 15, 16, 17}, {18, 19, 20, 21, 22}}, 10,
+                         Collate::Pack);
+  // Each piece into the row it fills most tightly. Inputs 6, 5, 3, 4 in rows of 10: 6 opens
+  // row 0 (4 left), 5 opens row 1 (5 left), 3 fits row 0 more tightly than row 1, and 4 goes
+  // into row 1 (filling rows in turn would have opened a third row).
+  const std::vector<std::pair<int64_t, int64_t>> placed{{0, 0}, {1, 0}, {0, 6}, {1, 5}};
+  EXPECT_EQ(tight.placement(), placed);
 }
 
 TEST(DocumentLayout, PositionsRestartAndQueriesSeeTheirOwnDocumentsEarlierTokens) {
@@ -182,20 +189,16 @@ TEST_P(RaggedModels, APackedRowsLogitsAreEachDocumentsAlone) {
     logits = logits_of(blocks, b.x);
   }
   // Each document's tokens in the packed rows against the document's own forward.
-  // Inputs of 3, 10, 6 and 2 tokens in rows of 10: [3], [10], [6 + 2].
+  // Inputs of 3, 10, 6 and 2 tokens in rows of 10, best fit: [3 + 6], [10], [2].
+  const std::vector<std::pair<int64_t, int64_t>> expected{{0, 0}, {1, 0}, {0, 3}, {2, 0}};
+  EXPECT_EQ(packed.placement(), expected);
   double worst = 0;
-  int64_t row = 0, column = 0;
-  for (const auto& d : docs) {
-    const auto n = static_cast<int64_t>(d.size()) - 1;
-    if (column + n > kLength) {
-      ++row;
-      column = 0;
-    }
-    const at::Tensor alone = logits_of(blocks, ids(d).narrow(0, 0, n).unsqueeze(0))[0];
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const auto n = static_cast<int64_t>(docs[i].size()) - 1;
+    const auto [row, column] = packed.placement()[i];
+    const at::Tensor alone = logits_of(blocks, ids(docs[i]).narrow(0, 0, n).unsqueeze(0))[0];
     worst = std::max(worst, (logits[row].narrow(0, column, n) - alone).abs().max().item<double>());
-    column += n;
   }
-  EXPECT_EQ(row, 2);
   EXPECT_LT(worst, 1e-12);
   // Packed gradients, too, are the documents' one by one.
   EXPECT_LT(largest_difference(one_by_one(blocks, docs), batch_gradients(blocks, packed)), 1e-12);

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Llama against the transformer, and ragged text against fixed windows, on this CPU
-(docs/models-and-data.md, "Ragged text"). Synthetic token data (no corpus needed), `single`,
-one thread, one epoch; rounds interleave the runs and each ratio is taken within its round,
-the median over rounds reported.
+(docs/models-and-data.md, "Ragged text"). Synthetic token data (no corpus needed), one
+thread, one epoch of 64 steps of 32 rows; rounds interleave the runs and each ratio is taken
+within its round, the median over rounds reported.
 
 - block: a 4-layer width-128 `llama` (SwiGLU 344, 4 query heads over 2 key/value heads) and
   the `transformer` language model of about the same size (4 layers, ff 512), on 64-token
   windows: samples/s of llama over the transformer's.
 - ragged: the llama on documents of 8 to 64 tokens (mean 36), `collate: pad` and `pack`,
-  against the same model on fixed 64-token windows: each run's step time, and its predicted
-  tokens a second (every position of a window predicts; a padded or packed row's predicted
+  against the same model on fixed 64-token windows, in one micro-batch (`single`) and, padded,
+  in 4 micro-batches of 8 rows (1F1B on 2 stages, the sequential executor: the rows sorted
+  longest first, each micro-batch cut to its own longest): each run's step time, and its
+  predicted tokens a second (every position of a window predicts; a padded or packed row's predicted
   positions are its documents' tokens, from the run log's data line) over the windows'.
 
   python3 tools/bench/bench_ragged.py [--pipelab build/pipelab] [--rounds 3]
@@ -26,22 +28,27 @@ LLAMA = "{type: llama, vocab: 2000, hidden: 128, intermediate: 344, layers: 4, h
 TRANSFORMER = "{type: transformer, head: lm, num_words: 2000, d_model: 128, heads: 4, ff: 512, layers: 4, dropout: 0.0}"
 SAMPLES = 2048
 DATA = "{{type: synthetic, tokens: {{vocabulary: 2000, length: 64{}}}, samples: %d, test_samples: 64{}}}" % SAMPLES
+SINGLE = "scheme: {type: single}"
+FLUSH = "scheme: {type: pipedream_flush, chunks: 4}\npartition: {stages: 2}"  # 4 micro-batches of 8 rows
 RUNS = {
-    "llama windows": (LLAMA, DATA.format("", "")),
-    "transformer windows": (TRANSFORMER, DATA.format("", "")),
-    "llama pad": (LLAMA, DATA.format(", min_length: 8", ", collate: pad")),
-    "llama pack": (LLAMA, DATA.format(", min_length: 8", ", collate: pack")),
+    "llama windows": (LLAMA, DATA.format("", ""), SINGLE),
+    "transformer windows": (TRANSFORMER, DATA.format("", ""), SINGLE),
+    "llama pad": (LLAMA, DATA.format(", min_length: 8", ", collate: pad"), SINGLE),
+    "llama pack": (LLAMA, DATA.format(", min_length: 8", ", collate: pack"), SINGLE),
+    "llama windows 1F1B": (LLAMA, DATA.format("", ""), FLUSH),
+    "llama pad 1F1B": (LLAMA, DATA.format(", min_length: 8", ", collate: pad"), FLUSH),
 }
 
 
-def run(pipelab, tmp, name, model, data):
+def run(pipelab, tmp, name, model, data, scheme):
     """Trains one epoch; returns (rows a second, seconds a step of 32 rows, the run's folder)."""
     out = os.path.join(tmp, name.replace(" ", "_"))
     path = out + ".yaml"
     with open(path, "w") as f:
-        f.write(f"model: {model}\ndataset: {data}\nscheme: {{type: single}}\n"
+        f.write(f"model: {model}\ndataset: {data}\n{scheme}\n"
                 "optimizer: {type: adamw, lr: 0.001}\n"
-                f"run: {{epochs: 1, batch_size: 32, seed: 0, threads: 1, progress: false, output: {out}}}\n")
+                f"run: {{epochs: 1, batch_size: 32, seed: 0, threads: 1, executor: sequential, progress: false, "
+                f"output: {out}}}\n")
     done = subprocess.run([pipelab, "run", path, "--quiet"], env=dict(os.environ, OMP_NUM_THREADS="1"),
                           capture_output=True, text=True)
     if done.returncode != 0:
@@ -70,7 +77,9 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     a = p.parse_args()
     ratios = {"llama / transformer samples/s": [], "pad / windows step": [], "pack / windows step": [],
-              "pad / windows predicted tokens/s": [], "pack / windows predicted tokens/s": []}
+              "pad / windows predicted tokens/s": [], "pack / windows predicted tokens/s": [],
+              "1F1B, 4 micro-batches: pad / windows step": [],
+              "1F1B, 4 micro-batches: pad / windows predicted tokens/s": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
             got = {name: run(a.pipelab, tmp, f"{name} {r}", *spec) for name, spec in RUNS.items()}
@@ -78,11 +87,15 @@ def main():
             ratios["pad / windows step"].append(got["llama pad"][1] / got["llama windows"][1])
             ratios["pack / windows step"].append(got["llama pack"][1] / got["llama windows"][1])
             for collate in ("pad", "pack"):
-                rows = tokens_per_row(got[f"llama {collate}"][3])
+                rows = tokens_per_row(got[f"llama {collate}"][2])
                 step = got[f"llama {collate}"][1] / got["llama windows"][1]
                 ratios[f"{collate} / windows predicted tokens/s"].append(rows / 64 / step)
                 if r == 0:
                     print(f"  {collate}: {rows:.1f} predicted tokens a row (windows: 64)")
+            rows = tokens_per_row(got["llama pad"][2])
+            step = got["llama pad 1F1B"][1] / got["llama windows 1F1B"][1]
+            ratios["1F1B, 4 micro-batches: pad / windows step"].append(step)
+            ratios["1F1B, 4 micro-batches: pad / windows predicted tokens/s"].append(rows / 64 / step)
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in ratios.items()), flush=True)
     print("\nmedian over rounds:")
     for k, v in ratios.items():
