@@ -87,7 +87,7 @@ std::string RaggedText::description() const {
   const std::string of = fmt::format("{} document pieces of {}-{} tokens, {:.1f} on average", pieces_, shortest_,
                                      longest_, pieces_ ? static_cast<double>(predicted) / static_cast<double>(pieces_) : 0.0);
   if (collate_ == Collate::Pad) return of + ", one per row, padded to the batch's longest";
-  return fmt::format("{} packed into {} rows of {} tokens, {:.1f}% of them used", of, size(), length_,
+  return fmt::format("{}, packed into {} rows of {} tokens, {:.1f}% of them used", of, size(), length_,
                      size() ? 100.0 * static_cast<double>(predicted) / static_cast<double>(size() * length_) : 0.0);
 }
 
