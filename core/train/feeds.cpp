@@ -48,17 +48,23 @@ Batch rows_of(const Batch& batch, int64_t start, int64_t size, int64_t min_lengt
   b.documents = fit(b.documents, -1);
   return b;
 }
+}  // namespace
 
-/// Ragged text's rows, longest first (ties in their order): each micro-batch then holds rows
-/// of like lengths and is cut to little padding. The mini-batch's loss, a mean over its
-/// predicted tokens, is the same whichever micro-batch holds a row.
-Batch longest_first(const Batch& batch) {
-  const at::Tensor order = std::get<1>(batch.documents.ge(0).sum(1).sort(/*stable=*/true, 0, /*descending=*/true));
+Batch longest_first(const Batch& batch, const std::vector<int64_t>& groups) {
+  if (!batch.documents.defined()) return batch;
+  const at::Tensor used = batch.documents.ge(0).sum(1);
+  std::vector<at::Tensor> orders;
+  int64_t start = 0;
+  for (const int64_t size : groups) {
+    const at::Tensor group = used.narrow(0, start, size);
+    orders.push_back(std::get<1>(group.sort(/*stable=*/true, 0, /*descending=*/true)) + start);
+    start += size;
+  }
+  const at::Tensor order = at::cat(orders);
   Batch b{batch.x.index_select(0, order), batch.y.index_select(0, order), {}, batch.documents.index_select(0, order)};
   if (batch.ids.defined()) b.ids = batch.ids.index_select(0, order);
   return b;
 }
-}  // namespace
 
 at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype) {
   return at::isFloatingType(x.scalar_type()) && x.scalar_type() != dtype ? x.to(dtype) : x;
@@ -69,10 +75,9 @@ at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype) {
 ChunkFeed::ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype)
     : ChunkFeed(batch, chunk_sizes(batch.x.size(0), chunks), dtype) {}
 
-ChunkFeed::ChunkFeed(const Batch& given, const std::vector<int64_t>& sizes, at::ScalarType dtype,
+ChunkFeed::ChunkFeed(const Batch& batch, const std::vector<int64_t>& sizes, at::ScalarType dtype,
                      int64_t min_length) {
-  const bool ragged = given.documents.defined();
-  const Batch batch = ragged && sizes.size() > 1 ? longest_first(given) : given;
+  const bool ragged = batch.documents.defined();
   int64_t start = 0;
   for (const int64_t size : sizes) {
     const Batch b = rows_of(batch, start, size, min_length);

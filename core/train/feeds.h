@@ -27,9 +27,8 @@ struct LossTotals {
 /// gradients accumulated over micro-batches are exactly those of the mean loss over the whole
 /// mini-batch (loss averaging, docs/schemes.md §3.3), and the reported losses add up to it.
 /// Ragged text (a batch with documents) weighs by predicted targets instead of examples (the
-/// mini-batch's loss is the mean over its tokens); its rows go longest first into the
-/// micro-batches, each of which drops the columns that are padding in all its rows:
-/// micro-batches of one step differ in length.
+/// mini-batch's loss is the mean over its tokens), and each micro-batch drops the columns
+/// that are padding in all its rows: micro-batches of one step differ in length.
 class ChunkFeed : public Feed {
  public:
   ChunkFeed(const Batch& batch, int chunks, at::ScalarType dtype);
@@ -136,6 +135,13 @@ class ReplicaFeed : public Feed {
 /// `scale` times the part of a mini-batch's loss its rows [start, start + size) carry: their
 /// share of its examples, or, with a document layout, of its predicted targets `y`.
 double loss_part(double scale, const at::Tensor& y, bool documents, int64_t start, int64_t size);
+
+/// Ragged text's rows longest first within each group of consecutive rows (`groups`: their
+/// sizes, a replica's share each), ties in their order: each micro-batch of a share then
+/// holds rows of like lengths, and ChunkFeed cuts it to little padding. A share keeps its
+/// rows, and a mini-batch's loss, a mean over its predicted tokens, is the same whichever
+/// micro-batch holds a row. Fixed-length batches come back as they are.
+Batch longest_first(const Batch& batch, const std::vector<int64_t>& groups);
 
 /// Casts floating-point inputs to the run's dtype; integer inputs (token ids) stay.
 at::Tensor cast_input(const at::Tensor& x, at::ScalarType dtype);

@@ -1,5 +1,7 @@
 #include "core/train/run_feeds.h"
 
+#include <numeric>
+
 #include "core/util/error.h"
 
 namespace pipelab {
@@ -10,12 +12,15 @@ ChunkedRunFeed::ChunkedRunFeed(DataLoader& loader, at::ScalarType dtype, const W
   PIPELAB_ASSERT(window.count == 1, "a run flushed per mini-batch covers one, not {}", window.count);
   const int epoch = window.first_epoch + static_cast<int>(window.first / window.per_epoch);
   if (loader.epoch() != epoch) loader.start_epoch(epoch);
-  const Batch batch = loader.batch(window.first % window.per_epoch);
+  const Batch loaded = loader.batch(window.first % window.per_epoch);
   // Each replica's share of the mini-batch, split into its micro-batches, in order.
-  std::vector<int64_t> sizes;
-  for (const auto& share : replica_chunk_sizes(batch.x.size(0), replicas, micro_batches)) {
+  std::vector<int64_t> sizes, shares;
+  for (const auto& share : replica_chunk_sizes(loaded.x.size(0), replicas, micro_batches)) {
     sizes.insert(sizes.end(), share.begin(), share.end());
+    shares.push_back(std::accumulate(share.begin(), share.end(), int64_t{0}));
   }
+  // Ragged text: a share's micro-batches of like lengths, cut to their own.
+  const Batch batch = sizes.size() > shares.size() ? longest_first(loaded, shares) : loaded;
   chunks_ = std::make_unique<ChunkFeed>(batch, sizes, dtype, split.active() ? split.segments : 1);
   if (split.active()) segments_ = std::make_unique<SegmentFeed>(*chunks_, split);
 }

@@ -14,6 +14,7 @@
 
 #include "core/dist/process_group.h"
 #include "core/nn/document_layout.h"
+#include "core/train/feeds.h"
 #include "datasets/text/ragged_text.h"
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
@@ -66,6 +67,17 @@ TEST(RaggedText, PackedRowsHoldWholePiecesBestFit) {
   // into row 1 (filling rows in turn would have opened a third row).
   const std::vector<std::pair<int64_t, int64_t>> placed{{0, 0}, {1, 0}, {0, 6}, {1, 5}};
   EXPECT_EQ(tight.placement(), placed);
+}
+
+TEST(RaggedText, EachReplicasShareGoesLongestFirstIntoItsMicroBatches) {
+  // Rows of 2, 5, 3 | 1, 4 tokens in two shares: each share sorted, no row changes share.
+  const RaggedText text({{1, 2, 3}, {1, 2, 3, 4, 5, 6}, {1, 2, 3, 4}, {1, 2}, {1, 2, 3, 4, 5}}, 6, Collate::Pad);
+  Batch b = text.get({0, 1, 2, 3, 4}, 0);
+  b.ids = ids({10, 11, 12, 13, 14});
+  const Batch sorted = longest_first(b, {3, 2});
+  EXPECT_TRUE(torch::equal(sorted.ids, ids({11, 12, 10, 14, 13})));
+  EXPECT_TRUE(torch::equal(sorted.documents.ge(0).sum(1), ids({5, 3, 2, 4, 1})));
+  EXPECT_TRUE(torch::equal(sorted.x[0], b.x[1]));
 }
 
 TEST(DocumentLayout, PositionsRestartAndQueriesSeeTheirOwnDocumentsEarlierTokens) {
