@@ -1,7 +1,7 @@
 #include "core/exec/actions.h"
 
 #include "core/compress/compression.h"
-#include "core/data/dataset.h"
+#include "core/model/model.h"  // kIgnoredTarget
 #include "core/nn/document_layout.h"
 #include "core/nn/sequence_segment.h"
 

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "core/data/dataset.h"
+#include "core/model/model.h"  // kIgnoredTarget
 #include "core/util/error.h"
 
 namespace pipelab {
