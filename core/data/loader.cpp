@@ -95,8 +95,11 @@ DataLoader::Task DataLoader::task(int64_t k) const {
   const int64_t j = ahead ? k - n : k;
   const auto first = order.begin() + j * b;
   const auto last = order.begin() + std::min<int64_t>((j + 1) * b, static_cast<int64_t>(order.size()));
-  return {generation_, epoch, j, std::vector<int64_t>(first, last),
-          mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(j))};
+  return {generation_, epoch, j, std::vector<int64_t>(first, last), seed_of(epoch, j)};
+}
+
+uint64_t DataLoader::seed_of(int epoch, int64_t j) const {
+  return mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(j));
 }
 
 Batch DataLoader::build(const Task& t) const {
@@ -146,7 +149,7 @@ Batch DataLoader::batch_of(int epoch, int64_t j) const {
   const at::Tensor ids = example_ids(epoch, j);
   // build() reads the task alone (the generation only tells a worker's task from a stale one).
   const Task t{0, epoch, j, std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()),
-               mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(j))};
+               seed_of(epoch, j)};
   return build(t);
 }
 

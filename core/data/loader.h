@@ -118,6 +118,8 @@ class DataLoader {
   /// The task at queue position k: batch k of the current epoch, or batch k - batches() of
   /// the next one (built ahead across the epoch's end).
   Task task(int64_t k) const;
+  /// The augmentation seed of batch j of epoch `epoch`.
+  uint64_t seed_of(int epoch, int64_t j) const;
   /// The permutation of epoch `epoch` (seeded by it alone).
   std::vector<int64_t> order_of(int epoch) const;
   Batch build(const Task& t) const;

@@ -272,7 +272,7 @@ Message forward(ActionContext& c) {
   if (stage.is_last()) {
     // Counted on the host copy of the targets: no wait for the device.
     const int64_t predictions =
-        documents.defined() ? host_target.ne(kIgnoredTarget).sum().item<int64_t>() : host_target.numel();
+        documents.defined() ? predicted_targets(host_target) : host_target.numel();
     c.feed.on_result(unit, {result.loss, result.correct, result.count, predictions, result.confusion});
     return {};
   }

@@ -17,6 +17,8 @@ torch::Tensor CrossEntropyLoss::compute(const torch::Tensor& output, const torch
   return torch::nn::functional::cross_entropy(output.flatten(0, -2), target.flatten());
 }
 
+int64_t predicted_targets(const torch::Tensor& target) { return target.ne(kIgnoredTarget).sum().item<int64_t>(); }
+
 torch::Tensor Loss::compute_predicted(const torch::Tensor& output, const torch::Tensor& target) const {
   return compute(output, target);
 }

@@ -38,6 +38,9 @@ struct DataSpec {
 /// The target of a position that predicts nothing (ragged text's padding): the loss and the
 /// hit count skip it (nn.CrossEntropyLoss's ignore_index).
 constexpr int64_t kIgnoredTarget = -100;
+/// The targets of `target` that predict something (on its device: a host tensor is read
+/// without waiting).
+int64_t predicted_targets(const torch::Tensor& target);
 
 /// A classification loss: mean over the batch's targets, plus a top-1 hit count.
 class Loss {

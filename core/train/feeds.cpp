@@ -26,8 +26,8 @@ void LossTotals::add(const LossTotals& t) {
 
 double loss_part(double scale, const at::Tensor& y, bool documents, int64_t start, int64_t size) {
   if (!documents) return scale * static_cast<double>(size) / static_cast<double>(y.size(0));
-  const auto predicted = [&](const at::Tensor& rows) { return rows.ne(kIgnoredTarget).sum().item<double>(); };
-  return scale * predicted(y.narrow(0, start, size)) / predicted(y);
+  return scale * static_cast<double>(predicted_targets(y.narrow(0, start, size))) /
+         static_cast<double>(predicted_targets(y));
 }
 
 namespace {

@@ -30,8 +30,8 @@ double SegmentFeed::loss_scale(int unit) {
     return scale * static_cast<double>(c[j + 1] - c[j]) / static_cast<double>(y.size(1));
   }
   // Ragged text: the segment's part of the micro-batch's predicted targets.
-  const auto predicted = [](const at::Tensor& t) { return t.ne(kIgnoredTarget).sum().item<double>(); };
-  return scale * predicted(y.narrow(1, c[j], c[j + 1] - c[j])) / predicted(y);
+  return scale * static_cast<double>(predicted_targets(y.narrow(1, c[j], c[j + 1] - c[j]))) /
+         static_cast<double>(predicted_targets(y));
 }
 
 void SegmentFeed::on_result(int unit, const MicroBatchResult& result) {

@@ -83,7 +83,7 @@ Batch RaggedText::get(const std::vector<int64_t>& indices, uint64_t /*seed*/) co
 }
 
 std::string RaggedText::description() const {
-  const int64_t predicted = y_.ne(kIgnoredTarget).sum().item<int64_t>();
+  const int64_t predicted = predicted_targets(y_);
   const std::string of = fmt::format("{} document pieces of {}-{} tokens, {:.1f} on average", pieces_, shortest_,
                                      longest_, pieces_ ? static_cast<double>(predicted) / static_cast<double>(pieces_) : 0.0);
   if (collate_ == Collate::Pad) return of + ", one per row, padded to the batch's longest";

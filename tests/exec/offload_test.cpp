@@ -28,16 +28,8 @@
 namespace pipelab::offload_test {
 namespace {
 
-// Dropout and batch norm, so that masks and statistics are among what moves; the suites'
-// experiment (tests/exec/executor_equivalence_test.cpp).
-const char* kMlp = R"(
-model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 4], dropout: 0.1, batch_norm: true}
-dataset:   {type: synthetic, samples: 64, test_samples: 32, shape: [12], classes: 4}
-partition: {stages: 2}
-scheme:    {type: single}
-optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
-run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
-)";
+// The every-scheme suites' experiment (testing::kEverySchemeMlp) has dropout and batch norm,
+// so that masks and statistics are among what moves.
 
 /// A first stage of two stages: Linear(8, 16), ReLU, Linear(16, 8) ("l1", "relu", "l2"),
 /// float32, packing what `blocks` save (empty: every block).
@@ -107,7 +99,7 @@ TEST(OffloadStage, NamedBlocksMoveWhatOnlyTheirSavedTensorsHold) {
   }
   // A block the model lacks is refused at its entry.
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kMlp);
+  testing::write_text(dir.file("e.yaml"), testing::kEverySchemeMlp);
   const auto [rc, out] = testing::pipelab(fmt::format(
       "run {} --set run.output={} --set 'partition.offload={{stages: [0], blocks: [layer9]}}'", dir.file("e.yaml"),
       dir.file("run")));
@@ -149,7 +141,7 @@ TEST_P(OffloadEveryScheme, TrainsToTheSameBitsInEveryExecutor) {
     std::vector<std::string> o = common;
     o.push_back("run.executor=" + executor);
     if (offload) o.push_back(kOffload);
-    return testing::train(kMlp, o);
+    return testing::train(testing::kEverySchemeMlp, o);
   };
   const TensorDict plain = with("sequential", false);
   TensorDict moved;
@@ -168,7 +160,7 @@ TEST_P(OffloadEveryScheme, TrainsToTheSameBitsInEveryExecutor) {
   // One process per device, against one process, with offload on both (the traffic figures
   // count what OFFLOAD moved, so both sides do).
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kMlp);
+  testing::write_text(dir.file("e.yaml"), testing::kEverySchemeMlp);
   const std::string all = fmt::format("--set 'scheme={}' --set partition.stages={} --set '{}'", c.scheme, c.stages, kOffload);
   const auto [c1, out1] =
       testing::pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), all, dir.file("one")));
@@ -189,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, OffloadEveryScheme, ::testing::ValuesIn(testi
 /// Per device, costs.json's (device_peak_bytes, host_peak_bytes) of a traced 1F1B run.
 std::vector<std::pair<double, double>> peaks(const std::string& flags) {
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kMlp);
+  testing::write_text(dir.file("e.yaml"), testing::kEverySchemeMlp);
   const auto [rc, log] = testing::pipelab(
       fmt::format("run --quiet {} --set run.output={} --set run.executor=sequential --set 'scheme={{type: "
                   "pipedream_flush, chunks: 4}}' --set partition.stages=4 {}",

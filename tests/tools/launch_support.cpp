@@ -22,6 +22,15 @@ optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
 run:       {epochs: 2, batch_size: 16, seed: 1, threads: 1, progress: false}
 )";
 
+const char* const kEverySchemeMlp = R"(
+model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 4], dropout: 0.1, batch_norm: true}
+dataset:   {type: synthetic, samples: 64, test_samples: 32, shape: [12], classes: 4}
+partition: {stages: 2}
+scheme:    {type: single}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
+)";
+
 namespace {
 
 /// The traffic columns (bytes forward and backward per step) of every line of epochs.csv.

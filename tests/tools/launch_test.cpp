@@ -252,15 +252,8 @@ TEST(Launch, SharedMemoryThatCannotBeHadIsAClearError) {
 }
 
 // Every registered scheme (the registry decides the cases), one process per stage: the same
-// weights and per-step losses as one process. Dropout and batch norm included.
-const char* kEveryScheme = R"(
-model:     {type: mlp, sizes: [12, 24, 24, 24, 24, 4], dropout: 0.1, batch_norm: true}
-dataset:   {type: synthetic, samples: 64, test_samples: 32, shape: [12], classes: 4}
-partition: {stages: 2}
-scheme:    {type: single}
-optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
-run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
-)";
+// weights and per-step losses as one process. Dropout and batch norm included
+// (testing::kEverySchemeMlp).
 
 /// Runs case `c` (with `sets` on top) in one process, then launched with one process per
 /// device of each of its `replicas` pipelines, and expects the same run (flush: never too:
@@ -268,7 +261,7 @@ run:       {epochs: 1, batch_size: 16, seed: 3, threads: 1, progress: false}
 /// (auxiliary heads: interlocking, dgl) is refused everywhere.
 void expect_launch_equals_one_process(const testing::SchemeCase& c, int replicas, const std::string& sets) {
   testing::TempDir dir;
-  testing::write_text(dir.file("e.yaml"), kEveryScheme);
+  testing::write_text(dir.file("e.yaml"), testing::kEverySchemeMlp);
   const std::string all = fmt::format("--set 'scheme={}' --set partition.stages={} {}", c.scheme, c.stages, sets);
   const auto [c1, out1] = pipelab(fmt::format("run {} --quiet {} --set run.output={}", dir.file("e.yaml"), all, dir.file("one")));
   auto scheme = Registry<Scheme>::get().create(
