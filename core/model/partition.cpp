@@ -78,6 +78,10 @@ Offload ConfigValue<Offload>::read(const ConfigNode& n) {
     n.fail(fmt::format("expected {}", type()), "write none, or a map of stages, fraction and prefetch");
   }
   Offload o = read_options<Offload>(n);
+  if (o.stages.kind == Recompute::Kind::Stages && o.stages.stages.empty()) {
+    n.child("stages").fail("an empty list: offloading no stage",
+                           "name the stages, e.g. stages: [0, 1], or write offload: none");
+  }
   if (!o.any()) {
     (n.has("stages") ? n.child("stages") : n)
         .fail("offloading no stage", "name the stages, e.g. stages: [0, 1], or write offload: none");

@@ -1,5 +1,7 @@
 #include "core/plan/run_plan.h"
 
+#include "core/plan/offload_checks.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -196,9 +198,11 @@ RunPlan RunPlan::compile(const PlanRequest& request) {
     plan.placement_ = replicated_placement(*plan.scheme_, plan.stages_, plan.replicas_);
   }
   plan.recompute_ = recompute_of(request, plan.codec_positions());
+  check_offload_own(plan, request.offload, *request.source);  // before the plan offloads
   plan.offload_ = request.offload;
   plan.offloading_ = offload_of(request, plan.recompute_);
   plan.split_ = sequence_split_of(request);
+  check_offload_places(plan, request.offload, *request.source);
   const bool cross = request.ties_cross_stages.value_or(plan.stages_ > 1);
   plan.sync_ = gradient_sync(request.gradients, *plan.scheme_, plan.stages_, plan.copies(), request.tied_weights,
                              request.tied_weights && cross);

@@ -43,6 +43,10 @@ struct RunSummary {
   /// Per device, the peak of the activations its OFFLOADs held on the host (costs.json's
   /// host_peak_bytes); empty when nothing was offloaded.
   std::vector<int64_t> host_peak_bytes;
+  /// The pipeline stages whose OFFLOADs ran but moved nothing in the last epoch: every tensor
+  /// their forwards saved is also held elsewhere (their input, their output, a weight), so
+  /// partition.offload only adds copies there.
+  std::vector<int> offloads_moving_nothing;
   /// Bytes of state the boundary codecs hold at the end, over every process (AQ-SGD's
   /// per-example history, error feedback); 0 without such codecs.
   int64_t codec_storage_bytes = 0;

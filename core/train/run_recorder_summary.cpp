@@ -68,6 +68,11 @@ void RunRecorder::finish_summary(RunSummary& s, const PassMeasurements& measured
   const auto any_bytes = [](const std::vector<int64_t>& v) { return std::any_of(v.begin(), v.end(), [](int64_t b) { return b > 0; }); };
   if (any_bytes(st.device_peak_bytes)) s.device_peak_bytes = st.device_peak_bytes;
   if (any_bytes(st.host_peak_bytes)) s.host_peak_bytes = st.host_peak_bytes;
+  for (size_t p = 0; p < st.stages(); ++p) {
+    if (st.time[ActionKind::Offload][p].count > 0 && st.bytes[ActionKind::Offload][p] == 0) {
+      s.offloads_moving_nothing.push_back(static_cast<int>(p));
+    }
+  }
   const Timeline t = simulate_timeline(schedule, st.cost_model());
   s.bubble_measured = t.bubble_fraction;
   const double per_run_samples =
@@ -175,6 +180,13 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
   if (!s.host_peak_bytes.empty()) {
     out += fmt::format("  host memory     peak {} MB of offloaded activations {} (partition.offload)\n",
                        megabytes(s.host_peak_bytes), s.host_peak_bytes.size() == 1 ? "for the device" : "per device");
+  }
+  if (!s.offloads_moving_nothing.empty()) {
+    out += fmt::format("  warning         partition.offload: the OFFLOADs of stage{} {} moved nothing: every tensor its "
+                       "forward\n                  saves is its input, its output or a weight, which stay on the "
+                       "device. Offload\n                  stages of several blocks, or list blocks whose "
+                       "activations move (partition.offload.blocks)\n",
+                       s.offloads_moving_nothing.size() == 1 ? "" : "s", fmt::join(s.offloads_moving_nothing, ", "));
   }
   if (s.codec_storage_bytes > 0) {
     out += fmt::format("  codec state     {:.4g} MB held by the boundary codecs ({})\n",

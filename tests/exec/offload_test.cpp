@@ -101,7 +101,9 @@ TEST(OffloadStage, NamedBlocksMoveWhatOnlyTheirSavedTensorsHold) {
   testing::TempDir dir;
   testing::write_text(dir.file("e.yaml"), testing::kEverySchemeMlp);
   const auto [rc, out] = testing::pipelab(fmt::format(
-      "run {} --set run.output={} --set 'partition.offload={{stages: [0], blocks: [layer9]}}'", dir.file("e.yaml"),
+      "run {} --set run.output={} --set 'scheme={{type: pipedream_flush, chunks: 4}}' "
+      "--set 'partition.offload={{stages: [0], blocks: [layer9]}}'",
+      dir.file("e.yaml"),
       dir.file("run")));
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("partition.offload.blocks[0]: model mlp has no block 'layer9'"), std::string::npos) << out;
@@ -148,9 +150,12 @@ TEST_P(OffloadEveryScheme, TrainsToTheSameBitsInEveryExecutor) {
   const std::string refused = testing::user_error([&] { moved = with("sequential", true); });
   if (!refused.empty()) {
     // Only a scheme whose stages differentiate their forwards themselves (local losses) or
-    // whose schedule keeps nothing long enough is refused, at the key.
+    // whose schedule keeps nothing long enough (one micro-batch in flight: `single`, `naive`,
+    // `dp`) is refused, at the key.
     EXPECT_NE(refused.find("partition.offload"), std::string::npos) << refused;
-    EXPECT_NE(numerics_of(c.scheme), Numerics::Synchronous) << c.scheme << ": " << refused;
+    if (refused.find("no stage offloads anything") == std::string::npos) {
+      EXPECT_NE(numerics_of(c.scheme), Numerics::Synchronous) << c.scheme << ": " << refused;
+    }
     return;
   }
   EXPECT_TRUE(testing::identical(plain, moved)) << "max difference " << testing::max_difference(plain, moved);

@@ -123,13 +123,19 @@ TEST(SimulateOffload, ARunMovesActivationsAndEveryReaderShowsTheMoves) {
   EXPECT_EQ(shown, 0) << text;
   EXPECT_HAS(text, "0OFFLOAD");
   // `simulate` takes the cluster's link to the host, says it, gives the host's peaks, and
-  // draws each copy on its device's row.
-  const auto [simulated, report] =
-      testing::pipelab(fmt::format("simulate {} --cluster h100_sxm --set 'partition.offload={{stages: [0]}}' --svg {}",
-                                   dir.file("e.yaml"), dir.file("t.svg")));
+  // draws each copy on its device's row. On two stages stage 0's first block's output (its
+  // second block's input) moves; on four, stage 0 is one block, which offers nothing to move.
+  const auto [simulated, report] = testing::pipelab(
+      fmt::format("simulate {} --cluster h100_sxm --set partition.stages=2 --set 'partition.offload={{stages: [0]}}' "
+                  "--svg {}",
+                  dir.file("e.yaml"), dir.file("t.svg")));
   EXPECT_EQ(simulated, 0) << report;
   EXPECT_HAS(report, "to the host 400 Gbit/s each way and 10 us per copy (partition.offload)");
   EXPECT_HAS(report, "offloaded to the host, most at once");
+  const auto [one_block, nothing] = testing::pipelab(
+      fmt::format("simulate {} --cluster h100_sxm --set 'partition.offload={{stages: [0]}}'", dir.file("e.yaml")));
+  EXPECT_EQ(one_block, 0) << nothing;
+  EXPECT_EQ(nothing.find("offloaded to the host"), std::string::npos) << nothing;
   const std::string svg = testing::read_text(dir.file("t.svg"));
   EXPECT_HAS(svg, "class=\"copy\" data-action=\"0OFFLOAD");
   EXPECT_HAS(svg, "class=\"copy\" data-action=\"0RELOAD");

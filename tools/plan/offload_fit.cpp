@@ -13,18 +13,47 @@
 namespace pipelab::plan {
 namespace {
 
+/// Per pipeline stage of `c`, whether offloading it would move anything: not a stage whose
+/// saved tensors are all its input and output (one Linear-ReLU block), which stay on the
+/// device whatever the schedule says (core/stage/saved_tensors.h), nor one none of whose
+/// micro-batches waits for its backward (1F1B's last stage), where the pass places no OFFLOAD.
+std::vector<bool> movable_stages(const Candidate& c, const RunPlan& plan, const Experiment& e, const PlanSpace& space,
+                                 double fraction, const CostsOf& costs_of) {
+  const StepShape step = plan.step(space.batch, c.flushed ? c.micro_batches : 0);
+  const sim::SimCosts costs = costs_of(c.balance, step.examples_per_micro_batch, compression_of(c, e));
+  const Schedule s = plan.program(std::vector<int>(static_cast<size_t>(plan.replicas()), step.replay_micro_batches));
+  OffloadPolicy every;
+  every.stages.assign(static_cast<size_t>(s.stages()), true);
+  every.fraction = fraction;
+  std::vector<bool> out(costs.stages.size(), false);
+  for (int id = 0; id < s.stages(); ++id) {
+    const int p = plan.layout().replicated() ? plan.layout().position(id) : id % std::max(1, plan.stages());
+    if (p < 0 || static_cast<size_t>(p) >= out.size()) continue;
+    if (costs.stages[static_cast<size_t>(p)].offloaded_bytes() > 0 && !offloaded_micro_batches(s, every, id).empty()) {
+      out[static_cast<size_t>(p)] = true;
+    }
+  }
+  return out;
+}
+
 /// `c` offloading `fraction` of the micro-batches of more and more stages until it fits;
 /// false when it does not (or a stage cannot offload: the plan refuses it).
 bool fit_with(Candidate& trial, double fraction, const Experiment& e, const PlanSpace& space, const CostsOf& costs_of,
               const sim::SimOptions& options, int64_t& replays) {
   trial.offload.clear();
   trial.offload_fraction = fraction;
+  std::vector<bool> movable;
   for (;;) {
     std::vector<int> stages;
     try {
       const RunPlan plan = compile_plan(e, *trial.scheme, trial);
+      if (movable.empty()) movable = movable_stages(trial, plan, e, space, fraction, costs_of);
+      const auto moves = [&](int id) {
+        const int p = plan.layout().replicated() ? plan.layout().position(id) : id % std::max(1, plan.stages());
+        return p >= 0 && static_cast<size_t>(p) < movable.size() && movable[static_cast<size_t>(p)];
+      };
       stages = next_stages(trial, plan, space.memory_cap,
-                           [&plan](int id) { return plan.recomputes(id) || plan.offloads(id); });
+                           [&](int id) { return plan.recomputes(id) || plan.offloads(id) || !moves(id); });
     } catch (const UserError&) {
       return false;  // the scheme or the stages refuse offload (partition.offload's refusals)
     }

@@ -49,7 +49,7 @@ SimCosts SimCosts::scaled_to(double examples) const {
   out.micro_batch_size = examples;
   for (StageCosts& s : out.stages) {
     // Everything a micro-batch's examples make grows with them; an update does not.
-    for (double* v : {&s.activation_bytes, &s.gradient_bytes, &s.retained_bytes, &s.backward_input_kept_bytes, &s.offload_bytes,
+    for (double* v : {&s.activation_bytes, &s.gradient_bytes, &s.retained_bytes, &s.backward_input_kept_bytes, &s.offload_bytes, &s.output_bytes,
                       &s.peak_activation_bytes,
                       &s.device_peak_bytes, &s.host_peak_bytes, &s.codec_forward_seconds, &s.codec_backward_seconds}) {
       *v *= f;

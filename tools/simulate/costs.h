@@ -43,12 +43,20 @@ struct StageCosts {
   /// Held from a split backward's I until its W: the gradients W starts from (arriving at
   /// each weight's node; core/stage/weight_pass.h), as large as the activations they match.
   double backward_input_kept_bytes = 0;
-  /// What an OFFLOAD moved of one micro-batch, measured (0: unmeasured, taken as all it
-  /// holds). Less than retained_bytes where something else holds a saved tensor: the
-  /// stage's input and output stay (core/stage/saved_tensors.h).
+  /// What an OFFLOAD moved of one micro-batch, measured (0: unmeasured). Less than
+  /// retained_bytes where something else holds a saved tensor: the stage's input and output
+  /// stay (core/stage/saved_tensors.h).
   double offload_bytes = 0;
-  /// The bytes an OFFLOAD moves of one micro-batch.
-  double offloaded_bytes() const { return offload_bytes > 0 ? std::min(offload_bytes, retained_bytes) : retained_bytes; }
+  /// The stage's output as its forward made it (uncompressed), which the stage keeps until
+  /// its backward and an OFFLOAD never moves; 0: activation_bytes. Not a file key: derived
+  /// costs set it before a codec shrinks activation_bytes.
+  double output_bytes = 0;
+  /// The bytes an OFFLOAD moves of one micro-batch: as measured, else what it keeps less its
+  /// output (a one-block stage whose saved tensors are its input and output moves nothing).
+  double offloaded_bytes() const {
+    if (offload_bytes > 0) return std::min(offload_bytes, retained_bytes);
+    return std::max(0.0, retained_bytes - (output_bytes > 0 ? output_bytes : activation_bytes));
+  }
   double peak_activation_bytes = 0;  ///< measured peak of activations (for validation; not replayed)
   /// Measured peak of the same bytes of every stage on the stage's device together
   /// (validation; not replayed).
@@ -95,7 +103,7 @@ struct StageCosts {
     v("gradient_bytes", gradient_bytes, "bytes sent back per micro-batch", kBytes);
     v("retained_bytes", retained_bytes, "bytes one in-flight micro-batch holds until its backward", kBytes);
     v("backward_input_kept_bytes", backward_input_kept_bytes, "bytes a split backward's I keeps until its W", kBytes);
-    v("offload_bytes", offload_bytes, "bytes an OFFLOAD moved of one micro-batch (0: all it holds)", kBytes);
+    v("offload_bytes", offload_bytes, "bytes an OFFLOAD moved of one micro-batch (0: unmeasured, taken as what it keeps less its output)", kBytes);
     v("peak_activation_bytes", peak_activation_bytes, "measured activation peak (validation only)", kBytes);
     v("device_peak_bytes", device_peak_bytes, "measured peak of the stage's device, all its stages (validation only)",
       kBytes);
@@ -189,6 +197,9 @@ struct SimCosts {
   /// Tokens per example (0: unknown, or not sequences): what a plan that cuts sequences into
   /// segments needs to cost each segment (core/scheme/sequence_split.h).
   double sequence_length = 0;
+  /// Measured on ragged text: the micro-batches differed in length, and each figure is their
+  /// mean (so it cannot be scaled to other lengths: which length it stands for is not known).
+  bool ragged = false;
   int steps = 0;                ///< mini-batches the measured step time is the mean of
   std::string executor, scheme, dtype, format;
   /// The measured run's compression section ("" without one): its sizes are encoded already.
@@ -214,6 +225,7 @@ struct SimCosts {
     v("segments", segments, "sequence segments per micro-batch of the measured run (1: whole micro-batches)",
       in_range(1, 1 << 16));
     v("sequence_length", sequence_length, "tokens per example (0: unknown or not sequences)", in_range(0, 1e9));
+    v("ragged", ragged, "measured on ragged text: the figures are means over micro-batches of differing lengths");
     v("steps", steps, "steps the measured time averages", in_range(0, 2e9));
     v("executor", executor, "executor of the measured run");
     v("scheme", scheme, "scheme of the measured run");

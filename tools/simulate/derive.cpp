@@ -151,6 +151,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     const size_t last = first + static_cast<size_t>(balance[s]) - 1;
     if (!times) k.seconds[ActionKind::Backward] = k.seconds[ActionKind::BackwardInput] + k.seconds[ActionKind::BackwardWeight];
     k.activation_bytes = s + 1 < balance.size() ? cut_bytes(blocks.at(last), device.dtype_bytes, examples, false) : 0;
+    k.output_bytes = k.activation_bytes;
     k.gradient_bytes = s > 0 ? cut_bytes(blocks.at(first - 1), device.dtype_bytes, examples, true) : 0;
     k.parameter_bytes = params * device.dtype_bytes;
     k.optimizer_bytes = params * device.optimizer_states * device.dtype_bytes;
