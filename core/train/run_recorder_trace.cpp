@@ -62,6 +62,7 @@ StageCostInputs RunRecorder::stage_cost_inputs(std::vector<int64_t> optimizer_by
   in.segments = parts_.plan.sequence_split().segments;
   const std::vector<int64_t>& shape = parts_.data.spec.input_shape;
   if (parts_.data.spec.integer_input && shape.size() == 1) in.sequence_length = shape[0];
+  in.ragged = parts_.data.spec.documents;
   // Per mini-batch: an epoch-long (or run-long) schedule run covers many.
   in.step_seconds = measured.seconds / static_cast<double>(std::max<int64_t>(measured.mini_batches, 1));
   in.steps = measured.runs;

@@ -2,10 +2,14 @@
 #include "core/train/runner.h"
 
 #include <chrono>
+#include <cmath>
 #include <iostream>
 
 #include <fmt/ranges.h>
 
+#include "core/io/safetensors.h"
+#include "core/train/batch_dump.h"
+#include "core/train/state_dict.h"
 #include "core/train/run_config.h"
 #include "core/train/step_loop.h"
 #include "core/util/clock.h"
@@ -44,14 +48,72 @@ void add_epoch(RunSummary& summary, const EpochMetrics& m) {
   summary.history.push_back(m);
 }
 
+/// The clock the run's steps are timed by: the one it started with, on --resume. A session
+/// that asks for another (other cost flags, or flags where the run had none) would add times
+/// of two clocks in steps.csv and time_to_target: refused. Without flags a resumed run keeps
+/// its own clock.
+SimulatedClock one_clock(const TrainingProgress& progress, const SimulatedClock& asked) {
+  if (progress.epochs_done == 0) return asked;
+  const bool had = !progress.clock.empty();
+  if (!had && !asked.on()) return asked;
+  const std::string earlier = fmt::format("the run's first {} epoch{} {}", progress.epochs_done,
+                                          progress.epochs_done == 1 ? " was" : "s were",
+                                          had ? fmt::format("timed on {}{}", progress.clock,
+                                                            progress.clock_step_seconds > 0
+                                                                ? fmt::format(" ({:.4g} ms a step)", progress.clock_step_seconds * 1e3)
+                                                                : "")
+                                              : "not timed on a simulated cluster");
+  if (had && !asked.on()) {
+    if (progress.clock_step_seconds <= 0) {
+      throw UserError(fmt::format("--resume: {}, and this state does not record its step. Fix: resume with the cost "
+                                  "flags the run started with",
+                                  earlier));
+    }
+    SimulatedClock kept;
+    kept.cluster = progress.clock;
+    kept.step_seconds = progress.clock_step_seconds;
+    return kept;  // the devices count is the plan's, unchanged by a resume
+  }
+  // The same devices at the same step; devices timed here (--time-blocks) time a step anew each
+  // session, and keep the first session's.
+  const bool timed_here = asked.cluster.rfind("devices timed here", 0) == 0;
+  const bool same = had && progress.clock == asked.cluster &&
+                    (timed_here || progress.clock_step_seconds <= 0 ||
+                     std::abs(asked.step_seconds - progress.clock_step_seconds) <= 1e-9 * progress.clock_step_seconds);
+  if (same) {
+    SimulatedClock kept = asked;
+    if (progress.clock_step_seconds > 0) kept.step_seconds = progress.clock_step_seconds;  // timed blocks vary
+    return kept;
+  }
+  throw UserError(fmt::format("--resume: {}, and this session would time the rest on {} ({:.4g} ms a step): one run "
+                              "keeps one clock (steps.csv's simulated_time and time_to_target add the steps up). Fix: "
+                              "resume with the cost flags the run started with{}, or start it again with --overwrite",
+                              earlier, asked.cluster, asked.step_seconds * 1e3,
+                              had ? "" : " (none)"));
+}
+
 }  // namespace
+
+Evaluation Runner::evaluate(const std::string& path, bool train_split) {
+  const TensorDict state = load_weights(path);
+  for (int r = 0; r < parts_->plan.copies(); ++r) load_model_state(parts_->replica_stages(r), state, true, path);
+  std::unique_ptr<DataLoader> train;
+  DataLoader* loader = parts_->test.get();
+  if (train_split) {
+    LoaderOptions o{e_.run.eval_batch_size.value_or(e_.run.batch_size), false, false, 0, e_.run.loader};
+    o.across_epochs = false;
+    train = std::make_unique<DataLoader>(parts_->data.train, o);
+    loader = train.get();
+  }
+  Schedule schedule;
+  return evaluate_model(e_, *parts_, *loader, schedule);
+}
 
 RunSummary Runner::run() {
   RunSession session(e_, *parts_, options_);
   RunRecorder& recorder = session.recorder;
   RunSummary& summary = session.summary;
   summary.dir = e_.run.output;
-  summary.clock = options_.clock;
   if (e_.run.checkpoint_format == RunOptions::CheckpointFormat::Safetensors) {
     summary.final_weights = "checkpoints/final.safetensors";
   }
@@ -63,6 +125,12 @@ RunSummary Runner::run() {
     return summary;
   }
   session.progress = session.checkpoints.open(resolved_config(), options_.resume, options_.overwrite, recorder.quiet());
+  options_.clock = one_clock(session.progress, options_.clock);
+  if (options_.clock.on() && options_.clock.devices == 0) options_.clock.devices = parts_->plan.devices();
+  session.progress.clock = options_.clock.on() ? options_.clock.cluster : "";
+  session.progress.clock_step_seconds = options_.clock.step_seconds;
+  session.loop.set_clock(options_.clock);
+  summary.clock = options_.clock;
   const int stages = parts_->stage_count();
   recorder.announce(fmt::format("threads: {}{}; {} stage{} on {}", e_.executor->thread_layout(device_count()),
                                 e_.run.threads > 0 ? "" : " (run.threads 0: OMP_NUM_THREADS, else half the cores)",
@@ -76,6 +144,7 @@ RunSummary Runner::run() {
         fmt::format("simulated on {}: {:.4g} ms a step (steps.csv's simulated_time, epochs.csv's "
                     "simulated_seconds)",
                     options_.clock.cluster, options_.clock.step_seconds * 1e3));
+    if (!options_.clock.warning.empty()) recorder.announce("warning: " + options_.clock.warning);
   }
   for (const auto& s : parts_->stages) summary.parameters += count_parameters(s->module());
   // The summary's total is the whole run's: a resumed run adds the epochs of the sessions
@@ -85,8 +154,16 @@ RunSummary Runner::run() {
     add_epoch(summary, m);
     earlier_seconds += m.seconds;
   }
+  BatchDump dump(dir + "/batches.safetensors", options_.dump_batches);
+  if (dump.on()) session.loop.set_dump(&dump);
   const auto start = std::chrono::steady_clock::now();
-  if (!train_epochs(session)) return summary;
+  const bool finished = train_epochs(session);
+  if (dump.on() && recorder.writer()) {
+    dump.write();
+    recorder.announce(fmt::format("wrote {}: the micro-batches of the first {} steps as the stages read them",
+                                  dump.path(), options_.dump_batches));
+  }
+  if (!finished) return summary;
   if (session.diverged) summary.status = "diverged";
   session.checkpoints.save_weights("final");
   recorder.close(summary, earlier_seconds + seconds_since(start), session.loop.measured());

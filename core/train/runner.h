@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/train/evaluation.h"
 #include "core/train/experiment.h"
 #include "core/train/run_builder.h"
 #include "core/train/run_parts.h"
@@ -29,6 +30,9 @@ struct RunnerOptions {
   /// Each step's time on a simulated cluster (`run --cluster`), recorded beside the
   /// measured one; off by default.
   SimulatedClock clock;
+  /// `run --dump-batches N`: the first N steps' micro-batches as the stages read them, in
+  /// <run.output>/batches.safetensors (core/train/batch_dump.h); 0: none.
+  int64_t dump_batches = 0;
 };
 
 class Runner {
@@ -46,6 +50,11 @@ class Runner {
   at::Tensor sample_inputs(int64_t n) const { return parts_->sample_inputs(n); }
   /// Trains and evaluates; writes the run folder; returns the summary.
   RunSummary run();
+  /// The figures of the weights in `path` (a state dict of this model: a run's
+  /// checkpoints/final.pt or .safetensors) on the test split, or on the training split in
+  /// evaluation mode, as each epoch's evaluation computes them (`pipelab eval`). Loads them
+  /// into the stages; writes nothing.
+  Evaluation evaluate(const std::string& path, bool train_split);
   /// Records each step's time on a simulated cluster too (set before run(); the command
   /// line derives it from plan(), which exists only once the runner is built).
   void simulate_on(SimulatedClock clock) { options_.clock = std::move(clock); }

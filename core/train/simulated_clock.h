@@ -12,6 +12,9 @@ struct SimulatedClock {
   double step_seconds = 0;  ///< 0: no cluster given, the simulated columns stay null
   std::string cluster;      ///< what was simulated, for the log and summary.json
   int devices = 0;
+  /// Why the simulated devices could not run this plan as it is (it does not fit their
+  /// memory), said with the clock; "" when they can.
+  std::string warning;
   bool on() const { return step_seconds > 0; }
 };
 

@@ -105,6 +105,7 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
   root["micro_batch_size"] = number(in.micro_batch_size);
   root["segments"] = in.segments;
   if (in.sequence_length > 0) root["sequence_length"] = in.sequence_length;
+  if (in.ragged) root["ragged"] = true;
   root["dtype"] = in.dtype;
   root["step_seconds"] = in.step_seconds;
   root["steps"] = in.steps;

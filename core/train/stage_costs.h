@@ -20,6 +20,9 @@ struct StageCostInputs {
   double micro_batch_size = 0;   ///< examples per micro-batch
   int segments = 1;              ///< sequence segments per micro-batch (the plan's split)
   int64_t sequence_length = 0;   ///< tokens per example (0: not sequences)
+  /// Ragged text (dataset.collate pad or pack): the micro-batches differed in length, and the
+  /// figures are their means.
+  bool ragged = false;
   double step_seconds = 0;       ///< mean wall seconds of one mini-batch
   int64_t steps = 0;             ///< executor runs timed for step_seconds
   std::vector<int> placement;    ///< the device of each stage

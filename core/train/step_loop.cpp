@@ -3,9 +3,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "core/schedule/generators.h"
+#include "core/train/batch_dump.h"
 #include "core/train/classification_metrics.h"
+#include "core/train/evaluation.h"
 #include "core/train/feeds.h"
 #include "core/train/run_feeds.h"
 #include "core/train/run_parts.h"
@@ -15,14 +18,6 @@
 #include "core/util/progress.h"
 
 namespace pipelab {
-namespace {
-
-double percent(int64_t hits, int64_t count) {
-  return count ? 100.0 * static_cast<double>(hits) / static_cast<double>(count) : 0.0;
-}
-
-}  // namespace
-
 struct StepLoop::EpochTally {
   LossTotals totals;
   int64_t steps = 0;      ///< mini-batches finished
@@ -119,8 +114,12 @@ void StepLoop::run_schedules(int first, int64_t steps, int64_t per_epoch, Progre
     const std::unique_ptr<RunFeed> feed =
         plan_feed(parts_.plan, *parts_.train, parts_.dtype, window, finished, one_process);
     ShadowFeed shadowed(feed->feed(), parts_.shadow.get());
+    // A flushed step's units are its micro-batches; a pipeline that runs on takes a step a unit.
+    std::optional<DumpFeed> dumped;
+    if (dump_ && dump_->wants(global_step)) dumped.emplace(shadowed, *dump_, global_step, per_run > 1);
+    Feed& fed = dumped ? static_cast<Feed&>(*dumped) : shadowed;
     const auto run_start = std::chrono::steady_clock::now();
-    executor.run(training_schedule(parts_.plan.run_units(e_.run.batch_size, window.count)), parts_.slots, shadowed,
+    executor.run(training_schedule(parts_.plan.run_units(e_.run.batch_size, window.count)), parts_.slots, fed,
                  RunMode::Train);
     feed->finish();
     measured_.add_run(seconds_since(run_start), window.count);
@@ -135,7 +134,7 @@ EpochMetrics StepLoop::epoch_figures(int epoch, const EpochTally& tally, double 
   m.epoch = epoch + 1;
   m.train_seconds = seconds;
   m.train_loss = tally.steps ? tally.totals.loss / static_cast<double>(tally.steps) : 0;
-  m.train_acc = percent(tally.totals.correct, tally.totals.predictions);
+  m.train_acc = percent_of(tally.totals.correct, tally.totals.predictions);
   m.samples_per_second = static_cast<double>(tally.totals.count) / std::max(seconds, 1e-9);
   m.lr = parts_.lr_at(tally.last_step);
   if (clock_.on()) m.simulated_seconds = static_cast<double>(tally.steps) * clock_.step_seconds;
@@ -154,39 +153,10 @@ EpochMetrics StepLoop::epoch_figures(int epoch, const EpochTally& tally, double 
 
 void StepLoop::evaluate(EpochMetrics& m) {
   const auto start = std::chrono::steady_clock::now();
-  // The meter stays installed on the device threads: the test batches' frees of blocks it
-  // never saw would make c10 log "Memory block of unknown size" every 1000 frees.
-  MemoryMeter::QuietAllocatorLog quiet(e_.executor->stats().memory);
-  DataLoader& test = *parts_.test;
-  test.start_epoch(0);
-  double loss_sum = 0;
-  int64_t correct = 0, count = 0, predictions = 0;
-  at::Tensor confusion;  // summed over the test set where the data's metric needs it
-  // A batch's loss is its mean over its examples, or over its tokens where they are ragged.
-  const bool per_token = parts_.data.spec.documents;
-  LoaderFeed feed(test, parts_.dtype, [&](int, const MicroBatchResult& r) {
-    loss_sum += r.loss.item<double>() * static_cast<double>(per_token ? r.predictions : r.count);
-    correct += r.correct.item<int64_t>();
-    count += per_token ? r.predictions : r.count;
-    predictions += r.predictions;
-    if (r.confusion.defined()) confusion = confusion.defined() ? confusion + r.confusion : r.confusion.clone();
-  });
-  // Replicas of the pipeline hold the same weights: replica 0 evaluates (with its own
-  // batch-norm statistics, as DDP's rank 0 does).
-  const std::vector<int> model = parts_.plan.replica_view(0);
-  std::vector<StageSlot> slots;
-  std::vector<int> placement;
-  for (const int id : model) {
-    slots.push_back(parts_.slots[static_cast<size_t>(id)]);
-    placement.push_back(parts_.plan.placement()[static_cast<size_t>(id)]);
-  }
-  if (!eval_schedule_.stages()) {
-    eval_schedule_ = schedules::forward_only(static_cast<int>(model.size()), static_cast<int>(test.batches()), placement);
-  }
-  if (test.batches() > 0) e_.executor->run(eval_schedule_, slots, feed, RunMode::Eval);
-  m.test_loss = count ? loss_sum / static_cast<double>(count) : 0;
-  m.test_acc = percent(correct, predictions);
-  if (confusion.defined()) m.test_mcc = 100 * matthews_correlation(confusion);
+  const Evaluation r = evaluate_model(e_, parts_, *parts_.test, eval_schedule_);
+  m.test_loss = r.loss;
+  m.test_acc = r.acc;
+  m.test_mcc = r.mcc;
   m.eval_seconds = seconds_since(start);
 }
 

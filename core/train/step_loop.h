@@ -35,6 +35,11 @@ class StepLoop {
   std::vector<EpochMetrics> train(int first, int epochs, int64_t& global_step, bool& diverged);
   /// Evaluates the model (replica 0's stages) on the test set into `m`.
   void evaluate(EpochMetrics& m);
+  /// Times the steps by `clock` from now on (a resumed run keeps the one it started with).
+  void set_clock(SimulatedClock clock) { clock_ = std::move(clock); }
+  /// Records the micro-batches of the steps `dump` wants as the stages read them (`run
+  /// --dump-batches`); null: none.
+  void set_dump(class BatchDump* dump) { dump_ = dump; }
   /// What the last pass measured (the recorder's trace, costs and summary read it).
   const PassMeasurements& measured() const { return measured_; }
 
@@ -56,6 +61,7 @@ class StepLoop {
   RunCheckpoints& checkpoints_;
   bool quiet_;
   SimulatedClock clock_;
+  class BatchDump* dump_ = nullptr;
   std::map<std::vector<int>, Schedule> schedules_;
   Schedule eval_schedule_;
   PassMeasurements measured_;

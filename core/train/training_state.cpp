@@ -1,5 +1,7 @@
 #include "core/train/training_state.h"
 
+#include <cmath>
+
 #include <filesystem>
 
 #include "core/io/pt_file.h"
@@ -66,6 +68,8 @@ void save_training_state(const std::string& path, const TrainingProgress& progre
     history.push_back(e);
   }
   root.insert("history", history);
+  root.insert("clock", progress.clock);
+  root.insert("clock_step_seconds", progress.clock_step_seconds);
   save_pt(path, root);
 }
 
@@ -133,6 +137,15 @@ TrainingProgress load_training_state(const std::string& path, const HeldStages& 
       if (d.contains(name)) m.*field = d.at(name).toDouble();
     }
     progress.history.push_back(m);
+  }
+  // Absent from states written before the clock was kept: a clock shows in the epochs' times.
+  if (root.contains("clock")) {
+    progress.clock = root.at("clock").toStringRef();
+    progress.clock_step_seconds = root.at("clock_step_seconds").toDouble();
+  } else {
+    for (const EpochMetrics& m : progress.history) {
+      if (std::isfinite(m.simulated_seconds)) progress.clock = "a simulated cluster (not recorded)";
+    }
   }
   return progress;
 }

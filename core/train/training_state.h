@@ -5,7 +5,7 @@
 ///   {format, epochs_done, global_step,
 ///    stages: [{model: state dict, optimizer_steps, optimizer: {name: tensor}, generators: [tensor],
 ///              policy, codecs: {stream: state}}],
-///    history: [{epoch, train_loss, ...}]}
+///    history: [{epoch, train_loss, ...}], clock, clock_step_seconds}
 #include <string>
 #include <vector>
 
@@ -19,6 +19,10 @@ struct TrainingProgress {
   int epochs_done = 0;
   int64_t global_step = 0;
   std::vector<EpochMetrics> history;
+  /// The simulated clock the run's steps are timed by (`run --cluster`): what it simulates
+  /// and its step, 0 without one. A resumed run keeps it (one clock per run).
+  std::string clock;
+  double clock_step_seconds = 0;
 };
 
 /// The stages one process holds, with their policies and their ids in the run (a replica's

@@ -6,6 +6,7 @@
 
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
 #include "core/device/device.h"
 #include "core/model/flop_counter.h"
 #include "tools/describe/model_profile.h"
@@ -146,7 +147,8 @@ run:       {epochs: 1, batch_size: 16}
   EXPECT_NE(out.find("tied: head.output.weight is embed.embeddings.weight"), std::string::npos) << out;
   std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") + " --target-shape 16");
   EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("--target-shape go with --input-shape"), std::string::npos) << out;
+  EXPECT_NE(out.find("--target-shape describes the examples of --input-shape, which is not given"), std::string::npos)
+      << out;
   std::tie(code, out) = pipelab("describe " + dir.file("e.yaml") + " --input-shape 3,x");
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("--input-shape: expected sizes"), std::string::npos) << out;

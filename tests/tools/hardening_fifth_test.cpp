@@ -67,8 +67,9 @@ TEST(HardeningFifth, PlanNamesEverySchemeItCannotPlanAndWhy) {
   // Registered, but nothing it can make here: the scheme by name, and the run plan's reason.
   std::tie(code, out) = pipelab(plan + "--schemes seq1f1b");
   EXPECT_EQ(code, 2) << out;
-  EXPECT_HAS(out, "Schemes that gave none:");
-  EXPECT_HAS(out, "seq1f1b: scheme seq1f1b ");
+  EXPECT_HAS(out, "--schemes seq1f1b: the scheme cannot run this experiment:");
+  EXPECT_HAS(out, "seq1f1b: ");
+  EXPECT_HAS(out, "scheme seq1f1b computes each micro-batch in");
   std::tie(code, out) = pipelab(plan + "--schemes custom --explain");
   EXPECT_EQ(code, 2) << out;
   EXPECT_HAS(out, "custom (no candidate at all): ");

@@ -90,9 +90,10 @@ int describe(const Args& args) {
   }
   const Experiment e = load_experiment_or_first_cell(file, with_preset(sets, preset));
   const DataSpec spec = data_spec(e, vm);
-  const ModelDef def = e.model->define(spec);
+  const ModelDef def = with_example_flags(vm, [&] { return e.model->define(spec); });
   dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
-  const std::vector<BlockProfile> blocks = profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed));
+  const std::vector<BlockProfile> blocks =
+      with_example_flags(vm, [&] { return profile_blocks(def, spec, static_cast<uint64_t>(e.run.seed)); });
   const auto [balance, partition] = stages_of(e, def, blocks);
   fmt::print("{}: model {} on examples {}{}, {} classes{}\n\n", file, e.model->type(), shape_text(spec.input_shape),
              spec.integer_input ? " (int64 word ids)" : "", spec.classes,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "core/config/registry.h"
 #include "core/scheme/scheme.h"
@@ -41,8 +42,18 @@ std::string nothing_fits(const plan::PlanResult& result, const plan::PlanSpace& 
   }
   // The schemes that gave no candidate at all, each with its reason.
   std::string why;
+  std::set<std::string> refused;
   for (const plan::Candidate& c : result.lost) {
-    if (c.stages == 0) why += fmt::format("\n  {}: {}", c.label, c.lost);
+    if (c.stages == 0) {
+      why += fmt::format("\n  {}: {}", c.label, c.lost);
+      refused.insert(c.label);
+    }
+  }
+  // Every scheme asked for refused the experiment: that is the answer, not the search.
+  if (!why.empty() && refused.size() >= space.schemes.size()) {
+    return fmt::format("--schemes {}: {} cannot run this experiment:{}\nFix: other --schemes (without --schemes, every "
+                       "synchronous scheme that can is tried)",
+                       fmt::join(space.schemes, ","), space.schemes.size() == 1 ? "the scheme" : "none of them", why);
   }
   // What to try: only what the search did not have already.
   std::vector<std::string> fixes;
@@ -170,7 +181,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
   if (f.vm.count("codec") && !f.vm.count("compress-below")) throw UsageError{"--codec goes with --compress-below"};
   checked_flag("--compress-below", f.compress_below, 0, 1e9);
   for (const char* flag : {"proxy-steps", "proxy-set"}) {
-    if (f.vm.count(flag) && f.target.empty()) throw UsageError{fmt::format("--{} goes with --target", flag)};
+    if (f.vm.count(flag) && !f.vm.count("target")) throw UsageError{fmt::format("--{} goes with --target", flag)};
   }
   checked_flag("--proxy-steps", f.proxy_steps, 1, 1e9);
   return true;
@@ -241,6 +252,13 @@ plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSour
   }
   const std::vector<std::string> registered = Registry<Scheme>::get().names();
   for (const std::string& name : space.schemes) {
+    const size_t colon = name.find(':');
+    if (colon != std::string::npos && Registry<Scheme>::get().find(name.substr(0, colon))) {
+      throw UsageError{fmt::format("--schemes {}: plan takes scheme names only, and searches their options (chunks, "
+                                   "virtual stages, replicas) itself; NAME:key=value is `pipelab simulate`'s form. Fix: "
+                                   "--schemes {}",
+                                   name, name.substr(0, colon))};
+    }
     if (!Registry<Scheme>::get().find(name)) {
       throw UsageError{fmt::format("--schemes: no scheme is registered as '{}'. Fix: use one of: {}", name,
                                    join(closest_first(name, registered), ", "))};
@@ -268,7 +286,7 @@ plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSour
     }
   }
   space.top = f.top;
-  space.rank_apart = !f.target.empty();
+  space.rank_apart = f.vm.count("target") > 0;
   // One link joins every pair of devices: it is slower than the threshold for every boundary
   // or for none (0 Gbit/s is an infinite link).
   const double gbps = source.link().gbps;
@@ -330,7 +348,7 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
   }
   fmt::print("\n");
   std::vector<double> steps, times;
-  const size_t chosen = f.target.empty() ? 0 : by_target(f, result, steps, times);
+  const size_t chosen = !f.vm.count("target") ? 0 : by_target(f, result, steps, times);
   if (!f.json.empty()) write_output(f.json, plan::ranked_json(result.ranked, steps, times));
   if (!f.svg.empty()) {
     write_output(f.svg, plan::pareto_svg(result.ranked, fmt::format("{} on {} devices: step time against memory",
@@ -352,11 +370,12 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
 int plan(const Args& args) {
   PlanFlags f;
   if (!read_flags(args, f)) return 0;
-  if (!f.target.empty()) f.target_options = target_of(f.target);
+  if (f.vm.count("target")) f.target_options = target_of(f.target);
   const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset));
   f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, f.vm, f.cost.costs_file, f.cost.device);
   if (!source.costs_of_other_model().empty()) throw UsageError{source.costs_of_other_model()};
+  if (f.vm.count("tokens")) check_mean_tokens(f.tokens, source, e.model->type());
   const plan::PlanSpace space = space_of(f, e, source);
   std::unique_ptr<Progress> progress;
   const plan::PlanResult result = plan::search(

@@ -125,6 +125,9 @@ int run(const Args& args) {
       "overwrite", "replace a finished run in the output folder")(
       "resume", "continue an interrupted run in the output folder from its last finished epoch")(
       "stop-after", po::value<int>()->default_value(0), "end this session after N epochs; continue later with --resume")(
+      "dump-batches", po::value<int64_t>()->default_value(0),
+      "write the first N steps' micro-batches as the stages read them (inputs, targets, document layout, example "
+      "ids) to <run.output>/batches.safetensors, keys step<S>.mb<M>.<x|y|documents|example_ids>")(
       "quiet,q", "no progress bar and no per-epoch lines (the summary still shows)")(
       "name", po::value<std::string>(),
       "the run's title in its summary (default: the file's name; for a sweep cell's experiment.yaml, its folder's: "
@@ -135,13 +138,15 @@ int run(const Args& args) {
       "host:port of the rendezvous store, served by rank 0 (default: the launcher's MASTER_ADDR:MASTER_PORT, else "
       "run.executor.master, 127.0.0.1:29500 unless set)");
   CostFlags cost;
-  options.add(clock_options(cost));
+  const po::options_description clock = clock_options(cost);
+  options.add(clock);
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
   if (!parse(args,
              "pipelab run FILE [--set key.path=value ...] [--preset NAME] [--overwrite] [--resume] [--stop-after N] "
              "[--quiet]\n"
+             "                 [--dump-batches N]\n"
              "                 [--rank R --world-size N --master HOST:PORT]\n"
              "                 [--cluster NAME|FILE | --device-flops T ... | --costs COSTS | --time-blocks]\n\n"
              "Trains the experiment in FILE and writes its results to run.output\n"
@@ -157,6 +162,7 @@ int run(const Args& args) {
              options, positional, vm)) {
     return 0;
   }
+  check_clock_flags(vm, clock);
   const std::optional<Place> place = place_in_run(vm);
   sets = with_preset(sets, preset);
   if (place) join_run(*place, file, sets);
@@ -175,6 +181,12 @@ int run(const Args& args) {
   ro.resume = vm.count("resume") > 0 || (place && place->restarted);
   ro.stop_after = vm["stop-after"].as<int>();
   if (ro.stop_after < 0) throw UsageError{"--stop-after must be >= 0"};
+  ro.dump_batches = vm["dump-batches"].as<int64_t>();
+  if (ro.dump_batches < 0) throw UsageError{fmt::format("--dump-batches {}: give a number of steps, 0 or more", ro.dump_batches)};
+  if (ro.dump_batches > 0 && !experiment.executor->world().process_name().empty()) {
+    throw UsageError{"--dump-batches records the batches where every stage reads them, in one process: use run.executor "
+                     "sequential or threaded for the dump (the numbers are the same)"};
+  }
   Runner runner(experiment, ro);
   if (clock_asked(vm))
     runner.simulate_on(simulated_clock(experiment, runner, vm, cost, !ro.quiet && experiment.run.progress));

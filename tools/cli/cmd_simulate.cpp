@@ -355,6 +355,12 @@ int simulate(const Args& args) {
   po::variables_map vm;
   if (!parse_flags(args, f, vm)) return 0;
   check_output_file("--markdown", f.markdown);
+  check_output_file("--svg", f.svg);
+  check_output_file("--trace", f.trace);
+  if (vm.count("tokens") && f.tokens.empty()) {
+    throw UsageError{"--tokens '': no lengths. Fix: give each micro-batch's tokens per sequence, e.g. --tokens "
+                     "412,388,501, or drop --tokens"};
+  }
   check_cost_flags(vm, f.cost);
   if (vm.count("cell")) checked_flag("--cell", f.cell, 1, 1e9);
   const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset), f.cell);

@@ -90,7 +90,11 @@ int sweep(const Args& args) {
   ro.jobs = jobs;
   ro.threads = threads;
   ro.rerun_changed = vm.count("rerun-changed") > 0;
-  if (clock_asked(vm)) check_cost_flags(vm, cost);  // a bad flag fails here, not in every cell
+  check_clock_flags(vm, clock);
+  if (clock_asked(vm)) {  // a bad flag fails here, not in every cell
+    check_cost_flags(vm, cost);
+    check_input_flags(vm);
+  }
   ro.run_flags = forwarded_clock_flags(vm, clock);
   ro.bar = ::isatty(STDERR_FILENO) != 0;
   ro.stop_requested = [] { return stop_requested(); };

@@ -159,8 +159,12 @@ class CostSource {
     if (!costs_file.empty()) {
       file_ = sim::load_costs(costs_file);
       const DataSpec spec = known ? *known : data_spec(e, vm);
-      const ModelDef def = e.model->define(spec);
-      other_model_ = other_model(*file_, def, parameter_profile(def, spec, static_cast<uint64_t>(e.run.seed)), costs_file);
+      with_example_flags(vm, [&] {
+        const ModelDef def = e.model->define(spec);
+        other_model_ =
+            other_model(*file_, def, parameter_profile(def, spec, static_cast<uint64_t>(e.run.seed)), costs_file);
+        return 0;
+      });
       if (vm.count("link-gbps")) file_->link.gbps = device.link.gbps;
       if (vm.count("link-latency-us") && !vm["link-latency-us"].defaulted()) file_->link.latency_us = device.link.latency_us;
       if (vm.count("host-gbps")) file_->link.host_gbps = device.link.host_gbps;
@@ -169,7 +173,7 @@ class CostSource {
     }
     const DataSpec spec = known ? *known : data_spec(e, vm);
     if (spec.integer_input && spec.input_shape.size() == 1) sequence_length_ = static_cast<double>(spec.input_shape[0]);
-    const ModelDef def = e.model->define(spec);
+    const ModelDef def = with_example_flags(vm, [&] { return e.model->define(spec); });
     dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
     const bool timed = vm.count("time-blocks") && vm["time-blocks"].as<bool>();
     // The devices here are measured here; others are derived from shapes unless asked.
@@ -177,10 +181,12 @@ class CostSource {
                                     ? sim::ProfileWay::Measured
                                     : sim::ProfileWay::Shapes;
     const auto seed = static_cast<uint64_t>(e.run.seed);
-    profile_ = sim::profile_model(def, spec, seed, e.optimizer.get(), way,
-                                  sim::profile_cache_key(e.model->type(), e.model->resolved_options(), spec, seed,
-                                                         e.optimizer->resolved_options(), way),
-                                  progress);
+    profile_ = with_example_flags(vm, [&] {
+      return sim::profile_model(def, spec, seed, e.optimizer.get(), way,
+                                sim::profile_cache_key(e.model->type(), e.model->resolved_options(), spec, seed,
+                                                       e.optimizer->resolved_options(), way),
+                                progress);
+    });
     if (timed) {
       // The micro-batch sizes a plan tries run from the whole mini-batch down to a small
       // share of it: the two timed sizes span most of that range.
@@ -196,6 +202,8 @@ class CostSource {
     ties_ = tied_blocks(def, profile_.blocks);
   }
   bool derived() const { return !file_; }
+  /// Tokens per example of the costs (0: not sequences, or unknown).
+  double sequence_length() const { return file_ ? file_->sequence_length : sequence_length_; }
   bool timed() const { return !times_.empty(); }
   /// What the costs are, for a report's header.
   std::string describe(const std::string& dtype) const {
@@ -371,5 +379,28 @@ class CostSource {
   std::vector<BlockTie> ties_;
 };
 
+
+/// `plan --tokens L` against `source`: a mean length its costs can be scaled to (a UsageError
+/// naming the flag otherwise: costs of ragged text, which are means already; no sequences;
+/// longer than the costs' sequences).
+inline void check_mean_tokens(double tokens, const CostSource& source, const std::string& model) {
+  if (source.file() && source.file()->ragged) {
+    throw UsageError{fmt::format("--tokens {:g}: the costs ({}) were measured on ragged text, each figure the mean over "
+                                 "the run's micro-batches of differing lengths, which --tokens would scale a second "
+                                 "time. Fix: drop --tokens, or use derived costs (--cluster) or a windows run's",
+                                 tokens, source.file()->source)};
+  }
+  const double length = source.sequence_length();
+  if (length < 1) {
+    throw UsageError{fmt::format("--tokens {:g}: model {}'s examples are not token sequences, so there is no length to "
+                                 "cost them at. Fix: drop --tokens (it is for ragged text)",
+                                 tokens, model)};
+  }
+  if (tokens > length) {
+    throw UsageError{fmt::format("--tokens {:g}: longer than the data's {:g} tokens a sequence. Fix: give the mean "
+                                 "length of a step's sequences, at most {:g}",
+                                 tokens, length, length)};
+  }
+}
 
 }  // namespace pipelab::cli

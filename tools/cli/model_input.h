@@ -3,6 +3,7 @@
 /// simulate`: from --input-shape/--classes/--token-ids, or from loading the dataset as
 /// `pipelab run` would.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <sstream>
@@ -37,9 +38,27 @@ inline std::vector<int64_t> parse_shape(std::string text, const std::string& fla
   return shape;
 }
 
+/// --classes, --token-ids and --target-shape describe --input-shape's examples: without it they
+/// would be ignored (a UsageError naming them).
+inline void check_input_flags(const po::variables_map& vm) {
+  std::vector<std::string> given;
+  if (vm.count("classes") && !vm["classes"].defaulted()) given.push_back("--classes");
+  for (const char* flag : {"token-ids", "target-shape"}) {
+    if (vm.count(flag)) given.push_back(std::string("--") + flag);
+  }
+  if (!vm.count("input-shape") && !given.empty()) {
+    throw UsageError{fmt::format("{} describe{} the examples of --input-shape, which is not given, so {} would be "
+                                 "ignored. Fix: add --input-shape (one example's shape, e.g. --input-shape 3,32,32), or "
+                                 "drop {}",
+                                 fmt::join(given, ", "), given.size() == 1 ? "s" : "", given.size() == 1 ? "it" : "they",
+                                 given.size() == 1 ? "it" : "them")};
+  }
+}
+
 /// The data the model is defined for: from the command line, or from loading the dataset
 /// as `pipelab run` would (the same data folder rules, core/train/run_builder.cpp).
 inline DataSpec data_spec(const Experiment& e, const po::variables_map& vm) {
+  check_input_flags(vm);
   if (vm.count("input-shape")) {
     DataSpec spec;
     spec.input_shape = parse_shape(vm["input-shape"].as<std::string>());
@@ -49,14 +68,39 @@ inline DataSpec data_spec(const Experiment& e, const po::variables_map& vm) {
     if (vm.count("target-shape")) spec.target_shape = parse_shape(vm["target-shape"].as<std::string>(), "--target-shape");
     return spec;
   }
-  if (vm.count("token-ids") || vm.count("target-shape") || !vm["classes"].defaulted()) {
-    throw UsageError{"--classes, --token-ids and --target-shape go with --input-shape"};
+  return e.dataset->load(e.data_context()).spec;
+}
+
+/// The example flags as given, for messages: "--input-shape 8, --classes 10 (its default)".
+inline std::string example_flags_text(const po::variables_map& vm) {
+  std::vector<std::string> parts{"--input-shape " + vm["input-shape"].as<std::string>()};
+  parts.push_back(fmt::format("--classes {}{}", vm["classes"].as<int64_t>(), vm["classes"].defaulted() ? " (its default)" : ""));
+  if (vm.count("token-ids")) parts.push_back("--token-ids");
+  if (vm.count("target-shape")) parts.push_back("--target-shape " + vm["target-shape"].as<std::string>());
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+/// Runs `fn` (defining or profiling the model). Where the examples came from the flags, a
+/// mistake it meets is the flags' (the model reads other examples), not the file's: a
+/// UsageError naming them, LibTorch's own complaint included.
+template <class Fn>
+auto with_example_flags(const po::variables_map& vm, Fn&& fn) -> decltype(fn()) {
+  if (!vm.count("input-shape")) return fn();
+  const auto blame = [&vm](const std::string& why) {
+    return UsageError{fmt::format("{}: the model does not read such examples: {}. Fix: give the flags the examples "
+                                  "the model reads (--classes, --token-ids for word ids, --target-shape for a target "
+                                  "at each position), or drop --input-shape to use the file's dataset",
+                                  example_flags_text(vm), why)};
+  };
+  try {
+    return fn();
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    throw blame(what.substr(0, what.find(" Fix:")));
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    throw blame("LibTorch says: " + what.substr(0, what.find('\n')));
   }
-  DataContext context;
-  context.seed = static_cast<uint64_t>(e.run.seed);
-  const char* env = std::getenv("PIPELAB_DATA_DIR");
-  context.data_dir = e.run.data_dir ? *e.run.data_dir : env ? env : "data";
-  return e.dataset->load(context).spec;
 }
 
 /// The options data_spec reads.

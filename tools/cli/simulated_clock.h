@@ -35,12 +35,28 @@ inline bool clock_asked(const po::variables_map& vm) {
   return vm.count("time-blocks") && vm["time-blocks"].as<bool>();
 }
 
+/// A cost or example flag given without one that asks for a clock would be ignored: a
+/// UsageError naming it.
+inline void check_clock_flags(const po::variables_map& vm, const po::options_description& clock) {
+  if (clock_asked(vm)) return;
+  for (const auto& option : clock.options()) {
+    const std::string name = option->long_name();
+    if (vm.count(name) && !vm[name].defaulted() && !(name == "time-blocks" && !vm[name].as<bool>())) {
+      throw UsageError{fmt::format("--{} describes the simulated devices of a clock, but no flag asks for one, so it "
+                                   "would be ignored. Fix: add --cluster NAME|FILE (or --device-flops, --costs, "
+                                   "--time-blocks), or drop --{}",
+                                   name, name)};
+    }
+  }
+}
+
 /// What a mini-batch of `runner`'s plan takes on the devices the flags describe: the plan
 /// the run compiled, its partition and its step, replayed as `pipelab simulate` replays it.
 /// `progress`: a progress line while the model is profiled.
 inline SimulatedClock simulated_clock(const Experiment& e, const Runner& runner, const po::variables_map& vm,
                                       CostFlags& f, bool progress) {
   check_cost_flags(vm, f);
+  check_input_flags(vm);
   f.device.optimizer_states = optimizer_states(*e.optimizer);
   // The run's data, unless --input-shape gives the simulated devices other examples.
   const DataSpec* spec = vm.count("input-shape") ? nullptr : &runner.data_spec();
@@ -63,6 +79,14 @@ inline SimulatedClock simulated_clock(const Experiment& e, const Runner& runner,
   clock.cluster =
       fmt::format("{}, {} device{}{}", what, r.devices, r.devices == 1 ? "" : "s",
                   vm.count("input-shape") ? ", examples of shape " + vm["input-shape"].as<std::string>() : "");
+  const double memory = f.cluster_memory_gib * 1024.0 * 1024.0 * 1024.0;
+  const auto fullest = std::max_element(r.peak_bytes.begin(), r.peak_bytes.end());
+  if (memory > 0 && fullest != r.peak_bytes.end() && *fullest > memory) {
+    clock.warning = fmt::format(
+        "the plan needs {:.3g} GiB on device {} when replayed on {}, whose devices hold {:.3g} GiB: the simulated times "
+        "are of a run that could not happen there (more stages, partition.recompute or partition.offload would fit it)",
+        *fullest / (1024.0 * 1024.0 * 1024.0), fullest - r.peak_bytes.begin(), what, f.cluster_memory_gib);
+  }
   return clock;
 }
 

@@ -13,6 +13,7 @@
 #include "core/model/block_costs.h"
 #include "core/model/partition.h"
 #include "core/optim/optimizer.h"
+#include "core/schedule/update_gaps.h"
 #include "core/train/plan_request.h"
 
 namespace pipelab::plan {
@@ -163,10 +164,17 @@ std::unique_ptr<Optimizer> probe_optimizer(const Experiment& e) {
   return e.optimizer->make({at::zeros({2, 2}, at::kFloat).set_requires_grad(true)});
 }
 
+/// Keeps in `refused` the most telling refusal so far: one about the scheme and the model (a
+/// sequence scheme on an MLP) over one about a shape the search tries (a stage count).
+void keep_refusal(std::string& refused, const std::string& why) {
+  const auto about_shape = [](const std::string& text) { return text.find("partition.stages") != std::string::npos; };
+  if (refused.empty() || about_shape(refused) || !about_shape(why)) refused = why;
+}
+
 std::optional<Candidate> shape_of(const Experiment& e, const Made& made, const Optimizer& optimizer, int stages,
                                   int replicas, std::string& refused) {
   if (!made.scheme) {
-    refused = made.refused;
+    keep_refusal(refused, made.refused);
     return std::nullopt;
   }
   Candidate c;
@@ -192,7 +200,7 @@ std::optional<Candidate> shape_of(const Experiment& e, const Made& made, const O
     c.flushed = step.flushed;
     c.micro_batches = step.micro_batches;
   } catch (const UserError& err) {
-    refused = err.what();
+    keep_refusal(refused, err.what());
     return std::nullopt;
   }
   return c;
@@ -375,22 +383,8 @@ bool replay(Candidate& c, const Experiment& e, const PlanSpace& space, const Cos
 }
 
 int staleness(const Schedule& s) {
-  int most = 0;
-  for (int d = 0; d < s.devices(); ++d) {
-    int updates = 0;
-    std::map<int, int> at_forward;
-    for (const Action& a : s.device(d)) {
-      if (a.stage != 0) continue;
-      if (a.kind == ActionKind::Update) ++updates;
-      if (a.kind == ActionKind::Forward) at_forward[a.mb] = updates;
-      const auto it = at_forward.find(a.mb);
-      if (kind_info(a.kind).takes_gradients && it != at_forward.end()) {
-        most = std::max(most, updates - it->second);
-        at_forward.erase(it);
-      }
-    }
-  }
-  return most;
+  const std::vector<int> gaps = update_gaps(s);
+  return gaps.empty() ? 0 : gaps.front();
 }
 
 }  // namespace pipelab::plan

@@ -66,7 +66,7 @@ template <class V>
 void ClusterDevice::fields(V& v) {
   v.section("tflops", tflops, "achieved dense TFLOP/s per dtype: {float32: T, bfloat16: T, float16: T}");
   v("memory_gbs", memory_gbs, "memory bandwidth, GB/s", in_range(0, 1e9));
-  v("memory_gib", memory_gib, "memory per device, GiB", in_range(0, 1e6));
+  v("memory_gib", memory_gib, "memory per device, GiB (at least 1 MiB: 0.001)", in_range(0, 1e6));
   v("launch_us", launch_us, "host time per kernel launched, microseconds", in_range(0, 1e6));
   v("action_us", action_us, "host time per pipeline action, microseconds", in_range(0, 1e6));
 }
@@ -94,6 +94,11 @@ void Cluster::check(const ConfigNode& node) const {
   }
   need("device", "memory_gbs", device.memory_gbs, "every block's memory traffic would be free");
   need("device", "memory_gib", device.memory_gib, "no plan would fit");
+  if (device.memory_gib < 1.0 / 1024) {
+    node.child("device").child("memory_gib").fail(
+        fmt::format("{:g} GiB is less than a megabyte: no model's weights fit", device.memory_gib),
+        "give the device's memory in GiB, e.g. memory_gib: 80");
+  }
   need("link", "gbps", link.gbps, "a link of 0 Gbit/s moves nothing");
   // Without inter_gbps the nodes' link is not modelled (one host, as torchgpipe's P40s).
   if (node.has("link") && node.child("link").has("inter_gbps")) {

@@ -82,6 +82,14 @@ class UnitScale {
  private:
   void set_lengths(const RunPlan& plan, const SimCosts& c, const std::vector<double>& lengths) {
     if (lengths.empty()) return;
+    if (c.ragged) {
+      throw UserError(fmt::format("--tokens gives the length of each micro-batch's sequences, but the costs ({}) were "
+                                  "measured on ragged text: each figure is already the mean over the run's "
+                                  "micro-batches of differing lengths, which --tokens would scale a second time. "
+                                  "Fix: drop --tokens to replay the run's own mix, or cost other lengths from a run "
+                                  "of fixed-length windows (dataset.collate: windows) or derived costs (--cluster)",
+                                  c.source));
+    }
     if (c.sequence_length < 1) {
       throw UserError(fmt::format("--tokens gives the length of each micro-batch's sequences, but the costs ({}) give "
                                   "no sequence length to scale. Fix: use costs of a sequence model (measured by a "
