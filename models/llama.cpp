@@ -232,6 +232,20 @@ torch::nn::AnyModule hf_initialised(M module, double std) {
 class Llama : public Configured<ModelFactory, LlamaOptions> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    // Two query heads of 8 (an even head dimension, as the rotation needs) over one key/value
+    // head where the file groups them, two where it does not.
+    Miniature m;
+    const LlamaOptions& o = options_;
+    if (o.hidden > 16) {
+      m.widths["hidden"] = 16;
+      m.widths["heads"] = 2;
+      m.widths["kv_heads"] = o.kv_heads == o.heads ? 2 : 1;
+    }
+    if (o.intermediate > 32) m.widths["intermediate"] = 32;
+    if (o.vocab > 64) m.vocabulary["vocab"] = 64;
+    return m;
+  }
   bool ties_weights() const override { return options_.tie_embeddings; }
   bool reads_documents() const override { return true; }
   /// Per token and layer: the q/k/v/o projections, (2 d + 2 kv) d multiply-adds, and the
@@ -266,9 +280,11 @@ class Llama : public Configured<ModelFactory, LlamaOptions> {
     def.blocks.push_back({"head", [o] { return hf_initialised(Head(o), o.init_std); }});
     if (o.tie_embeddings) def.ties.push_back({"embed.embed_tokens.weight", "head.lm_head.weight"});
     def.loss = std::make_shared<CrossEntropyLoss>();
-    // LlamaForCausalLM's names. A tied checkpoint may hold lm_head.weight or not: the tie
-    // starts the head from the embedding either way.
+    // LlamaForCausalLM's names. A tied checkpoint may hold lm_head.weight or not: the load
+    // fills the head from the embedding (RunBuilder::load_initial_weights). Older files keep a
+    // rotary table per layer (self_attn.rotary_emb.inv_freq), which the model computes.
     def.published_names["huggingface"] = {{R"(model\.embed_tokens\.(.*))", R"(embed.embed_tokens.\1)"},
+                                          {R"(model\.layers\.\d+\.self_attn\.rotary_emb\..*)", ""},
                                           {R"(model\.layers\.(\d+)\.(.*))", R"(layer\1.\2)"},
                                           {R"(model\.norm\.(.*))", R"(head.norm.\1)"},
                                           {R"(lm_head\.(.*))", R"(head.lm_head.\1)"},

@@ -142,11 +142,7 @@ std::unique_ptr<RunParts> RunBuilder::build() {
 }
 
 void RunBuilder::load_data() {
-  DataContext context;
-  context.seed = static_cast<uint64_t>(e_.run.seed);
-  const char* env = std::getenv("PIPELAB_DATA_DIR");
-  context.data_dir = e_.run.data_dir ? *e_.run.data_dir : env ? env : "data";
-  p_->data = e_.dataset->load(context);
+  p_->data = e_.dataset->load(e_.data_context());
   // The same subset whatever run.seed (core/data/subset.h): seeds compare on equal data.
   const int64_t train = p_->data.train->size(), test = p_->data.test->size();
   p_->data.train = subset(p_->data.train, e_.limits.limit, 0);
@@ -199,6 +195,7 @@ void RunBuilder::build_stages() {
     for (size_t i = 0; i < p_->def.blocks.size(); ++i) blocks.push_back(build_block(p_->def, i, from));
     return blocks;
   };
+  check_model_fits();
   std::vector<Block> blocks = build_all(seed);
   check_offload_blocks(blocks);
   // The scheme's placement puts stage r on device placement[r]: one thread or process each,
@@ -210,6 +207,7 @@ void RunBuilder::build_stages() {
   // so that the processes can agree on a measured balance.
   e_.executor->world().attach(placement);
   p_->balance = settle_balance(blocks, devices.front());
+  check_offload_block_stages();
   const auto topology = e_.scheme->topology();
   for (int r = 0; r < p_->plan.copies(); ++r) {
     // Every replica starts from the same weights, the same blocks under the same seeds,
@@ -248,20 +246,6 @@ std::vector<int> RunBuilder::settle_balance(std::vector<Block>& blocks, c10::Dev
                                              p_->def.named_balances, *e_.source);
   if (e_.partition.balance.kind == Balance::Kind::Time) balance = settled_time_balance(std::move(balance));
   return balance;
-}
-
-/// partition.offload.blocks names blocks of the model.
-void RunBuilder::check_offload_blocks(const std::vector<Block>& blocks) const {
-  const std::vector<std::string>& listed = e_.partition.offload.blocks;
-  if (listed.empty()) return;
-  std::vector<std::string> names;
-  for (const Block& b : blocks) names.push_back(b.name);
-  for (size_t i = 0; i < listed.size(); ++i) {
-    if (std::find(names.begin(), names.end(), listed[i]) != names.end()) continue;
-    e_.source->fail(fmt::format("partition.offload.blocks[{}]", i),
-                    fmt::format("model {} has no block '{}'", e_.model->type(), listed[i]),
-                    fmt::format("use one of: {}", fmt::join(closest_first(listed[i], names), ", ")));
-  }
 }
 
 void RunBuilder::build_replica(int r, std::vector<Block> blocks, const std::vector<c10::Device>& devices) {

@@ -37,12 +37,24 @@ class RunBuilder {
   std::vector<int> settled_time_balance(std::vector<int> measured) const;
   /// partition.offload.blocks names blocks of the model (a ConfigError at the entry).
   void check_offload_blocks(const std::vector<Block>& blocks) const;
+  /// A model whose weights, gradients and optimizer state exceed this machine's memory is
+  /// refused (a ConfigError at `model`) before any block is built: LibTorch's allocator or the
+  /// kernel's out-of-memory killer would end the run without a word. Parameters are counted
+  /// on the meta device.
+  void check_model_fits() const;
+  /// The listed blocks lie on offloading stages, and each listed stage holds one of them (a
+  /// ConfigError at the entry).
+  void check_offload_block_stages() const;
   /// Replica r's stages from the model's blocks (split by the balance), appended.
   void build_replica(int r, std::vector<Block> blocks, const std::vector<c10::Device>& devices);
   /// Lets the scheme's add-ons add to each stage (e.g. auxiliary heads), given its output shape.
   void prepare_stages(const StageAddOns& add_ons);
   /// init.from: every replica's stages from a state_dict file (the report for the log).
   void load_initial_weights();
+  /// The model's ties in init.from's entries: one copy given fills the other (Hugging Face
+  /// writes no lm_head.weight for a tied model); two that differ are an untied model's
+  /// checkpoint (a ConfigError at init.from).
+  void tie_file_entries(TensorDict& state, const std::string& path) const;
   /// init.names' rules: the user's, or the model's published names of its preset.
   std::vector<NameRule> name_rules() const;
   /// Resolves the model's tied parameters (ModelDef::ties) into ties and starts every second

@@ -28,7 +28,42 @@ std::optional<std::pair<int, size_t>> find_parameter(const std::vector<Stage*>& 
   return std::nullopt;
 }
 
+/// Index of `name` in `state`, or state.size().
+size_t entry_of(const TensorDict& state, const std::string& name) {
+  size_t i = 0;
+  while (i < state.size() && state[i].first != name) ++i;
+  return i;
+}
+
 }  // namespace
+
+void RunBuilder::tie_file_entries(TensorDict& state, const std::string& path) const {
+  for (const TiedParameter& tie : p_->def.ties) {
+    const size_t a = entry_of(state, tie.first), b = entry_of(state, tie.second);
+    if (a == state.size() && b == state.size()) continue;
+    // Hugging Face writes one copy of a tied weight (no lm_head.weight): the tie fills the other.
+    if (a == state.size() || b == state.size()) {
+      const size_t have = a == state.size() ? b : a;
+      state.emplace_back(a == state.size() ? tie.first : tie.second, state[have].second);
+      continue;
+    }
+    const at::Tensor& x = state[a].second;
+    const at::Tensor& y = state[b].second;
+    if (x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type() || !at::equal(x, y)) {
+      e_.source->fail(
+          "init.from",
+          fmt::format("model {} ties {} and {} (one weight), but {} holds two different tensors for them{}: it is an "
+                      "untied model's checkpoint, and loading it tied would replace its {} by its {}",
+                      e_.model->type(), tie.first, tie.second, path,
+                      x.sizes() == y.sizes() && x.scalar_type() == y.scalar_type()
+                          ? fmt::format(" (largest difference {:.3g})",
+                                        (x.to(at::kDouble) - y.to(at::kDouble)).abs().max().item<double>())
+                          : "",
+                      tie.second, tie.first),
+          "untie the model (llama: model.tie_embeddings: false) to keep both, or give a tied checkpoint");
+    }
+  }
+}
 
 std::vector<NameRule> RunBuilder::name_rules() const {
   const TensorNames& names = e_.init.names;
@@ -54,13 +89,14 @@ void RunBuilder::load_initial_weights() {
                     ".safetensors file");
   }
   std::vector<std::string> dropped;
-  const TensorDict state = rename_tensors(load_weights(path), name_rules(), path, &dropped);
+  TensorDict state = rename_tensors(load_weights(path), name_rules(), path, &dropped);
   if (state.empty() && !dropped.empty()) {
     e_.source->fail("init.names",
                     fmt::format("its rules drop every one of the {} entries of {} (an empty rewrite drops a tensor)",
                                 dropped.size(), path),
                     "give each rule that should keep tensors a rewrite, e.g. 'features\\.(.*)': 'body.\\1'");
   }
+  tie_file_entries(state, path);
   for (int r = 0; r < p_->plan.copies(); ++r) {
     // Messages about the file's names say when they are init.names' rewrites, not the file's own.
     const std::string label = name_rules().empty() ? path : path + " (its names as init.names' rules rewrote them)";

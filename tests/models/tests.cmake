@@ -6,6 +6,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/googlenet_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/inception_v3_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/language_model_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/llama_checkpoint_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/llama_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ragged_text_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mobilenet_v2_test.cpp
