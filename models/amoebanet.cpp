@@ -51,6 +51,11 @@ struct AmoebanetOptions {
 class Amoebanet : public Configured<ModelFactory, AmoebanetOptions> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    Miniature m;
+    if (options_.filters > 16) m.widths["filters"] = 16;  // a multiple of 8, as the cells need
+    return m;
+  }
   ModelDef define(const DataSpec& data) const override {
     const ImageShape image = image_input(*this, data);
     // Each of the four reduction cells halves sides that must be even (its 2x2 max-pool

@@ -66,6 +66,14 @@ TORCH_MODULE(Hidden);
 class Cnn : public Configured<ModelFactory, CnnOptions> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    Miniature m;
+    std::vector<int64_t> channels = options_.channels;
+    for (int64_t& c : channels) c = std::min<int64_t>(c, 8);
+    if (channels != options_.channels) m.widths["channels"] = YAML::Node(channels);
+    if (options_.hidden > 32) m.widths["hidden"] = 32;
+    return m;
+  }
   ModelDef define(const DataSpec& data) const override {
     if (data.input_shape.size() != 3) {
       fail("", fmt::format("needs image data [channels, height, width], but examples have shape {}",

@@ -72,6 +72,12 @@ Branches dense_layer(int64_t in, int64_t width, int64_t growth) {
 class Densenet : public Configured<ModelFactory, DensenetOptions> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    Miniature m;
+    if (options_.growth > 8) m.widths["growth"] = 8;
+    if (options_.bn_size > 2) m.widths["bn_size"] = 2;
+    return m;
+  }
   ModelDef define(const DataSpec& data) const override {
     const bool cifar = options_.stem == DenseStem::Cifar;
     const int transitions = static_cast<int>(options_.blocks.size()) - 1;

@@ -71,6 +71,14 @@ TORCH_MODULE(Dense);
 class Mlp : public Configured<ModelFactory, MlpOptions> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    // The hidden layers at most 32 wide; the inputs and classes are the data's.
+    Miniature m;
+    std::vector<int64_t> sizes = options_.sizes;
+    for (size_t i = 1; i + 1 < sizes.size(); ++i) sizes[i] = std::min<int64_t>(sizes[i], 32);
+    if (sizes != options_.sizes) m.widths["sizes"] = YAML::Node(sizes);
+    return m;
+  }
   ModelDef define(const DataSpec& data) const override {
     const auto& sizes = options_.sizes;
     const int64_t inputs = std::accumulate(data.input_shape.begin(), data.input_shape.end(), int64_t{1},

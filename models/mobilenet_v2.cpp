@@ -67,6 +67,11 @@ torch::nn::AnyModule inverted_residual(int64_t in, int64_t out, int64_t stride, 
 class MobilenetV2 : public Configured<ModelFactory, MobilenetV2Options> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    Miniature m;
+    if (options_.width > 0.25) m.widths["width"] = 0.25;
+    return m;
+  }
   ModelDef define(const DataSpec& data) const override {
     const ImageShape image = image_input(*this, data);
     const double w = options_.width, dropout = options_.dropout;

@@ -56,6 +56,13 @@ TORCH_MODULE(ResidualLstmBlock);
 class ResidualLstm : public Configured<ModelFactory, ResidualLstmOptions> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    Miniature m;
+    if (options_.d_model > 16) m.widths["d_model"] = 16;
+    if (options_.hidden > 16) m.widths["hidden"] = 16;
+    if (options_.num_words > 64) m.vocabulary["num_words"] = 64;
+    return m;
+  }
   ModelDef define(const DataSpec& data) const override {
     text_input(*this, data);
     const ResidualLstmOptions o = options_;

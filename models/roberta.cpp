@@ -195,6 +195,15 @@ torch::nn::AnyModule hf_initialised(M module, const RobertaOptions& o) {
 class Roberta : public Configured<ModelFactory, RobertaOptions> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    Miniature m;
+    if (options_.hidden > 16) {
+      m.widths["hidden"] = 16;
+      m.widths["heads"] = 2;
+    }
+    if (options_.intermediate > 32) m.widths["intermediate"] = 32;
+    return m;
+  }
   ModelDef define(const DataSpec& data) const override {
     if (!data.integer_input || data.input_shape.size() != 1 || !data.target_shape.empty()) {
       fail("type", fmt::format("RoBERTa classifies token-id sequences [T], but the dataset gives {}{}",

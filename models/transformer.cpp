@@ -260,6 +260,17 @@ TORCH_MODULE(MaskedEncoderLayer);
 class Transformer : public Configured<ModelFactory, TransformerOptions> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    // Two heads of 8: every layer stays, so the plan's cut and stages do too.
+    Miniature m;
+    if (options_.d_model > 16) {
+      m.widths["d_model"] = 16;
+      m.widths["heads"] = 2;
+    }
+    if (options_.ff > 32) m.widths["ff"] = 32;
+    if (options_.num_words > 64) m.vocabulary["num_words"] = 64;
+    return m;
+  }
   bool ties_weights() const override { return options_.tie_embeddings; }
   /// The causal language model reads ragged text's documents (attention and positions).
   bool reads_documents() const override { return options_.head == Head::Lm; }

@@ -98,6 +98,11 @@ TORCH_MODULE(ScoreMap);
 class Unet : public Configured<ModelFactory, UnetOptions> {
  public:
   using Configured::Configured;
+  Miniature miniature() const override {
+    Miniature m;
+    if (options_.channels > 4) m.widths["channels"] = 4;
+    return m;
+  }
   ModelDef define(const DataSpec& data) const override {
     const ImageShape image = image_input(*this, data);
     const int64_t step = int64_t{1} << options_.depth;

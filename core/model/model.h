@@ -124,10 +124,24 @@ std::string shape_text(c10::IntArrayRef sizes);
 /// Number of parameters (elements) of a module.
 int64_t count_parameters(const torch::nn::Module& module);
 
+/// The options that make a model a miniature of itself for a trial on a CPU: the same blocks
+/// (so a plan's cut and its stages hold), each narrower. Option key (under `model.`) -> value.
+struct Miniature {
+  std::map<std::string, YAML::Node> widths;
+  /// Keys that shrink what the model predicts or reads (a language model's vocabulary, to the
+  /// 64 words a miniature synthetic dataset has): a proxy run, whose target is in the file's
+  /// units, keeps them.
+  std::map<std::string, YAML::Node> vocabulary;
+};
+
 /// A registered model family (`model: {type: mlp, ...}`).
 class ModelFactory : public Component {
  public:
   static constexpr const char* kKind = "model";
+  /// Its miniature (the `cpu-mini` preset `plan --emit` writes, `plan --target`'s proxy runs,
+  /// tools/plan/plan_report.h). Empty (the default): nothing to narrow, its blocks being
+  /// small already or of fixed widths.
+  virtual Miniature miniature() const { return {}; }
   /// The blocks and loss for data described by `data`. Mismatches are UserErrors.
   virtual ModelDef define(const DataSpec& data) const = 0;
   /// Whether define() ties parameters (ModelDef::ties), known without the data: the run plan

@@ -1,5 +1,6 @@
 #include "core/train/experiment.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/config/yaml_file.h"
@@ -133,10 +134,19 @@ Experiment Experiment::from_tree(YAML::Node root, std::shared_ptr<ConfigSource> 
   return e;
 }
 
+DataContext Experiment::data_context() const {
+  DataContext context;
+  context.seed = static_cast<uint64_t>(run.seed);
+  const char* env = std::getenv("PIPELAB_DATA_DIR");
+  context.data_dir = run.data_dir ? *run.data_dir : env && *env ? env : "data";
+  return context;
+}
+
 Experiment Experiment::load(const std::string& path, const std::vector<std::string>& overrides) {
   auto source = std::make_shared<ConfigSource>(path);
   YAML::Node root = load_yaml_file(path);
   apply_overrides(root, overrides, *source);
+  for (const std::string& note : source->notes()) fmt::print(stderr, "note: {}\n", note);
   resolve_input_paths(root, *source);
   return from_tree(root, source, std::filesystem::path(path).stem().string());
 }

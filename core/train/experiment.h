@@ -196,6 +196,9 @@ struct Experiment {
                           const std::vector<std::string>& overrides = {});
   /// Reads an already-loaded tree.
   static Experiment from_tree(YAML::Node root, std::shared_ptr<ConfigSource> source, const std::string& name);
+  /// Where and how its dataset is read: run.data_dir, else $PIPELAB_DATA_DIR, else ./data,
+  /// under run.seed (what `run` loads, and what the tools load for the data's shapes).
+  DataContext data_context() const;
 };
 
 }  // namespace pipelab

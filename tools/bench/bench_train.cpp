@@ -74,12 +74,8 @@ int main(int argc, char** argv) {
     }
     const pipelab::Experiment e = pipelab::Experiment::load(file, sets);
     if (e.run.threads > 0) at::set_num_threads(e.run.threads);
-    pipelab::DataContext context;
-    context.seed = static_cast<uint64_t>(e.run.seed);
-    const char* env = std::getenv("PIPELAB_DATA_DIR");
-    context.data_dir = e.run.data_dir ? *e.run.data_dir : env ? env : "data";
     auto start = Clock::now();
-    const pipelab::DatasetSplits data = e.dataset->load(context);
+    const pipelab::DatasetSplits data = e.dataset->load(e.data_context());
     const double load_seconds = seconds_since(start);
     Trainer trainer(e, data.spec);
     pipelab::DataLoader loader(data.train, pipelab::LoaderOptions{e.run.batch_size, true, true,

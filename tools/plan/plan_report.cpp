@@ -10,7 +10,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/config/registry.h"
 #include "core/config/yaml_file.h"
+#include "core/model/model.h"
 #include "core/train/input_paths.h"
 #include "tools/report/svg_plot.h"
 
@@ -178,28 +180,50 @@ YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Ca
   // they must name the same files.
   const std::string folder = fs::path(file).parent_path().string();
   rebase_input_paths(root, folder.empty() ? "." : folder, written_beside);
-  add_miniature(root);
+  // A sweep's cell was planned: the emitted file runs that one experiment.
+  root.remove("sweep");
+  add_miniature(root, c.flushed ? static_cast<int64_t>(c.micro_batches) * c.replicas : c.replicas);
   return root;
 }
 
-YAML::Node miniature_model(const YAML::Node& root) {
+namespace {
+
+/// Whether the miniature's data is synthetic words, which add_miniature narrows to 64.
+bool synthetic_words(const YAML::Node& root) {
+  const YAML::Node dataset = root["dataset"];
+  return dataset && dataset.IsMap() && dataset["type"] && dataset["type"].as<std::string>() == "synthetic" &&
+         dataset["tokens"];
+}
+
+}  // namespace
+
+YAML::Node miniature_model(const YAML::Node& root, bool vocabulary) {
   YAML::Node out(YAML::NodeType::Map);
   const YAML::Node model = root["model"];
-  const std::string kind = model && model["type"] ? model["type"].as<std::string>() : "";
-  if (kind == "transformer") {
-    // The same blocks, narrow: every layer stays, so the plan's cut and stages do too.
-    out["model.d_model"] = 16;
-    out["model.heads"] = 2;
-    out["model.ff"] = 32;
-    if (model["num_words"]) out["model.num_words"] = 64;
+  if (!model || !model.IsMap()) return out;
+  Miniature m;
+  try {
+    const auto source = std::make_shared<ConfigSource>("the planned experiment");
+    m = Registry<ModelFactory>::get().create(ConfigNode(YAML::Clone(model), source, "model"))->miniature();
+  } catch (const UserError&) {
+    return out;  // a section the run itself refuses, with its own message
+  }
+  for (const auto& [key, value] : m.widths) out["model." + key] = value;
+  if (vocabulary && synthetic_words(root)) {
+    for (const auto& [key, value] : m.vocabulary) out["model." + key] = value;
   }
   return out;
 }
 
-void add_miniature(YAML::Node root) {
+void add_miniature(YAML::Node root, int64_t parts) {
   if (root["presets"] && root["presets"]["cpu-mini"]) return;  // the author's own
-  const int64_t batch = root["run"] && root["run"]["batch_size"] ? root["run"]["batch_size"].as<int64_t>() : 8;
+  int64_t batch = root["run"] && root["run"]["batch_size"] ? root["run"]["batch_size"].as<int64_t>() : 8;
   YAML::Node mini(YAML::NodeType::Map);
+  // Two examples a part: the plan's micro-batches and replicas, smaller.
+  if (parts > 0 && batch > 2 * parts) {
+    batch = 2 * parts;
+    mini["run.batch_size"] = batch;
+  }
   mini["run.epochs"] = 1;
   mini["run.max_steps"] = 2;
   mini["run.amp"] = "none";

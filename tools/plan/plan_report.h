@@ -43,14 +43,16 @@ YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Ca
 namespace pipelab::plan {
 
 /// Adds to an experiment tree (unless it has one) a `cpu-mini` preset: the same plan on this
-/// CPU in two steps, the model narrowed where its kind allows without changing its blocks
-/// (a transformer's widths, its vocabulary) and the data cut to two mini-batches, so that
+/// CPU in two steps, the model narrowed as its kind says (ModelFactory::miniature: the same
+/// blocks, narrower), the mini-batch cut to two examples per part where `parts` (the plan's
+/// micro-batches over its replicas) is given, and the data to two mini-batches, so that
 /// `pipelab run FILE --preset cpu-mini` tries an emitted file here.
-void add_miniature(YAML::Node root);
+void add_miniature(YAML::Node root, int64_t parts = 0);
 
 /// The `--set` values (key path to value) that narrow the model of experiment `root` as
-/// `cpu-mini` does: the same blocks, narrower (a transformer's widths and vocabulary); none
-/// for a model kind it does not know how to narrow.
-YAML::Node miniature_model(const YAML::Node& root);
+/// `cpu-mini` does (ModelFactory::miniature), its vocabulary too where `vocabulary` and the
+/// miniature's data is synthetic words (narrowed to 64); none for a model that cannot be made
+/// from the tree, or has nothing to narrow.
+YAML::Node miniature_model(const YAML::Node& root, bool vocabulary = true);
 
 }  // namespace pipelab::plan

@@ -2,6 +2,7 @@
 #include "tools/plan/proxy_runs.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -19,6 +20,9 @@
 #include "core/train/run_record.h"
 #include "core/train/runner.h"
 #include "core/util/error.h"
+#include "core/util/memory_size.h"
+#include "core/model/meta_device.h"
+#include "tools/simulate/block_memory.h"
 #include "tools/plan/plan_report.h"
 #include "tools/report/csv.h"
 #include "tools/simulate/cache_key.h"
@@ -160,6 +164,49 @@ bool train_proxy(YAML::Node tree, const std::string& file, const std::string& fa
   return true;
 }
 
+/// Why the proxy of `tree` cannot train on this machine ("" when it can). Its model is
+/// narrowed but its data is the file's (the target is in its units), and a language model's
+/// log-probabilities over a large vocabulary and long sequences can outgrow this machine's
+/// memory, which the allocator or the kernel would report by ending the plan without a word.
+/// A mini-batch's kept activations are counted from shapes on the meta device.
+std::string too_large_here(const YAML::Node& tree, const std::string& file) {
+  double bytes = 0;
+  std::string data;
+  try {
+    const Experiment e = Experiment::from_tree(YAML::Clone(tree), std::make_shared<ConfigSource>(file), "proxy");
+    const DataSpec spec = e.dataset->load(e.data_context()).spec;
+    const ModelDef def = e.model->define(spec);
+    const sim::BlockMemory m = sim::measure_block_memory(def, spec, static_cast<uint64_t>(e.run.seed), nullptr, 2,
+                                                         /*meta=*/true);
+    for (const double b : m.retained_per_example) bytes += b * static_cast<double>(e.run.batch_size);
+    data = fmt::format("examples of shape {}{}", shape_text(spec.input_shape),
+                       spec.target_shape.empty() ? "" : fmt::format(", {} classes at each position", spec.classes));
+  } catch (const std::exception&) {
+    return "";  // the run itself says what is wrong, or measures what the meta device cannot
+  }
+  const std::string problem = memory_problem(bytes);
+  if (problem.empty()) return "";
+  return fmt::format("a mini-batch of its run on this CPU keeps {} of activations ({}, as the file has them: the "
+                     "target is in their units), which {}. Fix: --proxy-set run.batch_size=N (fewer examples a "
+                     "step), a shorter or smaller dataset through --proxy-set, or plan without --target",
+                     format_bytes(bytes), data, problem);
+}
+
+/// The model's parameters at the file's widths, counted on the meta device (0 where the model
+/// cannot be made: the proxy runs then say why).
+double full_width_parameters(const YAML::Node& root, const std::string& file) {
+  try {
+    const Experiment e = Experiment::from_tree(YAML::Clone(root), std::make_shared<ConfigSource>(file), "proxy");
+    const ModelDef def = e.model->define(e.dataset->load(e.data_context()).spec);
+    ProfileBlocks build(def, static_cast<uint64_t>(e.run.seed), /*meta=*/true);
+    double parameters = 0;
+    for (size_t i = 0; i < def.blocks.size(); ++i) parameters += static_cast<double>(count_parameters(*build(i).module.ptr()));
+    return parameters;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 /// Trains (or finds) one family's proxy.
 ProxyRun run_proxy(YAML::Node tree, const std::string& file, const std::string& family, bool stops_at_steps,
                    const ProxyOptions& o) {
@@ -169,7 +216,8 @@ ProxyRun run_proxy(YAML::Node tree, const std::string& file, const std::string& 
   r.dir = cache_dir_of(tree);
   tree["run"]["output"] = r.dir;
   r.cached = RunRecord::finished(r.dir);
-  if (!r.cached && !train_proxy(tree, file, family, stops_at_steps, r.refused)) {
+  if (!r.cached) r.refused = too_large_here(tree, file);
+  if (!r.cached && (!r.refused.empty() || !train_proxy(tree, file, family, stops_at_steps, r.refused))) {
     r.reached = time_to_targets(o.target, {}).front();
     return r;
   }
@@ -191,6 +239,28 @@ std::string family_key(const Candidate& c) {
   if (c.compression && c.compression->any()) key += "; " + flow_text(c.compression->resolved());
   return key;
 }
+
+namespace {
+
+/// A proxy that --proxy-set makes unreadable is the flag's mistake: named as the flag, not as
+/// the file's key the proxy's tree holds it under.
+void check_proxy_sets(const YAML::Node& before, const YAML::Node& after, const std::string& file,
+                      const std::vector<std::string>& sets) {
+  const auto refusal = [&file](const YAML::Node& tree) -> std::string {
+    try {
+      (void)Experiment::from_tree(YAML::Clone(tree), std::make_shared<ConfigSource>(file), "proxy");
+      return "";
+    } catch (const UserError& e) {
+      return e.what();
+    }
+  };
+  const std::string with = refusal(after);
+  if (with.empty() || !refusal(before).empty()) return;
+  throw UserError(fmt::format("--proxy-set {}: the proxy runs' experiment then reads: {}", fmt::join(sets, " --proxy-set "),
+                              with));
+}
+
+}  // namespace
 
 YAML::Node proxy_experiment(YAML::Node root, const std::string& file, const Candidate& c, const ProxyOptions& o) {
   Candidate p = c;
@@ -215,11 +285,11 @@ YAML::Node proxy_experiment(YAML::Node root, const std::string& file, const Cand
   const auto set = [&root, &file](const std::string& path, const YAML::Node& value) {
     set_key_path(root, path, value, "proxy run: " + path, file);
   };
-  // Narrower, never another task: a smaller vocabulary would change what the loss measures,
-  // and the target is in the file's units.
-  YAML::Node narrow = miniature_model(root);
-  narrow.remove("model.num_words");
-  for (const auto& kv : narrow) set(kv.first.as<std::string>(), kv.second);
+  // Narrower where the model is large, never another task: a smaller vocabulary would change
+  // what the loss measures, and the target is in the file's units.
+  if (o.narrow) {
+    for (const auto& kv : miniature_model(root, /*vocabulary=*/false)) set(kv.first.as<std::string>(), kv.second);
+  }
   set("run.devices", YAML::Load("[cpu]"));
   set("run.amp", YAML::Node("none"));
   set("run.cuda_graphs", YAML::Node(false));
@@ -231,15 +301,19 @@ YAML::Node proxy_experiment(YAML::Node root, const std::string& file, const Cand
   const int64_t own = root["run"] && root["run"]["max_steps"] ? root["run"]["max_steps"].as<int64_t>() : 0;
   set("run.max_steps", YAML::Node(own > 0 ? std::min(own, o.steps) : o.steps));
   if (!o.sets.empty()) {
+    const YAML::Node before = YAML::Clone(root);
     ConfigSource source(file);
     apply_overrides(root, o.sets, source);
+    check_proxy_sets(before, root, file, o.sets);
   }
   return root;
 }
 
 TimeToTarget proxy_runs(const YAML::Node& root, const std::string& file, const std::vector<Candidate>& ranked, int top,
-                        const ProxyOptions& o) {
+                        const ProxyOptions& options) {
   TimeToTarget out;
+  ProxyOptions o = options;
+  o.narrow = full_width_parameters(root, file) > kProxyFullWidthParameters;
   std::vector<std::string> keys;
   std::vector<size_t> first;  // per family, its best-ranked candidate
   for (size_t i = 0; i < ranked.size(); ++i) {

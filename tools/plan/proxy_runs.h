@@ -31,7 +31,17 @@ struct ProxyOptions {
   int64_t steps = 1000;          ///< the most training steps of each proxy run (--proxy-steps)
   std::vector<std::string> sets;  ///< --proxy-set: applied to every proxy after the scaling
   bool progress = true;           ///< a line per proxy run on stderr
+  /// Narrow the model as `cpu-mini` does (set by proxy_runs: for a model of more than
+  /// kProxyFullWidthParameters parameters, whose full width would take this CPU too long or
+  /// not fit it).
+  bool narrow = false;
 };
+
+/// The most parameters a proxy trains at the file's own widths: its numbers are then exactly
+/// the plan's. A larger model is narrowed (ModelFactory::miniature), and its steps to the
+/// target are those of the narrowed model (docs/time-to-accuracy.md, "A proxy is as exact as
+/// its scale").
+inline constexpr double kProxyFullWidthParameters = 4e6;
 
 /// One family's proxy run and what it says.
 struct ProxyRun {
