@@ -244,6 +244,8 @@ class Pipedream2bw : public Configured<Scheme, Pipedream2bwOptions> {
   Span span() const override { return options_.flush == Flush::Never ? Span::Run : Span::Epoch; }
   /// A gradient meets the weights one update old (the double buffer): stale, bounded.
   Numerics numerics() const override { return Numerics::Asynchronous; }
+  /// Its forwards read the older buffer, W_{k-1} while W_k is live (docs/schemes.md §3.12).
+  int forward_lag() const override { return 1; }
   /// Units (run.batch_size batches) whose gradients make one update.
   int micro_batches() const override { return options_.micro_batches; }
 

@@ -52,6 +52,12 @@ class PlacedScheme : public Scheme {
   ValidateOptions schedule_rules(int stages) const override { return inner_->schedule_rules(stages); }
   StageMemory stage_memory(int stage, int stages) const override { return inner_->stage_memory(stage, stages); }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override { return inner_->make_policy(stage); }
+  // Where the stages run changes no number: what the scheme computes is the inner one's.
+  Numerics numerics() const override { return inner_->numerics(); }
+  int forward_lag() const override { return inner_->forward_lag(); }
+  std::string optimizer_refused(const Optimizer& optimizer, int stage, int stages) const override {
+    return inner_->optimizer_refused(optimizer, stage, stages);
+  }
 
  private:
   std::unique_ptr<Scheme> inner_;

@@ -106,6 +106,11 @@ class Scheme : public Component {
   virtual Span span() const { return Span::MiniBatch; }
   /// What its step computes (Numerics); the default, what a flushed pipeline computes.
   virtual Numerics numerics() const { return Numerics::Synchronous; }
+  /// Weight versions a forward reads behind the live ones, beyond what its schedule's order
+  /// makes (core/schedule/update_gaps.h): 2BW's double buffer reads the version before the
+  /// live one (1); a scheme that reads the live weights, or stashes them at its forward, 0.
+  /// With the schedule's gaps it bounds how stale a gradient may be (`pipelab check`).
+  virtual int forward_lag() const { return 0; }
   /// Micro-batches per mini-batch (GPipe's chunks); 1 for schemes without micro-batching.
   virtual int micro_batches() const { return 1; }
   /// How the scheme cuts each micro-batch's sequences into schedule units (Seq1F1B,
