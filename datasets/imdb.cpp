@@ -14,14 +14,16 @@
 /// one piece, or several of maxlen + 1 words when longer.
 ///
 /// Reading and tokenising 50,000 files takes seconds, so the encoded result is cached in a
-/// .pt file in the dataset folder, keyed by the encoding options and the folders' file
-/// counts and sizes (a changed dataset or option makes a new cache). A read-only folder
-/// just goes uncached.
+/// .pt file in pipelab's cache folder (core/util/cache_folder.h; never the dataset folder,
+/// which may be read-only or shared), keyed by the folder, the encoding options and the
+/// folders' file counts and sizes (a changed dataset or option makes a new cache). A cache
+/// that cannot be written is skipped.
 #include <ATen/ATen.h>
 
 #include <filesystem>
 
 #include "core/io/pt_file.h"
+#include "core/util/cache_folder.h"
 #include "core/util/error.h"
 #include "datasets/io/files.h"
 #include "datasets/text/lm_windows.h"
@@ -52,7 +54,9 @@ struct ImdbOptions {
              "classify = one review, one sentiment label; lm = language modelling: windows of maxlen words of the "
              "concatenated reviews, each word's target the next one");
     collate_field(v, collate);
-    v("cache", cache, "keep the encoded reviews in a .pt file in the dataset folder for the next run");
+    v("cache", cache,
+      "keep the encoded reviews in a .pt file in pipelab's cache folder ($PIPELAB_CACHE, else "
+      "$XDG_CACHE_HOME/pipelab, else ~/.cache/pipelab) for the next run");
   }
   void check(const ConfigNode& node) const {
     if (collate != Collate::Windows && task != Task::Lm) {
@@ -127,7 +131,11 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
         fingerprint += fmt::format(" {}:{}", files[s].files[l].size(), bytes);
       }
     }
-    const std::string cache = (fs::path(dir) / fmt::format(".pipelab-imdb-{:016x}.pt", fnv1a(fingerprint))).string();
+    // The encoded reviews are kept in the cache folder, not beside the reviews: a data folder
+    // may be read-only or shared. The digest holds the folder, so two copies cache apart.
+    fingerprint += " " + fs::absolute(dir).lexically_normal().string();
+    const std::string cache =
+        (fs::path(cache_folder()) / "datasets" / fmt::format("imdb-{:016x}.pt", fnv1a(fingerprint))).string();
     Encoded train, test;
     std::string cache_note;
     if (options_.cache && read_cache(cache, train, test)) {
@@ -164,8 +172,16 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
     out.spec.classes = 2;
     out.spec.integer_input = true;
     if (options_.task == Task::Lm) {
+      const char* empty = out.train->size() == 0 ? "training" : "test";
+      if ((out.train->size() == 0 || out.test->size() == 0) && options_.ragged()) {
+        // A piece needs two words (an input and the next word it predicts), whatever maxlen is.
+        fail("collate", fmt::format("the {} reviews in {} hold no two words to predict one from the other: every "
+                                    "review of that split is empty or one word long",
+                                    empty, dir),
+             "give reviews with words (the .txt files of that split look empty), or use another dataset");
+      }
       if (out.train->size() == 0 || out.test->size() == 0) {
-        fail("maxlen", fmt::format("the reviews in {} fill no window of {} words", dir, options_.sequence.maxlen),
+        fail("maxlen", fmt::format("the {} reviews in {} fill no window of {} words", empty, dir, options_.sequence.maxlen),
              "use a smaller maxlen");
       }
       out.spec.classes = options_.sequence.num_words;
@@ -236,6 +252,8 @@ class Imdb : public Configured<DatasetFactory, ImdbOptions> {
   /// Saves the encoded splits (ids as int32, half the size); "" or why it was not written.
   static std::string write_cache(const std::string& path, const Encoded& train, const Encoded& test) {
     try {
+      std::error_code ec;
+      fs::create_directories(fs::path(path).parent_path(), ec);
       save_tensor_dict(path, {{"x_train", train.x.to(at::kInt)},
                               {"y_train", train.y.dim() > 1 ? train.y.to(at::kInt) : train.y},
                               {"x_test", test.x.to(at::kInt)},

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/config/key_paths.h"
 #include "core/config/presets.h"
+#include "core/config/registry.h"
 #include "core/config/yaml_file.h"
 #include "core/util/names.h"
 
@@ -172,6 +174,41 @@ void set_key_path(YAML::Node& root, const std::string& path, const YAML::Node& v
   }
 }
 
+namespace {
+
+/// A --set of `scheme.type` or `model.type` to another type makes a new section: the keys the
+/// file gave the old type that the new one does not take go (each component reads its own
+/// options, and would refuse them), said in a note; the others, and the earlier --set values,
+/// stay.
+void replace_section_type(YAML::Node& root, const std::string& path, const YAML::Node& value, const std::string& text,
+                          ConfigSource& source) {
+  const std::vector<std::string> keys = split_key_path(path);
+  if (keys.size() != 2 || keys[1] != "type" || (keys[0] != "scheme" && keys[0] != "model") || !value.IsScalar() ||
+      !root.IsMap()) {
+    return;
+  }
+  YAML::Node section = root[keys[0]];
+  if (!section.IsMap() || !section["type"] || !section["type"].IsScalar() || section["type"].Scalar() == value.Scalar()) {
+    return;
+  }
+  const std::optional<std::vector<std::string>> taken = kind_option_keys(keys[0], value.Scalar());
+  if (!taken) return;  // an unknown type: its own error names it
+  std::vector<std::string> dropped;
+  for (const auto& kv : section) {
+    const std::string k = kv.first.Scalar();
+    if (k == "type" || std::find(taken->begin(), taken->end(), k) != taken->end()) continue;
+    if (!source.override_for(keys[0] + "." + k).empty()) continue;  // the user's own --set
+    dropped.push_back(k);
+  }
+  for (const std::string& k : dropped) section.remove(k);
+  if (!dropped.empty()) {
+    source.add_note(fmt::format("{}: the {} section is now {}'s: dropped {} (the file's {} options it does not take)",
+                                text, keys[0], value.Scalar(), join(dropped, ", "), section["type"].Scalar()));
+  }
+}
+
+}  // namespace
+
 void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
                      ConfigSource& source) {
   for (const std::string& item : overrides) {
@@ -196,6 +233,7 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides
       throw ConfigError(fmt::format("{}: the value is not valid YAML ({}). Fix: quote it, or use [a, b] for lists.",
                                     text, what));
     }
+    replace_section_type(root, path, value, text, source);
     set_key_path(root, path, value, text, source.file());
     source.add_override(path, text, value);
   }

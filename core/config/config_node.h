@@ -49,6 +49,10 @@ class ConfigSource {
   };
   void add_preset_setting(PresetSetting setting) { preset_settings_.push_back(std::move(setting)); }
   const std::vector<PresetSetting>& preset_settings() const { return preset_settings_; }
+  /// What applying the overrides changed beyond the values given (the keys a --set of a
+  /// section's type dropped), for the command to say.
+  void add_note(std::string note) { notes_.push_back(std::move(note)); }
+  const std::vector<std::string>& notes() const { return notes_; }
   /// Remembers where a key was read, for errors found after parsing (e.g. a bad balance).
   void remember(const std::string& path, const std::string& where) const;
   /// Where `path` was read ("file:line:col"), or the file name if unknown.
@@ -62,6 +66,7 @@ class ConfigSource {
   std::map<std::string, std::string> overrides_;
   std::vector<Setting> settings_;
   std::vector<PresetSetting> preset_settings_;
+  std::vector<std::string> notes_;
   mutable std::map<std::string, std::string> where_;
 };
 

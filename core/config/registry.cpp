@@ -1,6 +1,23 @@
 #include "core/config/registry.h"
 
 namespace pipelab {
+namespace {
+
+using KindKeys = std::function<std::optional<std::vector<std::string>>(const std::string&)>;
+
+std::map<std::string, KindKeys>& kind_keys_table() {
+  static std::map<std::string, KindKeys> table;
+  return table;
+}
+
+}  // namespace
+
+void add_kind_options(const std::string& kind, KindKeys keys) { kind_keys_table()[kind] = std::move(keys); }
+
+std::optional<std::vector<std::string>> kind_option_keys(const std::string& kind, const std::string& type) {
+  const auto it = kind_keys_table().find(kind);
+  return it == kind_keys_table().end() ? std::nullopt : it->second(type);
+}
 
 YAML::Node Component::resolved() const {
   YAML::Node out(YAML::NodeType::Map);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ class Component {
   std::string path_;
 };
 
+/// The option keys of type `type` of the component kind `kind` ("scheme", "model"), from its
+/// registry; nullopt for a kind or type not registered. A --set that changes a section's type
+/// keeps only these (apply_overrides, core/config/config_node.h).
+std::optional<std::vector<std::string>> kind_option_keys(const std::string& kind, const std::string& type);
+/// Makes kind_option_keys answer for `kind` (each registry does, once, when first made).
+void add_kind_options(const std::string& kind,
+                      std::function<std::optional<std::vector<std::string>>(const std::string&)> keys);
+
 /// Stores a component's options struct and emits it.
 template <class Base, class O>
 class Configured : public Base {
@@ -67,6 +76,15 @@ class Registry {
   static Registry& get() {
     static Registry registry;
     return registry;
+  }
+  Registry() {
+    add_kind_options(Base::kKind, [](const std::string& type) -> std::optional<std::vector<std::string>> {
+      const Entry* entry = Registry::get().find(type);
+      if (!entry || !entry->options) return std::nullopt;
+      std::vector<std::string> keys;
+      for (const FieldInfo& f : entry->options()) keys.push_back(f.key.substr(0, f.key.find('.')));
+      return keys;
+    });
   }
 
   /// Adds `entry`; a name already taken keeps its first entry and is noted as a conflict

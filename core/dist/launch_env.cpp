@@ -50,6 +50,8 @@ std::string master_host(const std::string& text) {
     if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
     unsigned char address[sizeof(in6_addr)];
     ok = ::inet_pton(bare.find(':') != std::string::npos ? AF_INET6 : AF_INET, bare.c_str(), address) == 1;
+    // The store connects to the bare address ([::1] is how torchrun writes ::1).
+    if (ok) return bare;
   }
   if (!ok) {
     throw UserError(fmt::format("the environment variable MASTER_ADDR='{}' is not a host name or address. Fix: set "

@@ -38,6 +38,9 @@ Endpoint Endpoint::parse(const std::string& text, const std::string& what) {
   const size_t colon = text.rfind(':');
   const std::string port = colon == std::string::npos ? text : text.substr(colon + 1);
   if (colon != std::string::npos) e.host = text.substr(0, colon);
+  // An IPv6 address is written in brackets beside a port ([::1]:29500, as torchrun writes
+  // MASTER_ADDR); the store connects to the bare address.
+  if (e.host.size() > 2 && e.host.front() == '[' && e.host.back() == ']') e.host = e.host.substr(1, e.host.size() - 2);
   try {
     size_t used = 0;
     e.port = std::stoi(port, &used);
@@ -48,7 +51,9 @@ Endpoint Endpoint::parse(const std::string& text, const std::string& what) {
   return e;
 }
 
-std::string Endpoint::str() const { return fmt::format("{}:{}", host, port); }
+std::string Endpoint::str() const {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+}
 
 int free_port() {
   // Bind to port 0 and let the kernel choose; another process may take it before the

@@ -69,8 +69,15 @@ void five_reviews(const std::string& root) {
   review(root, "test", "pos", "0_10.txt", "GOOD");
 }
 
+/// $PIPELAB_CACHE pointed at `dir` for one test (each test runs in a process of its own).
+struct CacheIn {
+  explicit CacheIn(const std::string& dir) { ::setenv("PIPELAB_CACHE", dir.c_str(), 1); }
+  ~CacheIn() { ::unsetenv("PIPELAB_CACHE"); }
+};
+
 TEST(Text, ImdbFolderWithCache) {
   testing::TempDir dir;
+  const CacheIn cache(dir.file("cache"));
   const std::string root = dir.file("imdb/aclImdb");
   five_reviews(root);
   // Counts: bad 3, good 2, a 2, movie 2, awful 1, plot 1 -> ranks bad, a, good, movie, awful, plot.
@@ -93,11 +100,31 @@ TEST(Text, ImdbFolderWithCache) {
   // Other options make another cache.
   EXPECT_TRUE(
       contains(testing::load_dataset("{type: imdb, num_words: 9, maxlen: 4}", dir.path()).description, "cached in"));
+  // The cache is pipelab's, never the data folder's (which may be read-only or shared).
+  int cached = 0, beside = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.file("cache"))) cached += e.path().extension() == ".pt";
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.file("imdb"))) beside += e.path().extension() == ".pt";
+  EXPECT_EQ(cached, 2);
+  EXPECT_EQ(beside, 0);
   // A damaged cache is rebuilt.
-  for (const auto& e : std::filesystem::directory_iterator(root)) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.file("cache"))) {
     if (e.path().extension() == ".pt") testing::write_file(e.path().string(), "garbage");
   }
   EXPECT_TRUE(at::equal(testing::whole(*testing::load_dataset(yaml, dir.path()).train).x, train.x));
+}
+
+// Ragged text needs two words a review to predict one from the other, whatever maxlen is.
+TEST(Text, ImdbReviewsWithoutWordsAreNamedAsSuchUnderRaggedText) {
+  testing::TempDir dir;
+  const CacheIn cache(dir.file("cache"));
+  const std::string root = dir.file("imdb/aclImdb");
+  for (const char* split : {"train", "test"}) {
+    for (const char* label : {"neg", "pos"}) review(root, split, label, "0_1.txt", "");
+  }
+  const std::string error = testing::load_error("{type: imdb, num_words: 8, maxlen: 4, task: lm, collate: pad}", dir.path());
+  EXPECT_TRUE(contains(error, "dataset.collate: the training reviews in")) << error;
+  EXPECT_TRUE(contains(error, "hold no two words")) << error;
+  EXPECT_FALSE(contains(error, "smaller maxlen")) << error;
 }
 
 TEST(Text, LanguageModelWindowsShareOneWordWithTheirNeighbour) {
@@ -113,6 +140,7 @@ TEST(Text, LanguageModelWindowsShareOneWordWithTheirNeighbour) {
 TEST(Text, ImdbAsALanguageModel) {
   // The reviews of ImdbFolderWithCache, whole, one stream per split, windows of 3 words.
   testing::TempDir dir;
+  const CacheIn cache(dir.file("cache"));
   const std::string root = dir.file("imdb/aclImdb");
   five_reviews(root);
   const std::string yaml = "{type: imdb, num_words: 8, maxlen: 3, task: lm}";

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/dist/launch_env.h"
+#include "core/dist/process_group.h"
 #include "core/util/error.h"
 #include "tests/support/helpers.h"
 
@@ -54,11 +55,19 @@ TEST(LaunchEnv, TorchrunsVariables) {
   plain.erase("TORCHELASTIC_RESTART_COUNT");
   EXPECT_FALSE(read(plain)->agent_store);
   EXPECT_EQ(read(plain)->restart_count, 0);
-  // Addresses as launchers write them: IPv4, IPv6 (bare or bracketed), host names.
-  for (const std::string host : {"10.0.0.7", "::1", "[fe80::1]", "node-07.cluster_a"}) {
-    plain["MASTER_ADDR"] = host;
+  // Addresses as launchers write them: IPv4, IPv6 (bare or bracketed: torchrun writes [::1]),
+  // host names. The store connects to the bare address; written back, an IPv6 one has brackets.
+  for (const auto& [given, host] : std::vector<std::pair<std::string, std::string>>{
+           {"10.0.0.7", "10.0.0.7"}, {"::1", "::1"}, {"[::1]", "::1"}, {"[fe80::1]", "fe80::1"}, {"node-07.cluster_a", "node-07.cluster_a"}}) {
+    plain["MASTER_ADDR"] = given;
     EXPECT_EQ(read(plain)->master.host, host);
   }
+  plain["MASTER_ADDR"] = "[::1]";
+  EXPECT_EQ(read(plain)->master.str(), "[::1]:29400");
+  const dist::Endpoint e = dist::Endpoint::parse("[::1]:29500", "--master");
+  EXPECT_EQ(e.host, "::1");
+  EXPECT_EQ(e.port, 29500);
+  EXPECT_EQ(dist::Endpoint::parse(e.str(), "--master").host, "::1");
 }
 
 TEST(LaunchEnv, AHalfSetTorchrunEnvironmentNamesWhatIsMissing) {

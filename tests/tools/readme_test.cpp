@@ -53,9 +53,9 @@ TEST(Readme, TheCommandTableListsWhatHelpShows) {
   const std::string table = readme.substr(section, readme.find("\n\n", readme.find("| command |", section)) - section);
   // Options a command takes as positional arguments, written as placeholders in the table.
   const std::map<std::string, std::set<std::string>> positional{
-      {"list", {"kind", "name"}}, {"check", {"what", "name"}}, {"table", {"runs"}}, {"plot", {"runs"}}};
-  for (const char* command :
-       {"run", "launch", "check", "list", "describe", "schedule", "simulate", "plan", "sweep", "table", "plot"}) {
+      {"list", {"kind", "name"}}, {"check", {"what", "name"}}, {"table", {"runs"}}, {"plot", {"runs"}}, {"eval", {"run"}}};
+  for (const char* command : {"run", "launch", "check", "eval", "list", "describe", "schedule", "simulate", "plan",
+                              "sweep", "table", "plot"}) {
     // The table's columns for this command: every row whose syntax starts with it.
     std::string syntax;
     const std::regex row(std::string("\\| `pipelab ") + command + "\\b([^`]*)`");

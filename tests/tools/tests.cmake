@@ -6,15 +6,19 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/check_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/describe_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/docs_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/eval_dump_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/experiments_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hardening_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/input_paths_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hardening_fifth_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/hardening_sixth_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hardening_surfaces_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/json_files_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/placement_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_emit_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/miniature_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/offload_refusals_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/one_replica_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_memory_test.cpp

@@ -89,6 +89,25 @@ TEST(Torchrun, TwoWorkersEqualOneProcess) {
   EXPECT_NE(testing::read_text(dir.file("two/config.yaml")).find("world_size: 2"), std::string::npos);
 }
 
+// A launcher's environment with an IPv6 master in brackets, as torchrun writes it: the ranks meet
+// at [::1] and train the one-process run's bytes.
+TEST(Torchrun, AnIpv6MasterInBracketsIsReached) {
+  if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
+  if (testing::shell("ip -6 addr show lo 2>/dev/null | grep -q '::1'").first != 0) GTEST_SKIP() << "no IPv6 loopback";
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), testing::kExperiment);
+  const auto [c1, out1] = pipelab(fmt::format("run {} --quiet --set run.output={}", dir.file("e.yaml"), dir.file("one")));
+  ASSERT_EQ(c1, 0) << out1;
+  const std::string rank = fmt::format("WORLD_SIZE=2 MASTER_ADDR='[::1]' MASTER_PORT={} OMP_NUM_THREADS=1 {} run {} --quiet "
+                                       "--set run.output={}",
+                                       dist::free_port(), PIPELAB_BINARY, dir.file("e.yaml"), dir.file("two"));
+  const auto [c2, out2] = testing::shell(fmt::format("RANK=1 {0} > {1} 2>&1 & RANK=0 {0}; code=$?; wait $! || code=1; "
+                                                     "cat {1}; exit $code",
+                                                     rank, dir.file("rank1.log")));
+  ASSERT_EQ(c2, 0) << out2;
+  expect_same_run(dir.file("one"), dir.file("two"));
+}
+
 TEST(Torchrun, AKilledWorkerRestartsTheGroupWhichResumes) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   if (!testing::python_torch_available()) GTEST_SKIP() << "python3 cannot import torch: no torchrun to test with";

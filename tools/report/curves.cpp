@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "core/io/input_file.h"
 #include "core/util/error.h"
@@ -129,6 +130,25 @@ Series mean_series(const std::string& label, const std::vector<const Curve*>& cu
   return s;
 }
 
+/// The targets the runs were set for this metric (run.targets; steps.csv's `loss` is the
+/// training loss): a line each, where a time to accuracy is read off the chart.
+void add_targets(LineChart& chart, const std::vector<RunInfo>& runs, const CurveOptions& options) {
+  const std::string metric = options.metric == "loss" ? "train_loss" : options.metric;
+  std::set<double> values;
+  for (const RunInfo& run : runs) {
+    const YAML::Node run_section = run.config.IsMap() ? run.config["run"] : YAML::Node();
+    const YAML::Node targets = run_section && run_section.IsMap() ? run_section["targets"] : YAML::Node();
+    const YAML::Node value = targets && targets.IsMap() ? targets[metric] : YAML::Node();
+    if (!value || !value.IsScalar()) continue;
+    try {
+      values.insert(value.as<double>());
+    } catch (const YAML::Exception&) {
+      // null: no target for this metric
+    }
+  }
+  for (const double v : values) chart.references.push_back({fmt::format("target {} = {:g} (run.targets)", metric, v), v});
+}
+
 }  // namespace
 
 std::string metric_label(const std::string& metric) {
@@ -189,6 +209,7 @@ LineChart build_curves(const std::vector<RunInfo>& runs, const CurveOptions& opt
     }
     chart.references.push_back({fmt::format("baseline {}: {:.4g} (last epoch)", options.baseline, *last), *last});
   }
+  add_targets(chart, runs, options);
   std::vector<std::pair<const RunInfo*, Curve>> curves;
   for (const RunInfo& run : runs) {
     std::string problem;

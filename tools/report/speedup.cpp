@@ -45,8 +45,10 @@ void apply_speedup(ResultTable& t, const std::vector<RunInfo>& runs) {
   std::map<size_t, std::set<std::string>> cells_by_row;
   std::vector<double> all;
   std::set<std::string> all_cells;
+  size_t matched = 0;
   for (const RunInfo& run : filter_runs(runs, t.options.speedup_vs)) {
     if (!run.has_summary() || run.diverged()) continue;
+    ++matched;
     const std::optional<double> v = metric_value(run.summary, t.options.metric);
     if (!v || *v <= 0) continue;
     const size_t row = index_in(t.row_labels, label_of(run, t.options.rows));
@@ -55,6 +57,16 @@ void apply_speedup(ResultTable& t, const std::vector<RunInfo>& runs) {
     cells_by_row[row].insert(cell);
     all.push_back(*v);
     all_cells.insert(cell);
+  }
+  if (all.empty() && matched > 0) {
+    const bool target = t.options.metric.rfind("time_to_target.", 0) == 0;
+    throw UserError(fmt::format(
+        "--speedup-vs {}: its cell has {} finished run{}, and {} {}. Fix: {}", condition, matched,
+        matched == 1 ? "" : "s", matched == 1 ? "it has no" : "none has a", 
+        target ? fmt::format("{}: the run never reached its target (run.targets)", t.options.metric)
+               : fmt::format("positive {}", t.options.metric),
+        target ? "take as the baseline a cell that reached the target, or a target every cell reaches"
+               : "take a metric the baseline's runs recorded"));
   }
   if (all.empty()) {
     throw UserError(

@@ -226,9 +226,10 @@ ResultTable build_table(const std::vector<RunInfo>& runs, const TableOptions& op
   }
   // One seed per cell: float32 runs of schedules equal in exact arithmetic drift apart by
   // summation order (docs/schemes.md, "What equal means"), so a lone run is no estimate.
+  // Simulated figures (simulated.samples_per_second) replay a plan: the same for any seed.
   size_t single = 0;
   for (const auto& [rc, cell] : t.cells) single += cell.values.size() == 1;
-  if (single > 0) {
+  if (single > 0 && options.metric.rfind("simulated.", 0) != 0) {
     t.notes.push_back(fmt::format("{} of {} cells hold one run: without ± std a difference between them may be noise "
                                   "(float32 runs of equal schemes drift apart by summation order); add seeds "
                                   "(run.seed in the sweep grid)",

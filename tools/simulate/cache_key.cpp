@@ -9,13 +9,6 @@ namespace pipelab::sim {
 
 namespace fs = std::filesystem;
 
-std::string cache_folder() {
-  if (const char* dir = std::getenv("PIPELAB_CACHE"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/pipelab";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/pipelab";
-  return ".pipelab-cache";
-}
-
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
   for (const unsigned char c : text) h = (h ^ c) * 1099511628211ull;

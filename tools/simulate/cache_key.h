@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <string>
 
+#include "core/util/cache_folder.h"
+
 namespace pipelab::sim {
 
-/// The cache's folder: $PIPELAB_CACHE, else $XDG_CACHE_HOME/pipelab, else ~/.cache/pipelab.
-std::string cache_folder();
+/// The cache's folder (core/util/cache_folder.h).
+using ::pipelab::cache_folder;
 
 /// FNV-1a, 64 bits: a digest stable across builds and machines (std::hash is neither).
 uint64_t fnv1a(const std::string& text);
