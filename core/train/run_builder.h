@@ -37,10 +37,10 @@ class RunBuilder {
   std::vector<int> settled_time_balance(std::vector<int> measured) const;
   /// partition.offload.blocks names blocks of the model (a ConfigError at the entry).
   void check_offload_blocks(const std::vector<Block>& blocks) const;
-  /// A model whose weights, gradients and optimizer state exceed this machine's memory is
-  /// refused (a ConfigError at `model`) before any block is built: LibTorch's allocator or the
-  /// kernel's out-of-memory killer would end the run without a word. Parameters are counted
-  /// on the meta device.
+  /// A model whose weights, gradients and optimizer state exceed this machine's memory (on
+  /// GPUs: whose weights, built here before they move) is refused (a ConfigError at `model`)
+  /// before any block is built: LibTorch's allocator or the kernel's out-of-memory killer
+  /// would end the run without a word. Parameters are counted on the meta device.
   void check_model_fits() const;
   /// The listed blocks lie on offloading stages, and each listed stage holds one of them (a
   /// ConfigError at the entry).

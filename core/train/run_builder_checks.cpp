@@ -33,15 +33,19 @@ void RunBuilder::check_model_fits() const {
     std::lock_guard<std::mutex> lock(global.mutex());
     global.set_state(saved);
   }
-  // Each parameter with its gradient and two optimizer states, in every copy of the model.
+  // On the CPU each parameter with its gradient and two optimizer states, in every copy of the
+  // model; with GPUs, one copy's weights, which are built here before they move to their device.
   const double element = p_->dtype == at::kDouble ? 8 : 4;
-  const double bytes = static_cast<double>(parameters) * element * 4 * p_->plan.copies();
+  const bool on_host = !e_.run.any_cuda_device();
+  const double bytes = static_cast<double>(parameters) * element * (on_host ? 4.0 * p_->plan.copies() : 1.0);
   const std::string problem = memory_problem(bytes);
   if (problem.empty()) return;
   e_.source->fail("model",
-                  fmt::format("model {} has {:.3g} parameters{}: with their gradients and optimizer state it {}",
-                              e_.model->type(), static_cast<double>(parameters),
-                              p_->plan.copies() > 1 ? fmt::format(" in each of {} copies", p_->plan.copies()) : "",
+                  fmt::format("model {} has {:.3g} parameters{}: {} it {}", e_.model->type(),
+                              static_cast<double>(parameters),
+                              on_host && p_->plan.copies() > 1 ? fmt::format(" in each of {} copies", p_->plan.copies())
+                                                               : "",
+                              on_host ? "with their gradients and optimizer state" : "built on this host, its weights",
                               problem),
                   "use a smaller model (a planned file's `--preset cpu-mini` runs its miniature here), or a machine "
                   "with more memory");

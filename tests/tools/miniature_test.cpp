@@ -123,6 +123,18 @@ INSTANTIATE_TEST_SUITE_P(
         Kind{"roberta", "{type: roberta, vocab: 50, hidden: 256, heads: 4, intermediate: 1024, layers: 2}", "words"}),
     [](const ::testing::TestParamInfo<Kind>& info) { return info.param.name; });
 
+// Without its miniature, Llama-3-8B is refused at `model` before a block is built: its weights,
+// gradients and AdamW state need 128 GB, which LibTorch's allocator or the kernel would end
+// without a word.
+TEST(Miniature, AFullSizeRunThisMachineCannotHoldIsRefusedBeforeItAllocates) {
+  testing::TempDir dir;
+  const auto [code, out] = testing::pipelab(fmt::format("run {}/plan/llama3_8b_h100.yaml --quiet --set run.output={}",
+                                                        PIPELAB_EXPERIMENTS_DIR, dir.file("run")));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_HAS(out, "model: model llama has 8.03e+09 parameters: with their gradients and optimizer state it needs");
+  EXPECT_HAS(out, "--preset cpu-mini");
+}
+
 // plan --target's proxies keep the file's data (the target is in its units): Llama-3-8B's
 // 4096-token sequences over 128256 words would need far more than this machine holds.
 TEST(Miniature, AProxyWhoseDataOutgrowsThisMachineIsRefusedWithItsSizes) {
