@@ -285,7 +285,9 @@ presets:
       "--emit {}",
       dir.file("e.yaml"), dir.file("best.yaml")));
   ASSERT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("note: --dtype bfloat16 prices weights and activations at 2 bytes"), std::string::npos) << out;
+  EXPECT_NE(out.find("precision: --dtype bfloat16 plans the run with run.amp: bf16, which the emitted file sets"),
+            std::string::npos)
+      << out;
   const YAML::Node emitted = YAML::LoadFile(dir.file("best.yaml"));
   EXPECT_EQ(emitted["model"]["sizes"].as<std::vector<int>>(), (std::vector<int>{12, 24, 24, 4}));
   EXPECT_EQ(emitted["run"]["batch_size"].as<int>(), 32);

@@ -93,6 +93,7 @@ struct PlanFlags {
   double memory_cap = 0, device_memory = 0, time_limit = 10, compress_below = 0, tokens = 0;
   bool async = false, allow_idle = false, explain = false;
   TargetOptions target_options;  ///< --target, read
+  std::string command;           ///< the command line as given, for the emitted file's header
   CostFlags cost;
   po::variables_map vm;
 };
@@ -234,13 +235,6 @@ std::shared_ptr<const CompressionSection> codecs_of(const PlanFlags& f, const Ex
   return std::make_shared<CompressionSection>(read_compression(ConfigNode(section, source, "compression")));
 }
 
-/// The run.amp that --dtype's derived costs stand for when the file runs in full precision
-/// ("" when they agree, or the costs are measured).
-std::string planned_amp(const PlanFlags& f, const Experiment& e) {
-  if (f.cost.dtype == "float32" || !f.cost.costs_file.empty() || e.run.amp != Amp::None) return "";
-  return f.cost.dtype == "bfloat16" ? "bf16" : "fp16";
-}
-
 /// What to search, from the flags, the experiment and where its costs come from.
 plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSource& source) {
   plan::PlanSpace space;
@@ -336,7 +330,7 @@ size_t by_target(const PlanFlags& f, const plan::PlanResult& result, std::vector
 
 /// The table, the winner, the front, and the files asked for.
 void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& space, const plan::PlanResult& result,
-            const plan::Baselines& baselines) {
+            const plan::Baselines& baselines, const std::string& costs) {
   if (f.explain) fmt::print("why the others lost:\n{}\n", plan::explanation(result));
   if (result.ranked.empty()) throw UserError(nothing_fits(result, space));
   fmt::print("{}\n{}\n", plan::ranked_table(result.ranked, f.top, baseline_rows(baselines)), why_line(result));
@@ -356,12 +350,11 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
   }
   if (!f.emit.empty()) {
     const std::string beside = std::filesystem::path(f.emit).parent_path().string();
+    // The file with --set, --preset and --dtype's precision applied: the run that was priced.
     YAML::Node tree = experiment_tree(f.file, with_preset(f.sets, f.preset));
-    // Costs derived for 16-bit tensors are a mixed-precision run's: the file runs that.
-    if (const std::string amp = planned_amp(f, e); !amp.empty()) tree["run"]["amp"] = amp;
     YAML::Emitter out;
     out << plan::emitted_experiment(tree, f.file, result.ranked[chosen], beside.empty() ? "." : beside);
-    write_output(f.emit, std::string(out.c_str()) + "\n");
+    write_output(f.emit, plan::emitted_header(result.ranked[chosen], f.command, costs) + out.c_str() + "\n");
   }
 }
 
@@ -370,8 +363,19 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
 int plan(const Args& args) {
   PlanFlags f;
   if (!read_flags(args, f)) return 0;
+  f.command = "pipelab plan";
+  for (const std::string& a : args) {
+    f.command += a.find_first_of(" '\"") == std::string::npos ? " " + a : " '" + a + "'";
+  }
   if (f.vm.count("target")) f.target_options = target_of(f.target);
+  // --dtype is the precision the plan runs in: the experiment's run.amp and run.dtype, so that
+  // what is priced is what the emitted file runs.
+  if (f.vm.count("dtype")) {
+    f.sets.insert(f.sets.end(), {"run.amp=" + amp_of_dtype(f.cost.dtype),
+                                 std::string("run.dtype=") + (f.cost.dtype == "float64" ? "float64" : "float32")});
+  }
   const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset));
+  apply_precision(f.vm, f.cost, e);
   f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, f.vm, f.cost.costs_file, f.cost.device);
   if (!source.costs_of_other_model().empty()) throw UsageError{source.costs_of_other_model()};
@@ -398,10 +402,11 @@ int plan(const Args& args) {
              e.run.batch_size, f.devices, space.memory_cap > 0 ? " of at most " + plan::bytes_text(space.memory_cap) : "",
              source.describe(f.cost.dtype));
   if (!f.cost.cluster_name.empty()) fmt::print("cluster {}: {}\n", f.cost.cluster, f.cost.cluster_name);
-  if (const std::string amp = planned_amp(f, e); !amp.empty()) {
-    fmt::print("note: --dtype {} prices weights and activations at 2 bytes, but {} runs in float32 (run.amp: none): "
-               "the figures are a run with run.amp: {}{}\n",
-               f.cost.dtype, f.file, amp, f.emit.empty() ? "" : ", which the emitted file sets");
+  if (f.vm.count("dtype")) {
+    fmt::print("precision: --dtype {} plans the run with run.amp: {}{} (weights, gradients and optimizer state in {}, "
+               "activations in {})\n",
+               f.cost.dtype, amp_of_dtype(f.cost.dtype), f.emit.empty() ? "" : ", which the emitted file sets",
+               f.cost.dtype == "float64" ? "float64" : "float32", f.cost.dtype);
   }
   if (f.vm.count("compress-below")) {
     fmt::print("{}\n", space.compress ? fmt::format("the link ({} Gbit/s) is slower than --compress-below {}: each "
@@ -413,7 +418,7 @@ int plan(const Args& args) {
   }
   fmt::print("searched {} candidates in {:.2f} s ({} replayed){}\n\n", result.enumerated, result.seconds,
              result.simulated, result.timed_out ? "; the time limit cut the search short" : "");
-  report(f, e, space, result, baselines);
+  report(f, e, space, result, baselines, source.describe(f.cost.dtype));
   return 0;
 }
 

@@ -2,6 +2,8 @@
 /// [--costs COSTS | --device-flops T ...] [--slow-device r:factor] [--svg out.svg] [--trace out.json]:
 /// what D devices would do with the experiment's model under each scheme, without running it.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -11,6 +13,8 @@
 #include "core/config/registry.h"
 #include "core/config/yaml_file.h"
 #include "core/io/atomic_file.h"
+#include "core/io/input_file.h"
+#include "core/io/json.h"
 #include "core/model/block_costs.h"
 #include "core/scheme/placed_scheme.h"
 #include "core/plan/run_plan.h"
@@ -18,6 +22,7 @@
 #include "tools/cli/cost_source.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
+#include "tools/plan/plan_report.h"
 #include "tools/simulate/block_memory.h"
 #include "tools/simulate/codec_costs.h"
 #include "tools/simulate/derive.h"
@@ -137,7 +142,7 @@ void print_memory_check(const sim::SimCosts& f, const sim::SimResult& r) {
 
 /// The command's flags, as given.
 struct SimulateFlags {
-  std::string file, schemes_text, svg, trace, markdown, executor = "devices", tokens;
+  std::string file, schemes_text, svg, trace, markdown, json, executor = "devices", tokens;
   std::vector<std::string> sets, slow;
   std::string preset = kNoPreset;
   int stages = 0, micro = 0, cell = 0;
@@ -172,7 +177,10 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
       "micro-batches); its seconds and bytes scale by it against the costs' length")(
       "svg", po::value(&f.svg), "write the timeline and memory per device as SVG (one file per scheme: out-NAME.svg)")(
       "trace", po::value(&f.trace), "write a Chrome trace (Perfetto, chrome://tracing) per scheme")(
-      "markdown", po::value(&f.markdown), "also write the comparison table to this file");
+      "markdown", po::value(&f.markdown), "also write the comparison table to this file")(
+      "json", po::value(&f.json),
+      "write each scheme's figures as JSON (step_seconds, samples_per_second, bubble, peak_bytes per device, "
+      "bytes_per_step: the fields of plan --json)");
   add_cost_options(options, f.cost);
   add_input_options(options);
   po::positional_options_description positional;
@@ -183,13 +191,15 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
                "                 [--profile shapes|measured] [--launch-us U] [--action-us A] | --time-blocks]\n"
                "                [--link-gbps G] [--link-latency-us L] [--host-gbps G] [--host-latency-us L]\n"
                "                [--no-overlap] [--slow-device r:f] [--tokens L1,L2,...]\n"
-               "                [--svg out.svg] [--trace out.json] [--markdown out.md]\n\n"
+               "                [--svg out.svg] [--trace out.json] [--markdown out.md] [--json out.json]\n\n"
                "Replays each scheme's schedule against a cost model and prints step time, samples/s, bubble,\n"
                "peak memory per device and bytes moved (docs/simulate.md). Costs are measured (a run's\n"
                "metrics/costs.json), given (the same keys in YAML) or derived from the model's FLOPs:\n\n"
                "  pipelab simulate exp.yaml --costs runs/exp/metrics/costs.json\n"
                "  pipelab simulate exp.yaml --schemes gpipe,pipedream_flush,zb_h1 --stages 8 --microbatches 32 \\\n"
-               "      --device-flops 100 --memory-bw 3350 --link-gbps 3600 --dtype bfloat16 --input-shape 3,224,224",
+               "      --device-flops 100 --memory-bw 3350 --link-gbps 3600 --set run.amp=bf16 --input-shape 3,224,224\n\n"
+               "The file is the truth: the costs take its precision (run.amp, run.dtype), and flags only say where it\n"
+               "runs. A file `pipelab plan --emit` wrote carries the plan's prediction, which this says it reproduces.",
                options, positional, vm);
 }
 
@@ -331,7 +341,66 @@ void print_measured_check(const CostSource& source, const std::vector<Compared>&
   }
 }
 
-/// --svg, --trace and --markdown.
+/// Each scheme's figures as plan --json gives a candidate's.
+std::string rows_json(const std::vector<SchemeRow>& rows) {
+  std::vector<json::Object> out;
+  for (const SchemeRow& row : rows) {
+    json::Object o;
+    o.add("scheme", row.name);
+    if (!row.error.empty()) {
+      out.push_back(o.add("error", row.error));
+      continue;
+    }
+    const sim::SimResult& r = row.result;
+    out.push_back(o.add("devices", static_cast<int64_t>(r.devices))
+                      .add("step_seconds", r.step_seconds)
+                      .add("samples_per_second", r.samples_per_second)
+                      .add("bubble", r.bubble)
+                      .add("peak_bytes", r.peak_bytes)
+                      .add("bytes_per_step", r.bytes_per_step));
+  }
+  return json::Object().add("schemes", out).pretty() + "\n";
+}
+
+/// A file `plan --emit` wrote: whether this replay is, exactly, the plan its header predicted.
+void print_plan_check(const SimulateFlags& f, const po::variables_map& vm, const std::vector<SchemeRow>& rows) {
+  for (const char* what_if : {"schemes", "stages", "microbatches", "tokens", "slow-device", "no-overlap", "executor"}) {
+    if (vm.count(what_if)) return;  // another plan than the file's
+  }
+  if (rows.size() != 1 || !rows[0].error.empty()) return;
+  const std::string predicted = plan::predicted_plan_of(read_file(f.file));
+  if (predicted.empty()) return;
+  const nlohmann::json p = nlohmann::json::parse(predicted, nullptr, false);
+  if (!p.is_object()) return;
+  const sim::SimResult& r = rows[0].result;
+  std::vector<std::string> differ;
+  const auto same = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); };
+  const auto compare = [&](const char* key, double now) {
+    if (p.contains(key) && p[key].is_number() && !same(p[key].get<double>(), now)) {
+      differ.push_back(fmt::format("{} {:.6g} (planned {:.6g})", key, now, p[key].get<double>()));
+    }
+  };
+  compare("step_seconds", r.step_seconds);
+  compare("samples_per_second", r.samples_per_second);
+  compare("bubble", r.bubble);
+  compare("bytes_per_step", r.bytes_per_step);
+  if (p.contains("peak_bytes") && p["peak_bytes"].is_array()) {
+    const std::vector<double> planned = p["peak_bytes"].get<std::vector<double>>();
+    bool equal = planned.size() == r.peak_bytes.size();
+    for (size_t d = 0; equal && d < planned.size(); ++d) equal = same(planned[d], r.peak_bytes[d]);
+    if (!equal) differ.push_back("the devices' peaks");
+  }
+  if (differ.empty()) {
+    fmt::print("the plan in the file's header (# Predicted): reproduced exactly (step, samples/s, bubble, every device's "
+               "peak, bytes moved)\n");
+  } else {
+    fmt::print("the plan in the file's header (# Predicted): not reproduced: {}. The costs here are not the plan's "
+               "(its # Costs line), or the file was changed since\n",
+               fmt::join(differ, "; "));
+  }
+}
+
+/// --svg, --trace, --markdown and --json.
 void write_outputs(const SimulateFlags& f, const std::vector<SchemeRow>& rows, const std::string& table) {
   const bool several = rows.size() > 1;
   for (const SchemeRow& row : rows) {
@@ -346,6 +415,7 @@ void write_outputs(const SimulateFlags& f, const std::vector<SchemeRow>& rows, c
     if (!f.trace.empty()) write_output(sim::per_scheme_path(f.trace, row.name, several), sim::simulated_trace(r));
   }
   if (!f.markdown.empty()) write_output(f.markdown, table);
+  if (!f.json.empty()) write_output(f.json, rows_json(rows));
 }
 
 }  // namespace
@@ -357,6 +427,7 @@ int simulate(const Args& args) {
   check_output_file("--markdown", f.markdown);
   check_output_file("--svg", f.svg);
   check_output_file("--trace", f.trace);
+  check_output_file("--json", f.json);
   if (vm.count("tokens") && f.tokens.empty()) {
     throw UsageError{"--tokens '': no lengths. Fix: give each micro-batch's tokens per sequence, e.g. --tokens "
                      "412,388,501, or drop --tokens"};
@@ -365,6 +436,7 @@ int simulate(const Args& args) {
   if (vm.count("cell")) checked_flag("--cell", f.cell, 1, 1e9);
   const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset), f.cell);
   check_flags(f, vm, e);
+  apply_precision(vm, f.cost, e);
   f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
   const CostSource source(e, vm, f.cost.costs_file, f.cost.device);
   if (!source.costs_of_other_model().empty()) {
@@ -393,6 +465,7 @@ int simulate(const Args& args) {
   const std::string table = sim::markdown_table(rows);
   fmt::print("{}\n{}", table, sim::memory_lines(rows));
   print_measured_check(source, compared, rows, options);
+  print_plan_check(f, vm, rows);
   write_outputs(f, rows, table);
   for (const SchemeRow& row : rows) {
     if (!row.error.empty()) return 2;

@@ -59,7 +59,10 @@ inline void add_cost_options(po::options_description& options, CostFlags& f) {
       "derive costs: host time per kernel launched, microseconds")(
       "action-us", po::value(&f.device.action_us)->default_value(sim::kDefaultActionUs),
       "derive costs: host time per pipeline action, microseconds")(
-      "dtype", po::value(&f.dtype), "derive costs: float32, bfloat16 or float16 (bytes of weights and activations)")(
+      "dtype", po::value(&f.dtype),
+      "the precision the experiment computes in, float32, bfloat16, float16 or float64: the file's (run.amp, "
+      "run.dtype), which derived costs price; simulate and run refuse another, and plan plans the run in it "
+      "(run.amp), which the emitted file then sets")(
       "profile", po::value(&f.profile),
       "derive costs from the model's profile: shapes (default: on the meta device, seconds for any size) or "
       "measured (run on this CPU); --time-blocks measures")(
@@ -68,15 +71,17 @@ inline void add_cost_options(po::options_description& options, CostFlags& f) {
       "as each device of the threaded executor has) instead of --device-flops");
 }
 
-/// The cluster's device and links, under the flags given beside it.
-inline void apply_cluster(const po::variables_map& vm, CostFlags& f) {
+/// The cluster's device and links, under the flags given beside it, at the rate of `dtype`
+/// (the run's compute precision).
+inline void apply_cluster(const po::variables_map& vm, CostFlags& f, const std::string& dtype) {
   const sim::Cluster c = sim::load_cluster(f.cluster);
-  const std::string dtype = vm.count("dtype") ? vm["dtype"].as<std::string>() : "float32";
   if (!vm.count("device-flops")) {
-    f.device.tflops = c.device.tflops.of(dtype);
+    f.device.tflops = dtype == "float64" ? 0 : c.device.tflops.of(dtype);
     if (f.device.tflops <= 0) {
-      throw UsageError{fmt::format("--cluster {}: its devices ({}) have no {} rate. Fix: another --dtype, or give "
-                                   "--device-flops", f.cluster, c.name, dtype)};
+      throw UsageError{fmt::format("--cluster {}: its devices ({}) have no {} rate, which the experiment computes in. "
+                                   "Fix: --set run.amp=bf16 (or another precision the cluster has), or give the rate "
+                                   "with --device-flops",
+                                   f.cluster, c.name, dtype)};
     }
   }
   const auto unless_given = [&vm](const char* flag, double& value, double from_cluster) {
@@ -96,8 +101,8 @@ inline void apply_cluster(const po::variables_map& vm, CostFlags& f) {
   f.cluster_name = c.name;
 }
 
-/// Refuses a bad combination or value of the cost flags (UsageError) and sets the device's
-/// bytes per element from --dtype.
+/// Refuses a bad combination or value of the cost flags (UsageError). The device's rate and
+/// bytes per element are the experiment's precision's (apply_precision).
 inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
   const bool derived = vm.count("device-flops") || vm.count("cluster");
   const int sources = (f.costs_file.empty() ? 0 : 1) + (derived ? 1 : 0) + (f.time_blocks ? 1 : 0);
@@ -106,7 +111,7 @@ inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
     throw UsageError{"give the costs: --costs FILE (measured or given), --cluster NAME|FILE or --device-flops TFLOPS "
                      "(derived), or --time-blocks (each block timed here)"};
   }
-  if (vm.count("cluster")) apply_cluster(vm, f);
+  if (vm.count("cluster")) (void)sim::load_cluster(f.cluster);  // a bad name or file fails here, before any work
   if (vm.count("device-flops")) checked_flag("--device-flops", f.device.tflops, 1e-9, 1e6);
   checked_flag("--launch-us", f.device.launch_us, 0, 1e6);
   checked_flag("--action-us", f.device.action_us, 0, 1e6);
@@ -115,10 +120,9 @@ inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
   checked_flag("--link-latency-us", f.device.link.latency_us, 0, 1e9);
   checked_flag("--host-gbps", f.device.link.host_gbps, 0, 1e9);
   checked_flag("--host-latency-us", f.device.link.host_latency_us, 0, 1e9);
-  if (f.dtype != "float32" && f.dtype != "bfloat16" && f.dtype != "float16") {
-    throw UsageError{fmt::format("--dtype {}: use float32, bfloat16 or float16", f.dtype)};
+  if (f.dtype != "float32" && f.dtype != "bfloat16" && f.dtype != "float16" && f.dtype != "float64") {
+    throw UsageError{fmt::format("--dtype {}: use float32, bfloat16, float16 or float64", f.dtype)};
   }
-  f.device.dtype_bytes = f.dtype == "float32" ? 4 : 2;
   if (f.profile != "shapes" && f.profile != "measured") {
     throw UsageError{fmt::format("--profile {}: use shapes or measured", f.profile)};
   }
@@ -126,6 +130,39 @@ inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
     throw UsageError{"--profile goes with --device-flops or --cluster (measured costs and --time-blocks profile on this "
                      "CPU)"};
   }
+}
+
+/// The dtype experiment `e` computes in: its run.amp's (bfloat16, float16), else its
+/// run.dtype's (float32, float64). Derived costs price its rate and its bytes.
+inline std::string compute_dtype(const Experiment& e) {
+  if (e.run.amp == Amp::Bf16) return "bfloat16";
+  if (e.run.amp == Amp::Fp16) return "float16";
+  return e.run.dtype == RunOptions::Dtype::Float64 ? "float64" : "float32";
+}
+
+/// The run.amp that `--dtype T` stands for (plan's knob: `--dtype bfloat16` plans the run
+/// with run.amp: bf16, and the emitted file says so).
+inline std::string amp_of_dtype(const std::string& dtype) {
+  return dtype == "bfloat16" ? "bf16" : dtype == "float16" ? "fp16" : "none";
+}
+
+/// The experiment's precision into the cost flags: the cluster's rate and the bytes of an
+/// activation (the compute dtype's) and of a weight, gradient and optimizer state (float32
+/// master weights under run.amp, float64 with run.dtype: float64). A --dtype that says
+/// otherwise than the file is a UsageError: the file is what runs, flags say where.
+inline void apply_precision(const po::variables_map& vm, CostFlags& f, const Experiment& e) {
+  const std::string dtype = compute_dtype(e);
+  if (vm.count("dtype") && f.dtype != dtype) {
+    throw UsageError{fmt::format("--dtype {}: the experiment computes in {} (run.amp: {}, run.dtype: {}), and the "
+                                 "file is what runs. Fix: --set run.amp={} to run it in {}, or drop --dtype",
+                                 f.dtype, dtype, e.run.amp == Amp::Bf16 ? "bf16" : e.run.amp == Amp::Fp16 ? "fp16" : "none",
+                                 e.run.dtype == RunOptions::Dtype::Float64 ? "float64" : "float32",
+                                 amp_of_dtype(f.dtype), f.dtype)};
+  }
+  f.dtype = dtype;
+  f.device.dtype_bytes = dtype == "float64" ? 8 : dtype == "float32" ? 4 : 2;
+  f.device.weight_bytes = dtype == "float64" ? 8 : 4;
+  if (vm.count("cluster")) apply_cluster(vm, f, dtype);
 }
 
 /// State tensors per parameter of the file's optimizer (SGD 0, with momentum 1, Adam 2),
@@ -315,7 +352,7 @@ class CostSource {
     for (const BlockTie& t : ties_) {
       const size_t a = stage_of(t.first), b = stage_of(t.second);
       if (a == b) continue;
-      const double bytes = static_cast<double>(t.elements) * device_.dtype_bytes;
+      const double bytes = static_cast<double>(t.elements) * device_.weight_bytes;
       c.stages[a].tied_bytes += bytes;
       c.stages[b].tied_bytes += bytes;
     }

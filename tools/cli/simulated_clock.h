@@ -56,6 +56,7 @@ inline void check_clock_flags(const po::variables_map& vm, const po::options_des
 inline SimulatedClock simulated_clock(const Experiment& e, const Runner& runner, const po::variables_map& vm,
                                       CostFlags& f, bool progress) {
   check_cost_flags(vm, f);
+  apply_precision(vm, f, e);
   check_input_flags(vm);
   f.device.optimizer_states = optimizer_states(*e.optimizer);
   // The run's data, unless --input-shape gives the simulated devices other examples.

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "core/config/registry.h"
+#include "core/util/provenance.h"
 #include "core/config/yaml_file.h"
 #include "core/model/model.h"
 #include "core/train/input_paths.h"
@@ -137,6 +138,37 @@ std::string ranked_json(const std::vector<Candidate>& ranked, const std::vector<
     if (i < steps.size()) rows.back().add("steps_to_target", steps[i]).add("time_to_target_seconds", times[i]);
   }
   return json::Object().add("ranked", rows).pretty() + "\n";
+}
+
+namespace {
+
+constexpr const char* kPlanLine = "# pipelab-plan: ";
+
+}  // namespace
+
+std::string emitted_header(const Candidate& c, const std::string& command, const std::string& costs) {
+  const auto fullest = std::max_element(c.peaks.begin(), c.peaks.end());
+  json::Object exact;
+  exact.add("label", c.label)
+      .add("step_seconds", c.step)
+      .add("samples_per_second", c.samples_per_second)
+      .add("bubble", c.bubble)
+      .add("peak_bytes", c.peaks)
+      .add("bytes_per_step", c.bytes);
+  const std::string flat = exact.str();
+  return fmt::format("# Planned by pipelab {} (git {}): {}\n# Costs: {}\n"
+                     "# Predicted: {}: step {}, {:.4g} samples/s, bubble {:.1f}%, peak {} on the fullest device, {} "
+                     "moved a step\n{}{}\n",
+                     pipelab_version(), git_revision(), command, costs, c.label, seconds_text(c.step),
+                     c.samples_per_second, 100 * c.bubble, bytes_text(fullest == c.peaks.end() ? 0.0 : *fullest),
+                     bytes_text(c.bytes), kPlanLine, flat);
+}
+
+std::string predicted_plan_of(const std::string& text) {
+  const size_t at = text.find(kPlanLine);
+  if (at == std::string::npos || (at > 0 && text[at - 1] != '\n')) return "";
+  const size_t start = at + std::string(kPlanLine).size();
+  return text.substr(start, text.find('\n', start) - start);
 }
 
 YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Candidate& c,

@@ -35,6 +35,15 @@ std::string pareto_svg(const std::vector<Candidate>& ranked, const std::string& 
 /// that were planned applied: cli::experiment_tree) with `c`'s partition, scheme and (when the
 /// planner chose it) compression: what `pipelab run` takes to run the plan. Relative input
 /// paths are made to resolve from `written_beside` (the folder the new file goes to).
+/// The comment lines an emitted file starts with: where it came from (`command`, the costs,
+/// pipelab's version and revision) and what the plan predicted of it, readable and exact (a
+/// `# pipelab-plan: {...}` line of JSON that `pipelab simulate` of the file compares its own
+/// replay with: the file is the truth, and the plan must be what it says).
+std::string emitted_header(const Candidate& c, const std::string& command, const std::string& costs);
+
+/// The plan a file's header predicted (its `# pipelab-plan:` line's JSON), or "" when it has none.
+std::string predicted_plan_of(const std::string& text);
+
 YAML::Node emitted_experiment(YAML::Node root, const std::string& file, const Candidate& c,
                               const std::string& written_beside);
 

@@ -113,7 +113,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
       const BlockProfile& block = blocks.at(b);
       const double in = b == 0 ? 0 : elements(blocks[b - 1].output_shape);
       const double out = elements(block.output_shape);
-      const double weight_bytes = static_cast<double>(block.parameters) * device.dtype_bytes;
+      const double weight_bytes = static_cast<double>(block.parameters) * device.weight_bytes;
       // Forward: read the input and the weights, write the output. The input gradient (I)
       // and the weight gradient (W) each cost the forward's FLOPs (2x multiply-adds).
       const double traffic = (in + out) * device.dtype_bytes * examples;
@@ -153,8 +153,8 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     k.activation_bytes = s + 1 < balance.size() ? cut_bytes(blocks.at(last), device.dtype_bytes, examples, false) : 0;
     k.output_bytes = k.activation_bytes;
     k.gradient_bytes = s > 0 ? cut_bytes(blocks.at(first - 1), device.dtype_bytes, examples, true) : 0;
-    k.parameter_bytes = params * device.dtype_bytes;
-    k.optimizer_bytes = params * device.optimizer_states * device.dtype_bytes;
+    k.parameter_bytes = params * device.weight_bytes;
+    k.optimizer_bytes = params * device.optimizer_states * device.weight_bytes;
     // The step reads weights and gradient, writes weights, and reads and writes each state.
     k.seconds[ActionKind::Update] = times ? update
                                     : (bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw : 0) +

@@ -15,7 +15,10 @@ struct DeviceSpec {
   double tflops = 0;         ///< achieved dense FLOP/s, in 10^12 (not the datasheet peak)
   double memory_gbs = 0;     ///< memory bandwidth, GB/s (0: traffic is free)
   LinkSpec link;
-  double dtype_bytes = 4;    ///< bytes per element of weights and activations
+  double dtype_bytes = 4;    ///< bytes per element of activations (the compute dtype's)
+  /// Bytes per element of weights, their gradients and optimizer state: float32 master weights
+  /// under mixed precision (run.amp), 8 with run.dtype: float64.
+  double weight_bytes = 4;
   double optimizer_states = 1;  ///< state tensors per parameter (SGD momentum 1, Adam 2)
   /// Host time per kernel (the dispatcher, the launch): a forward pays it per kernel of its
   /// blocks, a backward twice that many. 0: kernels are free (the roofline alone).
