@@ -23,6 +23,7 @@
 #include "core/config/bounds.h"
 #include "core/model/model.h"
 #include "core/nn/dropout.h"
+#include "models/blocks/text.h"
 
 // A namespace of its own: its layer classes share names with transformer.cpp's, and a unity
 // build compiles the two files as one.
@@ -118,9 +119,7 @@ class SelfAttentionImpl : public torch::nn::Module {
     const auto split = [&](const at::Tensor& y) { return y.view({n, t, heads_, head}).transpose(1, 2); };
     at::Tensor scores = at::matmul(split(q_(x)), split(k_(x)).transpose(2, 3)) / std::sqrt(static_cast<double>(head));
     // Hugging Face adds the dtype's lowest value at padded keys; filling with it is the same.
-    const double lowest = x.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
-                                                         : static_cast<double>(std::numeric_limits<float>::lowest());
-    scores = scores.masked_fill(mask.logical_not().view({n, 1, 1, t}), lowest);
+    scores = scores.masked_fill(mask.logical_not().view({n, 1, 1, t}), lowest_score(scores.scalar_type()));
     const at::Tensor weights = dropout_(at::softmax(scores, -1));
     return at::matmul(weights, split(v_(x))).transpose(1, 2).contiguous().view({n, t, d});
   }

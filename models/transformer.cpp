@@ -161,17 +161,6 @@ class MaskedTextEmbedImpl : public TextEmbedImpl {
 };
 TORCH_MODULE(MaskedTextEmbed);
 
-/// The lowest finite value of `dtype`: a masked score that cannot make a NaN (an all-padded
-/// row gets uniform weights rather than 0/0).
-double lowest(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kHalf: return -65504.0;
-    case at::kBFloat16: return -3.38e38;
-    case at::kDouble: return std::numeric_limits<double>::lowest();
-    default: return std::numeric_limits<float>::lowest();
-  }
-}
-
 /// Multi-head scaled dot-product self-attention with q/k/v/joint projections.
 class SelfAttentionImpl : public torch::nn::Module {
  public:
@@ -196,13 +185,13 @@ class SelfAttentionImpl : public torch::nn::Module {
     }
     const int64_t keys = k.size(2), before = keys - t;  // keys of the earlier segments
     torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(double(head));
-    if (mask.defined()) scores = scores.masked_fill(mask.logical_not().view({n, 1, 1, t}), lowest(scores.scalar_type()));
+    if (mask.defined()) scores = scores.masked_fill(mask.logical_not().view({n, 1, 1, t}), lowest_score(scores.scalar_type()));
     if (causal_) {
       // Position i sees keys j <= i only (a language model must not read the word it predicts),
       // and of its own document only where the text is ragged.
       torch::Tensor blocked = nn::blocked_keys(before, t);
       if (!blocked.defined()) blocked = torch::ones({t, keys}, x.options().dtype(torch::kBool)).triu(1 + before);
-      scores = scores.masked_fill(blocked, lowest(scores.scalar_type()));
+      scores = scores.masked_fill(blocked, lowest_score(scores.scalar_type()));
     }
     const torch::Tensor weights = torch::softmax(scores, -1);
     return joint_(torch::matmul(weights, v).transpose(1, 2).contiguous().view({n, t, d}));

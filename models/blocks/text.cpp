@@ -1,5 +1,10 @@
 #include "models/blocks/text.h"
 
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <limits>
+
 #include "core/util/error.h"
 
 namespace pipelab::models {
@@ -44,6 +49,15 @@ torch::Tensor MaskedMeanPoolClassifierImpl::forward(const torch::Tensor& x, cons
   const torch::Tensor keep = mask.unsqueeze(-1).to(x.scalar_type());
   const torch::Tensor count = keep.sum(1).clamp_min(1);
   return MeanPoolClassifierImpl::forward((x * keep).sum(1, /*keepdim=*/true) / count.unsqueeze(1));
+}
+
+double lowest_score(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kHalf: return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
+    case at::kBFloat16: return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+    case at::kDouble: return std::numeric_limits<double>::lowest();
+    default: return std::numeric_limits<float>::lowest();
+  }
 }
 
 }  // namespace pipelab::models

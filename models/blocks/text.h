@@ -16,6 +16,12 @@ namespace pipelab::models {
 /// ConfigError on `model`'s section.
 int64_t text_input(const Component& model, const DataSpec& data);
 
+/// The lowest finite value of `dtype`, what attention writes at a key it must not see
+/// (Hugging Face's finfo(dtype).min): unlike -inf, an all-padded row gets uniform weights
+/// rather than 0/0. The scores' dtype: under autocast bfloat16 or float16 while the
+/// residual stream is float32, and float32's lowest overflows them.
+double lowest_score(at::ScalarType dtype);
+
 /// nn.Embedding(num_words, dim) (parameter "weight", N(0, 1) as PyTorch's default) whose
 /// forward first checks that every id is in [0, num_words). Without the check an id from a
 /// dataset with a larger vocabulary is an out-of-range index deep inside ATen; with it, a

@@ -357,6 +357,9 @@ std::string rows_json(const std::vector<SchemeRow>& rows) {
                       .add("samples_per_second", r.samples_per_second)
                       .add("bubble", r.bubble)
                       .add("peak_bytes", r.peak_bytes)
+                      .add("static_bytes", r.static_bytes)
+                      .add("peak_activation_bytes", r.peak_activation_bytes)
+                      .add("gradient_bytes", r.gradient_bytes)
                       .add("bytes_per_step", r.bytes_per_step));
   }
   return json::Object().add("schemes", out).pretty() + "\n";
