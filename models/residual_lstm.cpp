@@ -18,6 +18,7 @@
 #include <torch/nn/modules/rnn.h>
 
 #include "core/config/bounds.h"
+#include "core/device/compat.h"
 #include "models/blocks/init.h"
 #include "models/blocks/text.h"
 
@@ -45,7 +46,18 @@ class ResidualLstmBlockImpl : public torch::nn::Module {
     lstm_ = register_module("LSTM", torch::nn::LSTM(torch::nn::LSTMOptions(d_model, hidden).batch_first(true)));
     projection_ = register_module("projection_matrix", torch::nn::Linear(hidden, d_model));
   }
-  torch::Tensor forward(const torch::Tensor& x) { return projection_(std::get<0>(lstm_(x))) + x; }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (!x.is_cpu() || !device::autocast_enabled(c10::DeviceType::CPU)) return projection_(std::get<0>(lstm_(x))) + x;
+    // Under autocast on a CPU the LSTM runs in float32: oneDNN's bfloat16 LSTM needs the
+    // CPU's AVX-512 bf16 instructions and elsewhere fails to build its primitive (an
+    // internal error, not a slower kernel); in float32 a run has the same numbers on every CPU.
+    at::Tensor h;
+    {
+      device::AutocastPause float32(c10::DeviceType::CPU);
+      h = std::get<0>(lstm_(x.to(at::kFloat)));
+    }
+    return projection_(h) + x;
+  }
 
  private:
   torch::nn::LSTM lstm_{nullptr};

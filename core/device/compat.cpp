@@ -26,6 +26,15 @@ AutocastScope::~AutocastScope() {
   at::autocast::set_autocast_dtype(device_type_, previous_dtype_);
 }
 
+AutocastPause::AutocastPause(c10::DeviceType device_type)
+    : device_type_(device_type), previous_enabled_(at::autocast::is_autocast_enabled(device_type)) {
+  at::autocast::set_autocast_enabled(device_type_, false);
+}
+
+AutocastPause::~AutocastPause() { at::autocast::set_autocast_enabled(device_type_, previous_enabled_); }
+
+bool autocast_enabled(c10::DeviceType device_type) { return at::autocast::is_autocast_enabled(device_type); }
+
 void set_deterministic(bool on) { at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/false); }
 
 void set_allow_tf32(bool cudnn, bool matmul) {

@@ -26,6 +26,23 @@ class AutocastScope {
   at::ScalarType previous_dtype_ = at::kFloat;
 };
 
+/// While alive, autocast is off on `device_type` (Python's `torch.autocast(device_type,
+/// enabled=False)` inside an autocast region): what runs there computes in its inputs' dtype.
+class AutocastPause {
+ public:
+  explicit AutocastPause(c10::DeviceType device_type);
+  ~AutocastPause();
+  AutocastPause(const AutocastPause&) = delete;
+  AutocastPause& operator=(const AutocastPause&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool previous_enabled_;
+};
+
+/// Whether autocast is on for `device_type` on this thread.
+bool autocast_enabled(c10::DeviceType device_type);
+
 /// torch.use_deterministic_algorithms(on): kernels with a deterministic variant use it,
 /// the others throw. (CUDA's cuBLAS also needs CUBLAS_WORKSPACE_CONFIG=:4096:8 in the
 /// environment before the first cuBLAS call.)

@@ -162,7 +162,19 @@ inline void apply_precision(const po::variables_map& vm, CostFlags& f, const Exp
   f.dtype = dtype;
   f.device.dtype_bytes = dtype == "float64" ? 8 : dtype == "float32" ? 4 : 2;
   f.device.weight_bytes = dtype == "float64" ? 8 : 4;
+  const std::optional<at::ScalarType> amp = autocast_dtype(e.run.amp);
+  f.device.autocast = amp ? c10::toString(*amp) : "";
   if (vm.count("cluster")) apply_cluster(vm, f, dtype);
+}
+
+/// The autocast the experiment's stages compute under, with the policy of the devices it is
+/// priced for: a cluster's GPUs, else its own run.devices; none without run.amp.
+inline std::optional<sim::AutocastSpec> autocast_of(const Experiment& e, const po::variables_map& vm) {
+  const std::optional<at::ScalarType> amp = autocast_dtype(e.run.amp);
+  if (!amp) return std::nullopt;
+  bool gpu = vm.count("cluster") > 0;
+  for (const std::string& d : e.run.devices) gpu = gpu || d.rfind("cuda", 0) == 0;
+  return sim::AutocastSpec{*amp, gpu ? c10::DeviceType::CUDA : c10::DeviceType::CPU};
 }
 
 /// State tensors per parameter of the file's optimizer (SGD 0, with momentum 1, Adam 2),
@@ -218,11 +230,13 @@ class CostSource {
                                     ? sim::ProfileWay::Measured
                                     : sim::ProfileWay::Shapes;
     const auto seed = static_cast<uint64_t>(e.run.seed);
+    const std::optional<sim::AutocastSpec> amp = autocast_of(e, vm);
+    const sim::AutocastSpec* under = amp ? &*amp : nullptr;
     profile_ = with_example_flags(vm, [&] {
       return sim::profile_model(def, spec, seed, e.optimizer.get(), way,
                                 sim::profile_cache_key(e.model->type(), e.model->resolved_options(), spec, seed,
-                                                       e.optimizer->resolved_options(), way),
-                                progress);
+                                                       e.optimizer->resolved_options(), way, under),
+                                progress, under);
     });
     if (timed) {
       // The micro-batch sizes a plan tries run from the whole mini-batch down to a small

@@ -15,6 +15,19 @@ at::Tensor zero_input(const DataSpec& data, int examples, at::Device device) {
   return torch::zeros(shape, torch::TensorOptions(data.integer_input ? torch::kLong : torch::kFloat).device(device));
 }
 
+/// `block`'s forward on `in` (with the loss on the last block) as the run's stage makes it:
+/// the blocks under one autocast scope, the loss under another (core/stage/stage.cpp).
+Tensors forward_of(Block& block, const Tensors& in, bool last, const DataSpec& data, int examples,
+                   const AutocastSpec* amp) {
+  Tensors out;
+  {
+    ShapeAutocast scope(amp);
+    out = call_block(block, in);
+  }
+  ShapeAutocast scope(amp);
+  return with_loss(out, last, data, examples);
+}
+
 /// What one block's actions need, per size measured.
 struct Rises {
   std::vector<double> forward, backward;  ///< how far each raises the bytes while it runs
@@ -38,8 +51,8 @@ void roots_of(const Tensors& out, Tensors& roots, Tensors& grads) {
 /// less the input gradients I sends: they leave with the message), and how far its I and its
 /// W raise the bytes while they run (a W computes only the weights' products).
 void measure_split(Block& block, const Tensors& in, bool last, const DataSpec& data, int examples, MemoryMeter* meter,
-                   int tag, Rises& r) {
-  const Tensors out = with_loss(call_block(block, in), last, data, examples);
+                   int tag, const AutocastSpec* amp, Rises& r) {
+  const Tensors out = forward_of(block, in, last, data, examples, amp);
   Tensors roots, grads, wrt, weights;
   roots_of(out, roots, grads);
   for (const at::Tensor& x : in) {
@@ -72,7 +85,7 @@ void measure_split(Block& block, const Tensors& in, bool last, const DataSpec& d
 /// time (the one counted) its parameters' gradients exist and are accumulated into, as in
 /// every backward of a step but the first.
 void measure_rises(std::vector<Block>& blocks, const DataSpec& data, int examples, at::Device device, MemoryMeter* meter,
-                   Rises& r) {
+                   const AutocastSpec* amp, Rises& r) {
   LiveSet live(zero_input(data, examples, device));
   for (size_t i = 0; i < blocks.size(); ++i) {
     const int tag = static_cast<int>(blocks.size() + i);  // apart from the retained bytes' tags
@@ -83,7 +96,7 @@ void measure_rises(std::vector<Block>& blocks, const DataSpec& data, int example
       const Tensors in = detached_inputs(live, blocks[i]);
       {
         MemoryMeter::Scope scope(meter, tag);
-        out = with_loss(call_block(blocks[i], in), last, data, examples);
+        out = forward_of(blocks[i], in, last, data, examples, amp);
         forward_rise = scope.peak_rise();
       }
       Tensors roots, grads;
@@ -94,7 +107,7 @@ void measure_rises(std::vector<Block>& blocks, const DataSpec& data, int example
     }
     r.forward.push_back(static_cast<double>(forward_rise));
     r.backward.push_back(static_cast<double>(backward_rise));
-    measure_split(blocks[i], detached_inputs(live, blocks[i]), last, data, examples, meter, tag, r);
+    measure_split(blocks[i], detached_inputs(live, blocks[i]), last, data, examples, meter, tag, amp, r);
     if (i + 1 == blocks.size()) break;
     Tensors kept;
     for (const at::Tensor& t : out) kept.push_back(t.detach());
@@ -127,6 +140,32 @@ std::vector<double> measure_update_rises(std::vector<Block>& blocks, const Optim
   return out;
 }
 
+/// Per block, the bytes its forward allocated that are still alive once the whole forward of
+/// `examples` examples has run (the graph hangs on the live set and on the loss).
+std::vector<double> retained(std::vector<Block>& blocks, const DataSpec& data, at::Device device, MemoryMeter* meter,
+                             int examples, const AutocastSpec* amp) {
+  // The input is allocated before the first scope: the feed's, not a block's.
+  LiveSet live(zero_input(data, examples, device));
+  std::vector<int64_t> before;
+  for (size_t i = 0; i < blocks.size(); ++i) before.push_back(meter->usage(static_cast<int>(i)).current);
+  Tensors loss;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    MemoryMeter::Scope scope(meter, static_cast<int>(i));
+    const bool last = i + 1 == blocks.size();
+    const Tensors out = forward_of(blocks[i], live.take(blocks[i].io.in), last, data, examples, amp);
+    if (last) {
+      loss = out;
+    } else {
+      live.update(blocks[i], out);
+    }
+  }
+  std::vector<double> out;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    out.push_back(static_cast<double>(meter->usage(static_cast<int>(i)).current - before[i]));
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples) {
@@ -137,13 +176,13 @@ Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples) {
 }
 
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
-                                 const OptimizerFactory* optimizer, int examples, bool meta) {
+                                 const OptimizerFactory* optimizer, int examples, bool meta, const AutocastSpec* amp) {
   ProfileBlocks build(def, seed, meta);
-  return measure_block_memory(def, data, build, optimizer, examples);
+  return measure_block_memory(def, data, build, optimizer, examples, amp);
 }
 
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, ProfileBlocks& build,
-                                 const OptimizerFactory* optimizer, int examples) {
+                                 const OptimizerFactory* optimizer, int examples, const AutocastSpec* amp) {
   std::vector<Block> blocks;
   for (size_t i = 0; i < def.blocks.size(); ++i) {
     blocks.push_back(build(i));
@@ -153,30 +192,25 @@ BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, Prof
   BlockMemory out;
   out.measured = true;
   MemoryMeter::Install install(meter);
-  {
-    // The input is allocated before the first scope: the feed's, not a block's.
-    LiveSet live(zero_input(data, examples, build.device()));
-    Tensors loss;
+  const std::vector<double> kept = retained(blocks, data, build.device(), meter.get(), examples, amp);
+  if (amp) {
+    // The casts of the weights are the same at any size: two sizes tell them apart.
+    out.precision = c10::toString(amp->dtype);
+    const std::vector<double> more = retained(blocks, data, build.device(), meter.get(), 4 * examples, amp);
     for (size_t i = 0; i < blocks.size(); ++i) {
-      MemoryMeter::Scope scope(meter.get(), static_cast<int>(i));
-      if (i + 1 < blocks.size()) {
-        live.run(blocks[i]);
-      } else {
-        loss = with_loss(call_block(blocks[i], live.take(blocks[i].io.in)), true, data, examples);
-      }
+      const Affine line = Affine::through(examples, kept[i], 4 * examples, more[i]);
+      out.retained_per_example.push_back(std::max(0.0, line.per_example));
+      out.retained_fixed.push_back(std::max(0.0, line.fixed));
     }
-    // Every block's saved tensors are alive now (the graph hangs on the live set and on the
-    // loss): what each keeps.
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      out.retained_per_example.push_back(static_cast<double>(meter->usage(static_cast<int>(i)).current) / examples);
-    }
+  } else {
+    for (const double bytes : kept) out.retained_per_example.push_back(bytes / examples);
   }
   // Two sizes fix the line: the weight-sized temporaries of a backward do not grow with the
   // micro-batch, the activation-sized ones do.
   const int large = 4 * examples;
   Rises small, big;
-  measure_rises(blocks, data, examples, build.device(), meter.get(), small);
-  measure_rises(blocks, data, large, build.device(), meter.get(), big);
+  measure_rises(blocks, data, examples, build.device(), meter.get(), amp, small);
+  measure_rises(blocks, data, large, build.device(), meter.get(), amp, big);
   for (size_t i = 0; i < blocks.size(); ++i) {
     out.forward_rise.push_back(Affine::through(examples, small.forward[i], large, big.forward[i]));
     out.backward_rise.push_back(Affine::through(examples, small.backward[i], large, big.backward[i]));

@@ -7,6 +7,7 @@
 #include "core/model/model.h"
 #include "core/optim/optimizer.h"
 #include "tools/simulate/derive.h"
+#include "tools/simulate/shape_autocast.h"
 
 namespace pipelab::sim {
 
@@ -24,11 +25,15 @@ Tensors with_loss(Tensors out, bool last, const DataSpec& data, int examples);
 /// given `optimizer`, how far a step of it on the block's parameters does (update_rise).
 /// With `meta`, all of it on the meta device (core/model/meta_device.h): the same bytes,
 /// counted from the tensors' sizes without computing them (an operator without a meta
-/// kernel throws c10::Error).
+/// kernel throws c10::Error). With `amp`, every forward runs under that autocast
+/// (ShapeAutocast: on the meta device too), so the bytes are the run's own; what each block
+/// keeps is then measured at two sizes, since the weights' casts do not grow with the
+/// micro-batch (BlockMemory::retained_fixed).
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, uint64_t seed,
-                                 const OptimizerFactory* optimizer = nullptr, int examples = 2, bool meta = false);
+                                 const OptimizerFactory* optimizer = nullptr, int examples = 2, bool meta = false,
+                                 const AutocastSpec* amp = nullptr);
 /// The same with the blocks from `build`.
 BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, ProfileBlocks& build,
-                                 const OptimizerFactory* optimizer, int examples = 2);
+                                 const OptimizerFactory* optimizer, int examples = 2, const AutocastSpec* amp = nullptr);
 
 }  // namespace pipelab::sim

@@ -40,6 +40,10 @@ struct StageCosts {
   double activation_bytes = 0;  ///< sent forward per micro-batch (0 on the last stage)
   double gradient_bytes = 0;    ///< sent back per micro-batch (0 on stage 0)
   double retained_bytes = 0;    ///< held from a micro-batch's F until its backward ends
+  /// Held, on top, by every forward action whatever its share of a micro-batch (a sequence
+  /// segment's too): under autocast, the compute-dtype copies of the weights its matrix
+  /// products read. Derived costs only (measured retained_bytes include it); not a file key.
+  double retained_fixed_bytes = 0;
   /// Held from a split backward's I until its W: the gradients W starts from (arriving at
   /// each weight's node; core/stage/weight_pass.h), as large as the activations they match.
   double backward_input_kept_bytes = 0;

@@ -29,21 +29,53 @@ double cut_bytes(const BlockProfile& b, double dtype_bytes, double examples, boo
   return n * examples;
 }
 
+/// The bytes per element of what the blocks were measured in (float32) against the run's:
+/// activation-sized bytes (growing with the micro-batch) are in the compute dtype, weight-sized
+/// ones (a backward's gradient temporaries, an update's) in the master weights'; under
+/// autocast each forward also keeps `cast` bytes per block (BlockProfile::cast_elements).
+struct RunBytes {
+  double activations = 1, weights = 1;
+  std::vector<double> cast;
+  /// A rise measured in float32 at `examples` examples, in the run's bytes.
+  double of(const Affine& rise, double examples) const {
+    return rise.fixed * weights + rise.per_example * examples * activations;
+  }
+};
+
+/// How the profile's bytes become the run's.
+RunBytes run_bytes(const std::vector<BlockProfile>& blocks, const BlockMemory& memory, const DeviceSpec& device) {
+  // Measured under the run's autocast (ShapeAutocast): its bytes as they are.
+  if (!device.autocast.empty() && memory.precision == device.autocast) {
+    std::vector<double> cast = memory.retained_fixed;
+    cast.resize(blocks.size(), 0.0);
+    return RunBytes{1, 1, cast};
+  }
+  // Measured in float32: activations in the compute dtype, weight-sized bytes in the master
+  // weights'; under mixed precision each forward's autocast scope also casts the weights its
+  // matrix products read, and the backward keeps the copies (core/device/compat.h).
+  RunBytes run{device.dtype_bytes / 4, device.weight_bytes / 4, {}};
+  for (const BlockProfile& block : blocks) {
+    run.cast.push_back(device.dtype_bytes < device.weight_bytes ? static_cast<double>(block.cast_elements) * device.dtype_bytes : 0.0);
+  }
+  return run;
+}
+
 /// The stage's forward and backward transients from its blocks' rises: a block's forward
 /// runs above what the blocks before it keep; its backward runs after the blocks after it
 /// have freed theirs.
 void add_transients(StageCosts& k, const BlockMemory& memory, size_t first, size_t count, double examples,
-                    double scale) {
+                    const RunBytes& run) {
   if (memory.forward_rise.empty()) return;
+  const auto kept_by = [&](size_t b) { return memory.retained_per_example[b] * run.activations * examples + run.cast[b]; };
   double below = 0, forward = 0;
   for (size_t b = first; b < first + count; ++b) {
-    forward = std::max(forward, below + memory.forward_rise.at(b).at(examples) * scale);
-    below += memory.retained_per_example[b] * scale * examples;
+    forward = std::max(forward, below + run.cast[b] + run.of(memory.forward_rise.at(b), examples));
+    below += kept_by(b);
   }
   double freed = 0, backward = 0;
   for (size_t b = first + count; b-- > first;) {
-    backward = std::max(backward, memory.backward_rise.at(b).at(examples) * scale - freed);
-    freed += memory.retained_per_example[b] * scale * examples;
+    backward = std::max(backward, run.of(memory.backward_rise.at(b), examples) - freed);
+    freed += kept_by(b);
   }
   k.transient_bytes[ActionKind::Forward] = forward;
   k.transient_bytes[ActionKind::Backward] = backward;
@@ -53,17 +85,19 @@ void add_transients(StageCosts& k, const BlockMemory& memory, size_t first, size
   if (memory.input_backward_kept.size() == memory.forward_rise.size()) {
     double kept = 0, input = 0, weight = 0;
     for (size_t b = first + count; b-- > first;) {
-      input = std::max(input, memory.input_backward_rise.at(b).at(examples) * scale + kept);
-      weight = std::max(weight, memory.weight_backward_rise.at(b).at(examples) * scale);
-      kept += std::max(0.0, memory.input_backward_kept[b].at(examples) * scale);
+      input = std::max(input, run.of(memory.input_backward_rise.at(b), examples) + kept);
+      weight = std::max(weight, run.of(memory.weight_backward_rise.at(b), examples));
+      kept += std::max(0.0, run.of(memory.input_backward_kept[b], examples));
     }
     k.backward_input_kept_bytes = first > 0 ? kept : 0;
     k.transient_bytes[ActionKind::BackwardInput] = first > 0 ? input : 0;
     k.transient_bytes[ActionKind::BackwardWeight] = first > 0 ? weight : backward;
   }
-  // One step over the stage's tensors in turn: the largest block's temporaries.
+  // One step over the stage's tensors in turn: the largest block's temporaries, in the
+  // master weights' dtype.
   for (size_t b = first; b < first + count && b < memory.update_rise.size(); ++b) {
-    k.transient_bytes[ActionKind::Update] = std::max(k.transient_bytes[ActionKind::Update], memory.update_rise[b] * scale);
+    k.transient_bytes[ActionKind::Update] =
+        std::max(k.transient_bytes[ActionKind::Update], memory.update_rise[b] * run.weights);
   }
   k.recompute_in_transient = false;
 }
@@ -97,7 +131,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
   PIPELAB_ASSERT(memory.retained_per_example.size() == blocks.size(), "one retained size per block");
   const double rate = device.tflops * 1e12;
   const double bw = device.memory_gbs * 1e9;
-  const double scale = device.dtype_bytes / 4;  // the profile's sizes are float32
+  const RunBytes run = run_bytes(blocks, memory, device);
   const auto roofline = [&](double flops, double bytes) { return std::max(flops / rate, bw > 0 ? bytes / bw : 0.0); };
   SimCosts c;
   c.link = device.link;
@@ -136,7 +170,8 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
         k.seconds[ActionKind::BackwardInput] += roofline(flops, 2 * traffic + weight_bytes) + launches;
         k.seconds[ActionKind::BackwardWeight] += roofline(flops, traffic + 2 * weight_bytes) + launches;
       }
-      k.retained_bytes += memory.retained_per_example[b] * scale * examples;
+      k.retained_bytes += memory.retained_per_example[b] * run.activations * examples;
+      k.retained_fixed_bytes += run.cast[b];
       params += static_cast<double>(block.parameters);
     }
     if (!times) {
@@ -147,7 +182,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
       k.seconds[ActionKind::BackwardWeight] += action / 2;
     }
     if (times) k.timed_seconds = timed_stage_seconds(*times, first, static_cast<size_t>(balance[s]));
-    add_transients(k, memory, first, static_cast<size_t>(balance[s]), examples, scale);
+    add_transients(k, memory, first, static_cast<size_t>(balance[s]), examples, run);
     const size_t last = first + static_cast<size_t>(balance[s]) - 1;
     if (!times) k.seconds[ActionKind::Backward] = k.seconds[ActionKind::BackwardInput] + k.seconds[ActionKind::BackwardWeight];
     k.activation_bytes = s + 1 < balance.size() ? cut_bytes(blocks.at(last), device.dtype_bytes, examples, false) : 0;

@@ -3,6 +3,7 @@
 /// `pipelab describe`'s profile) and the bytes it keeps for its backward, over a device spec.
 /// A roofline per block: an action takes the longer of its FLOPs at the device's rate and
 /// its memory traffic at the device's bandwidth.
+#include <string>
 #include <vector>
 
 #include "tools/describe/model_profile.h"
@@ -20,6 +21,9 @@ struct DeviceSpec {
   /// under mixed precision (run.amp), 8 with run.dtype: float64.
   double weight_bytes = 4;
   double optimizer_states = 1;  ///< state tensors per parameter (SGD momentum 1, Adam 2)
+  /// The autocast dtype of run.amp as c10 names it ("BFloat16", "Half"); empty: none. A
+  /// profile measured under it gives the run's own bytes (BlockMemory::precision).
+  std::string autocast;
   /// Host time per kernel (the dispatcher, the launch): a forward pays it per kernel of its
   /// blocks, a backward twice that many. 0: kernels are free (the roofline alone).
   double launch_us = 0;
@@ -46,6 +50,13 @@ struct BlockMemory {
   /// Per block, bytes (float32) a step of the run's optimizer on its parameters allocates
   /// and frees (per-tensor temporaries; the state it keeps is static). Empty when not measured.
   std::vector<double> update_rise;
+  /// Per block, bytes each forward keeps whatever its examples: measured under autocast, the
+  /// casts of the weights its matrix products read. Empty when measured without autocast.
+  std::vector<double> retained_fixed;
+  /// The dtype every figure here was measured in: "Float" (float32, scaled to the run's dtype
+  /// where it differs), or the autocast dtype the forwards ran under ("BFloat16", "Half"),
+  /// whose figures are the run's own bytes.
+  std::string precision = "Float";
 };
 
 /// Costs of `balance` (blocks per stage) for micro-batches of `examples` examples. With

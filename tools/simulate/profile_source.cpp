@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 /// Bumped whenever what a profile holds changes (the key also holds the build of pipelab).
-constexpr int kFormat = 2;
+constexpr int kFormat = 4;
 
 json affines(const std::vector<Affine>& v) {
   json out = json::array();
@@ -47,7 +47,7 @@ json to_json(const ModelProfile& p) {
     for (const auto& [name, n] : b.parameter_sizes) params.push_back({name, n});
     blocks.push_back({{"name", b.name}, {"io", b.io}, {"output_shape", b.output_shape}, {"live", live},
                       {"parameters", b.parameters}, {"flops", b.flops}, {"kernels", b.kernels},
-                      {"parameter_sizes", params}});
+                      {"parameter_sizes", params}, {"cast_elements", b.cast_elements}});
   }
   const BlockMemory& m = p.memory;
   return {{"format", kFormat},
@@ -57,6 +57,8 @@ json to_json(const ModelProfile& p) {
           {"memory",
            {{"measured", m.measured},
             {"retained_per_example", m.retained_per_example},
+            {"retained_fixed", m.retained_fixed},
+            {"precision", m.precision},
             {"forward_rise", affines(m.forward_rise)},
             {"backward_rise", affines(m.backward_rise)},
             {"input_backward_kept", affines(m.input_backward_kept)},
@@ -81,12 +83,15 @@ ModelProfile from_json(const json& j) {
     out.parameters = b.at("parameters").get<int64_t>();
     out.flops = b.at("flops").get<int64_t>();
     out.kernels = b.at("kernels").get<int64_t>();
+    out.cast_elements = b.at("cast_elements").get<int64_t>();
     for (const json& s : b.at("parameter_sizes")) out.parameter_sizes.emplace_back(s.at(0).get<std::string>(), s.at(1).get<int64_t>());
     p.blocks.push_back(std::move(out));
   }
   const json& m = j.at("memory");
   p.memory.measured = m.at("measured").get<bool>();
   p.memory.retained_per_example = m.at("retained_per_example").get<std::vector<double>>();
+  p.memory.retained_fixed = m.at("retained_fixed").get<std::vector<double>>();
+  p.memory.precision = m.at("precision").get<std::string>();
   p.memory.forward_rise = affines(m.at("forward_rise"));
   p.memory.backward_rise = affines(m.at("backward_rise"));
   p.memory.input_backward_kept = affines(m.at("input_backward_kept"));
@@ -124,13 +129,13 @@ void write_cached(const std::string& key, const ModelProfile& p) {
 }
 
 ModelProfile measure(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory* optimizer,
-                     bool meta, Progress* bar) {
+                     bool meta, const AutocastSpec* amp, Progress* bar) {
   ModelProfile p;
   p.from_shapes = meta;
   ProfileBlocks build(def, seed, meta);  // on meta, each shape key's block is built once for both
   p.blocks = profile_blocks(def, data, build);
   if (bar) bar->update(1, meta ? "from shapes: memory" : "on this CPU: memory");
-  p.memory = measure_block_memory(def, data, build, optimizer, 2);
+  p.memory = measure_block_memory(def, data, build, optimizer, 2, amp);
   return p;
 }
 
@@ -143,7 +148,8 @@ std::string ModelProfile::describe() const {
 }
 
 std::string profile_cache_key(const std::string& model_type, const YAML::Node& model_options, const DataSpec& data,
-                              uint64_t seed, const YAML::Node& optimizer_options, ProfileWay way) {
+                              uint64_t seed, const YAML::Node& optimizer_options, ProfileWay way,
+                              const AutocastSpec* amp) {
   std::string text = fmt::format("format {}; model {};", kFormat, model_type);
   fingerprint(model_options, text);
   text += fmt::format("data {} {} {} {} [{}];", fmt::join(data.input_shape, ","), data.classes, data.integer_input,
@@ -151,13 +157,14 @@ std::string profile_cache_key(const std::string& model_type, const YAML::Node& m
   text += fmt::format("seed {}; optimizer ", seed);
   fingerprint(optimizer_options, text);
   text += way == ProfileWay::Shapes ? "shapes;" : "measured;";
+  if (amp) text += fmt::format("autocast {} {};", c10::toString(amp->dtype), c10::DeviceTypeName(amp->device));
   // This build of pipelab: a model's code may change while its options stay.
   text += build_fingerprint();
   return fmt::format("{:016x}", fnv1a(text));
 }
 
 ModelProfile profile_model(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory* optimizer,
-                           ProfileWay way, const std::string& cache_key, bool progress) {
+                           ProfileWay way, const std::string& cache_key, bool progress, const AutocastSpec* amp) {
   if (!cache_key.empty()) {
     if (std::optional<ModelProfile> cached = read_cached(cache_key)) return *cached;
   }
@@ -166,7 +173,7 @@ ModelProfile profile_model(const ModelDef& def, const DataSpec& data, uint64_t s
   ModelProfile p;
   if (way == ProfileWay::Shapes) {
     try {
-      p = measure(def, data, seed, optimizer, true, &bar);
+      p = measure(def, data, seed, optimizer, true, amp, &bar);
     } catch (const MetaUnsupported& e) {
       p.measured_because = meta_failure(e);
     } catch (const c10::Error& e) {
@@ -177,7 +184,7 @@ ModelProfile profile_model(const ModelDef& def, const DataSpec& data, uint64_t s
   }
   if (!p.from_shapes) {
     const std::string why = p.measured_because;
-    p = measure(def, data, seed, optimizer, false, &bar);
+    p = measure(def, data, seed, optimizer, false, amp, &bar);
     p.measured_because = why;
   }
   bar.finish(p.from_shapes ? "from shapes" : "measured");

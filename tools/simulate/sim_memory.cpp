@@ -183,7 +183,7 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
     // there, add_sent_messages) or the feed did.
     const bool recompute = held[static_cast<size_t>(a.stage)].recompute;
     const double share = a.kind == ActionKind::Update ? 1.0 : unit.work(a);
-    const double retained = k.retained_bytes * share;
+    const double retained = k.retained_bytes * share + (a.kind == ActionKind::Update ? 0.0 : k.retained_fixed_bytes);
     const double kept = recompute ? 0.0 : retained;
     // What the action needs while it runs, above the level at its start. A transient is that
     // of a backward that adds into the stage's gradient (a temporary of its size); the first
