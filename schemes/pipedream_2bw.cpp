@@ -239,8 +239,9 @@ class TwoBufferPolicy : public StagePolicy {
 class Pipedream2bw : public Configured<Scheme, Pipedream2bwOptions> {
  public:
   using Configured::Configured;
-  /// Double-buffered weights (PipeDream-2BW §3.1).
-  StageMemory stage_memory(int, int) const override { return {2, false}; }
+  /// Double-buffered weights (PipeDream-2BW §3.1): the live ones, the older buffer, and the
+  /// live values set aside while the older are swapped in (core/weights/weights.h).
+  StageMemory stage_memory(int, int) const override { return {3, false}; }
   Span span() const override { return options_.flush == Flush::Never ? Span::Run : Span::Epoch; }
   /// A gradient meets the weights one update old (the double buffer): stale, bounded.
   Numerics numerics() const override { return Numerics::Asynchronous; }

@@ -76,7 +76,8 @@ enum class Numerics {
 /// micro-batch's activations, for memory estimates (`pipelab simulate`, tools/simulate).
 struct StageMemory {
   /// Weight-sized copies held at once, the live weights included (PipeDream: D - r stashed
-  /// versions; 2BW: two; a scheme that swaps predicted weights in: the live copy aside too).
+  /// versions; 2BW: its two and the live copy aside while the older is swapped in; a scheme
+  /// that swaps predicted weights in: the live copy aside too).
   double weight_versions = 1;
   /// A micro-batch in flight keeps only its input and recomputes the rest for its backward
   /// (activation checkpointing).
