@@ -19,6 +19,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/plan_emit_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/miniature_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/memory_from_shapes_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shape_autocast_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/offload_refusals_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/one_replica_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan_test.cpp
