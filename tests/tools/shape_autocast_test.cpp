@@ -58,7 +58,7 @@ TEST(ShapeAutocast, CudasListsKeepNormsAndSoftmaxInFloat32) {
   sim::ShapeAutocast amp(at::kBFloat16, c10::DeviceType::CUDA);
   const std::vector<at::ScalarType> d = chain(at::kMeta);
   EXPECT_EQ(d[0], at::kBFloat16);  // linear
-  EXPECT_EQ(d[2], at::kFloat);     // layer_norm: float32 on CUDA (unlisted on the CPU: its input.s dtype)
+  EXPECT_EQ(d[2], at::kFloat);     // layer_norm: float32 on CUDA (unlisted on the CPU: its input's dtype)
   EXPECT_EQ(d[3], at::kBFloat16);  // matmul
   EXPECT_EQ(d[4], at::kFloat);     // softmax
 }
