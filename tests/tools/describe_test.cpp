@@ -173,6 +173,19 @@ TEST(Describe, ASweepFileDescribesItsFirstCell) {
   }
 }
 
+// Llama-3-8B is described from shapes on the meta device (seconds), never by running its
+// 8B parameters on this CPU (over 60 s and 7.5 GB before): every block's figures as the CPU
+// would count them, the residual_lstm's fused LSTM (no faithful meta kernel) measured here.
+TEST(Describe, ALargeModelIsDescribedFromShapes) {
+  const auto [code, out] = pipelab("describe " + std::string(PIPELAB_EXPERIMENTS_DIR) + "/plan/llama3_8b_h100.yaml 2>&1");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("8,030,261,248"), std::string::npos) << out;  // Llama-3-8B's parameters
+  const auto [lstm, described] = pipelab("describe " + std::string(PIPELAB_EXPERIMENTS_DIR) +
+                                         "/seeds/spectrain/residual_lstm.yaml --input-shape 200 --classes 2 --token-ids 2>&1");
+  EXPECT_EQ(lstm, 0) << described;
+  EXPECT_NE(described.find("lstm1"), std::string::npos) << described;
+}
+
 TEST(Describe, ADeviceThisMachineLacksSaysSoWithoutARange) {
   // Without a GPU "cuda:0..cuda:-1" was the fix offered; with one, the range is right.
   if (device::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device";
