@@ -47,14 +47,15 @@ class ResidualLstmBlockImpl : public torch::nn::Module {
     projection_ = register_module("projection_matrix", torch::nn::Linear(hidden, d_model));
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    if (!x.is_cpu() || !device::autocast_enabled(c10::DeviceType::CPU)) return projection_(std::get<0>(lstm_(x))) + x;
-    // Under autocast on a CPU the LSTM runs in float32: oneDNN's bfloat16 LSTM needs the
-    // CPU's AVX-512 bf16 instructions and elsewhere fails to build its primitive (an
-    // internal error, not a slower kernel); in float32 a run has the same numbers on every CPU.
     at::Tensor h;
-    {
+    if (x.is_cpu() && device::autocast_enabled(c10::DeviceType::CPU)) {
+      // Under autocast on a CPU the LSTM runs in float32: oneDNN's bfloat16 LSTM needs the
+      // CPU's AVX-512 bf16 instructions and elsewhere fails to build its primitive (an
+      // internal error, not a slower kernel); in float32 a run has the same numbers on every CPU.
       device::AutocastPause float32(c10::DeviceType::CPU);
       h = std::get<0>(lstm_(x.to(at::kFloat)));
+    } else {
+      h = std::get<0>(lstm_(x));
     }
     return projection_(h) + x;
   }

@@ -80,18 +80,6 @@ int64_t macs_of(const std::string& op, c10::ArrayRef<const c10::IValue> in) {
   return -1;
 }
 
-/// The operators autocast runs in its lower precision whose weights their backward keeps
-/// (PyTorch's autocast op lists, the matrix products, convolutions and recurrent layers;
-/// named at the level a layer calls them, where the weight is still the parameter itself).
-bool casts_weights(const std::string& op) {
-  static const std::set<std::string> ops = {
-      "aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
-      "aten::convolution", "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d",
-      "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::lstm", "aten::gru",
-      "aten::rnn_tanh", "aten::rnn_relu", "aten::prelu"};
-  return ops.count(op) > 0;
-}
-
 /// Every operator's start hands its end this (an end sees only what its start returned):
 /// whether it was counted.
 struct Opened : at::ObserverContext {
@@ -126,14 +114,6 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     ++counted_open;
     ++counter->kernels;
   }
-  if (casts_weights(op)) {
-    for (const c10::IValue& v : fn.inputs()) {
-      if (v.isTensor()) counter->read_weight(v.toTensor());
-      if (v.isTensorList()) {
-        for (const at::Tensor& t : v.toTensorVector()) counter->read_weight(t);
-      }
-    }
-  }
   const int64_t macs = macs_of(op, fn.inputs());
   if (macs < 0) return std::make_unique<Opened>(false);
   if (counter->depth++ == 0) counter->add(op, 2 * macs);
@@ -163,12 +143,6 @@ FlopCounter::~FlopCounter() {
   active = nullptr;
   open_ops.clear();
   counted_open = 0;
-}
-
-void FlopCounter::read_weight(const at::Tensor& t) {
-  // A parameter: a leaf that takes gradients (a view of one made under no_grad does not).
-  if (!t.defined() || !t.requires_grad() || !t.is_leaf() || t.dim() < 2) return;
-  if (cast_seen_.insert(t.unsafeGetTensorImpl()).second) cast_elements_ += t.numel();
 }
 
 void FlopCounter::add(const std::string& op, int64_t flops) {

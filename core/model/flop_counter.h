@@ -18,7 +18,6 @@
 /// twice whichever CPU/GPU kernel path ATen takes.
 #include <cstdint>
 #include <map>
-#include <set>
 #include <string>
 
 #include <ATen/record_function.h>
@@ -46,16 +45,8 @@ class FlopCounter {
   /// view or an allocation): about the kernels a GPU launches, each with its fixed host
   /// cost (what runs inside one, such as addmm's bias copy, is its implementation).
   int64_t kernels = 0;
-  /// Elements of the distinct parameters (2-D and more) that matrix products, convolutions
-  /// and recurrent layers read: what autocast casts to its dtype once per autocast scope and
-  /// the backward keeps (pipelab's forward action is one scope: a copy per micro-batch).
-  int64_t cast_elements() const { return cast_elements_; }
-  /// Called by the RecordFunction callbacks (public for them only).
-  void read_weight(const at::Tensor& t);
 
  private:
-  std::set<const void*> cast_seen_;
-  int64_t cast_elements_ = 0;
   at::CallbackHandle handle_;
   int64_t total_ = 0;
   std::map<std::string, int64_t> by_op_;

@@ -38,7 +38,6 @@ std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& da
       live.run(block);
       p.flops = counter.flops();
       p.kernels = counter.kernels;
-      p.cast_elements = counter.cast_elements();
       if (meta) {
         for (const auto& [op, flops] : counter.by_operator()) check_meta_faithful(op);
       }

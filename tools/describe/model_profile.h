@@ -30,10 +30,6 @@ struct BlockProfile {
   int64_t kernels = 0;
   /// Each parameter's elements, by its name in the block ("output.weight").
   std::vector<std::pair<std::string, int64_t>> parameter_sizes;
-  /// Elements of its weights that its matrix products and convolutions read
-  /// (FlopCounter::cast_elements): under autocast, each forward keeps a copy of them in the
-  /// compute dtype until its backward.
-  int64_t cast_elements = 0;
 };
 
 /// The blocks of one stage and their sums.

@@ -32,7 +32,7 @@ double cut_bytes(const BlockProfile& b, double dtype_bytes, double examples, boo
 /// The bytes per element of what the blocks were measured in (float32) against the run's:
 /// activation-sized bytes (growing with the micro-batch) are in the compute dtype, weight-sized
 /// ones (a backward's gradient temporaries, an update's) in the master weights'; under
-/// autocast each forward also keeps `cast` bytes per block (BlockProfile::cast_elements).
+/// autocast each forward also keeps `cast` bytes per block (BlockMemory::retained_fixed).
 struct RunBytes {
   double activations = 1, weights = 1;
   std::vector<double> cast;
@@ -50,14 +50,10 @@ RunBytes run_bytes(const std::vector<BlockProfile>& blocks, const BlockMemory& m
     cast.resize(blocks.size(), 0.0);
     return RunBytes{1, 1, cast};
   }
-  // Measured in float32: activations in the compute dtype, weight-sized bytes in the master
-  // weights'; under mixed precision each forward's autocast scope also casts the weights its
-  // matrix products read, and the backward keeps the copies (core/device/compat.h).
-  RunBytes run{device.dtype_bytes / 4, device.weight_bytes / 4, {}};
-  for (const BlockProfile& block : blocks) {
-    run.cast.push_back(device.dtype_bytes < device.weight_bytes ? static_cast<double>(block.cast_elements) * device.dtype_bytes : 0.0);
-  }
-  return run;
+  // Measured in float32 (or estimated): activations in the compute dtype, weight-sized bytes
+  // in the master weights'. The weights' casts under autocast are known only from a profile
+  // measured under it.
+  return RunBytes{device.dtype_bytes / 4, device.weight_bytes / 4, std::vector<double>(blocks.size(), 0.0)};
 }
 
 /// The stage's forward and backward transients from its blocks' rises: a block's forward

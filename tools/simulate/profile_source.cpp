@@ -47,7 +47,7 @@ json to_json(const ModelProfile& p) {
     for (const auto& [name, n] : b.parameter_sizes) params.push_back({name, n});
     blocks.push_back({{"name", b.name}, {"io", b.io}, {"output_shape", b.output_shape}, {"live", live},
                       {"parameters", b.parameters}, {"flops", b.flops}, {"kernels", b.kernels},
-                      {"parameter_sizes", params}, {"cast_elements", b.cast_elements}});
+                      {"parameter_sizes", params}});
   }
   const BlockMemory& m = p.memory;
   return {{"format", kFormat},
@@ -83,7 +83,6 @@ ModelProfile from_json(const json& j) {
     out.parameters = b.at("parameters").get<int64_t>();
     out.flops = b.at("flops").get<int64_t>();
     out.kernels = b.at("kernels").get<int64_t>();
-    out.cast_elements = b.at("cast_elements").get<int64_t>();
     for (const json& s : b.at("parameter_sizes")) out.parameter_sizes.emplace_back(s.at(0).get<std::string>(), s.at(1).get<int64_t>());
     p.blocks.push_back(std::move(out));
   }

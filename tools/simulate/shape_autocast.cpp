@@ -1,7 +1,8 @@
 // Written by hand because LibTorch's autocast is tied to its tensors' device: there is no
 // way to ask it to cast meta tensors. The policy lists are facts from PyTorch's
-// aten/src/ATen/autocast_mode.cpp; tests/tools/shape_autocast_test.cpp holds the profile
-// made with it to the bytes real autocast keeps on this CPU.
+// aten/src/ATen/autocast_mode.cpp; tests/tools/shape_autocast_test.cpp holds it to the dtypes
+// LibTorch's own autocast gives on this CPU, and tests/tools/memory_from_shapes_test.cpp the
+// profile made with it to the bytes a run keeps.
 #include "tools/simulate/shape_autocast.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
