@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "core/model/meta_construction.h"
 #include "core/model/meta_shapes.h"
 
 namespace pipelab {
@@ -61,6 +62,17 @@ void to_meta(torch::nn::Module& module) {
   for (at::Tensor& b : module.buffers()) move_in_place(b);
 }
 
+Block ProfileBlocks::build_on_meta(size_t index) const {
+  try {
+    MetaConstruction on_meta;
+    return build_block(def_, index, seed_);
+  } catch (const std::exception&) {
+    // A constructor that needs values (a TorchScript file's loader): built on the CPU, then
+    // moved.
+    return build_block(def_, index, seed_);
+  }
+}
+
 Block ProfileBlocks::operator()(size_t index) {
   const BlockRecipe& recipe = def_.blocks.at(index);
   if (!meta_) return build_block(def_, index, seed_);
@@ -68,7 +80,7 @@ Block ProfileBlocks::operator()(size_t index) {
   const std::string key = recipe.shape_key.empty() ? "#" + std::to_string(index) : recipe.shape_key;
   const auto found = built_.find(key);
   if (found != built_.end()) return {recipe.name, found->second, recipe.io};
-  Block block = build_block(def_, index, seed_);
+  Block block = build_on_meta(index);
   to_meta(*block.module.ptr());
   built_.emplace(key, block.module);
   return block;

@@ -41,7 +41,7 @@ void enable_meta_profiling();
 void to_meta(torch::nn::Module& module);
 
 /// The blocks of one model for a profile: built as a run builds them (seeded per block), on
-/// the CPU, or moved to the meta device, where blocks whose recipes share a shape_key share
+/// the CPU, or on the meta device (core/model/meta_construction.h), where blocks whose recipes share a shape_key share
 /// one module, built once (a 70B model's 80 layers cost one layer's construction), and every
 /// meta block is kept for the next profile that asks for it.
 class ProfileBlocks {
@@ -56,6 +56,7 @@ class ProfileBlocks {
   const ModelDef& def_;
   uint64_t seed_;
   bool meta_;
+  Block build_on_meta(size_t index) const;
   std::map<std::string, torch::nn::AnyModule> built_;  ///< meta modules by shape key (or "#<index>")
 };
 

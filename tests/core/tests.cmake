@@ -9,6 +9,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/input_files_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/limits_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/memory_meter_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/meta_construction_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/muon_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/partition_test.cpp
