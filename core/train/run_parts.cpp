@@ -1,8 +1,11 @@
 /// What a built run is made of (core/train/run_parts.h): its views of the stages.
 #include "core/train/run_parts.h"
 
+#include <algorithm>
+#include <map>
 #include <numeric>
 
+#include "core/model/model.h"
 #include "core/train/shadow_sync.h"
 #include "core/train/stage_costs.h"
 
@@ -34,6 +37,23 @@ at::Tensor RunParts::sample_inputs(int64_t n) const {
   std::iota(index.begin(), index.end(), 0);
   const at::Tensor x = data.train->get(index, 0).x;
   return data.spec.integer_input ? x : x.to(dtype);
+}
+
+std::pair<int64_t, int64_t> RunParts::parameter_counts() const {
+  int64_t model = 0;
+  for (Stage* s : replica_stages(0)) model += count_parameters(s->module());
+  for (const GradientPlan::Tie& t : ties) {
+    if (t.first_stage != t.second_stage) model -= stages.at(static_cast<size_t>(t.second_stage))->parameters().at(t.second).numel();
+  }
+  std::map<int, int64_t> per_device;
+  const std::vector<int>& placement = plan.placement();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const int device = s < placement.size() ? placement[s] : 0;
+    per_device[device] += count_parameters(stages[s]->module());
+  }
+  int64_t resident = 0;
+  for (const auto& [device, count] : per_device) resident = std::max(resident, count);
+  return {model, resident};
 }
 
 std::vector<int64_t> RunParts::cross_stage_tie_bytes() const {

@@ -54,6 +54,9 @@ struct RunParts {
   /// Replica r's copy of every pipeline stage (RunPlan::replica_view); replica 0 is the model.
   std::vector<Stage*> replica_stages(int r) const;
   int stage_count() const { return static_cast<int>(stages.size()); }
+  /// The model's parameters (replica 0's stages, a weight tied across two stages counted
+  /// once) and the most one device holds (every stage copy placed on it).
+  std::pair<int64_t, int64_t> parameter_counts() const;
   /// Per stage, the bytes of its parameters tied to another pipeline stage's (costs.json).
   std::vector<int64_t> cross_stage_tie_bytes() const;
   /// The first `n` training examples' inputs (at most the training set), in the run's dtype.

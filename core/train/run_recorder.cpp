@@ -78,10 +78,10 @@ void RunRecorder::close(RunSummary& summary, double seconds, const PassMeasureme
     }
   }
   finish_summary(summary, measured);
-  record_.summary(summary_json(e_, summary, parts_.stage_count()));
+  record_.summary(summary_json(e_, summary));
   // --quiet drops the progress and the per-epoch lines, not the result: the summary shows
   // wherever the records are written.
-  announce(format_summary(e_, summary, parts_.stage_count()), !writer() || !print_summary_);
+  announce(format_summary(e_, summary), !writer() || !print_summary_);
 }
 
 }  // namespace pipelab

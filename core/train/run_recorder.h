@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/exec/executor.h"
+#include "core/plan/topology.h"
 #include "core/train/experiment.h"
 #include "core/train/run_record.h"
 #include "core/train/simulated_clock.h"
@@ -50,7 +51,11 @@ struct RunSummary {
   /// Bytes of state the boundary codecs hold at the end, over every process (AQ-SGD's
   /// per-example history, error feedback); 0 without such codecs.
   int64_t codec_storage_bytes = 0;
-  int64_t parameters = 0;
+  /// Where the stages sat (core/plan/topology.h), in the words `plan` and `simulate` use.
+  Topology topology;
+  /// The model's parameters (one pipeline's stages, a weight tied across two stages counted
+  /// once), and the most any device held (every stage copy on it).
+  int64_t parameters = 0, resident_parameters = 0;
   /// fp16 (run.amp): each stage's loss scale at the end and the updates it skipped.
   std::vector<double> loss_scales;
   std::vector<int64_t> skipped_updates;
@@ -126,8 +131,8 @@ class RunRecorder {
 };
 
 /// The end-of-run summary for people: epoch table, accuracy, throughput, pipeline figures.
-std::string format_summary(const Experiment& e, const RunSummary& s, int stages);
+std::string format_summary(const Experiment& e, const RunSummary& s);
 /// summary.json.
-std::string summary_json(const Experiment& e, const RunSummary& s, int stages);
+std::string summary_json(const Experiment& e, const RunSummary& s);
 
 }  // namespace pipelab

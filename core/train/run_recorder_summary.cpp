@@ -126,10 +126,14 @@ std::string stage_table(const RunSummary& s) {
 
 }  // namespace
 
-std::string format_summary(const Experiment& e, const RunSummary& s, int stages) {
-  std::string out = fmt::format("\n{} — {} on {} stage{}, model {} ({:.3g}M parameters), dataset {}\n", e.name,
-                                e.scheme->type(), stages, stages == 1 ? "" : "s", e.model->type(),
-                                static_cast<double>(s.parameters) / 1e6, e.dataset->type());
+std::string format_summary(const Experiment& e, const RunSummary& s) {
+  const std::string resident =
+      s.resident_parameters == s.parameters
+          ? ""
+          : fmt::format("; the fullest device holds {:.3g}M", static_cast<double>(s.resident_parameters) / 1e6);
+  std::string out = fmt::format("\n{} — {} on {}, model {} ({:.3g}M parameters{}), dataset {}\n", e.name,
+                                e.scheme->type(), s.topology.text(), e.model->type(),
+                                static_cast<double>(s.parameters) / 1e6, resident, e.dataset->type());
   if (s.history.empty()) return out + "  no epoch finished\n";
   if (!s.trace_missing.empty()) out += fmt::format("  trace           not written: {}\n", s.trace_missing);
   const EpochMetrics& last = s.history.back();
@@ -158,7 +162,7 @@ std::string format_summary(const Experiment& e, const RunSummary& s, int stages)
                        "run.loader.workers (now {})\n",
                        100 * last.data_wait_fraction, e.run.loader.workers);
   }
-  if (stages > 1) {
+  if (s.topology.stages > 1 || s.topology.devices > 1) {
     out += fmt::format(
         "  pipeline        bubble {:.1f}% with the last epoch's stage times ({:.1f}% with equal times); with\n"
         "                  those times and one device per stage: ~{:.0f} samples/s\n",
@@ -243,18 +247,20 @@ json::Object metric_json(const RunSummary& s, double EpochMetrics::*field, bool 
 
 }  // namespace
 
-std::string summary_json(const Experiment& e, const RunSummary& s, int stages) {
+std::string summary_json(const Experiment& e, const RunSummary& s) {
   json::Object o;
   o.add("status", s.status)
       .add("experiment", e.name)
       .add("scheme", e.scheme->type())
-      .add("stages", stages)
+      .add("stages", s.topology.stages)
+      .add("topology", s.topology.json())
       .add("model", e.model->type())
       .add("dataset", e.dataset->type())
       .add("optimizer", e.optimizer->type())
       .add("seed", e.run.seed)
       .add("epochs", static_cast<int64_t>(s.history.size()))
-      .add("parameters", s.parameters);
+      .add("parameters", s.parameters)
+      .add("resident_parameters", s.resident_parameters);
   if (!s.history.empty()) {
     if (!std::isnan(s.history.back().test_mcc)) o.add("test_mcc", metric_json(s, &EpochMetrics::test_mcc, true));
     o.add("test_acc", metric_json(s, &EpochMetrics::test_acc, true))

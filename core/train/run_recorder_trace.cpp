@@ -6,6 +6,7 @@
 
 #include "core/device/device.h"
 #include "core/exec/world.h"
+#include "core/plan/topology.h"
 #include "core/train/run_parts.h"
 #include "core/train/run_recorder.h"
 #include "core/train/stage_costs.h"
@@ -67,6 +68,7 @@ StageCostInputs RunRecorder::stage_cost_inputs(std::vector<int64_t> optimizer_by
   in.step_seconds = measured.seconds / static_cast<double>(std::max<int64_t>(measured.mini_batches, 1));
   in.steps = measured.runs;
   in.placement = parts_.plan.placement();
+  in.topology = topology_of(parts_.plan);
   if (e_.compression.any()) {
     YAML::Emitter flow;
     flow << YAML::Flow << e_.compression.resolved();

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <tuple>
 
 #include <fmt/ranges.h>
 
 #include "core/io/safetensors.h"
+#include "core/plan/topology.h"
 #include "core/train/batch_dump.h"
 #include "core/train/state_dict.h"
 #include "core/train/run_config.h"
@@ -131,10 +133,9 @@ RunSummary Runner::run() {
   session.progress.clock_step_seconds = options_.clock.step_seconds;
   session.loop.set_clock(options_.clock);
   summary.clock = options_.clock;
-  const int stages = parts_->stage_count();
-  recorder.announce(fmt::format("threads: {}{}; {} stage{} on {}", e_.executor->thread_layout(device_count()),
+  recorder.announce(fmt::format("threads: {}{}; {} on {}", e_.executor->thread_layout(device_count()),
                                 e_.run.threads > 0 ? "" : " (run.threads 0: OMP_NUM_THREADS, else half the cores)",
-                                stages, stages == 1 ? "" : "s", fmt::join(e_.run.devices, ", ")));
+                                topology_of(parts_->plan).text(), fmt::join(e_.run.devices, ", ")));
   if (!parts_->init_report.empty()) recorder.announce(parts_->init_report);
   if (!parts_->limits_report.empty()) recorder.announce(parts_->limits_report);
   // Ragged text: how the documents were cut and batched (pieces, rows, padding) frames its figures.
@@ -146,7 +147,8 @@ RunSummary Runner::run() {
                     options_.clock.cluster, options_.clock.step_seconds * 1e3));
     if (!options_.clock.warning.empty()) recorder.announce("warning: " + options_.clock.warning);
   }
-  for (const auto& s : parts_->stages) summary.parameters += count_parameters(s->module());
+  std::tie(summary.parameters, summary.resident_parameters) = parts_->parameter_counts();
+  summary.topology = topology_of(parts_->plan);
   // The summary's total is the whole run's: a resumed run adds the epochs of the sessions
   // before it to this one's time.
   double earlier_seconds = 0;

@@ -107,6 +107,7 @@ std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) 
   if (in.sequence_length > 0) root["sequence_length"] = in.sequence_length;
   if (in.ragged) root["ragged"] = true;
   root["dtype"] = in.dtype;
+  root["topology"] = nlohmann::json::parse(in.topology.json().str());
   root["step_seconds"] = in.step_seconds;
   root["steps"] = in.steps;
   if (!in.compression.empty()) root["compression"] = in.compression;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/exec/executor.h"
+#include "core/plan/topology.h"
 
 namespace pipelab {
 
@@ -26,6 +27,7 @@ struct StageCostInputs {
   double step_seconds = 0;       ///< mean wall seconds of one mini-batch
   int64_t steps = 0;             ///< executor runs timed for step_seconds
   std::vector<int> placement;    ///< the device of each stage
+  Topology topology;             ///< where the stages sat, in every command's words
   std::vector<int64_t> parameter_bytes, buffer_bytes, optimizer_bytes;
   /// Per stage, the bytes of its parameters tied to another stage's.
   std::vector<int64_t> tied_bytes;

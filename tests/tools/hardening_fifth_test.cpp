@@ -104,9 +104,9 @@ TEST(HardeningFifth, TheSummaryNamesALoaderThatCannotKeepUp) {
   s.history.emplace_back();
   s.history.back().epoch = 1;
   s.history.back().data_wait_fraction = 0.25;
-  EXPECT_HAS(format_summary(e, s, 2), "waited for their batches 25% of the last epoch: raise run.loader.workers (now 2)");
+  EXPECT_HAS(format_summary(e, s), "waited for their batches 25% of the last epoch: raise run.loader.workers (now 2)");
   s.history.back().data_wait_fraction = 0.02;
-  EXPECT_EQ(format_summary(e, s, 2).find("waited for their batches"), std::string::npos);
+  EXPECT_EQ(format_summary(e, s).find("waited for their batches"), std::string::npos);
 }
 
 }  // namespace

@@ -60,7 +60,9 @@ TEST(PlacementRun, TheScheduleCommandDrawsThePlacedSchedule) {
   const auto [code, text] = pipelab(fmt::format("schedule {} --set partition.placement=client_server", dir.file("e.yaml")));
   ASSERT_EQ(code, 0) << text;
   // Three devices; device 0 runs stage 0's and stage 3's actions.
-  EXPECT_NE(text.find("4 stages on 3 devices"), std::string::npos) << text;
+  EXPECT_NE(text.find("3 devices (1 pipeline of 3 devices, up to 2 stages a device, 4 stages a pipeline)"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("d0: 0F0 0F1 0F2 0F3 3F0"), std::string::npos) << text;
 }
 

@@ -92,7 +92,7 @@ TEST(Plan, RanksBySimulatedStepOverEveryShapeThatFillsTheDevices) {
   for (size_t i = 1; i < r.ranked.size(); ++i) EXPECT_LE(r.ranked[i - 1].step, r.ranked[i].step * (1 + 1e-5));
   std::set<std::string> types;
   for (const plan::Candidate& c : r.ranked) {
-    EXPECT_EQ(c.devices, 4) << c.label;
+    EXPECT_EQ(c.topology.devices, 4) << c.label;
     EXPECT_EQ(c.staleness, 0) << c.label;  // synchronous schedules only by default
     types.insert((*c.section)["type"].as<std::string>());
   }
@@ -177,7 +177,7 @@ TEST(Plan, ALatencyBoundModelIsNotPipelined) {
   const Planned p =
       plan_of(file_of(dir, kDeep), 4, device(1e3, 1000), [](plan::PlanSpace& s) { s.allow_idle = true; });
   ASSERT_FALSE(p.result.ranked.empty());
-  EXPECT_EQ(p.result.ranked.front().devices, 1) << p.result.ranked.front().label;
+  EXPECT_EQ(p.result.ranked.front().topology.devices, 1) << p.result.ranked.front().label;
   EXPECT_EQ(p.result.ranked.front().stages, 1);
 }
 

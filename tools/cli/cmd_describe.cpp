@@ -6,6 +6,7 @@
 #include "core/model/block_costs.h"
 #include "core/train/experiment.h"
 #include "core/plan/run_plan.h"
+#include "core/plan/topology.h"
 #include "core/train/plan_request.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
@@ -61,20 +62,17 @@ std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const Mo
   }
   const std::vector<int64_t> shown(counts.begin(), counts.end());
   // The copies the run's plan makes (and what it would refuse about them).
-  const RunPlan plan = RunPlan::compile(plan_request(e));
-  const int replicas = plan.replicas();
-  const std::vector<int>& per_stage = e.partition.replicas.per_stage;
+  const Topology topology = topology_of(RunPlan::compile(plan_request(e)));
   const std::string copies =
-      !per_stage.empty()
-          ? fmt::format("; replicated stages {} (PipeDream's 1F1B-RR): stage p on its own R_p devices, the mini-batches "
-                        "dealt round robin to them, each stage's replicas averaging their gradients",
-                        shape_text(std::vector<int64_t>(per_stage.begin(), per_stage.end())))
-      : replicas > 1 ? fmt::format("; {} replicas of the pipeline, each on its own {} device{} and 1/{} of every "
-                                 "mini-batch, all-reducing each stage's gradients",
-                                 replicas, counts.size(), counts.size() == 1 ? "" : "s", replicas)
-                   : "";
-  return {counts, fmt::format("{} stage{}, balance {} = {}{}", counts.size(), counts.size() == 1 ? "" : "s", how,
-                              shape_text(shown), copies)};
+      !topology.stage_copies.empty()
+          ? "; each stage's copies on their own devices, the mini-batches dealt round robin to them, averaging "
+            "their gradients (PipeDream's 1F1B-RR)"
+      : topology.pipelines > 1 ? fmt::format("; each pipeline trains on 1/{} of every mini-batch, all-reducing each "
+                                             "stage's gradients",
+                                             topology.pipelines)
+                               : "";
+  return {counts, fmt::format("{} stage{}, balance {} = {}\non {}{}", counts.size(), counts.size() == 1 ? "" : "s",
+                              how, shape_text(shown), topology.text(), copies)};
 }
 
 }  // namespace

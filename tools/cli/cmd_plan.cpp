@@ -69,10 +69,8 @@ std::string nothing_fits(const plan::PlanResult& result, const plan::PlanSpace& 
 /// The winner in words: what it runs and what set it apart.
 std::string why_line(const plan::PlanResult& r) {
   const plan::Candidate& best = r.ranked.front();
-  std::string text = fmt::format("best: {} on {} device{} ({} stage{} x {} replica{}{}): step {}, bubble {:.1f}%, peak {}",
-                                 best.label, best.devices, best.devices == 1 ? "" : "s", best.stages,
-                                 best.stages == 1 ? "" : "s", best.replicas, best.replicas == 1 ? "" : "s",
-                                 best.searched_cut ? ", its cut searched on its schedule" : "",
+  std::string text = fmt::format("best: {} on {}{}: step {}, bubble {:.1f}%, peak {}", best.label,
+                                 best.topology.text(), best.searched_cut ? ", its cut searched on its schedule" : "",
                                  plan::seconds_text(best.step), 100 * best.bubble, plan::bytes_text(best.peak));
   if (r.ranked.size() > 1) {
     const plan::Candidate& next = r.ranked[1];
@@ -337,7 +335,7 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
   if (!baselines.verdict.empty()) fmt::print("{}\n", baselines.verdict);
   fmt::print("time x memory front (none is both faster and smaller):");
   for (const plan::Candidate* c : plan::pareto_front(result.ranked)) {
-    fmt::print("\n  {} on {} x {} ({}, {})", c->label, c->stages, c->replicas, plan::seconds_text(c->step),
+    fmt::print("\n  {} on {}: {}, {}", c->label, c->topology.text(), plan::seconds_text(c->step),
                plan::bytes_text(c->peak));
   }
   fmt::print("\n");

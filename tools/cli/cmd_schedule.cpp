@@ -21,6 +21,7 @@
 #include "core/scheme/replicas.h"
 #include "core/train/optimizer_section.h"
 #include "core/plan/run_plan.h"
+#include "core/plan/topology.h"
 #include "core/train/plan_request.h"
 #include "tools/cli/options.h"
 
@@ -65,16 +66,13 @@ int file_partition(const YAML::Node& root, const std::shared_ptr<ConfigSource>& 
 }
 
 /// The heading's words for the plan's layout: " x 2 replicas" and how stages are numbered.
-std::pair<std::string, std::string> layout_words(const RunPlan& plan) {
+std::string layout_note(const RunPlan& plan) {
   if (!plan.layout().uniform()) {
-    const std::vector<int>& counts = plan.layout().counts();
-    return {fmt::format(" with replicated stages {}", shape_text(std::vector<int64_t>(counts.begin(), counts.end()))),
-            " dealt round robin to each stage's replicas (PipeDream's 1F1B-RR; stages numbered replica by replica; "
-            "ALLREDUCE averages a stage's replicas)"};
+    return " dealt round robin to each stage's copies (PipeDream's 1F1B-RR; stages numbered copy by copy; "
+           "ALLREDUCE averages a stage's copies)";
   }
-  if (plan.replicas() == 1) return {"", ""};
-  return {fmt::format(" x {} replicas", plan.replicas()),
-          " per replica (replica r's stage p is stage r*D+p; ALLREDUCE sums a stage's replicas)"};
+  if (plan.replicas() == 1) return "";
+  return " per pipeline (pipeline r's stage p is stage r*D+p; ALLREDUCE sums a stage's copies)";
 }
 
 /// The experiment to draw: FILE (a sweep's base) or an empty one, with --scheme,
@@ -207,13 +205,10 @@ void settle_micro_batches(ScheduleFlags& f, const po::variables_map& vm, const R
 /// The heading, the action lists and what the schedule's ALLREDUCEs and segments mean.
 void print_lists(const ScheduleFlags& f, const Scheme& scheme, const RunPlan& plan, const Schedule& s,
                  bool tied_weights) {
-  const auto [layout, note] = layout_words(plan);
-  const int d = plan.stages();
   YAML::Emitter resolved;
   resolved << YAML::Flow << scheme.resolved();
-  fmt::print("{} schedule, {} stage{}{} on {} device{}, {} {}{}\n\n", resolved.c_str(), d, d == 1 ? "" : "s", layout,
-             s.devices(), s.devices() == 1 ? "" : "s", f.micro,
-             plan.flushed() ? "micro-batches of one mini-batch" : "mini-batches of one epoch", note);
+  fmt::print("{} schedule on {}, {} {}{}\n\n", resolved.c_str(), topology_of(plan).text(), f.micro,
+             plan.flushed() ? "micro-batches of one mini-batch" : "mini-batches of one epoch", layout_note(plan));
   fmt::print("per-device actions, written <stage><action><micro-batch> (docs/schedules.md):\n"
              "  F forward                 B backward (input and weights)   I, W: B split into input, weights\n"
              "  H auxiliary head's backward (interlocking)                 U optimizer step\n{}\n",

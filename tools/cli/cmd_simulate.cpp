@@ -352,7 +352,9 @@ std::string rows_json(const std::vector<SchemeRow>& rows) {
       continue;
     }
     const sim::SimResult& r = row.result;
-    out.push_back(o.add("devices", static_cast<int64_t>(r.devices))
+    out.push_back(o.add("devices", static_cast<int64_t>(r.topology.devices))
+                      .add("topology", r.topology.json())
+                      .add("micro_batches", static_cast<int64_t>(r.units))
                       .add("step_seconds", r.step_seconds)
                       .add("samples_per_second", r.samples_per_second)
                       .add("bubble", r.bubble)
@@ -393,9 +395,12 @@ void print_plan_check(const SimulateFlags& f, const po::variables_map& vm, const
     for (size_t d = 0; equal && d < planned.size(); ++d) equal = same(planned[d], r.peak_bytes[d]);
     if (!equal) differ.push_back("the devices' peaks");
   }
+  if (p.contains("topology") && nlohmann::json::parse(r.topology.json().str()) != p["topology"]) {
+    differ.push_back(fmt::format("the devices: {} (planned {})", r.topology.text(), p["topology"].dump()));
+  }
   if (differ.empty()) {
-    fmt::print("the plan in the file's header (# Predicted): reproduced exactly (step, samples/s, bubble, every device's "
-               "peak, bytes moved)\n");
+    fmt::print("the plan in the file's header (# Predicted): reproduced exactly (devices, step, samples/s, bubble, every "
+               "device's peak, bytes moved)\n");
   } else {
     fmt::print("the plan in the file's header (# Predicted): not reproduced: {}. The costs here are not the plan's "
                "(its # Costs line), or the file was changed since\n",
@@ -411,8 +416,8 @@ void write_outputs(const SimulateFlags& f, const std::vector<SchemeRow>& rows, c
     const sim::SimResult& r = row.result;
     if (!f.svg.empty()) {
       write_output(sim::per_scheme_path(f.svg, row.name, several),
-                   sim::render_timeline_svg(r, fmt::format("{} on {} devices, {} units: step {:.2f} ms, bubble {:.1f}%",
-                                                           row.name, r.devices, r.units, r.step_seconds * 1e3,
+                   sim::render_timeline_svg(r, fmt::format("{} on {}, {} micro-batches: step {:.2f} ms, bubble {:.1f}%",
+                                                           row.name, r.topology.text(), r.units, r.step_seconds * 1e3,
                                                            100 * r.bubble)));
     }
     if (!f.trace.empty()) write_output(sim::per_scheme_path(f.trace, row.name, several), sim::simulated_trace(r));

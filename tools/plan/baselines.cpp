@@ -14,7 +14,7 @@ bool is(const Candidate& c, const char* type) { return c.section && (*c.section)
 const Candidate* best_of(const std::vector<Candidate>& list, const char* type, int devices) {
   const Candidate* best = nullptr;
   for (const Candidate& c : list) {
-    if (!is(c, type) || c.devices != devices || c.stages == 0) continue;
+    if (!is(c, type) || c.topology.devices != devices || c.stages == 0) continue;
     if (!best || (c.simulated && (!best->simulated || c.step < best->step))) best = &c;
   }
   return best;
@@ -23,7 +23,7 @@ const Candidate* best_of(const std::vector<Candidate>& list, const char* type, i
 /// Where `c` stands in the search's own table.
 std::string standing(const Candidate& c, const PlanResult& result, const PlanSpace& space, const char* unsearched) {
   for (size_t i = 0; i < result.ranked.size(); ++i) {
-    if (result.ranked[i].label == c.label && result.ranked[i].devices == c.devices) {
+    if (result.ranked[i].label == c.label && result.ranked[i].topology.devices == c.topology.devices) {
       return static_cast<int>(i) < space.top ? fmt::format("#{}", i + 1) : fmt::format("#{}, below the table", i + 1);
     }
   }

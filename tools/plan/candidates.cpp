@@ -194,7 +194,7 @@ std::optional<Candidate> shape_of(const Experiment& e, const Made& made, const O
     // The run's own check of the mini-batch (enough examples for every replica's micro-batches):
     // a plan the run would refuse is no candidate.
     plan.check_batch_size(e.run.batch_size);
-    c.devices = plan.devices();
+    c.topology = topology_of(plan);
     c.replicas = plan.replicas();
     const StepShape step = plan.step(e.run.batch_size);
     c.flushed = step.flushed;
@@ -274,9 +274,9 @@ std::vector<Candidate> enumerate(const Experiment& e, const PlanSpace& space, st
               std::optional<Candidate> shaped = shape_of(e, made[key], *optimizer, stages, r, refused);
               if (!shaped) continue;  // a shape the scheme does not take (V-shapes on an odd count, ...)
               Candidate& c = *shaped;
-              if (c.devices > n || (!space.allow_idle && c.devices != n)) continue;
+              if (c.topology.devices > n || (!space.allow_idle && c.topology.devices != n)) continue;
               for (Candidate& v : with_codecs(e, space, std::move(c))) {
-                const std::string key = fmt::format("{}|{}|{}|{}", v.label, v.stages, v.replicas, v.devices);
+                const std::string key = fmt::format("{}|{}|{}|{}", v.label, v.stages, v.replicas, v.topology.devices);
                 if (seen.insert(key).second) out.push_back(std::move(v));
               }
             }

@@ -42,11 +42,11 @@ namespace {
 
 std::string table_row(const std::string& rank, const Candidate& c) {
   if (!c.simulated) {
-    return fmt::format("| {} | {} | {} | {} x {} | | | | | {} | | |\n", rank, c.label, c.devices, c.stages, c.replicas,
+    return fmt::format("| {} | {} | {} | {} | | | | | {} | | |\n", rank, c.label, c.topology.devices, c.topology.cell(),
                        c.static_bytes > 0 ? bytes_text(c.static_bytes) + " before activations" : "");
   }
-  return fmt::format("| {} | {} | {} | {} x {} | {}{} | {} | {:.4g} | {:.1f}% | {} | {} | {} |\n", rank, c.label,
-                     c.devices, c.stages, c.replicas,
+  return fmt::format("| {} | {} | {} | {} | {}{} | {} | {:.4g} | {:.1f}% | {} | {} | {} |\n", rank, c.label,
+                     c.topology.devices, c.topology.cell(),
                      c.balance.empty() ? "measured" : fmt::format("{}", fmt::join(c.balance, " ")),
                      c.searched_cut ? " (searched)" : "", seconds_text(c.step), c.samples_per_second, 100 * c.bubble,
                      bytes_text(c.peak), bytes_text(c.bytes), c.staleness);
@@ -57,8 +57,9 @@ std::string table_row(const std::string& rank, const Candidate& c) {
 std::string ranked_table(const std::vector<Candidate>& ranked, int top,
                          const std::vector<std::pair<std::string, Candidate>>& also) {
   std::string out =
-      "| # | scheme | devices | stages x replicas | balance | step | samples/s | bubble | peak (fullest device) "
-      "| moved per step | stale |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+      fmt::format("| # | scheme | devices | {} | balance | step | samples/s | bubble | peak (fullest device) "
+                  "| moved per step | stale |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+                  kTopologyColumn);
   for (size_t i = 0; i < ranked.size() && static_cast<int>(i) < top; ++i) out += table_row(std::to_string(i + 1), ranked[i]);
   for (const auto& [rank, c] : also) out += table_row(rank, c);
   return out;
@@ -74,7 +75,7 @@ std::string explanation(const PlanResult& result) {
       if (c->stages == 0) {
         out += fmt::format("  {} (no candidate at all): {}\n", c->label, c->lost);  // the scheme itself
       } else {
-        out += fmt::format("  {} on {} devices ({} x {}): {}\n", c->label, c->devices, c->stages, c->replicas, c->lost);
+        out += fmt::format("  {} on {}: {}\n", c->label, c->topology.text(), c->lost);
       }
     }
   }
@@ -120,7 +121,8 @@ std::string ranked_json(const std::vector<Candidate>& ranked, const std::vector<
     rows.push_back(row
                        .add("stages", c.stages)
                        .add("replicas", c.replicas)
-                       .add("devices", c.devices)
+                       .add("devices", c.topology.devices)
+                       .add("topology", c.topology.json())
                        .add("balance", balance)
                        .add("searched_cut", c.searched_cut)
                        .add("micro_batches", c.micro_batches)
@@ -150,6 +152,7 @@ std::string emitted_header(const Candidate& c, const std::string& command, const
   const auto fullest = std::max_element(c.peaks.begin(), c.peaks.end());
   json::Object exact;
   exact.add("label", c.label)
+      .add("topology", c.topology.json())
       .add("step_seconds", c.step)
       .add("samples_per_second", c.samples_per_second)
       .add("bubble", c.bubble)
@@ -157,9 +160,9 @@ std::string emitted_header(const Candidate& c, const std::string& command, const
       .add("bytes_per_step", c.bytes);
   const std::string flat = exact.str();
   return fmt::format("# Planned by pipelab {} (git {}): {}\n# Costs: {}\n"
-                     "# Predicted: {}: step {}, {:.4g} samples/s, bubble {:.1f}%, peak {} on the fullest device, {} "
+                     "# Predicted: {} on {}: step {}, {:.4g} samples/s, bubble {:.1f}%, peak {} on the fullest device, {} "
                      "moved a step\n{}{}\n",
-                     pipelab_version(), git_revision(), command, costs, c.label, seconds_text(c.step),
+                     pipelab_version(), git_revision(), command, costs, c.label, c.topology.text(), seconds_text(c.step),
                      c.samples_per_second, 100 * c.bubble, bytes_text(fullest == c.peaks.end() ? 0.0 : *fullest),
                      bytes_text(c.bytes), kPlanLine, flat);
 }

@@ -58,7 +58,7 @@ bool ranks_before(const Candidate& a, const Candidate& b) {
   const auto rounded = [](double s) { return std::stod(fmt::format("{:.6g}", s)); };
   const double x = rounded(a.step), y = rounded(b.step);
   if (x != y) return x < y;
-  if (a.devices != b.devices) return a.devices < b.devices;
+  if (a.topology.devices != b.topology.devices) return a.topology.devices < b.topology.devices;
   if (a.stages != b.stages) return a.stages < b.stages;
   return a.peak < b.peak;
 }

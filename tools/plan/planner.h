@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/plan/topology.h"
 #include "core/train/experiment.h"
 #include "tools/simulate/simulate.h"
 
@@ -45,7 +46,7 @@ struct Candidate {
   std::string label;          ///< "zb_h1 chunks=8"
   int stages = 1;             ///< model stages (partition.stages)
   int replicas = 1;           ///< copies of the pipeline (partition.replicas, or dp's own)
-  int devices = 1;            ///< devices it occupies
+  Topology topology;          ///< where its stages sit (the compiled plan's, core/plan/topology.h)
   int micro_batches = 1;      ///< per mini-batch and replica (a scheme whose unit is a mini-batch: its own)
   bool flushed = true;        ///< flushed per mini-batch (else the step is the steady state of a running pipeline)
   std::vector<int> balance;   ///< blocks per stage

@@ -57,13 +57,14 @@ std::string proxy_lines(const TimeToTarget& t, int64_t budget) {
 std::string target_table(const std::vector<Candidate>& ranked, const TimeToTarget& t, const std::vector<double>& times,
                          const std::vector<size_t>& order, int top) {
   std::string out =
-      "| # | scheme | stages x replicas | stale | step | steps to target | time to target | throughput rank |\n"
-      "|---|---|---|---|---|---|---|---|\n";
+      fmt::format("| # | scheme | {} | stale | step | steps to target | time to target | throughput rank |\n"
+                  "|---|---|---|---|---|---|---|---|\n",
+                  kTopologyColumn);
   for (size_t rank = 0; rank < order.size() && static_cast<int>(rank) < top; ++rank) {
     const size_t i = order[rank];
     const Candidate& c = ranked[i];
     const TargetReached& r = t.runs[t.family_of[i]].reached;
-    out += fmt::format("| {} | {} | {} x {} | {} | {} | {} | {} | #{} |\n", rank + 1, c.label, c.stages, c.replicas,
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | #{} |\n", rank + 1, c.label, c.topology.cell(),
                        c.staleness, seconds_text(c.step), steps_text(r),
                        std::isfinite(times[i]) ? seconds_text(times[i]) : "not reached", i + 1);
   }
@@ -83,13 +84,13 @@ std::string target_why(const std::vector<Candidate>& ranked, const TimeToTarget&
   const size_t best = order.front();
   const Candidate& b = ranked[best];
   const TargetReached& rb = t.runs[t.family_of[best]].reached;
-  std::string out = fmt::format("best by time to {}: {} on {} x {}: {} steps x {} = {}", what(rb), b.label, b.stages,
-                                b.replicas, steps_text(rb), seconds_text(b.step), seconds_text(times[best]));
+  std::string out = fmt::format("best by time to {}: {} on {}: {} steps x {} = {}", what(rb), b.label,
+                                b.topology.text(), steps_text(rb), seconds_text(b.step), seconds_text(times[best]));
   if (best == 0) return out + "; it is also the fastest step (throughput #1)";
   const Candidate& f = ranked.front();
   const TargetReached& rf = t.runs[t.family_of[0]].reached;
   const double faster = (b.step - f.step) / b.step;
-  out += fmt::format("\nthroughput #1, {} on {} x {}, ", f.label, f.stages, f.replicas);
+  out += fmt::format("\nthroughput #1, {} on {}, ", f.label, f.topology.text());
   out += faster < 5e-4 ? fmt::format("takes as long a step ({})", seconds_text(f.step))
                        : fmt::format("steps {:.1f}% faster ({} against {}; bubble {:.1f}% against {:.1f}%)",
                                      100 * faster, seconds_text(f.step), seconds_text(b.step), 100 * f.bubble,

@@ -67,7 +67,8 @@ SimCosts load_costs(const std::string& path) {
   auto source = std::make_shared<ConfigSource>(path);
   const ConfigNode root(load_yaml_file(path), source, "");
   root.expect_map("a costs file (keys stages, link, micro_batch_size; docs/simulate.md)");
-  SimCosts costs = read_options<SimCosts>(root, {"stages"});
+  // The run's topology is what it was measured on; the plan replayed gives its own.
+  SimCosts costs = read_options<SimCosts>(root, {"stages", "topology"});
   if (!costs.format.empty() && costs.format != "pipelab-stage-costs") {
     root.child("format").fail(fmt::format("'{}' is not a pipelab costs file", costs.format),
                               "give the metrics/costs.json of a run, or a YAML file with format: pipelab-stage-costs");

@@ -32,20 +32,20 @@ std::string mib(double bytes) {
 std::string markdown_table(const std::vector<SchemeRow>& rows) {
   const auto [unit, unit_name] = memory_unit(rows);
   std::string out = fmt::format(
-      "| scheme | devices | stages | units | step (ms) | samples/s | bubble | peak memory, max device ({0}) | "
-      "of it activations ({0}) | bytes moved per step (MiB) |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n",
-      unit_name);
+      "| scheme | devices | {1} | stages | micro-batches | step (ms) | samples/s | bubble | "
+      "peak memory, max device ({0}) | of it activations ({0}) | bytes moved per step (MiB) |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n",
+      unit_name, kTopologyColumn);
   for (const SchemeRow& row : rows) {
     if (!row.error.empty()) {
-      out += fmt::format("| {} | not simulated: {} | | | | | | | | |\n", row.name, row.error);
+      out += fmt::format("| {} | not simulated: {} | | | | | | | | | |\n", row.name, row.error);
       continue;
     }
     const SimResult& r = row.result;
     const auto peak = std::max_element(r.peak_bytes.begin(), r.peak_bytes.end());
     const size_t d = static_cast<size_t>(peak - r.peak_bytes.begin());
-    out += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.0f} | {:.1f}% | {:.2f} | {:.2f} | {} |\n", row.name,
-                       r.devices, r.stages, r.units, r.step_seconds * 1e3, r.samples_per_second, 100 * r.bubble,
+    out += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.0f} | {:.1f}% | {:.2f} | {:.2f} | {} |\n", row.name,
+                       r.topology.devices, r.topology.cell(), r.topology.stages, r.units, r.step_seconds * 1e3, r.samples_per_second, 100 * r.bubble,
                        *peak / unit, r.peak_activation_bytes[d] / unit, mib(r.bytes_per_step));
   }
   return out;

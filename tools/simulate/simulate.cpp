@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/plan/run_plan.h"
+#include "core/plan/topology.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
@@ -274,6 +275,7 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
   r.bytes_per_step = plan.flushed() ? bytes / steps : bytes * units_per_step / units;
   add_memory(r, plan, costs, *unit);
   if (one) copy_to_replicas(r, plan);
+  r.topology = topology_of(plan);
   return r;
 }
 

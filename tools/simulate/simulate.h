@@ -11,6 +11,7 @@
 #include "core/scheme/replicas.h"
 #include "core/scheme/scheme.h"
 #include "core/plan/run_plan.h"
+#include "core/plan/topology.h"
 #include "tools/simulate/costs.h"
 
 namespace pipelab::sim {
@@ -49,7 +50,8 @@ struct MemoryPoint {
 struct SimResult {
   Schedule schedule;  ///< what was replayed (with its messages)
   EventTimeline timeline;
-  int stages = 0, devices = 0, units = 0;
+  int stages = 0, devices = 0, units = 0;  ///< stage ids of the replayed schedule, its devices and units
+  Topology topology;                       ///< the plan's, in the words every command uses
   bool flushed = true;  ///< the replay is one mini-batch's (RunPlan::flushed); else a steady state
   double makespan = 0;
   /// One step: a flushed mini-batch's makespan; for a pipeline that is never (or only per
