@@ -159,7 +159,7 @@ TEST(PlanTarget, AnAsynchronousPlansProxyIsThatPlansRunAndTimeRanksThem) {
   }
   EXPECT_TRUE(synchronous_past_top);
   // The table under "by time to" is in order of time to the target.
-  const size_t table = out.find("| # | scheme | stages x replicas | stale |");
+  const size_t table = out.find("| # | scheme | pipelines x devices x stages a device | stale |");
   ASSERT_NE(table, std::string::npos) << out;
   double previous = 0;
   for (size_t row = out.find("\n| 1 |", table); row != std::string::npos && out.compare(row, 3, "\n| ") == 0;

@@ -339,19 +339,19 @@ TEST(Simulate, Command) {
   std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --costs " + dir.file("c.yaml") +
                                        " --schemes gpipe,pipedream_flush --svg " + dir.file("svg/t.svg"));
   EXPECT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("| gpipe | 2 | 2 | 2 | 12.00 | 1333 | 33.3% |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| gpipe | 2 | 1 x 2 x 1 | 2 | 2 | 12.00 | 1333 | 33.3% |"), std::string::npos) << out;
   EXPECT_TRUE(std::filesystem::exists(dir.file("svg/t-pipedream_flush.svg")));
   // 4 micro-batches of 4 examples: the costs halve; without checkpointing, (4 + 1) (F + B) = 7.5 ms.
   std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --costs " + dir.file("c.yaml") +
                                        " --schemes gpipe:checkpoint=never --microbatches 4");
-  EXPECT_NE(out.find("| gpipe:checkpoint=never | 2 | 2 | 4 | 7.50 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| gpipe:checkpoint=never | 2 | 1 x 2 x 1 | 2 | 4 | 7.50 |"), std::string::npos) << out;
   // Derived costs; a scheme that cannot run gets a row saying why, and the exit code is 2.
   std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") +
                                        " --device-flops 1 --schemes gpipe:microbatches=4,gpipe:stages=4");
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("activations kept measured with LibTorch's allocator"), std::string::npos) << out;
   EXPECT_NE(out.find("0 optimizer state(s) per parameter"), std::string::npos) << out;  // SGD, no momentum
-  EXPECT_NE(out.find("| gpipe:microbatches=4 | 2 | 2 | 4 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| gpipe:microbatches=4 | 2 | 1 x 2 x 1 | 2 | 4 |"), std::string::npos) << out;
   EXPECT_NE(out.find("| gpipe:stages=4 | not simulated: 4 stages, but the model has 3 blocks"), std::string::npos) << out;
   std::tie(code, out) = testing::shell(bin + " simulate " + dir.file("e.yaml") + " --device-flops 1 --slow-device 1");
   EXPECT_EQ(code, 2);
@@ -379,10 +379,10 @@ TEST(Simulate, ASweepsCellByNumber) {
   auto [code, out] = testing::shell(simulate + " --cell 2");
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("its cell 2 of 2"), std::string::npos) << out;
-  EXPECT_NE(out.find("| gpipe | 2 | 2 | 4 | 7.50 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| gpipe | 2 | 1 x 2 x 1 | 2 | 4 | 7.50 |"), std::string::npos) << out;
   std::tie(code, out) = testing::shell(simulate);
   EXPECT_NE(out.find("its first cell"), std::string::npos) << out;
-  EXPECT_NE(out.find("| pipedream_flush | 2 | 2 | 2 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| pipedream_flush | 2 | 1 x 2 x 1 | 2 | 2 |"), std::string::npos) << out;
   // Past the sweep, 0, or a file that is not a sweep: exit 2 with the fix.
   for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
            {" --cell 3", "has 2 runs. Fix: a number from 1 to 2"},

@@ -56,8 +56,9 @@ std::map<std::string, int> simulated_units(const std::string& out) {
     std::istringstream row(line.substr(1));
     std::string cell;
     while (std::getline(row, cell, '|')) cells.push_back(cell.substr(1, cell.size() - 2));
-    if (cells.size() > 4 && !cells[3].empty() && std::isdigit(static_cast<unsigned char>(cells[3][0]))) {
-      units[cells[0]] = std::stoi(cells[3]);
+    // The micro-batches column: scheme, devices, topology, stages, micro-batches.
+    if (cells.size() > 5 && !cells[4].empty() && std::isdigit(static_cast<unsigned char>(cells[4][0]))) {
+      units[cells[0]] = std::stoi(cells[4]);
     }
   }
   return units;

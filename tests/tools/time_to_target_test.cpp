@@ -108,14 +108,14 @@ TEST(TimeToTarget, ARunRecordsTheSimulatedStepOfItsOwnPlan) {
   // samples/s rounded to a whole number).
   const auto [sim_code, sim_out] = pipelab(fmt::format("simulate {} --cluster h100_sxm", dir.file("e.yaml")));
   ASSERT_EQ(sim_code, 0) << sim_out;
-  const size_t row = sim_out.find("| gpipe | 2 | 2 | 2 | ");
+  const size_t row = sim_out.find("| gpipe | 2 | 1 x 2 x 1 | 2 | 2 | ");
   ASSERT_NE(row, std::string::npos) << sim_out;
   std::vector<std::string> fields;
   for (size_t a = 1, b; (b = sim_out.find('|', row + a)) < sim_out.find('\n', row); a = b - row + 1) {
     fields.push_back(sim_out.substr(row + a, b - row - a));
   }
-  ASSERT_GE(fields.size(), 6u) << sim_out;
-  EXPECT_NEAR(16 / step, std::stod(fields[5]), 0.5) << sim_out;
+  ASSERT_GE(fields.size(), 7u) << sim_out;
+  EXPECT_NEAR(16 / step, std::stod(fields[6]), 0.5) << sim_out;
   // steps.csv: step k (from 0) ends at (k + 1) steps; epochs.csv: 4 steps an epoch.
   const auto steps = tools::parse_csv(testing::read_text(dir.file("run/metrics/steps.csv")), "steps.csv");
   ASSERT_EQ(steps.size(), 13u);
