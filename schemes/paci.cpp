@@ -20,6 +20,7 @@
 ///   allows. Its stage boundaries come from timing measurements; here `partition.balance`.
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
+#include "core/schedule/weight_copies.h"
 #include "core/weights/stashing_policy.h"
 #include "core/weights/weights.h"
 
@@ -112,6 +113,11 @@ class Paci : public OneFOneBScheme<PaciOptions> {
     const int a = options_.accumulation, w = stages - 1 - stage;
     const bool stash = options_.backward == PaciBackward::Stash;
     return {stash ? 1.0 + (w + a - 1) / a : 1.0, options_.backward == PaciBackward::Recompute};
+  }
+  /// stash: PipeDream's copies (core/schedule/weight_copies.h); the others read the live weights.
+  std::vector<double> weight_copies(const std::vector<Action>& stage_actions) const override {
+    if (options_.backward == PaciBackward::Stash) return stash_copies(stage_actions);
+    return Scheme::weight_copies(stage_actions);
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     if (options_.backward == PaciBackward::Stash) return std::make_unique<PaciStashPolicy>(stage);

@@ -15,6 +15,7 @@
 ///   FTPipe's policies `all_except_last` (its shipped configs), `almost_last_partition`,
 ///   `all_except_last_two`. `gap_aware_raw_normaliser` takes Adam's C without bias
 ///   correction, as FTPipe's code does (fidelity, §7).
+#include "core/schedule/weight_copies.h"
 #include "core/weights/gap_aware.h"
 #include "core/weights/stashing_policy.h"
 
@@ -108,6 +109,11 @@ class Pipedream : public OneFOneBScheme<PipedreamOptions> {
   using OneFOneBScheme::OneFOneBScheme;
   /// One stashed version per mini-batch in flight: D - r at stage r (PipeDream §3.3).
   StageMemory stage_memory(int stage, int stages) const override { return {static_cast<double>(stages - stage), false}; }
+  /// Each update's weights stashed, and each backward's stashed version swapped in (the
+  /// reference's ring reads the same versions in steady state).
+  std::vector<double> weight_copies(const std::vector<Action>& stage_actions) const override {
+    return stash_copies(stage_actions);
+  }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<PipedreamPolicy>(stage, options_);
   }

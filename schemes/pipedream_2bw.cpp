@@ -70,6 +70,7 @@
 
 #include "core/scheme/lr_at_unit.h"
 #include "core/scheme/one_f_one_b.h"
+#include "core/schedule/weight_copies.h"
 #include "core/scheme/scheme.h"
 #include "core/scheme/staleness.h"
 #include "core/util/error.h"
@@ -247,6 +248,10 @@ class Pipedream2bw : public Configured<Scheme, Pipedream2bwOptions> {
   Numerics numerics() const override { return Numerics::Asynchronous; }
   /// Its forwards read the older buffer, W_{k-1} while W_k is live (docs/schemes.md §3.12).
   int forward_lag() const override { return 1; }
+  /// The older buffer's copy before each update, and each action that reads it swapped in.
+  std::vector<double> weight_copies(const std::vector<Action>& stage_actions) const override {
+    return double_buffer_copies(stage_actions, options_.micro_batches);
+  }
   /// Units (run.batch_size batches) whose gradients make one update.
   int micro_batches() const override { return options_.micro_batches; }
 

@@ -39,6 +39,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/svg_plot_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep_plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/topology_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/weight_copies_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/table_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/time_to_target_test.cpp

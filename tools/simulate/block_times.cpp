@@ -138,6 +138,23 @@ std::vector<double> time_updates(std::vector<Block>& blocks, const OptimizerFact
   return out;
 }
 
+/// Median seconds of copying each block's parameters into buffers of their size, as
+/// WeightSwap and a stash copy them (core/weights/weights.h).
+std::vector<double> time_weight_copies(const std::vector<Block>& blocks, int repeats) {
+  std::vector<double> out;
+  for (const Block& block : blocks) {
+    std::vector<at::Tensor> params, buffers;
+    for (const at::Tensor& p : block.module.ptr()->parameters()) {
+      params.push_back(p.detach());
+      buffers.push_back(at::empty_like(p));
+    }
+    out.push_back(params.empty() ? 0.0 : median_seconds(repeats, [&] {
+      for (size_t i = 0; i < params.size(); ++i) buffers[i].copy_(params[i]);
+    }));
+  }
+  return out;
+}
+
 /// Gbit/s of ring bytes an all-reduce of two members' gradients (those the timed backwards
 /// left) runs at in this host's memory, as the threaded executor's replicas do it
 /// (core/comm/collective.cpp, core/comm/gradient_finish.cpp): one member's copy, the
@@ -299,6 +316,7 @@ BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed,
   }
   BlockTimes out;
   out.update = time_updates(blocks, optimizer, repeats * rounds);
+  out.weight_copy = time_weight_copies(blocks, repeats * rounds);
   out.reduce_gbps = time_reduce(blocks, repeats * rounds);
   out.busy_slowdown = time_busy_slowdown(def, seed, blocks, data, sizes, threads, rounds);
   at::set_num_threads(before);

@@ -158,6 +158,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
         k.seconds[ActionKind::BackwardInput] += s == 0 ? kNothing : times->input_backward[b].at(examples);
         k.seconds[ActionKind::BackwardWeight] += s == 0 ? backward : times->weight_backward[b].at(examples);
         update += times->update[b];
+        k.weight_copy_seconds += times->weight_copy.at(b);
       } else {
         // Each kernel's fixed host cost: a backward runs about two per forward kernel, one
         // for the input's gradient and one for the weights'.
@@ -186,6 +187,8 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     k.gradient_bytes = s > 0 ? cut_bytes(blocks.at(first - 1), device.dtype_bytes, examples, true) : 0;
     k.parameter_bytes = params * device.weight_bytes;
     k.optimizer_bytes = params * device.optimizer_states * device.weight_bytes;
+    // A copy reads the weights and writes them once.
+    if (!times && bw > 0) k.weight_copy_seconds = 2 * k.parameter_bytes / bw;
     // The step reads weights and gradient, writes weights, and reads and writes each state.
     k.seconds[ActionKind::Update] = times ? update
                                     : (bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw : 0) +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "core/plan/run_plan.h"
 #include "core/plan/topology.h"
@@ -103,20 +104,45 @@ double action_time(const StageCosts& s, ActionKind kind, bool recompute) {
   return s.seconds_of(kind) + codec + again;
 }
 
-EventCosts event_costs(const SimCosts& c, const SimOptions& o, const RunPlan& plan,
+/// Per action of `s`, the weight copies its stage's scheme makes around it (Scheme::
+/// weight_copies, from each stage's actions in order): keyed by (stage, kind, micro-batch),
+/// an update's by (stage, kind, -1) (each update of a stage copies alike).
+using WeightCopies = std::map<std::tuple<int, ActionKind, int>, double>;
+std::shared_ptr<const WeightCopies> weight_copies_of(const Schedule& s, const Scheme& scheme) {
+  std::map<int, std::vector<Action>> by_stage;
+  for (int d = 0; d < s.devices(); ++d) {
+    for (const Action& a : s.device(d)) {
+      if (a.stage >= 0 && (is_compute(a.kind) || a.kind == ActionKind::Update)) by_stage[a.stage].push_back(a);
+    }
+  }
+  auto out = std::make_shared<WeightCopies>();
+  for (const auto& [stage, actions] : by_stage) {
+    const std::vector<double> copies = scheme.weight_copies(actions);
+    for (size_t i = 0; i < actions.size() && i < copies.size(); ++i) {
+      if (copies[i] > 0) (*out)[{stage, actions[i].kind, actions[i].mb}] = copies[i];
+    }
+  }
+  return out;
+}
+
+EventCosts event_costs(const Schedule& schedule, const SimCosts& c, const SimOptions& o, const RunPlan& plan,
                        const std::shared_ptr<const UnitScale>& scale) {
   EventCosts e;
   e.overlap = o.overlap;
   e.one_worker = o.one_worker;
   auto recompute = std::make_shared<std::vector<bool>>();
   for (size_t s = 0; s < c.stages.size(); ++s) recompute->push_back(recomputes(c, plan, static_cast<int>(s)));
-  e.compute = [&c, &o, recompute, scale](int d, const Action& a) {
+  // Weight versions priced: each copy a scheme's policy makes passes over the stage's weights.
+  const auto copies = weight_copies_of(schedule, plan.scheme());
+  e.compute = [&c, &o, recompute, scale, copies](int d, const Action& a) {
     const auto slow = o.slow.find(d);
-    const double t = action_time(c.stages.at(static_cast<size_t>(a.stage)), a.kind,
-                                 (*recompute)[static_cast<size_t>(a.stage)]);
+    const StageCosts& k = c.stages.at(static_cast<size_t>(a.stage));
+    const double t = action_time(k, a.kind, (*recompute)[static_cast<size_t>(a.stage)]);
     // An update's time does not depend on the units before it.
     const double unit = a.kind == ActionKind::Update ? 1.0 : scale->seconds(a);
-    return t * unit * (slow == o.slow.end() ? 1.0 : slow->second);
+    const auto copied = copies->find({a.stage, a.kind, a.mb});
+    const double copying = copied == copies->end() ? 0.0 : copied->second * k.weight_copy_seconds;
+    return (t * unit + copying) * (slow == o.slow.end() ? 1.0 : slow->second);
   };
   // A message between devices of different nodes takes the link between nodes.
   auto inter = std::make_shared<LinkSpec>(c.link.between_nodes());
@@ -193,7 +219,7 @@ SimResult replay_plan(const RunPlan& plan, const RunPlan& replayed, int units, c
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
-  r.timeline = replay_sharing_host(r.schedule, event_costs(costs, o, plan, scale), costs.busy_slowdown);
+  r.timeline = replay_sharing_host(r.schedule, event_costs(r.schedule, costs, o, plan, scale), costs.busy_slowdown);
   r.makespan = r.timeline.makespan;
   return r;
 }
