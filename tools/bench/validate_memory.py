@@ -2,8 +2,9 @@
 """Benchmark (not a test): is the memory `simulate` predicts from shapes what a run holds?
 
 For each model (MLP, ResNet, MobileNetV2, the transformer LM, Llama, RoBERTa), scheme (1F1B =
-pipedream_flush, ZB-H1, PipeDream-2BW) and precision (float32, `run.amp: bf16`), it trains the
-model on 4 stages of this machine's CPU with the sequential executor (one thread: the order of
+pipedream_flush, ZB-H1, PipeDream-2BW on 4 stages; 1F1B as 2 pipelines of 2 devices; `dp` over 4
+devices) and precision (float32, `run.amp: bf16`), it trains the model on 4 devices of this
+machine's CPU with the sequential executor (one thread: the order of
 actions is the schedule's, so the bytes held are the same on any machine) for 2 epochs, the
 last traced, and reads each device's measured peak (metrics/costs.json `device_peak_bytes`: the
 activations, temporaries and gradients LibTorch's allocator reported while the traced epoch
@@ -35,9 +36,13 @@ MODELS = {
               "{type: synthetic, samples: 128, test_samples: 32, tokens: {vocabulary: 2000, length: 64}}"),
     "roberta": ("{type: roberta, vocab: 2000, hidden: 128, heads: 4, intermediate: 512, layers: 4}", "WORDS"),
 }
+# Each scheme with its partition: 4 stages, or whole-pipeline replicas (pipelines of 2 devices
+# x 2, and data parallelism over 4 devices), whose all-reduced gradients the replay must hold.
 SCHEMES = {
     "1f1b": "{type: pipedream_flush, chunks: 4}",
     "zb_h1": "{type: zb_h1, chunks: 4}",
+    "1f1b_2x2": ("{type: pipedream_flush, chunks: 4}", "{stages: 2, replicas: 2}"),
+    "dp": ("{type: dp, replicas: 4}", "{stages: 1}"),
     # Flushed per epoch with two updates an epoch, so that the meter sees what the run holds:
     # never flushed (its default), the trace covers the whole run and the meter also sees the
     # optimizer's state made at the first update and the older buffer made at the start (the
@@ -66,9 +71,10 @@ def words_file(folder):
 
 
 def experiment(folder, model, dataset, scheme, amp):
+    scheme, partition = scheme if isinstance(scheme, tuple) else (scheme, "{stages: 4}")
     path = os.path.join(folder, "e.yaml")
     with open(path, "w") as f:
-        f.write(f"model:     {model}\ndataset:   {dataset}\npartition: {{stages: 4}}\nscheme:    {scheme}\n"
+        f.write(f"model:     {model}\ndataset:   {dataset}\npartition: {partition}\nscheme:    {scheme}\n"
                 "optimizer: {type: adamw, lr: 0.0001}\n"
                 f"run:       {{epochs: 2, batch_size: 32, seed: 0, executor: sequential, threads: 1, "
                 f"amp: {amp}, trace: true, progress: false}}\n")
