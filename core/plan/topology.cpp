@@ -48,11 +48,6 @@ json::Object Topology::json() const {
   return o;
 }
 
-bool Topology::operator==(const Topology& o) const {
-  return devices == o.devices && pipelines == o.pipelines && devices_per_pipeline == o.devices_per_pipeline &&
-         stages_per_device == o.stages_per_device && stages == o.stages && stage_copies == o.stage_copies;
-}
-
 Topology topology_of(const RunPlan& plan) {
   Topology t;
   t.devices = std::max(1, plan.devices());

@@ -39,7 +39,6 @@ struct Topology {
   /// {"devices", "pipelines", "devices_per_pipeline", "stages_per_device", "stages"} and,
   /// with replicated stages, "stage_copies".
   json::Object json() const;
-  bool operator==(const Topology& o) const;
 };
 
 /// The header of a table column whose cells are Topology::cell().
