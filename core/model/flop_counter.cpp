@@ -116,7 +116,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   const int64_t macs = macs_of(op, fn.inputs());
   if (macs < 0) return std::make_unique<Opened>(false);
-  if (counter->depth++ == 0) counter->add(op, 2 * macs);
+  if (counter->depth++ == 0) counter->add(op, 2 * macs, counter->reads_weight(fn.inputs()));
   return std::make_unique<Opened>(true);
 }
 
@@ -145,9 +145,26 @@ FlopCounter::~FlopCounter() {
   counted_open = 0;
 }
 
-void FlopCounter::add(const std::string& op, int64_t flops) {
+void FlopCounter::add(const std::string& op, int64_t flops, bool weight) {
   total_ += flops;
+  if (weight) weight_total_ += flops;
   by_op_[op] += flops;
+}
+
+bool FlopCounter::reads_weight(c10::ArrayRef<const c10::IValue> inputs) const {
+  if (weights_.empty()) return false;
+  const auto is_weight = [&](const at::Tensor& t) {
+    return t.defined() && t.has_storage() && weights_.count(t.storage().unsafeGetStorageImpl()) > 0;
+  };
+  for (const c10::IValue& v : inputs) {
+    if (v.isTensor() && is_weight(v.toTensor())) return true;
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) {
+        if (is_weight(t)) return true;
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace pipelab

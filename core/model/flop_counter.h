@@ -18,6 +18,7 @@
 /// twice whichever CPU/GPU kernel path ATen takes.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include <ATen/record_function.h>
@@ -35,11 +36,19 @@ class FlopCounter {
 
   /// FLOPs (2 x multiply-adds) counted so far.
   int64_t flops() const { return total_; }
+  /// Of them, those of operators with a weight among their inputs (a tensor whose storage is
+  /// one of `weights`, a view of it included): what a backward's weight gradients compute
+  /// again, where an operator of two activations (attention's scores) has only input
+  /// gradients, of both its operands (docs/simulate.md, "Derived costs").
+  int64_t weight_flops() const { return weight_total_; }
+  /// The storages (StorageImpl*) of the weights weight_flops() looks for.
+  void set_weights(std::set<const void*> storages) { weights_ = std::move(storages); }
+  bool reads_weight(c10::ArrayRef<const c10::IValue> inputs) const;
   /// The same, per operator name ("aten::addmm" -> FLOPs).
   const std::map<std::string, int64_t>& by_operator() const { return by_op_; }
 
   /// Called by the RecordFunction callbacks (public for them only).
-  void add(const std::string& op, int64_t flops);
+  void add(const std::string& op, int64_t flops, bool weight = false);
   int depth = 0;  ///< how many counted operators are open on this thread
   /// Operators called from outside any other counted one that compute something (not a
   /// view or an allocation): about the kernels a GPU launches, each with its fixed host
@@ -48,8 +57,9 @@ class FlopCounter {
 
  private:
   at::CallbackHandle handle_;
-  int64_t total_ = 0;
+  int64_t total_ = 0, weight_total_ = 0;
   std::map<std::string, int64_t> by_op_;
+  std::set<const void*> weights_;
 };
 
 }  // namespace pipelab

@@ -16,8 +16,8 @@ TEST(Cluster, LaunchAndActionCostsByHand) {
   // Simulate.DerivedCostsByHand's two blocks (4 and 12 us of FLOPs at 4 examples), now with
   // 10 and 30 kernels at 1 us each and 4 us per action.
   std::vector<BlockProfile> blocks(2);
-  blocks[0].flops = 1000, blocks[0].output_shape = {10}, blocks[0].parameters = 100, blocks[0].kernels = 10;
-  blocks[1].flops = 3000, blocks[1].output_shape = {5}, blocks[1].parameters = 50, blocks[1].kernels = 30;
+  blocks[0].flops = blocks[0].weight_flops = 1000, blocks[0].output_shape = {10}, blocks[0].parameters = 100, blocks[0].kernels = 10;
+  blocks[1].flops = blocks[1].weight_flops = 3000, blocks[1].output_shape = {5}, blocks[1].parameters = 50, blocks[1].kernels = 30;
   blocks[0].live = {{"x", {10}, 40, true}};
   blocks[1].live = {{"x", {5}, 20, true}};
   sim::DeviceSpec device;

@@ -98,7 +98,7 @@ TEST(OffloadRefusals, DerivedCostsOfferOnlyWhatAStageCanMove) {
   std::vector<BlockProfile> blocks(3);
   for (BlockProfile& b : blocks) {
     b.output_shape = {16};
-    b.flops = 100;
+    b.flops = b.weight_flops = 100;
     b.live = {TensorProfile{"out", {16}, 64, true}};
   }
   sim::BlockMemory memory;

@@ -111,6 +111,9 @@ TEST(ShapeProfile, EveryZooModelProfilesOnTheMetaDeviceAsOnTheCpu) {
     for (size_t b = 0; b < cpu.size(); ++b) {
       EXPECT_EQ(meta[b].parameters, cpu[b].parameters) << cpu[b].name;
       expect_near_share(static_cast<double>(meta[b].flops), static_cast<double>(cpu[b].flops), 0.01, 1, cpu[b].name);
+      expect_near_share(static_cast<double>(meta[b].weight_flops), static_cast<double>(cpu[b].weight_flops), 0.01, 1,
+                        cpu[b].name + " (weights' FLOPs)");
+      EXPECT_LE(cpu[b].weight_flops, cpu[b].flops) << cpu[b].name;
       EXPECT_EQ(meta[b].output_shape, cpu[b].output_shape) << cpu[b].name;
       ASSERT_EQ(meta[b].live.size(), cpu[b].live.size()) << cpu[b].name;
       for (size_t k = 0; k < cpu[b].live.size(); ++k) EXPECT_EQ(meta[b].live[k].bytes, cpu[b].live[k].bytes);
@@ -144,6 +147,27 @@ TEST(ShapeProfile, EveryZooModelProfilesOnTheMetaDeviceAsOnTheCpu) {
     EXPECT_NEAR(sum(mm.update_rise), sum(mc.update_rise), std::max(0.05 * sum(mc.update_rise), 1024.0)) << "update rises";
     fmt::print("{:<20} kept/example cpu {:>10.0f} meta {:>10.0f}\n", c.name, kept, sum(mm.retained_per_example));
   }
+}
+
+// The FLOPs of operators that read a weight, apart (what a split backward's W computes again):
+// all of an MLP's; all of a transformer layer's but attention's two products of activations,
+// Q K^T and the scores times V, 2 x L x L x d multiply-adds an example (L positions, width d).
+TEST(ShapeProfile, TheWeightsFlopsAreThoseOfOperatorsThatReadAWeight) {
+  const DataSpec flat_data = flat(784, 10);
+  const std::vector<BlockProfile> mlp =
+      profile_blocks(testing::define_model("{type: mlp, sizes: [784, 64, 10]}", flat_data), flat_data, 0, true);
+  for (const BlockProfile& b : mlp) EXPECT_EQ(b.weight_flops, b.flops) << b.name;
+  const int64_t length = 16, width = 32;
+  const DataSpec words = ids(length, 2);
+  const std::vector<BlockProfile> transformer = profile_blocks(
+      testing::define_model("{type: transformer, d_model: 32, ff: 64, layers: 2}", words), words, 0, true);
+  int layers = 0;
+  for (const BlockProfile& b : transformer) {
+    if (b.name.rfind("layer", 0) != 0) continue;
+    ++layers;
+    EXPECT_EQ(b.flops - b.weight_flops, 2 * 2 * length * length * width) << b.name;
+  }
+  EXPECT_EQ(layers, 2);
 }
 
 TEST(ShapeProfile, AFusedRecurrentLayerIsRefusedByName) {

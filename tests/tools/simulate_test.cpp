@@ -220,8 +220,8 @@ TEST(Simulate, DerivedCostsByHand) {
   // Two blocks: 1000 FLOPs and 10 outputs per example, then 3000 FLOPs and 5 outputs, 100 and
   // 50 parameters; 1 GFLOP/s, no memory limit, 4 examples, float32.
   std::vector<BlockProfile> blocks(2);
-  blocks[0].flops = 1000, blocks[0].output_shape = {10}, blocks[0].parameters = 100;
-  blocks[1].flops = 3000, blocks[1].output_shape = {5}, blocks[1].parameters = 50;
+  blocks[0].flops = blocks[0].weight_flops = 1000, blocks[0].output_shape = {10}, blocks[0].parameters = 100;
+  blocks[1].flops = blocks[1].weight_flops = 3000, blocks[1].output_shape = {5}, blocks[1].parameters = 50;
   blocks[0].live = {{"x", {10}, 40, true}};
   blocks[1].live = {{"x", {5}, 20, true}};
   sim::DeviceSpec device;

@@ -35,8 +35,14 @@ std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& da
     for (const auto& kv : block.module.ptr()->named_parameters()) p.parameter_sizes.emplace_back(kv.key(), kv.value().numel());
     {
       FlopCounter counter;
+      std::set<const void*> weights;
+      for (const at::Tensor& w : block.module.ptr()->parameters()) {
+        if (w.has_storage()) weights.insert(w.storage().unsafeGetStorageImpl());
+      }
+      counter.set_weights(std::move(weights));
       live.run(block);
       p.flops = counter.flops();
+      p.weight_flops = counter.weight_flops();
       p.kernels = counter.kernels;
       if (meta) {
         for (const auto& [op, flops] : counter.by_operator()) check_meta_faithful(op);

@@ -25,6 +25,10 @@ struct BlockProfile {
   std::vector<TensorProfile> live;    ///< what is live after the block: what a cut here sends
   int64_t parameters = 0;
   int64_t flops = 0;  ///< forward FLOPs for one example (2 x multiply-adds, core/model/flop_counter.h)
+  /// Of them, those of operators that read a weight (FlopCounter::weight_flops): a backward's
+  /// weight gradients (W) compute as many again, its input gradients (I) these once and the
+  /// rest (operators of two activations) twice.
+  int64_t weight_flops = 0;
   /// The forward's kernels for one micro-batch (operators that compute, counted by the
   /// FlopCounter; a backward runs about twice as many): what a launch cost multiplies.
   int64_t kernels = 0;

@@ -144,10 +144,14 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
       const double in = b == 0 ? 0 : elements(blocks[b - 1].output_shape);
       const double out = elements(block.output_shape);
       const double weight_bytes = static_cast<double>(block.parameters) * device.weight_bytes;
-      // Forward: read the input and the weights, write the output. The input gradient (I)
-      // and the weight gradient (W) each cost the forward's FLOPs (2x multiply-adds).
+      // Forward: read the input and the weights, write the output. The weight gradient (W)
+      // computes the FLOPs of the operators that read a weight again; the input gradient (I)
+      // those once and an operator of two activations (attention's scores) twice, one
+      // product per operand.
       const double traffic = (in + out) * device.dtype_bytes * examples;
       const double flops = static_cast<double>(block.flops) * examples;
+      const double weight_flops = static_cast<double>(block.weight_flops) * examples;
+      const double input_flops = 2 * flops - weight_flops;
       if (times) {
         // A first stage's I has no inputs to take gradients of; its W is the whole backward
         // (core/stage/stage.cpp). Elsewhere I and W are what each was timed at.
@@ -164,8 +168,8 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
         // for the input's gradient and one for the weights'.
         const double launches = static_cast<double>(block.kernels) * device.launch_us * 1e-6;
         k.seconds[ActionKind::Forward] += roofline(flops, traffic + weight_bytes) + launches;
-        k.seconds[ActionKind::BackwardInput] += roofline(flops, 2 * traffic + weight_bytes) + launches;
-        k.seconds[ActionKind::BackwardWeight] += roofline(flops, traffic + 2 * weight_bytes) + launches;
+        k.seconds[ActionKind::BackwardInput] += roofline(input_flops, 2 * traffic + weight_bytes) + launches;
+        k.seconds[ActionKind::BackwardWeight] += roofline(weight_flops, traffic + 2 * weight_bytes) + launches;
       }
       k.retained_bytes += memory.retained_per_example[b] * run.activations * examples;
       k.retained_fixed_bytes += run.cast[b];

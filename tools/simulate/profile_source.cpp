@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 /// Bumped whenever what a profile holds changes (the key also holds the build of pipelab).
-constexpr int kFormat = 4;
+constexpr int kFormat = 5;
 
 json affines(const std::vector<Affine>& v) {
   json out = json::array();
@@ -46,7 +46,7 @@ json to_json(const ModelProfile& p) {
     json params = json::array();
     for (const auto& [name, n] : b.parameter_sizes) params.push_back({name, n});
     blocks.push_back({{"name", b.name}, {"io", b.io}, {"output_shape", b.output_shape}, {"live", live},
-                      {"parameters", b.parameters}, {"flops", b.flops}, {"kernels", b.kernels},
+                      {"parameters", b.parameters}, {"flops", b.flops}, {"weight_flops", b.weight_flops}, {"kernels", b.kernels},
                       {"parameter_sizes", params}});
   }
   const BlockMemory& m = p.memory;
@@ -82,6 +82,7 @@ ModelProfile from_json(const json& j) {
     }
     out.parameters = b.at("parameters").get<int64_t>();
     out.flops = b.at("flops").get<int64_t>();
+    out.weight_flops = b.at("weight_flops").get<int64_t>();
     out.kernels = b.at("kernels").get<int64_t>();
     for (const json& s : b.at("parameter_sizes")) out.parameter_sizes.emplace_back(s.at(0).get<std::string>(), s.at(1).get<int64_t>());
     p.blocks.push_back(std::move(out));
