@@ -19,7 +19,7 @@
 
 #include "core/model/model.h"
 #include "schemes/schedules/modern.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

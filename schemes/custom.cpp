@@ -1,5 +1,5 @@
 /// `custom`: a schedule read from a file (docs/schedules.md has the grammar), trained with
-/// synchronous weights (schemes/sync_pipeline.h): a new schedule needs no C++.
+/// synchronous weights (schemes/shared/sync_pipeline.h): a new schedule needs no C++.
 ///
 ///   scheme: {type: custom, file: experiments/schedules/1f1b_d2_m4.sched}
 ///
@@ -14,7 +14,7 @@
 #include "core/io/input_file.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

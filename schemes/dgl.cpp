@@ -16,7 +16,7 @@
 #include "core/schedule/lower.h"
 #include "core/scheme/scheme.h"
 #include "schemes/dgl_replay.h"
-#include "schemes/greedy.h"
+#include "schemes/shared/greedy.h"
 
 namespace pipelab {
 namespace {

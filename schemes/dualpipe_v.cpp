@@ -1,9 +1,9 @@
 /// `dualpipe_v`: DeepSeek-V3's DualPipe folded into a V (DeepSeek-AI 2024; torch's
 /// ScheduleDualPipeV): two chunks per device in a V, forward and backward chunks of different
 /// micro-batches paired so that one's communication can hide under the other's compute.
-/// Synchronous weights (schemes/sync_pipeline.h). Generator: schemes/schedules/dualpipe.cpp.
+/// Synchronous weights (schemes/shared/sync_pipeline.h). Generator: schemes/schedules/dualpipe.cpp.
 #include "schemes/schedules/modern.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

@@ -1,9 +1,9 @@
 /// `interleaved_1f1b`: Megatron-LM's interleaved 1F1B (Narayanan et al., SC'21, §2.2): each
 /// device holds `virtual_stages` model chunks, stage s on device s mod p, so the pipeline
 /// fills in chunk-sized steps and the bubble shrinks to (p-1)/(v*m + p-1) of device time.
-/// Synchronous weights (schemes/sync_pipeline.h). Generator: schemes/schedules/interleaved.cpp.
+/// Synchronous weights (schemes/shared/sync_pipeline.h). Generator: schemes/schedules/interleaved.cpp.
 #include "schemes/schedules/modern.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

@@ -23,8 +23,8 @@
 #include "core/schedule/lower.h"
 #include "core/scheme/scheme.h"
 #include "core/scheme/staleness.h"
-#include "schemes/greedy.h"
-#include "schemes/interlocking_heads.h"
+#include "schemes/shared/greedy.h"
+#include "schemes/shared/interlocking_heads.h"
 
 namespace pipelab {
 namespace {

@@ -1,9 +1,9 @@
 /// `looped_bfs`: the breadth-first looped schedule (Lamy-Poirier, "Breadth-First Pipeline
 /// Parallelism", 2022; torch.distributed.pipelining's ScheduleLoopedBFS): each device runs
 /// every forward of its first chunk, then of its next, then the backwards in reverse.
-/// Synchronous weights (schemes/sync_pipeline.h). Generator: schemes/schedules/interleaved.cpp.
+/// Synchronous weights (schemes/shared/sync_pipeline.h). Generator: schemes/schedules/interleaved.cpp.
 #include "schemes/schedules/modern.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

@@ -35,7 +35,7 @@
 
 #include "core/weights/stashing_policy.h"
 #include "schemes/nesterov_async.h"
-#include "schemes/pipemare.h"
+#include "schemes/shared/pipemare.h"
 
 namespace pipelab {
 namespace {

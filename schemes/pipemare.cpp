@@ -20,7 +20,7 @@
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
 #include "core/weights/weights.h"
-#include "schemes/pipemare.h"
+#include "schemes/shared/pipemare.h"
 
 namespace pipelab {
 namespace {

@@ -11,7 +11,7 @@
 /// micro-batches' worth against 1F1B's D - r.
 #include "core/schedule/generators.h"
 #include "schemes/schedules/modern.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

@@ -8,7 +8,7 @@
 /// latencies; `segmentation: equal_compute` gives every slice the same modelled cost, which is
 /// what its programme aims for when the slices' count is fixed.
 #include "core/schedule/generators.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

@@ -4,9 +4,9 @@
 /// squeezed greedily (its generation there) so that a device holds about half (V-Half:
 /// (p+2)//2 full-stage micro-batches) or a third (V-Min: (p+4)//3) of 1F1B's activations, at
 /// about half or two thirds of its bubble.
-/// Synchronous weights (schemes/sync_pipeline.h). Generator: schemes/schedules/v_shapes.cpp.
+/// Synchronous weights (schemes/shared/sync_pipeline.h). Generator: schemes/schedules/v_shapes.cpp.
 #include "schemes/schedules/modern.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

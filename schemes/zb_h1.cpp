@@ -3,9 +3,9 @@
 /// moved into the bubbles); 1F1B's peak memory with a third of its bubble when F = I = W.
 /// With `virtual_stages: v > 1` it is torch's ScheduleInterleavedZeroBubble (docs/schedules.md
 /// "Built-in schedules"): v looped stages per device, stage s on device s mod p. Synchronous weights
-/// (schemes/sync_pipeline.h). Generators: schemes/schedules/zero_bubble.cpp.
+/// (schemes/shared/sync_pipeline.h). Generators: schemes/schedules/zero_bubble.cpp.
 #include "schemes/schedules/modern.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

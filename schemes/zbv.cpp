@@ -1,9 +1,9 @@
 /// `zbv`: ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", 2024; torch's
 /// ScheduleZBVZeroBubble): two chunks per device in a V, so device 0 holds the first and the
 /// last stage, with the backward split into I and W. Synchronous weights
-/// (schemes/sync_pipeline.h). Generator: schemes/schedules/zero_bubble.cpp.
+/// (schemes/shared/sync_pipeline.h). Generator: schemes/schedules/zero_bubble.cpp.
 #include "schemes/schedules/modern.h"
-#include "schemes/sync_pipeline.h"
+#include "schemes/shared/sync_pipeline.h"
 
 namespace pipelab {
 namespace {

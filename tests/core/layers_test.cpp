@@ -24,7 +24,9 @@ TEST(Layers, NoCoreFolderIncludesAFolderAboveIt) {
   std::map<std::string, size_t> rank;
   for (size_t i = 0; i < kLayers.size(); ++i) rank[kLayers[i]] = i;
   const fs::path core = fs::path(PIPELAB_SOURCE_DIR) / "core";
-  const std::regex include(R"(^\s*#\s*include\s+"(core|schemes|models|datasets|tools)/(\w+)/)");
+  // Any include of the repository's own folders: core/<folder>/..., and schemes/... or
+  // models/... at any depth (a file directly in schemes/ included from core is caught too).
+  const std::regex include(R"re(^\s*#\s*include\s+"(core|schemes|models|datasets|tools)/([\w./]+)")re");
   int files = 0;
   for (const auto& entry : fs::recursive_directory_iterator(core)) {
     const std::string ext = entry.path().extension().string();
@@ -44,13 +46,45 @@ TEST(Layers, NoCoreFolderIncludesAFolderAboveIt) {
         ADD_FAILURE() << where << " includes " << m[1] << "/: core includes none of schemes/, models/, datasets/, tools/";
         continue;
       }
-      const std::string target = m[2];
+      const std::string path = m[2];
+      if (path.find('/') == std::string::npos) continue;  // core/pch.h
+      const std::string target = path.substr(0, path.find('/'));
       ASSERT_TRUE(rank.count(target)) << where << ": core/" << target << " is in no layer";
       EXPECT_LE(rank[target], rank[folder]) << where << ": core/" << folder << " includes core/" << target
                                             << ", a layer above it (move the shared part down)";
     }
   }
   EXPECT_GT(files, 200);
+}
+
+// A scheme is one file with one registration line (docs/adding-a-scheme.md): it includes its
+// own helpers (schemes/dgl_replay.h from dgl.cpp: a name that starts with its own), the parts
+// several schemes share (schemes/shared/) and the schedule generators (schemes/schedules/),
+// never another scheme; the shared parts include only each other.
+TEST(Layers, ASchemeIncludesNoOtherScheme) {
+  const fs::path root = fs::path(PIPELAB_SOURCE_DIR) / "schemes";
+  const std::regex include(R"re(^\s*#\s*include\s+"schemes/([\w./]+)")re");
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    const std::string ext = entry.path().extension().string();
+    if (!entry.is_regular_file() || (ext != ".h" && ext != ".cpp")) continue;
+    const fs::path relative = fs::relative(entry.path(), root);
+    const bool shared = relative.begin()->string() == "shared" || relative.begin()->string() == "schedules";
+    const std::string stem = entry.path().stem().string();
+    ++files;
+    std::ifstream in(entry.path());
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      std::smatch m;
+      if (!std::regex_search(line, m, include)) continue;
+      const std::string target = m[1];
+      const bool common = target.rfind("shared/", 0) == 0 || target.rfind("schedules/", 0) == 0;
+      const bool own = !shared && target.find('/') == std::string::npos && target.rfind(stem, 0) == 0;
+      EXPECT_TRUE(common || own) << "schemes/" << relative.string() << ":" << number << " includes schemes/" << target
+                                 << ": a scheme includes no other (move what both use to schemes/shared/)";
+    }
+  }
+  EXPECT_GT(files, 30);
 }
 
 }  // namespace

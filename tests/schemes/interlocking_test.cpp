@@ -5,7 +5,7 @@
 #include <torch/nn/module.h>
 
 #include "core/schedule/validate.h"
-#include "schemes/interlocking_heads.h"
+#include "schemes/shared/interlocking_heads.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::interlocking_test {

@@ -3,7 +3,7 @@
 // techniques off it is exactly vanilla asynchronous 1F1B.
 #include <gtest/gtest.h>
 
-#include "schemes/pipemare.h"
+#include "schemes/shared/pipemare.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::pipemare_test {

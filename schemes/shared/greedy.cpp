@@ -1,11 +1,11 @@
-#include "schemes/greedy.h"
+#include "schemes/shared/greedy.h"
 
 #include <torch/csrc/autograd/autograd.h>
 
 #include <fmt/format.h>
 
 #include "core/scheme/staleness.h"
-#include "schemes/interlocking_heads.h"
+#include "schemes/shared/interlocking_heads.h"
 
 namespace pipelab::greedy {
 namespace {

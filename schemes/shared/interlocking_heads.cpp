@@ -1,4 +1,4 @@
-#include "schemes/interlocking_heads.h"
+#include "schemes/shared/interlocking_heads.h"
 
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>

@@ -20,11 +20,11 @@ namespace pipelab::greedy {
 using Fail = std::function<void(const std::string& key, const std::string& problem, const std::string& fix)>;
 
 /// Checks a `heads` option (at `node`'s key `heads`) against the grammar of
-/// schemes/interlocking_heads.h; "auto" always passes.
+/// schemes/shared/interlocking_heads.h; "auto" always passes.
 void check_heads(const ConfigNode& node, const std::string& spec);
 
 /// Gives every stage but the last the auxiliary head `spec` (the grammar of
-/// schemes/interlocking_heads.h; "auto": by the output's shape) with a cross-entropy loss,
+/// schemes/shared/interlocking_heads.h; "auto": by the output's shape) with a cross-entropy loss,
 /// before the stage's optimizer is made. A target per position or a spec that does not fit
 /// the stage's output is reported through `fail` at key `heads`.
 void attach_head(Stage& stage, const std::string& spec, const std::vector<int64_t>& output_shape, const DataSpec& data,
