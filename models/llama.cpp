@@ -141,9 +141,7 @@ class AttentionImpl : public torch::nn::Module {
     const int64_t keys = k.size(2), before = keys - t;
     at::Tensor scores = at::matmul(q, k.transpose(2, 3)) * std::pow(static_cast<double>(hd), -0.5);
     // A query sees its own and earlier tokens, of its own document where the text is ragged.
-    at::Tensor blocked = nn::blocked_keys(before, t);
-    if (!blocked.defined()) blocked = at::ones({t, keys}, x.options().dtype(at::kBool)).triu(1 + before);
-    scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+    scores = scores.masked_fill(nn::causal_blocked_keys(before, t, x.options()), -std::numeric_limits<double>::infinity());
     const at::Tensor weights = at::softmax(widened(scores), -1).to(x.scalar_type());
     return o_proj_(at::matmul(weights, v).transpose(1, 2).contiguous().view({n, t, o_.hidden}));
   }

@@ -189,9 +189,7 @@ class SelfAttentionImpl : public torch::nn::Module {
     if (causal_) {
       // Position i sees keys j <= i only (a language model must not read the word it predicts),
       // and of its own document only where the text is ragged.
-      torch::Tensor blocked = nn::blocked_keys(before, t);
-      if (!blocked.defined()) blocked = torch::ones({t, keys}, x.options().dtype(torch::kBool)).triu(1 + before);
-      scores = scores.masked_fill(blocked, lowest_score(scores.scalar_type()));
+      scores = scores.masked_fill(nn::causal_blocked_keys(before, t, x.options()), lowest_score(scores.scalar_type()));
     }
     const torch::Tensor weights = torch::softmax(scores, -1);
     return joint_(torch::matmul(weights, v).transpose(1, 2).contiguous().view({n, t, d}));

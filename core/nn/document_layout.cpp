@@ -45,4 +45,10 @@ at::Tensor blocked_keys(int64_t offset, int64_t length) {
   return (queries != of_keys).logical_or(later).unsqueeze(1);
 }
 
+at::Tensor causal_blocked_keys(int64_t offset, int64_t length, const at::TensorOptions& options) {
+  const at::Tensor documents = blocked_keys(offset, length);
+  if (documents.defined()) return documents;
+  return at::ones({length, offset + length}, options.dtype(at::kBool)).triu(1 + offset);
+}
+
 }  // namespace pipelab::nn

@@ -41,4 +41,10 @@ at::Tensor document_positions(int64_t offset, int64_t length);
 /// bool, true for a later token or another document's; undefined outside a scope.
 at::Tensor blocked_keys(int64_t offset, int64_t length);
 
+/// What a causal language model's queries [offset, offset + length) may not see: the later
+/// tokens, and within a document scope (ragged text) the other documents' too, as
+/// blocked_keys gives them; outside a scope [length, offset + length] bool on `options`'
+/// device. The one mask llama's and the transformer's attention share.
+at::Tensor causal_blocked_keys(int64_t offset, int64_t length, const at::TensorOptions& options);
+
 }  // namespace pipelab::nn
