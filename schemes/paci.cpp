@@ -10,8 +10,8 @@
 ///   `async`.
 /// - Drain (§1): the code drains only when it switches to evaluation; pipelab evaluates at
 ///   epoch ends, so `flush: epoch` (the default) is that drain. `flush: never` runs on.
-/// - Backward (§1): `f3` (the code's default `perf` mode: the forward's graph, the backward
-///   reads the weights then, §1's mixed-version backward), `stash` (the forward's weights, what
+/// - Backward (§1): `live` (the code's default `perf` mode: the forward's graph, the backward
+///   reads the live weights then, §1's mixed-version backward, the reference's F3), `stash` (the forward's weights, what
 ///   bf16 autocast's saved weight copies give a Linear layer in the published runs, §7) or
 ///   `recompute` (the code's `mem` mode: the forward is replayed in the backward, the whole
 ///   stage at the backward's weights).
@@ -27,19 +27,19 @@
 namespace pipelab {
 namespace {
 
-enum class PaciBackward { F3, Stash, Recompute };
+enum class PaciBackward { Live, Stash, Recompute };
 
 struct PaciOptions {
   FlushOption flush;
   int accumulation = 1;
-  PaciBackward backward = PaciBackward::F3;
+  PaciBackward backward = PaciBackward::Live;
   template <class V>
   void fields(V& v) {
     flush.fields(v);
     v("accumulation", accumulation, "a: each stage steps after every a-th of its backwards, with their mean gradient",
       InRange{1, 1e6});
     v.choice("backward", backward,
-             Choices<PaciBackward>{{"f3", PaciBackward::F3}, {"stash", PaciBackward::Stash},
+             Choices<PaciBackward>{{"live", PaciBackward::Live}, {"stash", PaciBackward::Stash},
                                    {"recompute", PaciBackward::Recompute}},
              "what a backward reads: the forward's graph at today's weights (the code's perf mode), the forward's "
              "weights, or a replayed forward at today's weights (mem mode)");
@@ -68,7 +68,7 @@ void mean_step(Stage& stage, int& accumulated) {
   accumulated = 0;
 }
 
-/// f3 and recompute: the live weights everywhere; recompute replays each forward.
+/// live and recompute: the live weights everywhere; recompute replays each forward.
 class PaciPolicy : public StagePolicy {
  public:
   explicit PaciPolicy(bool recompute) : recompute_(recompute) {}
