@@ -88,5 +88,15 @@ TEST(Topology, EveryCommandAndEveryRecordOfOneFileSaysTheSame) {
   }
 }
 
+// The replay's known gap for replicated plans run as processes is said where a plan picks one.
+TEST(Topology, APlanThatAllReducesAcrossPipelinesSaysWhatItsPeakLeavesOut) {
+  testing::TempDir dir;
+  testing::write_text(dir.file("e.yaml"), kMlp);
+  const auto [code, out] =
+      testing::pipelab(fmt::format("plan {} --devices 4 --device-flops 1 --schemes dp", dir.file("e.yaml")));
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("note: the winner all-reduces over 4 pipelines"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace pipelab::topology_test
