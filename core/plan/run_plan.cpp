@@ -188,6 +188,7 @@ RunPlan RunPlan::compile(const PlanRequest& request) {
   plan.scheme_ = request.scheme;
   plan.source_ = request.source;
   plan.stages_ = request.scheme->stages(request.stages);
+  plan.several_processes_ = request.several_processes;
   if (!request.replicas.per_stage.empty()) {
     check_replicated_stages(request, plan.stages_);
     plan.layout_ = StageLayout(request.replicas.per_stage);

@@ -84,6 +84,10 @@ class RunPlan {
   bool offloads_any() const { return offload_.any(); }
   /// The ALLREDUCE before each update: the replicas' sums, a global clip, tied weights.
   const GradientSync& sync() const { return sync_; }
+  /// Whether its stages run in processes of their own (the distributed executor, `pipelab
+  /// launch`): their all-reduce gathers every member's gradients (core/dist/
+  /// group_all_reduce.cpp), where one process sums them in place.
+  bool several_processes() const { return several_processes_; }
   /// The pipeline positions the boundaries' codecs number (replicated stages: the pipeline
   /// stages; else every stage), and stage -> position.
   int codec_positions() const;
@@ -147,6 +151,7 @@ class RunPlan {
  private:
   const Scheme* scheme_ = nullptr;
   int stages_ = 1, replicas_ = 1;
+  bool several_processes_ = false;
   StageLayout layout_;
   std::vector<int> placement_;
   GradientSync sync_;

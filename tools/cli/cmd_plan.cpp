@@ -333,14 +333,13 @@ void report(const PlanFlags& f, const Experiment& e, const plan::PlanSpace& spac
   if (result.ranked.empty()) throw UserError(nothing_fits(result, space));
   fmt::print("{}\n{}\n", plan::ranked_table(result.ranked, f.top, baseline_rows(baselines)), why_line(result));
   if (!baselines.verdict.empty()) fmt::print("{}\n", baselines.verdict);
-  // A known gap, said where it matters (docs/simulate.md, "Memory from shapes"): the replay
-  // holds one gradient for an all-reduce, where `pipelab launch`'s processes gather every
-  // member's.
+  // Where it runs decides an all-reduce's memory (docs/simulate.md, "Memory from shapes"):
+  // the plan prices one process's; `pipelab launch`'s processes gather every member's.
   if (result.ranked.front().topology.pipelines > 1) {
-    fmt::print("note: the winner all-reduces over {} pipelines; run as processes (`pipelab launch`), their "
-               "all-reduce holds several gradients' worth a device that this peak does not count (docs/simulate.md, "
-               "\"Memory from shapes\")\n",
-               result.ranked.front().topology.pipelines);
+    fmt::print("note: the winner all-reduces over {} pipelines; run as processes (`pipelab launch`), each "
+               "all-reduce also holds 2 x {} + 1 gradients of a stage while it runs, which this peak does not count: "
+               "`pipelab simulate FILE --executor processes` does (docs/simulate.md, \"Memory from shapes\")\n",
+               result.ranked.front().topology.pipelines, result.ranked.front().topology.pipelines);
   }
   fmt::print("time x memory front (none is both faster and smaller):");
   for (const plan::Candidate* c : plan::pareto_front(result.ranked)) {

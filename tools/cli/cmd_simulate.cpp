@@ -169,8 +169,10 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
       "flushed per mini-batch runs units of the same size, its step being M of them once the pipeline is full")(
       "no-overlap", "a send occupies its device until the message arrives (default: compute and links overlap)")(
       "executor", po::value(&f.executor),
-      "devices (default: one worker per device, what D devices would do) or sequential (one thread runs every "
-      "action in order, as the sequential executor: to check a sequential run's own costs against it)")(
+      "devices (default: one worker per device, what D devices would do), processes (the same, each device its own "
+      "process, as `pipelab launch` runs it: its all-reduces gather every member's gradients) or sequential (one "
+      "thread runs every action in order, as the sequential executor: to check a sequential run's own costs against "
+      "it)")(
       "slow-device", po::value(&f.slow)->composing(), "DEVICE:FACTOR: that device computes FACTOR times slower (repeatable)")(
       "tokens", po::value(&f.tokens),
       "L1,L2,...: ragged text: each micro-batch's sequence length (tokens per row, cycled over the step's "
@@ -205,8 +207,8 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
 
 /// The flags that need the experiment: --executor, --stages and --microbatches in range.
 void check_flags(SimulateFlags& f, const po::variables_map& vm, const Experiment& e) {
-  if (f.executor != "devices" && f.executor != "sequential") {
-    throw UsageError{fmt::format("--executor {}: use devices or sequential", f.executor)};
+  if (f.executor != "devices" && f.executor != "sequential" && f.executor != "processes") {
+    throw UsageError{fmt::format("--executor {}: use devices, sequential or processes", f.executor)};
   }
   if (!vm.count("stages")) f.stages = e.partition.stages;
   if (f.stages < 1 || f.stages > kMaxScheduleStages) {
@@ -272,6 +274,8 @@ sim::SimResult replay_scheme(const Experiment& e, const CostSource& source, cons
   const int m = c.spec.microbatches > 0 ? c.spec.microbatches : default_micro;
   PlanRequest request = plan_request(e, stages);
   request.scheme = c.scheme.get();
+  // Where it runs: in processes, as `pipelab launch` runs it (the run's refusals included).
+  if (f.executor == "processes") request.several_processes = true;
   const RunPlan plan = RunPlan::compile(request);
   const StepShape step = plan.step(e.run.batch_size, m);
   sim::SimCosts costs = source.costs(stages, step.examples_per_micro_batch);
@@ -316,8 +320,9 @@ void print_header(const Experiment& e, const SimulateFlags& f, const CostSource&
              link.latency_us, host,
              link.reduce_gbps > 0 ? fmt::format(", all-reduces through memory at {:.3g} Gbit/s", link.reduce_gbps) : "",
              options.overlap ? "overlapping compute" : "blocking sends",
-             options.one_worker ? "; one worker runs every action (--executor sequential)"
-                                : "; one worker per device (--executor devices)",
+             options.one_worker         ? "; one worker runs every action (--executor sequential)"
+             : f.executor == "processes" ? "; one worker per device, each its own process (--executor processes)"
+                                         : "; one worker per device (--executor devices)",
              options.slow.empty() ? "" : "; slow devices given");
 }
 

@@ -8,6 +8,13 @@
 namespace pipelab::sim {
 namespace {
 
+/// The members of stage `stage`'s all-reduce: its pipeline stage's copies (whole pipelines,
+/// or PipeDream's replicated stages).
+double members_of(const RunPlan& plan, int stage) {
+  const StageLayout& layout = plan.layout();
+  return layout.replicated() ? layout.counts().at(static_cast<size_t>(layout.position(stage))) : 1;
+}
+
 /// Replayed inputs (Schedule::reads: DGL's buffers; one pipeline, so stage - 1 sent them)
 /// stay on device `d` from their arrival to the start of the last forward that reads them.
 void add_replayed_inputs(const SimResult& r, const SimCosts& c, size_t d,
@@ -138,7 +145,7 @@ struct DeviceBytes {
 /// has copied them (core/comm/collective.cpp), and the member that made them may be in its
 /// update by then (a language model's replicas kept its Adam temporaries on top: 8-13% over
 /// the prediction that freed the sums at the ALLREDUCE's end); the buckets a c10d one reduces.
-void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, const SimCosts& c,
+void add_action_bytes(const SimResult& r, const RunPlan& plan, const std::vector<StageMemory>& held, const SimCosts& c,
                       const UnitScale& unit, const Copies& copies, size_t d, DeviceBytes& bytes, DeviceBytes& host) {
   std::map<std::pair<int, int>, double> held_by;  // (stage, mb) -> bytes it holds now
   std::map<std::pair<int, int>, double> away;     // (stage, mb) -> bytes an OFFLOAD moved to the host
@@ -149,7 +156,14 @@ void add_action_bytes(const SimResult& r, const std::vector<StageMemory>& held, 
     const Action& a = x.action;
     if (a.stage < 0) continue;
     const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
-    if (kind_info(a.kind).role == KindRole::Collective) summed[a.stage] = &x;
+    if (kind_info(a.kind).role == KindRole::Collective) {
+      summed[a.stage] = &x;
+      // In processes, while it runs: the member's gradients concatenated, every member's
+      // gathered (core/dist/group_all_reduce.cpp) and, before they are split out, gloo's flat
+      // buffer of them all (ProcessGroupGloo's all-gather): 2 R + 1 gradients, on top of the
+      // sum held below. Measured: `dp` over 4 processes held exactly that (204.7 MiB a rank).
+      if (plan.several_processes()) bytes.during(x, (2 * members_of(plan, a.stage) + 1) * k.parameter_bytes);
+    }
     if (a.kind == ActionKind::Update) {
       accumulating[static_cast<size_t>(a.stage)] = 0;
       const auto sums = summed.find(a.stage);
@@ -246,7 +260,7 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c, const Unit
     DeviceBytes bytes, host;
     if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
     add_sent_messages(r, held, c, unit, d, ends, bytes.steps);
-    add_action_bytes(r, held, c, unit, copies, d, bytes, host);
+    add_action_bytes(r, plan, held, c, unit, copies, d, bytes, host);
     r.peak_activation_bytes[d] = bytes.walk(r.static_bytes[d], r.memory[d]);
     std::vector<MemoryPoint> host_curve;
     r.host_peak_bytes[d] = host.walk(0, host_curve);
