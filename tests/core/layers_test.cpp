@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <string>
@@ -19,6 +20,17 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kLayers{"util",    "device", "io",   "config", "schedule", "model",
                                        "comm",    "nn",     "optim", "compress", "data",   "dist",
                                        "stage",   "scheme", "exec", "plan",     "weights", "train"};
+
+/// Calls `seen(line number, match)` for each line of `file` that `include` matches.
+void for_each_include(const fs::path& file, const std::regex& include,
+                      const std::function<void(int, const std::smatch&)>& seen) {
+  std::ifstream in(file);
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::smatch m;
+    if (std::regex_search(line, m, include)) seen(number, m);
+  }
+}
 
 TEST(Layers, NoCoreFolderIncludesAFolderAboveIt) {
   std::map<std::string, size_t> rank;
@@ -36,23 +48,19 @@ TEST(Layers, NoCoreFolderIncludesAFolderAboveIt) {
     const std::string folder = relative.begin()->string();
     ASSERT_TRUE(rank.count(folder)) << "core/" << folder << " is in no layer: add it to kLayers and docs/design.md";
     ++files;
-    std::ifstream in(entry.path());
-    std::string line;
-    for (int number = 1; std::getline(in, line); ++number) {
-      std::smatch m;
-      if (!std::regex_search(line, m, include)) continue;
+    for_each_include(entry.path(), include, [&](int number, const std::smatch& m) {
       const std::string where = "core/" + relative.string() + ":" + std::to_string(number);
       if (m[1] != "core") {
         ADD_FAILURE() << where << " includes " << m[1] << "/: core includes none of schemes/, models/, datasets/, tools/";
-        continue;
+        return;
       }
       const std::string path = m[2];
-      if (path.find('/') == std::string::npos) continue;  // core/pch.h
+      if (path.find('/') == std::string::npos) return;  // core/pch.h
       const std::string target = path.substr(0, path.find('/'));
       ASSERT_TRUE(rank.count(target)) << where << ": core/" << target << " is in no layer";
       EXPECT_LE(rank[target], rank[folder]) << where << ": core/" << folder << " includes core/" << target
                                             << ", a layer above it (move the shared part down)";
-    }
+    });
   }
   EXPECT_GT(files, 200);
 }
@@ -72,17 +80,13 @@ TEST(Layers, ASchemeIncludesNoOtherScheme) {
     const bool shared = relative.begin()->string() == "shared" || relative.begin()->string() == "schedules";
     const std::string stem = entry.path().stem().string();
     ++files;
-    std::ifstream in(entry.path());
-    std::string line;
-    for (int number = 1; std::getline(in, line); ++number) {
-      std::smatch m;
-      if (!std::regex_search(line, m, include)) continue;
+    for_each_include(entry.path(), include, [&](int number, const std::smatch& m) {
       const std::string target = m[1];
       const bool common = target.rfind("shared/", 0) == 0 || target.rfind("schedules/", 0) == 0;
       const bool own = !shared && target.find('/') == std::string::npos && target.rfind(stem, 0) == 0;
       EXPECT_TRUE(common || own) << "schemes/" << relative.string() << ":" << number << " includes schemes/" << target
                                  << ": a scheme includes no other (move what both use to schemes/shared/)";
-    }
+    });
   }
   EXPECT_GT(files, 30);
 }

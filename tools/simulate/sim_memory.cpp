@@ -8,13 +8,6 @@
 namespace pipelab::sim {
 namespace {
 
-/// The members of stage `stage`'s all-reduce: its pipeline stage's copies (whole pipelines,
-/// or PipeDream's replicated stages).
-double members_of(const RunPlan& plan, int stage) {
-  const StageLayout& layout = plan.layout();
-  return layout.replicated() ? layout.counts().at(static_cast<size_t>(layout.position(stage))) : 1;
-}
-
 /// Replayed inputs (Schedule::reads: DGL's buffers; one pipeline, so stage - 1 sent them)
 /// stay on device `d` from their arrival to the start of the last forward that reads them.
 void add_replayed_inputs(const SimResult& r, const SimCosts& c, size_t d,
@@ -162,7 +155,7 @@ void add_action_bytes(const SimResult& r, const RunPlan& plan, const std::vector
       // gathered (core/dist/group_all_reduce.cpp) and, before they are split out, gloo's flat
       // buffer of them all (ProcessGroupGloo's all-gather): 2 R + 1 gradients, on top of the
       // sum held below. Measured: `dp` over 4 processes held exactly that (204.7 MiB a rank).
-      if (plan.several_processes()) bytes.during(x, (2 * members_of(plan, a.stage) + 1) * k.parameter_bytes);
+      if (plan.several_processes()) bytes.during(x, (2.0 * stage_copies(plan, a.stage) + 1) * k.parameter_bytes);
     }
     if (a.kind == ActionKind::Update) {
       accumulating[static_cast<size_t>(a.stage)] = 0;

@@ -44,13 +44,6 @@ SimCosts plan_costs(const SimCosts& c, const RunPlan& plan) {
 /// (Patarasuk & Yuan 2009; what NCCL's ring does), in 2(n-1) latency-bound steps.
 double ring_bytes(double n, double bytes) { return n < 2 ? 0.0 : 2 * (n - 1) / n * bytes; }
 
-/// The copies of `stage`'s pipeline stage (a replica of the whole pipeline each, or
-/// PipeDream's replicated stages): the members of its gradients' ring.
-int copies_of(const RunPlan& plan, int stage) {
-  const StageLayout& layout = plan.layout();
-  return layout.replicated() ? layout.counts().at(static_cast<size_t>(layout.position(stage))) : 1;
-}
-
 /// The bytes an ALLREDUCE of a stage costed `k` with `copies` copies sends: its gradients
 /// over its copies, and the tied weights it shares with another pipeline stage over every
 /// copy of the tie (two per pipeline); a global clip's norm is a scalar and counts nothing.
@@ -162,7 +155,7 @@ EventCosts event_costs(const Schedule& schedule, const SimCosts& c, const SimOpt
   e.collective = [&c, &plan, inter, across](const Action& a) {
     const auto id = static_cast<size_t>(a.stage);
     const LinkSpec& link = id < across->size() && (*across)[id] ? *inter : c.link;
-    return collective_time(link, c.stages.at(id), copies_of(plan, a.stage));
+    return collective_time(link, c.stages.at(id), stage_copies(plan, a.stage));
   };
   return e;
 }
@@ -248,13 +241,18 @@ double total_busy(const SimResult& r, std::vector<double>* per_device) {
 
 }  // namespace
 
+int stage_copies(const RunPlan& plan, int stage) {
+  const StageLayout& layout = plan.layout();
+  return layout.replicated() ? layout.counts().at(static_cast<size_t>(layout.position(stage))) : 1;
+}
+
 double collective_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int stage) {
   const int p = plan.layout().replicated() ? plan.layout().position(stage) : stage;
   const StageCosts& k = one_pipeline.stages.at(static_cast<size_t>(p));
-  const double within = collective_time(one_pipeline.link, k, copies_of(plan, stage));
+  const double within = collective_time(one_pipeline.link, k, stage_copies(plan, stage));
   if (one_pipeline.link.devices_per_node <= 0) return within;
   // The faster of the two links: the planner's bound must not exceed the replay.
-  return std::min(within, collective_time(one_pipeline.link.between_nodes(), k, copies_of(plan, stage)));
+  return std::min(within, collective_time(one_pipeline.link.between_nodes(), k, stage_copies(plan, stage)));
 }
 
 double compute_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int stage, ActionKind kind) {
@@ -293,7 +291,7 @@ SimResult simulate(const RunPlan& plan, int units, double examples, const SimCos
   for (const auto& row : r.timeline.devices) {
     for (const TimedAction& x : row) {
       if (kind_info(x.action.kind).role == KindRole::Collective) {
-        bytes += collective_bytes(costs.stages.at(static_cast<size_t>(x.action.stage)), copies_of(plan, x.action.stage));
+        bytes += collective_bytes(costs.stages.at(static_cast<size_t>(x.action.stage)), stage_copies(plan, x.action.stage));
       }
     }
   }

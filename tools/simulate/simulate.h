@@ -80,6 +80,9 @@ inline double static_bytes(const StageCosts& k, const StageMemory& m) {
   return k.parameter_bytes * (m.weight_versions + 2) + k.optimizer_bytes + k.buffer_bytes;
 }
 
+/// The copies of `stage`'s pipeline stage (a replica of the whole pipeline each, or
+/// PipeDream's replicated stages): the members of its gradients' all-reduce.
+int stage_copies(const RunPlan& plan, int stage);
 /// Seconds stage `stage` of `plan` (any copy of a pipeline stage) spends in one ALLREDUCE,
 /// as the replay costs it; `one_pipeline`: one pipeline's stage costs.
 double collective_seconds(const SimCosts& one_pipeline, const RunPlan& plan, int stage);
