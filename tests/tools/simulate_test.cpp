@@ -11,6 +11,7 @@
 #include "core/config/registry.h"
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
+#include "tools/describe/model_profile.h"
 #include "tools/simulate/block_memory.h"
 #include "tools/simulate/block_times.h"
 #include "tools/simulate/derive.h"
@@ -266,6 +267,32 @@ TEST(Simulate, BlockMemoryMeasuredByHand) {
   ASSERT_EQ(m.forward_rise.size(), 3u);
   EXPECT_GE(m.forward_rise[1].at(10), 2 * 64 * 10);
   EXPECT_GT(m.backward_rise[1].at(10), 0);
+}
+
+TEST(Simulate, UnderAutocastACutSendsWhatTheRunSends) {
+  // A language model's residual stream stays float32 under bfloat16 autocast (its embedding
+  // adds float32 positions to a Linear's bfloat16 output), so a cut after the embedding sends
+  // 4 bytes a feature, not the compute dtype's 2; an MLP's hidden Linear + ReLU sends bfloat16.
+  const sim::AutocastSpec bf16{at::kBFloat16, c10::DeviceType::CPU};
+  sim::DeviceSpec device;
+  device.tflops = 1;
+  device.dtype_bytes = 2;
+  device.autocast = "BFloat16";
+  const DataSpec words = testing::word_windows(50, 8);
+  const ModelDef lm = testing::define_model("{type: transformer, head: lm, num_words: 50, d_model: 16, heads: 2, ff: 32, layers: 2}", words);
+  const sim::BlockMemory m = sim::measure_block_memory(lm, words, 0, nullptr, 2, true, &bf16);
+  ASSERT_EQ(m.cut_per_example.size(), lm.blocks.size() - 1);
+  EXPECT_EQ(m.cut_per_example[0], 8 * 16 * 4);
+  const std::vector<BlockProfile> blocks = profile_blocks(lm, words, 0, true);
+  const std::vector<int> balance{1, static_cast<int>(blocks.size()) - 1};
+  const sim::SimCosts c = sim::derive_costs(blocks, m, balance, 3, device);
+  EXPECT_EQ(c.stages[0].activation_bytes, 3 * 8 * 16 * 4);
+  EXPECT_EQ(c.stages[1].gradient_bytes, 3 * 8 * 16 * 4);
+  DataSpec flat;
+  flat.input_shape = {8};
+  flat.classes = 4;
+  const ModelDef mlp = testing::define_model("{type: mlp, sizes: [8, 16, 16, 4]}", flat);
+  EXPECT_EQ(sim::measure_block_memory(mlp, flat, 0, nullptr, 2, true, &bf16).cut_per_example[0], 16 * 2);
 }
 
 TEST(Simulate, TimedBlocksCostWhatTheyDoHere) {

@@ -43,13 +43,18 @@ SCHEMES = {
     "zb_h1": "{type: zb_h1, chunks: 4}",
     "1f1b_2x2": ("{type: pipedream_flush, chunks: 4}", "{stages: 2, replicas: 2}"),
     "dp": ("{type: dp, replicas: 4}", "{stages: 1}"),
-    # Flushed per epoch with two updates an epoch, so that the meter sees what the run holds:
-    # never flushed (its default), the trace covers the whole run and the meter also sees the
-    # optimizer's state made at the first update and the older buffer made at the start (the
-    # replay counts them among the static bytes); with one update an epoch, the optimizer's
-    # last gradient (Optimizer::last_gradient) predates the meter.
+    # Flushed per epoch, so that the meter sees what the run holds: never flushed (its
+    # default), the trace covers the whole run and the meter also sees the optimizer's state
+    # made at the first update and the older buffer made at the start (the replay counts them
+    # among the static bytes). 2BW's batch_size is its micro-batch's (the others split theirs
+    # into `chunks`): micro-batches of 8 as theirs, 8 updates an epoch. With few updates an
+    # epoch the meter never sees its steady state: the first update's previous gradient
+    # (Optimizer::last_gradient) predates the meter, so an update that meets micro-batches in
+    # flight and both gradients comes third at the earliest.
     "2bw": "{type: pipedream_2bw, micro_batches: 2, flush: epoch}",
 }
+# Examples per `run.batch_size`: 32 split into `chunks`, or each scheme's own.
+BATCH_SIZE = {"2bw": 8}
 PRECISIONS = {"float32": "none", "bf16": "bf16"}
 
 
@@ -70,20 +75,20 @@ def words_file(folder):
     return path
 
 
-def experiment(folder, model, dataset, scheme, amp):
+def experiment(folder, model, dataset, scheme, amp, batch_size):
     scheme, partition = scheme if isinstance(scheme, tuple) else (scheme, "{stages: 4}")
     path = os.path.join(folder, "e.yaml")
     with open(path, "w") as f:
         f.write(f"model:     {model}\ndataset:   {dataset}\npartition: {partition}\nscheme:    {scheme}\n"
                 "optimizer: {type: adamw, lr: 0.0001}\n"
-                f"run:       {{epochs: 2, batch_size: 32, seed: 0, executor: sequential, threads: 1, "
+                f"run:       {{epochs: 2, batch_size: {batch_size}, seed: 0, executor: sequential, threads: 1, "
                 f"amp: {amp}, trace: true, progress: false}}\n")
     return path
 
 
-def one_cell(pipelab, folder, model, dataset, scheme, amp):
+def one_cell(pipelab, folder, model, dataset, scheme, amp, batch_size, profile):
     """Per device: (measured, predicted) bytes of activations, temporaries and gradients."""
-    path = experiment(folder, model, dataset, scheme, amp)
+    path = experiment(folder, model, dataset, scheme, amp, batch_size)
     out = os.path.join(folder, "run")
     run([pipelab, "run", path, "--quiet", "--set", f"run.output={out}"])
     costs = json.load(open(os.path.join(out, "metrics/costs.json")))
@@ -92,7 +97,7 @@ def one_cell(pipelab, folder, model, dataset, scheme, amp):
         measured[stage["device"]] = max(measured.get(stage["device"], 0), stage["device_peak_bytes"])
     report = os.path.join(folder, "s.json")
     run([pipelab, "simulate", path, "--device-flops", "1", "--memory-bw", "1", "--executor", "sequential",
-         "--json", report])
+         "--profile", profile, "--json", report])
     r = json.load(open(report))["schemes"][0]
     predicted = [a + g for a, g in zip(r["peak_activation_bytes"], r["gradient_bytes"])]
     return [(measured[d], predicted[d]) for d in sorted(measured)]
@@ -104,6 +109,9 @@ def main():
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--schemes", default=",".join(SCHEMES))
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
+    parser.add_argument("--profile", default="shapes", choices=["shapes", "measured"],
+                        help="simulate's --profile: from shapes on the meta device (the default), or measured "
+                             "on this CPU (its kernels' own temporaries included)")
     parser.add_argument("--markdown", help="also write the table here")
     args = parser.parse_args()
     lines = ["| model | scheme | precision | per device: measured -> predicted MiB (error) | worst |",
@@ -119,7 +127,8 @@ def main():
             for scheme in args.schemes.split(","):
                 for precision in args.precisions.split(","):
                     folder = tempfile.mkdtemp(dir=tmp)
-                    cells = one_cell(args.pipelab, folder, model, dataset, SCHEMES[scheme], PRECISIONS[precision])
+                    cells = one_cell(args.pipelab, folder, model, dataset, SCHEMES[scheme], PRECISIONS[precision],
+                                     BATCH_SIZE.get(scheme, 32), args.profile)
                     errors = [100 * (p - m) / m for m, p in cells]
                     worst = max(errors, key=abs)
                     worst_all = max(worst_all, abs(worst))

@@ -140,10 +140,20 @@ std::vector<double> measure_update_rises(std::vector<Block>& blocks, const Optim
   return out;
 }
 
+/// The bytes per example of the floating tensors of `live`.
+double floating_bytes_per_example(const LiveSet& live, int examples) {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : live.values()) {
+    if (t.defined() && t.is_floating_point()) bytes += static_cast<int64_t>(t.nbytes());
+  }
+  return static_cast<double>(bytes) / examples;
+}
+
 /// Per block, the bytes its forward allocated that are still alive once the whole forward of
-/// `examples` examples has run (the graph hangs on the live set and on the loss).
+/// `examples` examples has run (the graph hangs on the live set and on the loss); and, given
+/// `cut`, the floating bytes per example live after each block but the last.
 std::vector<double> retained(std::vector<Block>& blocks, const DataSpec& data, at::Device device, MemoryMeter* meter,
-                             int examples, const AutocastSpec* amp) {
+                             int examples, const AutocastSpec* amp, std::vector<double>* cut = nullptr) {
   // The input is allocated before the first scope: the feed's, not a block's.
   LiveSet live(zero_input(data, examples, device));
   std::vector<int64_t> before;
@@ -157,6 +167,7 @@ std::vector<double> retained(std::vector<Block>& blocks, const DataSpec& data, a
       loss = out;
     } else {
       live.update(blocks[i], out);
+      if (cut) cut->push_back(floating_bytes_per_example(live, examples));
     }
   }
   std::vector<double> out;
@@ -192,7 +203,7 @@ BlockMemory measure_block_memory(const ModelDef& def, const DataSpec& data, Prof
   BlockMemory out;
   out.measured = true;
   MemoryMeter::Install install(meter);
-  const std::vector<double> kept = retained(blocks, data, build.device(), meter.get(), examples, amp);
+  const std::vector<double> kept = retained(blocks, data, build.device(), meter.get(), examples, amp, &out.cut_per_example);
   if (amp) {
     // The casts of the weights are the same at any size: two sizes tell them apart.
     out.precision = c10::toString(amp->dtype);

@@ -14,20 +14,6 @@ double elements(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), 1.0, [](double a, int64_t b) { return a * static_cast<double>(b); });
 }
 
-/// Bytes of `examples` examples crossing a cut after `b`: the floating tensors in the
-/// device's dtype (the profile's are float32), the others (ids, masks) as profiled; for the
-/// gradients only the floating ones.
-double cut_bytes(const BlockProfile& b, double dtype_bytes, double examples, bool gradients) {
-  double n = 0;
-  for (const TensorProfile& t : b.live) {
-    if (t.floating) {
-      n += static_cast<double>(t.bytes) / 4 * dtype_bytes;
-    } else if (!gradients) {
-      n += static_cast<double>(t.bytes);
-    }
-  }
-  return n * examples;
-}
 
 /// The bytes per element of what the blocks were measured in (float32) against the run's:
 /// activation-sized bytes (growing with the micro-batch) are in the compute dtype, weight-sized
@@ -54,6 +40,19 @@ RunBytes run_bytes(const std::vector<BlockProfile>& blocks, const BlockMemory& m
   // in the master weights'. The weights' casts under autocast are known only from a profile
   // measured under it.
   return RunBytes{device.dtype_bytes / 4, device.weight_bytes / 4, std::vector<double>(blocks.size(), 0.0)};
+}
+
+/// Bytes of `examples` examples crossing a cut after block `b`: the floating tensors as the
+/// run holds them (measured under its autocast, BlockMemory::cut_per_example; else the
+/// profile's float32 in the device's dtype), the others (ids, masks) as profiled; for the
+/// gradients only the floating ones.
+double cut_bytes(const std::vector<BlockProfile>& blocks, const BlockMemory& memory, size_t b, const DeviceSpec& device,
+                 const RunBytes& run, double examples, bool gradients) {
+  double floating = 0, other = 0;
+  for (const TensorProfile& t : blocks.at(b).live) (t.floating ? floating : other) += static_cast<double>(t.bytes);
+  floating = b < memory.cut_per_example.size() ? memory.cut_per_example[b] * run.activations
+                                               : floating / 4 * device.dtype_bytes;
+  return (floating + (gradients ? 0.0 : other)) * examples;
 }
 
 /// The stage's forward and backward transients from its blocks' rises: a block's forward
@@ -186,9 +185,9 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     add_transients(k, memory, first, static_cast<size_t>(balance[s]), examples, run);
     const size_t last = first + static_cast<size_t>(balance[s]) - 1;
     if (!times) k.seconds[ActionKind::Backward] = k.seconds[ActionKind::BackwardInput] + k.seconds[ActionKind::BackwardWeight];
-    k.activation_bytes = s + 1 < balance.size() ? cut_bytes(blocks.at(last), device.dtype_bytes, examples, false) : 0;
+    k.activation_bytes = s + 1 < balance.size() ? cut_bytes(blocks, memory, last, device, run, examples, false) : 0;
     k.output_bytes = k.activation_bytes;
-    k.gradient_bytes = s > 0 ? cut_bytes(blocks.at(first - 1), device.dtype_bytes, examples, true) : 0;
+    k.gradient_bytes = s > 0 ? cut_bytes(blocks, memory, first - 1, device, run, examples, true) : 0;
     k.parameter_bytes = params * device.weight_bytes;
     k.optimizer_bytes = params * device.optimizer_states * device.weight_bytes;
     // A copy reads the weights and writes them once.

@@ -53,6 +53,11 @@ struct BlockMemory {
   /// Per block, bytes each forward keeps whatever its examples: measured under autocast, the
   /// casts of the weights its matrix products read. Empty when measured without autocast.
   std::vector<double> retained_fixed;
+  /// Per block, bytes per example of the floating tensors live after it (what a cut there
+  /// sends forward, and its gradients back), in `precision`: under autocast a language
+  /// model's residual stream stays float32 where a Linear's output is bfloat16, which the
+  /// profile's float32 shapes cannot tell. Empty when not measured.
+  std::vector<double> cut_per_example;
   /// The dtype every figure here was measured in: "Float" (float32, scaled to the run's dtype
   /// where it differs), or the autocast dtype the forwards ran under ("BFloat16", "Half"),
   /// whose figures are the run's own bytes.

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 /// Bumped whenever what a profile holds changes (the key also holds the build of pipelab).
-constexpr int kFormat = 5;
+constexpr int kFormat = 6;
 
 json affines(const std::vector<Affine>& v) {
   json out = json::array();
@@ -58,6 +58,7 @@ json to_json(const ModelProfile& p) {
            {{"measured", m.measured},
             {"retained_per_example", m.retained_per_example},
             {"retained_fixed", m.retained_fixed},
+            {"cut_per_example", m.cut_per_example},
             {"precision", m.precision},
             {"forward_rise", affines(m.forward_rise)},
             {"backward_rise", affines(m.backward_rise)},
@@ -91,6 +92,7 @@ ModelProfile from_json(const json& j) {
   p.memory.measured = m.at("measured").get<bool>();
   p.memory.retained_per_example = m.at("retained_per_example").get<std::vector<double>>();
   p.memory.retained_fixed = m.at("retained_fixed").get<std::vector<double>>();
+  p.memory.cut_per_example = m.at("cut_per_example").get<std::vector<double>>();
   p.memory.precision = m.at("precision").get<std::string>();
   p.memory.forward_rise = affines(m.at("forward_rise"));
   p.memory.backward_rise = affines(m.at("backward_rise"));
