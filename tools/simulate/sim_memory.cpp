@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <vector>
 
 namespace pipelab::sim {
 namespace {
@@ -89,16 +90,18 @@ Copies copies_of(const SimResult& r) {
 struct DeviceBytes {
   std::vector<std::pair<double, double>> steps, spikes;  // (time, bytes)
 
-  /// `bytes` on top while `x` runs.
-  void during(const TimedAction& x, double bytes) {
+  /// `bytes` on top from `start` to `end` (for that instant when they are equal).
+  void during(double start, double end, double bytes) {
     if (bytes <= 0) return;
-    if (x.end > x.start) {
-      steps.push_back({x.start, bytes});
-      steps.push_back({x.end, -bytes});
+    if (end > start) {
+      steps.push_back({start, bytes});
+      steps.push_back({end, -bytes});
     } else {
-      spikes.push_back({x.start, bytes});
+      spikes.push_back({start, bytes});
     }
   }
+  /// `bytes` on top while `x` runs.
+  void during(const TimedAction& x, double bytes) { during(x.start, x.end, bytes); }
 
   /// Walks the curve in time order (frees before allocations at the same instant) into
   /// `curve` (above `base`), and returns its peak.
@@ -129,15 +132,54 @@ struct DeviceBytes {
   }
 };
 
+/// Per device, the sums an in-process collective makes (the sequential and
+/// threaded executors, core/comm/collective.cpp): the first member of a round to arrive sums
+/// every member's gradients on its own device, one sum per pipeline stage of the group (a
+/// stage's replicas, or every stage when the collective spans the model), and they live until
+/// the last member has copied its share (the first may be in its update by then). The others
+/// hold none. Members that arrive together in the replay (the threaded executor's) give the
+/// sums to the lowest device; which thread wins in a run depends on its timing. Across
+/// processes each member makes its own (add_action_bytes), so this is empty.
+std::vector<DeviceBytes> in_process_sums(const SimResult& r, const RunPlan& plan, const SimCosts& c) {
+  std::vector<DeviceBytes> out(r.timeline.devices.size());
+  if (plan.several_processes()) return out;
+  const StageLayout& layout = plan.layout();
+  const auto position = [&](int stage) { return layout.replicated() ? layout.position(stage) : stage; };
+  const bool model = plan.sync().scope == CollectiveScope::Model;
+  struct Round {
+    double start = std::numeric_limits<double>::infinity(), end = -std::numeric_limits<double>::infinity();
+    size_t device = 0;
+    std::map<int, int> stages;  // pipeline stage -> one of its copies (the costs' index)
+  };
+  std::map<std::pair<int, int>, Round> rounds;  // (group, round) -> its members' span
+  std::map<int, int> done;                      // stage -> its ALLREDUCEs so far
+  for (size_t d = 0; d < r.timeline.devices.size(); ++d) {
+    for (const TimedAction& x : r.timeline.devices[d]) {
+      const Action& a = x.action;
+      if (a.stage < 0 || kind_info(a.kind).role != KindRole::Collective) continue;
+      Round& round = rounds[{model ? 0 : position(a.stage), done[a.stage]++}];
+      if (x.start < round.start) {
+        round.start = x.start;
+        round.device = d;
+      }
+      round.end = std::max(round.end, x.end);
+      round.stages.emplace(position(a.stage), a.stage);
+    }
+  }
+  for (const auto& [key, round] : rounds) {
+    double bytes = 0;
+    for (const auto& [p, stage] : round.stages) bytes += c.stages[static_cast<size_t>(stage)].parameter_bytes;
+    out[round.device].during(round.start, round.end, bytes);
+  }
+  return out;
+}
+
 /// The bytes of device `d`'s actions: +retained at each F's end (none under recompute, all of
 /// it from the backward's start), + what a split backward's I keeps for its
 /// W at the I's end, and all of it back when the micro-batch's backward ends (its W, when
 /// the backward is split); while an action runs, its transient
-/// bytes on top, and from an ALLREDUCE's start to the end of the update after it, a
-/// gradient-sized buffer: the sums an in-process collective makes live until the last member
-/// has copied them (core/comm/collective.cpp), and the member that made them may be in its
-/// update by then (a language model's replicas kept its Adam temporaries on top: 8-13% over
-/// the prediction that freed the sums at the ALLREDUCE's end); the buckets a c10d one reduces.
+/// bytes on top; and in processes, from an ALLREDUCE's start to the end of the update after
+/// it, the member's own sum of the stage's gradients (in one process: in_process_sums).
 void add_action_bytes(const SimResult& r, const RunPlan& plan, const std::vector<StageMemory>& held, const SimCosts& c,
                       const UnitScale& unit, const Copies& copies, size_t d, DeviceBytes& bytes, DeviceBytes& host) {
   std::map<std::pair<int, int>, double> held_by;  // (stage, mb) -> bytes it holds now
@@ -149,7 +191,7 @@ void add_action_bytes(const SimResult& r, const RunPlan& plan, const std::vector
     const Action& a = x.action;
     if (a.stage < 0) continue;
     const StageCosts& k = c.stages[static_cast<size_t>(a.stage)];
-    if (kind_info(a.kind).role == KindRole::Collective) {
+    if (kind_info(a.kind).role == KindRole::Collective && plan.several_processes()) {
       summed[a.stage] = &x;
       // In processes, while it runs: the member's gradients concatenated, every member's
       // gathered (core/dist/group_all_reduce.cpp) and, before they are split out, gloo's flat
@@ -223,7 +265,7 @@ void add_action_bytes(const SimResult& r, const RunPlan& plan, const std::vector
       holds = 0;
     }
   }
-  // An ALLREDUCE no update follows in the replay holds its buffer while it runs.
+  // In processes, an ALLREDUCE no update follows in the replay holds its buffer while it runs.
   for (const auto& [stage, x] : summed) bytes.during(*x, c.stages[static_cast<size_t>(stage)].parameter_bytes);
 }
 
@@ -249,8 +291,10 @@ void add_memory(SimResult& r, const RunPlan& plan, const SimCosts& c, const Unit
   }
   const BackwardEnds ends = backward_ends(r);
   const Copies copies = copies_of(r);
+  std::vector<DeviceBytes> sums = in_process_sums(r, plan, c);
   for (size_t d = 0; d < devices; ++d) {
-    DeviceBytes bytes, host;
+    DeviceBytes& bytes = sums[d];
+    DeviceBytes host;
     if (r.schedule.replays()) add_replayed_inputs(r, c, d, bytes.steps);
     add_sent_messages(r, held, c, unit, d, ends, bytes.steps);
     add_action_bytes(r, plan, held, c, unit, copies, d, bytes, host);

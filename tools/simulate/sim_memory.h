@@ -4,8 +4,9 @@
 /// actions hold: each micro-batch's kept activations from its forward to its backward (less
 /// what an OFFLOAD moved to the host until its RELOAD), a split backward's gradients from I to
 /// W, the gradients sent back until the receiver's backward ends, transients while an action
-/// runs, an all-reduce's buffer until the update after it, replayed inputs until their last
-/// reader.
+/// runs, an all-reduce's sums (in one process on the first member's device until the last
+/// member has copied them; across processes each member's until its update), replayed inputs
+/// until their last reader.
 #include "core/plan/run_plan.h"
 #include "tools/simulate/costs.h"
 #include "tools/simulate/simulate.h"
