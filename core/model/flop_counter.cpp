@@ -67,6 +67,20 @@ int64_t rnn_macs(c10::ArrayRef<const c10::IValue> in) {
   return macs;
 }
 
+/// The class of a counted operator: a convolution by its groups and window, a product by
+/// whether it reads a weight.
+OpClass class_of(const std::string& op, c10::ArrayRef<const c10::IValue> in, bool weight) {
+  if (op == "aten::convolution") {
+    const std::vector<int64_t> x = shape_of(in[0]), w = shape_of(in[1]);
+    const int64_t groups = in.size() > 8 && in[8].isInt() ? in[8].toInt() : 1;
+    if (groups > 1 && x.size() > 1 && groups == x[1]) return OpClass::DepthwiseConv;
+    if (!in[6].toBool() && product(w, 2) == 1) return OpClass::PointwiseConv;
+    return OpClass::Conv;
+  }
+  if (op == "aten::lstm" || op == "aten::gru" || op == "aten::rnn_tanh" || op == "aten::rnn_relu") return OpClass::Recurrent;
+  return weight ? OpClass::Gemm : OpClass::Attention;
+}
+
 /// Multiply-adds of operator `op` called with `in`, or -1 if `op` is not counted.
 int64_t macs_of(const std::string& op, c10::ArrayRef<const c10::IValue> in) {
   if (op == "aten::mm") return product(shape_of(in[0])) * shape_of(in[1]).back();
@@ -85,6 +99,10 @@ int64_t macs_of(const std::string& op, c10::ArrayRef<const c10::IValue> in) {
 struct Opened : at::ObserverContext {
   explicit Opened(bool c) : counted(c) {}
   bool counted;
+  /// A product counted at depth 0: its class, and the bytes of its inputs (its outputs' are
+  /// added at its end).
+  int cls = -1;
+  int64_t input_bytes = 0;
 };
 
 /// Operators that only make a new view of a tensor or allocate one: no kernel runs.
@@ -99,9 +117,15 @@ bool launches_nothing(const std::string& op) {
   return none.count(op) > 0;
 }
 
-/// Per open operator on this thread, whether it was counted as a kernel; and how many of
-/// them are counted (an operator inside a counted one is its implementation: not counted).
-thread_local std::vector<char> open_ops;
+/// Per open operator on this thread, whether it was counted as a kernel (and then the FLOPs
+/// counted before it and the bytes of its inputs: a kernel that counts none is priced by its
+/// bytes); and how many of them are counted (an operator inside a counted one is its
+/// implementation: not counted).
+struct OpenOp {
+  bool kernel = false;
+  int64_t flops_before = 0, input_bytes = 0;
+};
+thread_local std::vector<OpenOp> open_ops;
 thread_local int counted_open = 0;
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
@@ -109,22 +133,43 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (counter == nullptr) return nullptr;
   const std::string op = fn.name();
   const bool kernel = counted_open == 0 && !launches_nothing(op);
-  open_ops.push_back(kernel ? 1 : 0);
+  open_ops.push_back({kernel, counter->flops(), kernel ? counter->activation_bytes(fn.inputs()) : 0});
   if (kernel) {
     ++counted_open;
     ++counter->kernels;
   }
   const int64_t macs = macs_of(op, fn.inputs());
   if (macs < 0) return std::make_unique<Opened>(false);
-  if (counter->depth++ == 0) counter->add(op, 2 * macs, counter->reads_weight(fn.inputs()));
-  return std::make_unique<Opened>(true);
+  auto opened = std::make_unique<Opened>(true);
+  if (counter->depth++ == 0) {
+    const bool weight = counter->reads_weight(fn.inputs());
+    const OpClass c = class_of(op, fn.inputs(), weight);
+    counter->add(op, 2 * macs, weight, c);
+    opened->cls = static_cast<int>(c);
+    opened->input_bytes = counter->activation_bytes(fn.inputs());
+  }
+  return opened;
 }
 
-void on_end(const at::RecordFunction&, at::ObserverContext* context) {
+/// The bytes of what `fn` returned, weights aside.
+int64_t output_bytes(const FlopCounter& counter, const at::RecordFunction& fn) {
+  return counter.activation_bytes(c10::ArrayRef<const c10::IValue>(fn.outputs().data(), fn.outputs().size()));
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   if (active == nullptr) return;
-  if (context != nullptr && static_cast<Opened*>(context)->counted) --active->depth;
+  if (context != nullptr && static_cast<Opened*>(context)->counted) {
+    --active->depth;
+    const Opened& o = *static_cast<Opened*>(context);
+    if (o.cls >= 0) active->add_operand_bytes(static_cast<OpClass>(o.cls), o.input_bytes + output_bytes(*active, fn));
+  }
   if (open_ops.empty()) return;
-  if (open_ops.back()) --counted_open;
+  const OpenOp& open = open_ops.back();
+  if (open.kernel) {
+    --counted_open;
+    // A kernel that counted no FLOPs (nor any inside it) is priced by its bytes.
+    if (active->flops() == open.flops_before) active->add_memory_bytes(open.input_bytes + output_bytes(*active, fn));
+  }
   open_ops.pop_back();
 }
 
@@ -135,6 +180,7 @@ FlopCounter::FlopCounter() {
   active = this;
   handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
                                            .needsInputs(true)
+                                           .needsOutputs(true)
                                            .scopes({at::RecordScope::FUNCTION}));
 }
 
@@ -145,10 +191,34 @@ FlopCounter::~FlopCounter() {
   counted_open = 0;
 }
 
-void FlopCounter::add(const std::string& op, int64_t flops, bool weight) {
+const char* op_class_name(OpClass c) {
+  static const char* const names[kOpClasses] = {"gemm", "attention", "conv", "depthwise_conv", "pointwise_conv",
+                                                "recurrent"};
+  return names[static_cast<size_t>(c)];
+}
+
+void FlopCounter::add(const std::string& op, int64_t flops, bool weight, OpClass c) {
   total_ += flops;
   if (weight) weight_total_ += flops;
   by_op_[op] += flops;
+  by_class_[static_cast<size_t>(c)] += flops;
+  ++calls_[static_cast<size_t>(c)];
+}
+
+int64_t FlopCounter::activation_bytes(c10::ArrayRef<const c10::IValue> values) const {
+  int64_t n = 0;
+  const auto add = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.has_storage() && weights_.count(t.storage().unsafeGetStorageImpl()) > 0) return;
+    n += static_cast<int64_t>(t.nbytes());
+  };
+  for (const c10::IValue& v : values) {
+    if (v.isTensor()) add(v.toTensor());
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) add(t);
+    }
+  }
+  return n;
 }
 
 bool FlopCounter::reads_weight(c10::ArrayRef<const c10::IValue> inputs) const {

@@ -11,6 +11,7 @@
 #include "core/train/experiment.h"
 #include "core/train/plan_request.h"
 #include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
 #include "tools/simulate/simulate.h"
 
 namespace pipelab::simulate_offload_test {

@@ -17,18 +17,6 @@
 namespace pipelab::cli {
 namespace {
 
-/// The blocks' profile from shapes on the meta device (seconds and no memory at any size,
-/// docs/plan.md, "Profiles from shapes"); measured on this CPU for a model the meta device
-/// cannot run (an operator without a meta kernel, a fused RNN).
-std::vector<BlockProfile> shapes_of(const ModelDef& def, const DataSpec& spec, int64_t seed) {
-  try {
-    return profile_blocks(def, spec, static_cast<uint64_t>(seed), /*meta=*/true);
-  } catch (const MetaUnsupported&) {
-  } catch (const c10::Error&) {
-  }
-  return profile_blocks(def, spec, static_cast<uint64_t>(seed), /*meta=*/false);
-}
-
 /// Blocks per stage as the runner resolves them, and a line saying how.
 std::pair<std::vector<int>, std::string> stages_of(const Experiment& e, const ModelDef& def,
                                                    const std::vector<BlockProfile>& blocks) {
@@ -103,7 +91,7 @@ int describe(const Args& args) {
   const DataSpec spec = data_spec(e, vm);
   const ModelDef def = with_example_flags(vm, [&] { return e.model->define(spec); });
   dataflow(def, e.model->type());  // a malformed block list: a clear error before any block runs
-  const std::vector<BlockProfile> blocks = with_example_flags(vm, [&] { return shapes_of(def, spec, e.run.seed); });
+  const std::vector<BlockProfile> blocks = with_example_flags(vm, [&] { return profile_blocks_from_shapes(def, spec, static_cast<uint64_t>(e.run.seed)); });
   const auto [balance, partition] = stages_of(e, def, blocks);
   fmt::print("{}: model {} on examples {}{}, {} classes{}\n\n", file, e.model->type(), shape_text(spec.input_shape),
              spec.integer_input ? " (int64 word ids)" : "", spec.classes,

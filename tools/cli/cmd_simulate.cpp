@@ -302,8 +302,11 @@ void print_header(const Experiment& e, const SimulateFlags& f, const CostSource&
   const std::string costs_line =
       source.timed() ? source.describe(f.cost.dtype)
       : source.derived()
-          ? fmt::format("derived: {:g} TFLOP/s, {}, {}, {} optimizer state(s) per parameter; activations "
+          ? fmt::format("derived{}: {:g} TFLOP/s, {}, {}, {} optimizer state(s) per parameter; activations "
                         "kept {}",
+                        device.classes.given() ? " per operator class (the cluster's device.classes, docs/simulate.md, "
+                                                 "\"Calibrated costs\")"
+                                               : "",
                         device.tflops, CostSource::memory_text(device.memory_gbs), f.cost.dtype,
                         device.optimizer_states,
                         source.memory().measured ? "measured with LibTorch's allocator" : "estimated as 2x block outputs")

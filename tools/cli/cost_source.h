@@ -97,6 +97,7 @@ inline void apply_cluster(const po::variables_map& vm, CostFlags& f, const std::
   f.device.link.inter_latency_us = c.link.inter_latency_us;
   unless_given("host-gbps", f.device.link.host_gbps, c.link.host_gbps);
   unless_given("host-latency-us", f.device.link.host_latency_us, c.link.host_latency_us);
+  f.device.classes = c.device.classes;
   f.cluster_memory_gib = c.device.memory_gib;
   f.cluster_name = c.name;
 }
@@ -260,9 +261,9 @@ class CostSource {
   std::string describe(const std::string& dtype) const {
     if (file_) return file_->source;
     if (!times_.empty()) return describe_timed();
-    return fmt::format("derived: {:g} TFLOP/s, {}, {}, {:g} us per kernel and {:g} us per action, links {} Gbit/s "
+    return fmt::format("derived{}: {:g} TFLOP/s, {}, {}, {:g} us per kernel and {:g} us per action, links {} Gbit/s "
                        "and {:g} us{}; {}{}",
-                       device_.tflops, memory_text(device_.memory_gbs), dtype, device_.launch_us, device_.action_us,
+                       device_.classes.given() ? " per operator class (the cluster's device.classes)" : "", device_.tflops, memory_text(device_.memory_gbs), dtype, device_.launch_us, device_.action_us,
                        device_.link.gbps > 0 ? fmt::format("{:g}", device_.link.gbps) : "unbounded",
                        device_.link.latency_us,
                        device_.link.devices_per_node > 0 && device_.link.inter_gbps > 0

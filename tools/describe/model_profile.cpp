@@ -18,6 +18,15 @@ std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& da
   return profile_blocks(def, data, build);
 }
 
+std::vector<BlockProfile> profile_blocks_from_shapes(const ModelDef& def, const DataSpec& data, uint64_t seed) {
+  try {
+    return profile_blocks(def, data, seed, /*meta=*/true);
+  } catch (const MetaUnsupported&) {
+  } catch (const c10::Error&) {
+  }
+  return profile_blocks(def, data, seed, /*meta=*/false);
+}
+
 std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, ProfileBlocks& build) {
   const bool meta = build.meta();
   torch::NoGradGuard no_grad;
@@ -43,6 +52,10 @@ std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& da
       live.run(block);
       p.flops = counter.flops();
       p.weight_flops = counter.weight_flops();
+      p.class_flops = counter.by_class();
+      p.class_calls = counter.calls_by_class();
+      p.class_bytes = counter.operand_bytes_by_class();
+      p.memory_bytes = counter.memory_bytes();
       p.kernels = counter.kernels;
       if (meta) {
         for (const auto& [op, flops] : counter.by_operator()) check_meta_faithful(op);

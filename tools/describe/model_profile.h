@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/flop_counter.h"
 #include "core/model/meta_device.h"
 #include "core/model/model.h"
 
@@ -29,6 +30,13 @@ struct BlockProfile {
   /// weight gradients (W) compute as many again, its input gradients (I) these once and the
   /// rest (operators of two activations) twice.
   int64_t weight_flops = 0;
+  /// The FLOPs per operator class (FlopCounter::by_class), and the bytes the kernels that
+  /// count none read and write (FlopCounter::memory_bytes), for one example in float32: what
+  /// a cost model per operator class prices.
+  ClassFlops class_flops{};
+  ClassFlops class_calls{};  ///< per micro-batch, whatever its examples
+  ClassFlops class_bytes{};  ///< what each class's products read and write (FlopCounter::operand_bytes_by_class)
+  int64_t memory_bytes = 0;
   /// The forward's kernels for one micro-batch (operators that compute, counted by the
   /// FlopCounter; a backward runs about twice as many): what a launch cost multiplies.
   int64_t kernels = 0;
@@ -49,6 +57,10 @@ struct StageProfile {
 /// kernel throws c10::Error.
 std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed = 0,
                                          bool meta = false);
+/// From shapes on the meta device (seconds and no memory at any size, docs/plan.md, "Profiles
+/// from shapes"); measured on this CPU for a model the meta device cannot run (an operator
+/// without a meta kernel, a fused RNN).
+std::vector<BlockProfile> profile_blocks_from_shapes(const ModelDef& def, const DataSpec& data, uint64_t seed);
 /// The same with the blocks from `build` (which keeps the meta blocks it built for a next use).
 std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& data, ProfileBlocks& build);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <vector>
 
 #include "core/config/fields.h"
 #include "core/config/yaml_file.h"
@@ -69,6 +70,10 @@ void ClusterDevice::fields(V& v) {
   v("memory_gib", memory_gib, "memory per device, GiB (at least 1 MiB: 0.001)", in_range(0, 1e6));
   v("launch_us", launch_us, "host time per kernel launched, microseconds", in_range(0, 1e6));
   v("action_us", action_us, "host time per pipeline action, microseconds", in_range(0, 1e6));
+  v.section("classes", classes,
+            "per operator class (gemm, attention, conv, depthwise_conv, pointwise_conv, recurrent) its fraction of "
+            "tflops and time per call, forward and backward; the bytes' (memory) and the update's fractions of "
+            "memory_gbs: docs/simulate.md, \"Calibrated costs\"");
 }
 
 template <class V>
@@ -104,6 +109,28 @@ void Cluster::check(const ConfigNode& node) const {
   if (node.has("link") && node.child("link").has("inter_gbps")) {
     need("link", "inter_gbps", link.inter_gbps, "the link between nodes moves nothing");
   }
+}
+
+/// Drops the keys of `map` whose value is 0: a figure not given (a link between nodes not
+/// modelled, a class at the device's own rate), which a file leaves out.
+void drop_zeros(YAML::Node map) {
+  std::vector<std::string> zero;
+  for (const auto& kv : map) {
+    if (kv.second.IsScalar() && kv.second.as<double>(1) == 0) zero.push_back(kv.first.as<std::string>());
+  }
+  for (const std::string& key : zero) map.remove(key);
+}
+
+std::string cluster_yaml(const Cluster& cluster) {
+  FieldWriter w;
+  const_cast<Cluster&>(cluster).fields(w);
+  YAML::Node root = w.node();
+  drop_zeros(root["link"]);
+  drop_zeros(root["device"]["classes"]);
+  if (root["device"]["classes"].size() == 0) root["device"].remove("classes");
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
 }
 
 std::vector<std::string> cluster_presets() {

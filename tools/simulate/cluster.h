@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/simulate/class_rates.h"
 #include "tools/simulate/costs.h"
 
 namespace pipelab::sim {
@@ -28,6 +29,7 @@ struct DtypeRates {
 struct ClusterDevice {
   DtypeRates tflops;
   double memory_gbs = 0, memory_gib = 0, launch_us = 0, action_us = 0;
+  ClassRates classes;  ///< per operator class (optional: `pipelab calibrate` writes them)
   template <class V>
   void fields(V& v);
 };
@@ -44,6 +46,9 @@ struct Cluster {
 /// A preset's name, or a YAML file's path: the cluster, every value checked at its key
 /// (ConfigError: file, line:column, the fix).
 Cluster load_cluster(const std::string& name_or_path);
+
+/// The cluster as a file that load_cluster reads back.
+std::string cluster_yaml(const Cluster& cluster);
 
 /// The shipped presets' names.
 std::vector<std::string> cluster_presets();

@@ -162,6 +162,13 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
         k.seconds[ActionKind::BackwardWeight] += s == 0 ? backward : times->weight_backward[b].at(examples);
         update += times->update[b];
         k.weight_copy_seconds += times->weight_copy.at(b);
+      } else if (device.classes.given()) {
+        // Per operator class (tools/simulate/class_rates.h), each kernel's host cost on top.
+        const double launches = static_cast<double>(block.kernels) * device.launch_us * 1e-6;
+        const ClassSeconds t = class_seconds(block, examples, device.classes, rate, bw, device.dtype_bytes / 4);
+        k.seconds[ActionKind::Forward] += t.forward + launches;
+        k.seconds[ActionKind::BackwardInput] += t.input_backward + launches;
+        k.seconds[ActionKind::BackwardWeight] += t.weight_backward + launches;
       } else {
         // Each kernel's fixed host cost: a backward runs about two per forward kernel, one
         // for the input's gradient and one for the weights'.
@@ -193,8 +200,9 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     // A copy reads the weights and writes them once.
     if (!times && bw > 0) k.weight_copy_seconds = 2 * k.parameter_bytes / bw;
     // The step reads weights and gradient, writes weights, and reads and writes each state.
+    const double update_bw = bw * (device.classes.update > 0 ? device.classes.update : 1.0);
     k.seconds[ActionKind::Update] = times ? update
-                                    : (bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / bw : 0) +
+                                    : (bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / update_bw : 0) +
                                           device.action_us * 1e-6;
     c.stages.push_back(k);
     first += static_cast<size_t>(balance[s]);

@@ -8,6 +8,7 @@
 
 #include "tools/describe/model_profile.h"
 #include "tools/simulate/block_times.h"
+#include "tools/simulate/class_rates.h"
 #include "tools/simulate/costs.h"
 
 namespace pipelab::sim {
@@ -29,6 +30,8 @@ struct DeviceSpec {
   double launch_us = 0;
   /// Host time per action (pipelab's own work around a forward, backward or update).
   double action_us = 0;
+  /// Rates per operator class (a cluster file's device.classes); not given: one roofline per block.
+  ClassRates classes;
 };
 
 /// Per block, bytes one example keeps from its forward until its backward (measured or
