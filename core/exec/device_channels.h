@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/dist/device_channel.h"
+#include "core/processes/device_channel.h"
 #include "core/exec/process_world.h"
 #include "core/schedule/schedule.h"
 

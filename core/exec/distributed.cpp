@@ -10,7 +10,7 @@
 #include <functional>
 #include <mutex>
 
-#include "core/dist/wire.h"
+#include "core/processes/wire.h"
 #include "core/exec/actions.h"
 #include "core/exec/mailboxes.h"
 #include "core/exec/remote_receives.h"

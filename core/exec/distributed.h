@@ -1,13 +1,13 @@
 #pragma once
 /// The distributed executor: one process per device, or per group of consecutive devices,
-/// over a c10d process group (core/dist). Within a process its devices run on threads as in
+/// over a c10d process group (core/processes). Within a process its devices run on threads as in
 /// the threaded executor; between processes messages go point-to-point (dist/wire.h). The
 /// numbers equal the sequential executor's bit for bit, because every action still runs
 /// through exec/actions.h in its device's order.
 #include <memory>
 #include <string>
 
-#include "core/dist/wire.h"
+#include "core/processes/wire.h"
 #include "core/exec/device_channels.h"
 #include "core/exec/executor.h"
 #include "core/exec/host_links.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "core/dist/shm_link.h"
+#include "core/processes/shm_link.h"
 #include "core/exec/process_world.h"
 #include "core/schedule/schedule.h"
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/dist/group_all_reduce.h"
+#include "core/processes/group_all_reduce.h"
 #include "core/exec/executor.h"
 #include "core/exec/trace_merge.h"
 #include "core/util/error.h"

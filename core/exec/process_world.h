@@ -1,13 +1,13 @@
 #pragma once
 /// The world of a multi-process run (core/exec/world.h): this process's rank in a c10d
-/// process group (core/dist), the placement of every stage on the ranks, and the
+/// process group (core/processes), the placement of every stage on the ranks, and the
 /// collectives the runner needs over them. The distributed executor runs its actions over
 /// the same group (core/exec/distributed.h).
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/exec/world.h"
 
 namespace pipelab {

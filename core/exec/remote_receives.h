@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/dist/wire.h"
+#include "core/processes/wire.h"
 #include "core/exec/host_links.h"
 #include "core/exec/transport.h"
 #include "core/schedule/schedule.h"

@@ -1,6 +1,6 @@
 #include "core/exec/world.h"
 
-#include "core/dist/value_rows.h"
+#include "core/processes/value_rows.h"
 
 namespace pipelab {
 

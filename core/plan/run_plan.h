@@ -85,7 +85,7 @@ class RunPlan {
   /// The ALLREDUCE before each update: the replicas' sums, a global clip, tied weights.
   const GradientSync& sync() const { return sync_; }
   /// Whether its stages run in processes of their own (the distributed executor, `pipelab
-  /// launch`): their all-reduce gathers every member's gradients (core/dist/
+  /// launch`): their all-reduce gathers every member's gradients (core/processes/
   /// group_all_reduce.cpp), where one process sums them in place.
   bool several_processes() const { return several_processes_; }
   /// The pipeline positions the boundaries' codecs number (replicated stages: the pipeline

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/train/classification_metrics.h"
 #include "core/train/metrics_files.h"
 #include "tests/support/helpers.h"

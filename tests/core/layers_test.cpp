@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 /// Bottom first: each folder may include its own and those listed before it.
 const std::vector<std::string> kLayers{"util",    "device", "io",   "config", "schedule", "model",
-                                       "comm",    "nn",     "optim", "compress", "data",   "dist",
+                                       "comm",    "nn",     "optim", "compress", "data",   "processes",
                                        "stage",   "scheme", "exec", "plan",     "weights", "train"};
 
 /// Calls `seen(line number, match)` for each line of `file` that `include` matches.

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/exec/distributed.h"
 #include "core/util/error.h"
 #include "tests/support/helpers.h"

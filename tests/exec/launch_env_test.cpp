@@ -1,4 +1,4 @@
-// The launchers' environments (core/dist/launch_env.h): torchrun's and SLURM's variables read
+// The launchers' environments (core/processes/launch_env.h): torchrun's and SLURM's variables read
 // as torch.distributed's env:// reads them, a half-set environment named, and SLURM's host
 // list parser fuzzed (it is written by hand).
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "core/dist/launch_env.h"
-#include "core/dist/process_group.h"
+#include "core/processes/launch_env.h"
+#include "core/processes/process_group.h"
 #include "core/util/error.h"
 #include "tests/support/helpers.h"
 

@@ -15,7 +15,7 @@
 #include <torch/nn/modules/linear.h>
 #include <yaml-cpp/yaml.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/scheme/replicas.h"
 #include "core/scheme/scheme.h"
 #include "core/stage/stage.h"

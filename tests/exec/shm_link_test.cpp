@@ -1,4 +1,4 @@
-// The shared-memory link between two ranks of one host (core/dist/shm_link.h): messages
+// The shared-memory link between two ranks of one host (core/processes/shm_link.h): messages
 // arrive whole and in any order the receiver asks for, the ring wraps and never blocks the
 // sender, what does not fit is reported as sent elsewhere, and a peer that stops or dies
 // ends a wait with an error naming it.
@@ -15,8 +15,8 @@
 #include <random>
 #include <thread>
 
-#include "core/dist/process_group.h"
-#include "core/dist/shm_link.h"
+#include "core/processes/process_group.h"
+#include "core/processes/shm_link.h"
 #include "core/util/error.h"
 
 namespace pipelab::shm_link_test {

@@ -6,7 +6,7 @@
 
 #include <future>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/exec/process_world.h"
 #include "core/exec/trace_merge.h"
 #include "core/exec/world.h"

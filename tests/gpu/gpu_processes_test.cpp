@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "core/device/device.h"
-#include "core/dist/device_channel.h"
-#include "core/dist/process_group.h"
+#include "core/processes/device_channel.h"
+#include "core/processes/process_group.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"

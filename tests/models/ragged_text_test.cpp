@@ -12,7 +12,7 @@
 
 #include <fmt/ranges.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/nn/document_layout.h"
 #include "core/train/feeds.h"
 #include "datasets/text/ragged_text.h"

@@ -8,7 +8,7 @@
 #include <future>
 
 #include "core/config/registry.h"
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/comm/gradient_finish.h"
 #include "core/io/pt_file.h"
 #include "core/model/model.h"

@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/config/config_node.h"
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/nn/sequence_segment.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/validate.h"

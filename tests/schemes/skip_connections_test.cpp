@@ -4,7 +4,7 @@
 // what a hand count says, and a scheme that cannot route several tensors says so.
 #include <gtest/gtest.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/train/runner.h"
 #include "tests/support/helpers.h"
 

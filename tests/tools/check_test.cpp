@@ -1,7 +1,7 @@
 // `pipelab check scheme NAME`: the registry's conformance checks on one scheme.
 #include <gtest/gtest.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 

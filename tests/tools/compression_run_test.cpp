@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 

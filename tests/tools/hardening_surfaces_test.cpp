@@ -11,7 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::hardening_surfaces_test {

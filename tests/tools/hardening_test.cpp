@@ -13,7 +13,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/io/pt_file.h"
 #include "core/train/run_record.h"
 #include "tests/support/helpers.h"

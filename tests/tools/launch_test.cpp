@@ -16,7 +16,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/io/pt_file.h"
 #include "core/scheme/replicas.h"
 #include "tests/support/helpers.h"
@@ -321,7 +321,7 @@ TEST(Launch, AGlobalClipOverStagesInTwoProcessesEqualsOneProcess) {
 }
 
 // Processes with several devices each: the members of a collective on one rank meet there
-// first (core/dist/group_all_reduce.h), then every rank's in the subgroup.
+// first (core/processes/group_all_reduce.h), then every rank's in the subgroup.
 TEST(Launch, CollectivesWithSeveralDevicesPerProcessEqualOneProcess) {
   if (!dist::available()) GTEST_SKIP() << "built without Gloo headers";
   testing::TempDir clip, replicas;

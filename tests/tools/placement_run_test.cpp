@@ -5,7 +5,7 @@
 // clear error naming the key.
 #include <gtest/gtest.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 

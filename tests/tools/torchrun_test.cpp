@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 

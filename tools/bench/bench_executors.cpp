@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/exec/executor.h"
 #include "core/optim/optimizer.h"
 #include "tools/bench/bench_cli.h"

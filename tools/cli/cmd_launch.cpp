@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/train/experiment.h"
 #include "core/plan/run_plan.h"
 #include "core/train/plan_request.h"

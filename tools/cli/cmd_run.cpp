@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "core/config/yaml_file.h"
-#include "core/dist/launch_env.h"
+#include "core/processes/launch_env.h"
 #include "core/train/runner.h"
 #include "tools/cli/options.h"
 #include "tools/cli/simulated_clock.h"
@@ -41,7 +41,7 @@ struct Place {
   bool restarted = false;
 };
 
-/// The flags, else the launcher's environment (torchrun's or SLURM's; core/dist/launch_env.h),
+/// The flags, else the launcher's environment (torchrun's or SLURM's; core/processes/launch_env.h),
 /// each flag overriding its variable; nothing for a one-process run. Processes on this
 /// machine share its cores as under `pipelab launch` (PIPELAB_LOCAL_PROCESSES).
 std::optional<Place> place_in_run(const po::variables_map& vm) {

@@ -194,10 +194,10 @@ void add_action_bytes(const SimResult& r, const RunPlan& plan, const std::vector
     if (kind_info(a.kind).role == KindRole::Collective && plan.several_processes()) {
       summed[a.stage] = &x;
       // In processes, while it runs: the member's gradients concatenated, every member's
-      // gathered (core/dist/group_all_reduce.cpp) and, before they are split out, gloo's flat
+      // gathered (core/processes/group_all_reduce.cpp) and, before they are split out, gloo's flat
       // buffer of them all (ProcessGroupGloo's all-gather): 2 R + 1 gradients, on top of the
       // sum held below. Measured: `dp` over 4 processes held exactly that (204.7 MiB a rank).
-      if (plan.several_processes()) bytes.during(x, (2.0 * stage_copies(plan, a.stage) + 1) * k.parameter_bytes);
+      bytes.during(x, (2.0 * stage_copies(plan, a.stage) + 1) * k.parameter_bytes);
     }
     if (a.kind == ActionKind::Update) {
       accumulating[static_cast<size_t>(a.stage)] = 0;

@@ -1,4 +1,4 @@
-#include "core/dist/shm_link.h"
+#include "core/processes/shm_link.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -19,7 +19,7 @@
 #include <random>
 #include <thread>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/util/error.h"
 
 namespace pipelab::dist {

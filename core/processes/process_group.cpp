@@ -1,4 +1,4 @@
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -21,8 +21,8 @@
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 
-#include "core/dist/device_channel.h"
-#include "core/dist/launch_env.h"
+#include "core/processes/device_channel.h"
+#include "core/processes/launch_env.h"
 #include "core/util/error.h"
 
 #ifdef PIPELAB_HAVE_GLOO

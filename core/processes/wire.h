@@ -23,9 +23,9 @@
 #include <mutex>
 #include <tuple>
 
-#include "core/dist/device_channel.h"
-#include "core/dist/process_group.h"
-#include "core/dist/shm_link.h"
+#include "core/processes/device_channel.h"
+#include "core/processes/process_group.h"
+#include "core/processes/shm_link.h"
 #include "core/comm/message.h"
 
 namespace pipelab::dist {

@@ -1,4 +1,4 @@
-#include "core/dist/wire.h"
+#include "core/processes/wire.h"
 
 #include <ATen/ATen.h>
 

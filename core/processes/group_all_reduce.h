@@ -14,7 +14,7 @@
 #include <mutex>
 #include <set>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 #include "core/comm/collective.h"
 
 namespace pipelab::dist {

@@ -1,11 +1,11 @@
-#include "core/dist/group_all_reduce.h"
+#include "core/processes/group_all_reduce.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <numeric>
 
-#include "core/dist/value_rows.h"
+#include "core/processes/value_rows.h"
 #include "core/util/error.h"
 
 namespace pipelab::dist {

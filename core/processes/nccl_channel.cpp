@@ -1,4 +1,4 @@
-#include "core/dist/device_channel.h"
+#include "core/processes/device_channel.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "core/dist/launch_env.h"
+#include "core/processes/launch_env.h"
 
 #include <fmt/format.h>
 

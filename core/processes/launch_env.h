@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "core/dist/process_group.h"
+#include "core/processes/process_group.h"
 
 namespace pipelab::dist {
 
