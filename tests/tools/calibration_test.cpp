@@ -181,6 +181,30 @@ TEST(Calibration, StagesMadeFromKnownRatesGiveThemBack) {
   EXPECT_NEAR((t.input_backward + t.weight_backward) / (2 * (8e6 * conv_back + 2 * conv_call)), 1, 1e-6);
 }
 
+TEST(Calibration, OneByOneConvolutionsAreFittedWithTheGemmsUnlessAskedApart) {
+  // 1 x 1 convolutions at 1 TFLOP/s, GEMMs at 2: by default one rate for both (the fit's
+  // compromise, the same for the two classes); apart, each its own.
+  constexpr size_t kGemm = static_cast<size_t>(OpClass::Gemm), kPointwise = static_cast<size_t>(OpClass::PointwiseConv);
+  std::vector<sim::StageSample> samples;
+  for (int s = 0; s < 8; ++s) {
+    sim::StageSample x;
+    x.flops[kGemm] = 1e6 * (1 + s % 3);
+    x.flops[kPointwise] = 1e6 * (1 + s % 4);
+    x.examples = 1;
+    x.forward = x.flops[kGemm] / 2e12 + x.flops[kPointwise] / 1e12;
+    x.backward = 2 * x.forward;
+    samples.push_back(x);
+  }
+  const sim::Calibration together = sim::fit_calibration(samples);
+  EXPECT_EQ(together.forward.per_flop[kPointwise], together.forward.per_flop[kGemm]);
+  EXPECT_GT(together.rms_error, 0.01);
+  sim::CalibrationOptions apart;
+  apart.pointwise_as_gemm = false;
+  const sim::Calibration separate = sim::fit_calibration(samples, apart);
+  EXPECT_NEAR(separate.forward.per_flop[kGemm] * 2e12, 1, 1e-6);
+  EXPECT_NEAR(separate.forward.per_flop[kPointwise] * 1e12, 1, 1e-6);
+}
+
 TEST(Calibration, ClusterFileRoundTripsAndRefusesAClassAboveItsDevice) {
   testing::TempDir dir;
   sim::Cluster c;

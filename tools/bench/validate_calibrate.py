@@ -83,7 +83,7 @@ def main():
     parser.add_argument("--markdown", help="also write the table here")
     args = parser.parse_args()
     names = args.models.split(",")
-    lines = ["| left out | measured step (ms) | calibrated per class | error | one efficiency | error |",
+    lines = ["| left out | measured step (ms) | calibrated per class | error | one rate for every product | error |",
              "|---|---:|---:|---:|---:|---:|"]
     with tempfile.TemporaryDirectory(prefix="pipelab-calibrate-") as tmp:
         runs = {name: train(args.pipelab, tmp, name) for name in names}

@@ -161,7 +161,7 @@ int calibrate(const Args& args) {
   std::vector<std::string> runs;
   std::string out, name;
   double memory_gib = 0, link_gbps = 0, link_latency_us = sim::kDefaultLinkLatencyUs;
-  bool one_class = false;
+  bool one_class = false, pointwise_apart = false;
   options.add_options()("runs", po::value(&runs)->composing(), "run folders of `pipelab run` (traced)")(
       "output,o", po::value(&out)->required(), "the cluster file to write")(
       "name", po::value(&name), "the cluster's name (default: the device the runs ran on)")(
@@ -170,12 +170,14 @@ int calibrate(const Args& args) {
       "link-latency-us", po::value(&link_latency_us)->default_value(sim::kDefaultLinkLatencyUs),
       "latency per message, microseconds (not fitted)")(
       "one-class", po::bool_switch(&one_class),
-      "one rate for every product (GEMMs, attention, convolutions alike), for comparison");
+      "one rate for every product (GEMMs, attention, convolutions alike), for comparison")(
+      "pointwise-apart", po::bool_switch(&pointwise_apart),
+      "fit 1 x 1 convolutions apart from the GEMMs (by default they are fitted together: the same product)");
   po::positional_options_description positional;
   positional.add("runs", -1);
   po::variables_map vm;
   if (!parse(args,
-             "pipelab calibrate RUN_DIR... -o cluster.yaml [--name N] [--memory-gib G] [--link-gbps G] [--one-class]\n\n"
+             "pipelab calibrate RUN_DIR... -o cluster.yaml [--name N] [--memory-gib G] [--link-gbps G] [--one-class] [--pointwise-apart]\n\n"
              "Fits the device the runs ran on: each operator class's rate (GEMMs, attention, convolutions dense,\n"
              "depthwise and 1 x 1, recurrent steps), the memory-bound kernels' bandwidth and the host cost per\n"
              "kernel and per action, to the forward and backward seconds of every stage of the traced runs\n"
@@ -195,6 +197,7 @@ int calibrate(const Args& args) {
   for (const RunSamples& r : all) samples.insert(samples.end(), r.stages.begin(), r.stages.end());
   sim::CalibrationOptions how;
   how.one_class = one_class;
+  how.pointwise_as_gemm = !pointwise_apart;
   const sim::Calibration fit = sim::fit_calibration(samples, how);
   if (memory_gib <= 0) memory_gib = static_cast<double>(physical_memory_bytes()) / (1u << 30);
   sim::Cluster cluster;

@@ -70,13 +70,19 @@ double dot(const std::array<double, kUnknowns>& row, const std::vector<double>& 
   return out;
 }
 
-/// Every product as a GEMM.
-void as_one_class(StageSample& s) {
-  for (size_t c = 1; c < kOpClasses; ++c) {
-    s.flops[0] += s.flops[c];
-    s.calls[0] += s.calls[c];
-    s.flops[c] = s.calls[c] = 0;
-  }
+constexpr size_t kGemm = static_cast<size_t>(OpClass::Gemm);
+
+/// Class `c`'s products counted as GEMMs.
+void into_gemm(StageSample& s, size_t c) {
+  s.flops[kGemm] += s.flops[c];
+  s.calls[kGemm] += s.calls[c];
+  s.flops[c] = s.calls[c] = 0;
+}
+
+/// The classes folded into the GEMMs take the GEMMs' fit.
+void as_gemm(PassFit& p, size_t c) {
+  p.per_flop[c] = p.per_flop[kGemm];
+  p.per_call[c] = p.per_call[kGemm];
 }
 
 }  // namespace
@@ -89,14 +95,18 @@ std::pair<double, double> Calibration::predict(const StageSample& s) const {
 double Calibration::predict_update(const StageSample& s) const { return dot(update_row(s), unknowns_of(*this)); }
 
 Calibration fit_calibration(std::vector<StageSample> samples, const CalibrationOptions& options) {
-  const bool one_class = options.one_class;
+  std::vector<size_t> folded;  // the classes fitted with the GEMMs
+  for (size_t c = 0; c < kOpClasses; ++c) {
+    const bool pointwise = static_cast<OpClass>(c) == OpClass::PointwiseConv;
+    if (c != kGemm && (options.one_class || (pointwise && options.pointwise_as_gemm))) folded.push_back(c);
+  }
   PIPELAB_ASSERT(!samples.empty(), "calibration without samples");
   std::vector<double> a, b;
   Calibration out;
   for (StageSample& s : samples) {
     for (size_t c = 0; c < kOpClasses; ++c) out.seen[c] = out.seen[c] || s.flops[c] > 0;
     out.memory_seen = out.memory_seen || s.memory_bytes > 0;
-    if (one_class) as_one_class(s);
+    for (const size_t c : folded) into_gemm(s, c);
     // Each equation divided by what it measured: the fit minimises relative errors.
     for (const bool backward : {false, true}) {
       const double seconds = backward ? s.backward : s.forward;
@@ -116,13 +126,9 @@ Calibration fit_calibration(std::vector<StageSample> samples, const CalibrationO
   std::vector<double> x = nnls(a, b);
   for (size_t j = 0; j < kUnknowns; ++j) x[j] = scale[j] > 0 ? x[j] / scale[j] : 0.0;
   read_unknowns(x, out);
-  if (one_class) {
-    for (PassFit* p : {&out.forward, &out.backward}) {
-      for (size_t c = 1; c < kOpClasses; ++c) {
-        p->per_flop[c] = p->per_flop[0];
-        p->per_call[c] = p->per_call[0];
-      }
-    }
+  for (const size_t c : folded) {
+    as_gemm(out.forward, c);
+    as_gemm(out.backward, c);
   }
   double squares = 0;
   size_t n = 0;

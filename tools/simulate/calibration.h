@@ -62,6 +62,11 @@ struct CalibrationOptions {
   /// Every product counts as a GEMM: one rate for all of them (what derived costs assumed
   /// before there were classes), for comparison.
   bool one_class = false;
+  /// Fit 1 x 1 convolutions with the GEMMs (a 1 x 1 convolution is a matrix product of the
+  /// channels): a class of their own needs many models with them to be told apart, and
+  /// fitted apart from MobileNetV2 and a separable CNN alone it missed both left-out by 2x
+  /// (docs/simulate.md, "Calibrated costs").
+  bool pointwise_as_gemm = true;
 };
 Calibration fit_calibration(std::vector<StageSample> samples, const CalibrationOptions& options = {});
 
