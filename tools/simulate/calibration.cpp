@@ -8,10 +8,11 @@
 namespace pipelab::sim {
 namespace {
 
-// Per pass: each class's FLOPs and calls, and the bytes; then the kernels and the action.
+// The unknowns: per pass (forward, then backward) each class's FLOPs and calls, and the
+// bytes; then the host's per kernel and per action, and the update's per byte.
 constexpr size_t kPass = 2 * kOpClasses + 1;
-constexpr size_t kUnknowns = 2 * kPass + 3;  // then the kernels, the action, the update's bytes
-constexpr size_t kUpdateColumn = 2 * kPass + 2;
+constexpr size_t kKernelColumn = 2 * kPass, kActionColumn = 2 * kPass + 1, kUpdateColumn = 2 * kPass + 2;
+constexpr size_t kUnknowns = 2 * kPass + 3;
 
 /// The equation's coefficients for `s`'s forward (`backward` false) or backward.
 std::array<double, kUnknowns> row_of(const StageSample& s, bool backward) {
@@ -23,8 +24,8 @@ std::array<double, kUnknowns> row_of(const StageSample& s, bool backward) {
     row[at + kOpClasses + c] = factor * s.calls[c];
   }
   row[at + 2 * kOpClasses] = factor * (s.memory_bytes * s.examples + s.weight_bytes);
-  row[2 * kPass] = factor * s.kernels;
-  row[2 * kPass + 1] = 1;
+  row[kKernelColumn] = factor * s.kernels;
+  row[kActionColumn] = 1;
   return row;
 }
 
@@ -32,7 +33,7 @@ std::array<double, kUnknowns> row_of(const StageSample& s, bool backward) {
 std::array<double, kUnknowns> update_row(const StageSample& s) {
   std::array<double, kUnknowns> row{};
   row[kUpdateColumn] = s.update_bytes;
-  row[2 * kPass + 1] = 1;
+  row[kActionColumn] = 1;
   return row;
 }
 
@@ -59,8 +60,8 @@ void read_unknowns(const std::vector<double>& x, Calibration& fit) {
     p->per_byte = x[at + 2 * kOpClasses];
     at += kPass;
   }
-  fit.launch_seconds = x[2 * kPass];
-  fit.action_seconds = x[2 * kPass + 1];
+  fit.launch_seconds = x[kKernelColumn];
+  fit.action_seconds = x[kActionColumn];
   fit.update_seconds_per_byte = x[kUpdateColumn];
 }
 
