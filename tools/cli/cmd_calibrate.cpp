@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/util/memory_size.h"
+#include "tools/cli/cost_source.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"
@@ -42,10 +43,6 @@ nlohmann::json read_json(const fs::path& path, const std::string& run) {
   }
 }
 
-std::string compute_dtype(const Experiment& e, const std::string& stored) {
-  return e.run.amp == Amp::Bf16 ? "bfloat16" : e.run.amp == Amp::Fp16 ? "float16" : stored;
-}
-
 /// Each stage of `run`: what its blocks compute (their profile from shapes, cut as the run's
 /// config.yaml cut them) and the seconds its costs.json measured.
 RunSamples samples_of(const std::string& run) {
@@ -71,7 +68,7 @@ RunSamples samples_of(const std::string& run) {
   out.model = YAML::Dump(e.model->resolved_options()) + e.model->type();
   out.device = fmt::format("{} on {}", load_yaml_file(config)["pipelab"]["runtime"].as<std::string>(""),
                            fmt::join(e.run.devices, ","));
-  out.dtype = compute_dtype(e, costs.at("dtype").get<std::string>());
+  out.dtype = compute_dtype(e);
   size_t first = 0;
   for (size_t s = 0; s < balance.size(); ++s) {
     sim::StageSample x;

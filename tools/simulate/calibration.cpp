@@ -1,5 +1,6 @@
 #include "tools/simulate/calibration.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/util/error.h"

@@ -162,20 +162,19 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
         k.seconds[ActionKind::BackwardWeight] += s == 0 ? backward : times->weight_backward[b].at(examples);
         update += times->update[b];
         k.weight_copy_seconds += times->weight_copy.at(b);
-      } else if (device.classes.given()) {
-        // Per operator class (tools/simulate/class_rates.h), each kernel's host cost on top.
+      } else {
+        // Per operator class where the cluster gives rates (tools/simulate/class_rates.h), else
+        // one roofline per block; each kernel's fixed host cost on top: a backward runs about
+        // two per forward kernel, one for the input's gradient and one for the weights'.
+        const ClassSeconds t =
+            device.classes.given()
+                ? class_seconds(block, examples, device.classes, rate, bw, device.dtype_bytes / 4)
+                : ClassSeconds{roofline(flops, traffic + weight_bytes), roofline(input_flops, 2 * traffic + weight_bytes),
+                               roofline(weight_flops, traffic + 2 * weight_bytes)};
         const double launches = static_cast<double>(block.kernels) * device.launch_us * 1e-6;
-        const ClassSeconds t = class_seconds(block, examples, device.classes, rate, bw, device.dtype_bytes / 4);
         k.seconds[ActionKind::Forward] += t.forward + launches;
         k.seconds[ActionKind::BackwardInput] += t.input_backward + launches;
         k.seconds[ActionKind::BackwardWeight] += t.weight_backward + launches;
-      } else {
-        // Each kernel's fixed host cost: a backward runs about two per forward kernel, one
-        // for the input's gradient and one for the weights'.
-        const double launches = static_cast<double>(block.kernels) * device.launch_us * 1e-6;
-        k.seconds[ActionKind::Forward] += roofline(flops, traffic + weight_bytes) + launches;
-        k.seconds[ActionKind::BackwardInput] += roofline(input_flops, 2 * traffic + weight_bytes) + launches;
-        k.seconds[ActionKind::BackwardWeight] += roofline(weight_flops, traffic + 2 * weight_bytes) + launches;
       }
       k.retained_bytes += memory.retained_per_example[b] * run.activations * examples;
       k.retained_fixed_bytes += run.cast[b];
