@@ -221,6 +221,28 @@ class NesterovPaperPolicy : public StagePolicy {
   StalenessRecorder record_;
 };
 
+/// The paper variant's work on a stage's weights: each forward copies the live weights (1),
+/// adds gamma (w - w_prev) once the stage has updated (a difference and an axpy), swaps the
+/// look-ahead in (3) and keeps it for its backward, which swaps it in again (3); each update
+/// copies the weights before it (1) and, after the first, adds gamma (before - w_prev).
+WeightWorks look_ahead_work(const std::vector<Action>& actions) {
+  WeightWorks work(actions.size());
+  int updates = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    const double momentum = updates > 0 ? kDifferenceCopies + kAxpyCopies : 0.0;
+    if (a.kind == ActionKind::Update) {
+      work[i].copies = 1 + momentum;
+      ++updates;
+    } else if (a.kind == ActionKind::Forward) {
+      work[i].copies = 1 + momentum + kSwapCopies;
+    } else if (a.kind == ActionKind::Backward) {
+      work[i].copies = kSwapCopies;
+    }
+  }
+  return work;
+}
+
 class NesterovAsync : public OneFOneBScheme<NesterovAsyncOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
@@ -228,6 +250,10 @@ class NesterovAsync : public OneFOneBScheme<NesterovAsyncOptions> {
   /// the previous weights and the live ones.
   StageMemory stage_memory(int stage, int stages) const override {
     return {static_cast<double>(stages - stage + (options_.variant == Variant::Paper ? 2 : 0)), false};
+  }
+  /// Released: PipeDream's stash and swaps. Paper: the look-ahead's copies.
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int, int) const override {
+    return options_.variant == Variant::Paper ? look_ahead_work(stage_actions) : stash_copies(stage_actions);
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     if (options_.variant == Variant::Paper) return std::make_unique<NesterovPaperPolicy>(stage, options_);

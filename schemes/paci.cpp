@@ -115,9 +115,9 @@ class Paci : public OneFOneBScheme<PaciOptions> {
     return {stash ? 1.0 + (w + a - 1) / a : 1.0, options_.backward == PaciBackward::Recompute};
   }
   /// stash: PipeDream's copies (core/schedule/weight_copies.h); the others read the live weights.
-  std::vector<double> weight_copies(const std::vector<Action>& stage_actions) const override {
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int stage, int stages) const override {
     if (options_.backward == PaciBackward::Stash) return stash_copies(stage_actions);
-    return Scheme::weight_copies(stage_actions);
+    return Scheme::weight_work(stage_actions, stage, stages);
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     if (options_.backward == PaciBackward::Stash) return std::make_unique<PaciStashPolicy>(stage);

@@ -111,7 +111,7 @@ class Pipedream : public OneFOneBScheme<PipedreamOptions> {
   StageMemory stage_memory(int stage, int stages) const override { return {static_cast<double>(stages - stage), false}; }
   /// Each update's weights stashed, and each backward's stashed version swapped in (the
   /// reference's ring reads the same versions in steady state).
-  std::vector<double> weight_copies(const std::vector<Action>& stage_actions) const override {
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int, int) const override {
     return stash_copies(stage_actions);
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {

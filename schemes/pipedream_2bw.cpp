@@ -249,7 +249,7 @@ class Pipedream2bw : public Configured<Scheme, Pipedream2bwOptions> {
   /// Its forwards read the older buffer, W_{k-1} while W_k is live (docs/schemes.md §3.12).
   int forward_lag() const override { return 1; }
   /// The older buffer's copy before each update, and each action that reads it swapped in.
-  std::vector<double> weight_copies(const std::vector<Action>& stage_actions) const override {
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int, int) const override {
     return double_buffer_copies(stage_actions, options_.micro_batches);
   }
   /// Units (run.batch_size batches) whose gradients make one update.

@@ -126,12 +126,36 @@ class PipemarePolicy : public StagePolicy {
   StalenessRecorder record_;
 };
 
+/// T2's work on a stage's weights: from its first update on, each corrected action copies the
+/// live weights (1), adds tau times the velocity (an axpy) and swaps the sum in (3); each
+/// update copies the weights before and after it (2) and folds their difference into the
+/// velocity (a difference, a scale in place, an axpy).
+WeightWorks correction_work(const std::vector<Action>& actions, Correction correction, int tau) {
+  WeightWorks work(actions.size());
+  if (correction == Correction::Off) return work;
+  const ActionKind corrected = correction == Correction::Forward ? ActionKind::Forward : ActionKind::Backward;
+  bool updated = false;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    if (a.kind == ActionKind::Update) {
+      work[i].copies = 2 + kDifferenceCopies + 1 + kAxpyCopies;
+      updated = true;
+    } else if (a.kind == corrected && updated && tau > 0) {
+      work[i].copies = 1 + kAxpyCopies + kSwapCopies;
+    }
+  }
+  return work;
+}
+
 class Pipemare : public OneFOneBScheme<PipemareOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
   /// Live weights, the velocity of its discrepancy correction, and the live copy set aside
   /// while corrected weights are swapped in.
   StageMemory stage_memory(int, int) const override { return {3, false}; }
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int stage, int stages) const override {
+    return correction_work(stage_actions, options_.correction, warmup(stage, stages));
+  }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<PipemarePolicy>(stage, options_);
   }

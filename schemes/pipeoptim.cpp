@@ -34,11 +34,15 @@ struct PipeoptimOptions {
   }
 };
 
+/// Updates ahead stage r of D predicts: D - r - 1 (paper) or D - r (reference).
+int steps_ahead(Variant variant, int r, int stages) {
+  return variant == Variant::Paper ? warmup(r, stages) : stages - r;
+}
+
 class PipeoptimPolicy : public StagePolicy {
  public:
   PipeoptimPolicy(Stage& stage, const PipeoptimOptions& o)
-      : o_(o), swap_(stage),
-        s_(o.variant == Variant::Paper ? warmup(stage.index(), stage.count()) : stage.count() - stage.index()) {
+      : o_(o), swap_(stage), s_(steps_ahead(o.variant, stage.index(), stage.count())) {
     if (o.variant == Variant::Reference) request_ = {DirectionRequest::Kind::OneStepAhead, true, 1e-8};
   }
   void before_forward(Stage& stage, int mb, Message&) override {
@@ -73,6 +77,13 @@ class Pipeoptim : public OneFOneBScheme<PipeoptimOptions> {
   using OneFOneBScheme::OneFOneBScheme;
   /// The live weights wait aside while a prediction is swapped in.
   StageMemory stage_memory(int, int) const override { return {2, false}; }
+  /// A prediction swapped in at each forward.
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int stage, int stages) const override {
+    Predicting p;
+    p.forward_steps = steps_ahead(options_.variant, stage, stages);
+    p.measured = options_.measure_prediction;
+    return predicted_swaps(stage_actions, p);
+  }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<PipeoptimPolicy>(stage, options_);
   }

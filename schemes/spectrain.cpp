@@ -38,11 +38,15 @@ struct SpectrainOptions {
   }
 };
 
+/// Version 1's steps ahead at stage r of D: s_f = floor(r/2) + w_r, s_b = floor(r/2).
+int forward_steps(int r, int stages) { return r / 2 + warmup(r, stages); }
+int backward_steps(int r) { return r / 2; }
+
 /// Version 1, both variants.
 class SpectrainV1 : public StagePolicy {
  public:
   SpectrainV1(Stage& stage, const SpectrainOptions& o)
-      : o_(o), swap_(stage), s_f_(stage.index() / 2 + warmup(stage.index(), stage.count())), s_b_(stage.index() / 2) {
+      : o_(o), swap_(stage), s_f_(forward_steps(stage.index(), stage.count())), s_b_(backward_steps(stage.index())) {
     if (o.variant == Variant::Reference) {
       forward_request_ = {DirectionRequest::Kind::OneStepAhead, true, std::nullopt};
       backward_request_ = {DirectionRequest::Kind::MomentumOnly, true, std::nullopt};
@@ -157,6 +161,23 @@ class Spectrain : public OneFOneBScheme<SpectrainOptions> {
   StageMemory stage_memory(int stage, int stages) const override {
     if (options_.version == 1) return {2, false};
     return {static_cast<double>(stages - stage + (options_.variant == Variant::Paper ? 1 : 0)), false};
+  }
+  /// Version 1 predicts (and swaps in) at each forward and each backward ahead of it; the
+  /// paper's version 2 at each forward, kept for the backward; the released version 2 is
+  /// PipeDream's stash.
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int stage, int stages) const override {
+    Predicting p;
+    p.measured = options_.measure_prediction;
+    if (options_.version == 1) {
+      p.forward_steps = forward_steps(stage, stages);
+      p.backward_steps = backward_steps(stage);
+    } else if (options_.variant == Variant::Paper) {
+      p.forward_steps = warmup(stage, stages);
+      p.stash_for_backward = true;
+    } else {
+      return stash_copies(stage_actions);
+    }
+    return predicted_swaps(stage_actions, p);
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     if (options_.version == 1) return std::make_unique<SpectrainV1>(stage, options_);

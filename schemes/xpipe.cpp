@@ -204,6 +204,24 @@ class XpipePolicy : public StagePolicy {
   StalenessRecorder record_;
 };
 
+/// `bellwether: reuse`: a mini-batch's first forward keeps its weights (the prediction, or a
+/// copy of the live ones when none is made) and its later forwards swap them in (3). The
+/// meter's copies stay where per-micro-batch prediction opens them (nearly where it does).
+void reuse_bellwether(const std::vector<Action>& actions, int micro_batches, WeightWorks& work) {
+  int kept = -1;  // the mini-batch whose weights are kept
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    if (a.kind != ActionKind::Forward) continue;
+    const int mini_batch = a.mb / micro_batches;
+    if (mini_batch == kept) {
+      work[i] = {kSwapCopies, 0};
+    } else {
+      kept = mini_batch;
+      if (work[i].predictions == 0) work[i] = {1, 0};
+    }
+  }
+}
+
 class Xpipe : public Configured<Scheme, XpipeOptions> {
  public:
   using Configured::Configured;
@@ -213,6 +231,20 @@ class Xpipe : public Configured<Scheme, XpipeOptions> {
     return {options_.bellwether == Bellwether::Reuse ? 3.0 : 2.0, false};
   }
   Span span() const override { return options_.flush == Flush::Epoch ? Span::Epoch : Span::Run; }
+  /// A prediction swapped in at each forward and backward that predicts, from the stage's
+  /// first update on (no moments before it).
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int stage, int stages) const override {
+    const xpipe::VersionDifference s = xpipe::version_difference(stage, stages, options_.micro_batches,
+                                                                 options_.half_stage, options_.rounding);
+    Predicting p;
+    p.forward_steps = s.forward;
+    p.backward_steps = s.backward;
+    p.from_first_update = true;
+    p.measured = options_.measure_prediction;
+    WeightWorks work = predicted_swaps(stage_actions, p);
+    if (options_.bellwether == Bellwether::Reuse) reuse_bellwether(stage_actions, options_.micro_batches, work);
+    return work;
+  }
   /// Micro-batches overlap updates; forwards read weights predicted ahead.
   Numerics numerics() const override { return Numerics::Asynchronous; }
   /// Units (run.batch_size batches) whose gradients make one update.

@@ -17,6 +17,7 @@
 #include "core/scheme/sequence_split.h"
 #include "core/schedule/schedule.h"
 #include "core/schedule/validate.h"
+#include "core/schedule/weight_copies.h"
 #include "core/stage/stage.h"
 
 namespace pipelab {
@@ -112,13 +113,14 @@ class Scheme : public Component {
   /// live one (1); a scheme that reads the live weights, or stashes them at its forward, 0.
   /// With the schedule's gaps it bounds how stale a gradient may be (`pipelab check`).
   virtual int forward_lag() const { return 0; }
-  /// Per action of one stage (its actions in the order it runs them), the copies of the
-  /// stage's weights its policy makes beyond the compute: a version swapped in and the live
-  /// one put back (3), a version stashed (1); core/schedule/weight_copies.h. What `simulate`
-  /// and `plan` price at a copy's cost where the costs do not include it (derived, or blocks
-  /// timed alone). The default: none, the live weights read in place.
-  virtual std::vector<double> weight_copies(const std::vector<Action>& stage_actions) const {
-    return std::vector<double>(stage_actions.size(), 0.0);
+  /// Per action of pipeline stage `stage` of `stages` (its actions in the order it runs
+  /// them), the work on the stage's weights its policy does beyond the compute: a version
+  /// swapped in and the live one put back (3 copies), a version stashed (1), a prediction;
+  /// core/schedule/weight_copies.h. What `simulate` and `plan` price where the costs do not
+  /// include it (derived, or blocks timed alone). The default: none, the live weights read
+  /// in place.
+  virtual WeightWorks weight_work(const std::vector<Action>& stage_actions, int /*stage*/, int /*stages*/) const {
+    return WeightWorks(stage_actions.size());
   }
   /// Micro-batches per mini-batch (GPipe's chunks); 1 for schemes without micro-batching.
   virtual int micro_batches() const { return 1; }

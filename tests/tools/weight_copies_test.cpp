@@ -1,6 +1,7 @@
-// Weight versions priced (core/schedule/weight_copies.h, Scheme::weight_copies): the copies
-// of a stage's weights PipeDream's stash and 2BW's double buffer make, counted by hand from
-// their actions' order, and a replay that pays each at the stage's copy cost.
+// Weight versions priced (core/schedule/weight_copies.h, Scheme::weight_work): the copies of
+// a stage's weights PipeDream's stash, 2BW's double buffer, the predictors and PipeMare's
+// correction make, and the predictions, counted by hand from their actions' order, and a
+// replay that pays each copy at the stage's copy cost and each prediction at its own.
 #include <gtest/gtest.h>
 
 #include "core/config/registry.h"
@@ -26,29 +27,103 @@ std::vector<Action> actions(const std::string& text) {
   return out;
 }
 
+std::vector<double> copies(const WeightWorks& work) {
+  std::vector<double> out;
+  for (const WeightWork& w : work) out.push_back(w.copies);
+  return out;
+}
+
+std::vector<double> predictions(const WeightWorks& work) {
+  std::vector<double> out;
+  for (const WeightWork& w : work) out.push_back(w.predictions);
+  return out;
+}
+
 TEST(WeightCopies, PipeDreamsStashSwapsInABackwardsOlderVersion) {
   // F0 and F1 read version 0; B0 still has it live; the update stashes version 1 (1 copy);
   // F2 reads 1; B1 reads 0 (swapped in: 3); the next update stashes 2; B2 reads 1 (3).
-  EXPECT_EQ(stash_copies(actions("F0 F1 B0 U F2 B1 U B2")), (std::vector<double>{0, 0, 0, 1, 0, 3, 1, 3}));
+  EXPECT_EQ(copies(stash_copies(actions("F0 F1 B0 U F2 B1 U B2"))), (std::vector<double>{0, 0, 0, 1, 0, 3, 1, 3}));
   // A split backward's I is the one that reads the weights.
-  EXPECT_EQ(stash_copies(actions("F0 U I0")), (std::vector<double>{0, 1, 3}));
+  EXPECT_EQ(copies(stash_copies(actions("F0 U I0"))), (std::vector<double>{0, 1, 3}));
 }
 
 TEST(WeightCopies, TwoBwsDoubleBufferSwapsInTheOlderOnceAnUpdateIsMade) {
   // m = 2: micro-batches 0, 1 are mini-batch 0, 2, 3 mini-batch 1 (reading W_0), 4 mini-batch 2
   // (reading W_1). Before the first update everything reads the live W_0; after it, mini-batch
   // 1's actions read the older buffer; mini-batch 2's F reads the live W_1 until the next update.
-  EXPECT_EQ(double_buffer_copies(actions("F0 F1 F2 B0 B1 U F3 B2 B3 F4 U B4"), 2),
+  EXPECT_EQ(copies(double_buffer_copies(actions("F0 F1 F2 B0 B1 U F3 B2 B3 F4 U B4"), 2)),
             (std::vector<double>{0, 0, 0, 0, 0, 1, 3, 3, 3, 0, 1, 3}));
 }
 
-sim::SimCosts one_stage(double copy_seconds) {
+TEST(WeightCopies, APredictorPredictsAndSwapsInAtEachActionAhead) {
+  // One update ahead at each forward: before the first update predict_weights copies the
+  // weights (1) and the copy is swapped in (3); after it, a prediction and the swap.
+  Predicting p;
+  p.forward_steps = 1;
+  const WeightWorks work = predicted_swaps(actions("F0 F1 B0 U F2 B1 U B2"), p);
+  EXPECT_EQ(copies(work), (std::vector<double>{4, 4, 0, 0, 3, 0, 0, 0}));
+  EXPECT_EQ(predictions(work), (std::vector<double>{0, 0, 0, 0, 1, 0, 0, 0}));
+  // XPipe predicts nothing before the first update, here at the backwards only.
+  p = {};
+  p.backward_steps = 2;
+  p.from_first_update = true;
+  const WeightWorks late = predicted_swaps(actions("F0 B0 U F1 B1"), p);
+  EXPECT_EQ(copies(late), (std::vector<double>{0, 0, 0, 0, 3}));
+  EXPECT_EQ(predictions(late), (std::vector<double>{0, 0, 0, 0, 1}));
+}
+
+TEST(WeightCopies, TheMeterCopiesAtItsOpeningAndMeasuresAtTheUpdateThatReachesItsTarget) {
+  // Nothing measured before the first update; F2 opens a measurement (the prediction and the
+  // live weights copied: 2) for version 2, and the second update closes it (the weights
+  // copied, two distances).
+  Predicting p;
+  p.forward_steps = 1;
+  p.measured = true;
+  const WeightWorks work = predicted_swaps(actions("F0 F1 B0 U F2 B1 U B2"), p);
+  EXPECT_EQ(copies(work), (std::vector<double>{4, 4, 0, 0, 3 + 2, 0, 1 + 2 * kDistanceCopies, 0}));
+}
+
+TEST(WeightCopies, SpecTrainsSecondVersionKeepsTheForwardsPredictionForItsBackward) {
+  Predicting p;
+  p.forward_steps = 1;
+  p.stash_for_backward = true;
+  const WeightWorks work = predicted_swaps(actions("F0 F1 B0 U F2 B1 B2"), p);
+  EXPECT_EQ(copies(work), (std::vector<double>{4, 4, 3, 0, 3, 3, 3}));
+  EXPECT_EQ(predictions(work), (std::vector<double>{0, 0, 0, 0, 1, 0, 0}));
+}
+
+std::unique_ptr<Scheme> scheme(const std::string& yaml);
+
+TEST(WeightCopies, SchemesCountTheirPolicysWork) {
+  const std::vector<Action> order = actions("F0 F1 B0 U F2 B1 U");
+  // SpecTrain's version 1 at stage 0 of 2: forwards predict s_f = 0 + 1 ahead, backwards
+  // s_b = 0 (none).
+  const WeightWorks spectrain =
+      scheme("{type: spectrain, measure_prediction: false}")->weight_work(order, 0, 2);
+  EXPECT_EQ(copies(spectrain), (std::vector<double>{4, 4, 0, 0, 3, 0, 0}));
+  EXPECT_EQ(predictions(spectrain), (std::vector<double>{0, 0, 0, 0, 1, 0, 0}));
+  // The last stage predicts nothing (s_f = 1/2 + 0).
+  EXPECT_EQ(copies(scheme("{type: spectrain}")->weight_work(order, 1, 2)), std::vector<double>(7, 0.0));
+  // PipeMare's forward correction at stage 0 of 2 (tau = 1): each update copies twice and
+  // folds the difference into the velocity; a forward after the first update copies, adds
+  // and swaps in.
+  const WeightWorks pipemare =
+      scheme("{type: pipemare, rescheduling_steps: 10, correction: forward, velocity_decay: 0.5}")
+          ->weight_work(order, 0, 2);
+  const double update = 2 + kDifferenceCopies + 1 + kAxpyCopies, forward = 1 + kAxpyCopies + kSwapCopies;
+  EXPECT_EQ(copies(pipemare), (std::vector<double>{0, 0, 0, update, forward, 0, update}));
+  // The released asynchronous Nesterov is PipeDream's stash.
+  EXPECT_EQ(copies(scheme("{type: nesterov_async}")->weight_work(order, 0, 2)), copies(stash_copies(order)));
+}
+
+sim::SimCosts one_stage(double copy_seconds, double prediction_seconds = 0) {
   sim::SimCosts c;
   sim::StageCosts k;
   k.seconds[ActionKind::Forward] = 1;
   k.seconds[ActionKind::Backward] = 2;
   k.seconds[ActionKind::Update] = 0.5;
   k.weight_copy_seconds = copy_seconds;
+  k.prediction_seconds = prediction_seconds;
   c.stages.push_back(k);
   return c;
 }
@@ -69,6 +144,16 @@ TEST(WeightCopies, TheReplayPaysEachCopyAtTheStagesCopyCost) {
   const auto gpipe = scheme("{type: gpipe, chunks: 4}");
   EXPECT_DOUBLE_EQ(sim::simulate(*gpipe, 1, 4, 1, one_stage(0.01), {}).makespan,
                    sim::simulate(*gpipe, 1, 4, 1, one_stage(0), {}).makespan);
+}
+
+TEST(WeightCopies, TheReplayPaysEachPredictionAtTheStagesPredictionCost) {
+  // PipeOptim's released variant predicts D - r = 1 ahead even on one stage: F0 B0 U F1 B1 U
+  // F2 B2 U F3 B3 U. F0 copies the weights (no state yet: 1) and swaps them in (3); F1-F3
+  // each predict and swap in (3): 13 copies and 3 predictions.
+  const auto pipeoptim = scheme("{type: pipeoptim, variant: reference, measure_prediction: false}");
+  const double without = sim::simulate(*pipeoptim, 1, 4, 1, one_stage(0), {}).makespan;
+  const double with = sim::simulate(*pipeoptim, 1, 4, 1, one_stage(0.01, 0.1), {}).makespan;
+  EXPECT_NEAR(with - without, 13 * 0.01 + 3 * 0.1, 1e-12);
 }
 
 }  // namespace

@@ -12,6 +12,10 @@ that step. Goal (docs/time-to-accuracy.md, "Validation"): every scheme within 15
 measured time, and the same order. Run it alone: a second busy process skews every figure.
 
     PIPELAB_DATA_DIR=/path/to/data tools/bench/validate_time.py [--pipelab build/pipelab] [--rounds 1]
+        [--file experiments/time/validate_predictors.yaml]
+
+`--file` sweeps another experiment of the same shape (validate_predictors.yaml: the schemes that
+predict or correct weights).
 """
 import argparse
 import json
@@ -42,8 +46,8 @@ def replayed_step(pipelab, folder, batch):
     return batch / float(row[header.index("samples/s")].replace(",", ""))
 
 
-def one_round(pipelab, out):
-    run([pipelab, "sweep", FILE, "--time-blocks", "--set", f"sweep.output={out}"])
+def one_round(pipelab, out, file):
+    run([pipelab, "sweep", file, "--time-blocks", "--set", f"sweep.output={out}"])
     rows = []
     for cell in sorted(os.listdir(out)):
         folder = os.path.join(out, cell)
@@ -86,11 +90,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pipelab", default=os.path.join(ROOT, "build/pipelab"))
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--file", default=FILE, help="the experiment to sweep (default: %(default)s)")
     args = parser.parse_args()
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory() as out:
             print(f"round {r + 1}:")
-            report(one_round(args.pipelab, out))
+            report(one_round(args.pipelab, out, args.file))
 
 
 if __name__ == "__main__":

@@ -84,9 +84,14 @@ struct StageCosts {
   double tied_bytes = 0;
   double stored_versions = 1;  ///< weight versions the measured scheme held (informational)
   /// Seconds to copy the stage's parameters once: replayed for every copy its scheme's
-  /// actions make (a version stashed, swapped in or put back; Scheme::weight_copies). 0 in a
+  /// actions make (a version stashed, swapped in or put back; Scheme::weight_work). 0 in a
   /// run's costs.json, whose measured forward and backward times include the copies.
   double weight_copy_seconds = 0;
+  /// Seconds to predict the stage's weights once from its optimizer's state (SpecTrain's,
+  /// PipeOptim's, XPipe's predictors): replayed per prediction its scheme's actions make, as
+  /// the copies are. Its update's seconds where derived or timed per block (a prediction
+  /// moves what an update moves: core/schedule/weight_copies.h); 0 in a run's costs.json.
+  double prediction_seconds = 0;
   /// Seconds per micro-batch the boundary codecs take on the stage's forward (encoding the
   /// activation it sends, decoding the one it receives) and on its backward (the gradients);
   /// replayed as part of F and of the action that takes the gradient (B, or I).
@@ -131,6 +136,9 @@ struct StageCosts {
     v("stored_versions", stored_versions, "weight versions the measured scheme held", in_range(0, 1e6));
     v("weight_copy_seconds", weight_copy_seconds,
       "seconds to copy the stage's parameters once, replayed per copy its scheme makes (0: included in the times)",
+      kSeconds);
+    v("prediction_seconds", prediction_seconds,
+      "seconds to predict the stage's weights once, replayed per prediction its scheme makes (0: included in the times)",
       kSeconds);
     v("codec_forward_seconds", codec_forward_seconds,
       "seconds per micro-batch of the boundary codecs on the forward (encode what it sends, decode what it receives)",

@@ -203,6 +203,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     k.seconds[ActionKind::Update] = times ? update
                                     : (bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / update_bw : 0) +
                                           device.action_us * 1e-6;
+    k.prediction_seconds = k.seconds[ActionKind::Update];
     c.stages.push_back(k);
     first += static_cast<size_t>(balance[s]);
   }

@@ -97,22 +97,23 @@ double action_time(const StageCosts& s, ActionKind kind, bool recompute) {
   return s.seconds_of(kind) + codec + again;
 }
 
-/// Per action of `s`, the weight copies its stage's scheme makes around it (Scheme::
-/// weight_copies, from each stage's actions in order): keyed by (stage, kind, micro-batch),
-/// an update's by (stage, kind, -1) (each update of a stage copies alike).
-using WeightCopies = std::map<std::tuple<int, ActionKind, int>, double>;
-std::shared_ptr<const WeightCopies> weight_copies_of(const Schedule& s, const Scheme& scheme) {
+/// Per action of `s`, the work on its stage's weights its scheme's policy does (Scheme::
+/// weight_work, from each stage's actions in order): keyed by (stage, kind, micro-batch), an
+/// update's by (stage, kind, -1) (each update of a stage works alike).
+using WeightWorkMap = std::map<std::tuple<int, ActionKind, int>, WeightWork>;
+std::shared_ptr<const WeightWorkMap> weight_work_of(const Schedule& s, const RunPlan& plan) {
   std::map<int, std::vector<Action>> by_stage;
   for (int d = 0; d < s.devices(); ++d) {
     for (const Action& a : s.device(d)) {
       if (a.stage >= 0 && (is_compute(a.kind) || a.kind == ActionKind::Update)) by_stage[a.stage].push_back(a);
     }
   }
-  auto out = std::make_shared<WeightCopies>();
+  auto out = std::make_shared<WeightWorkMap>();
   for (const auto& [stage, actions] : by_stage) {
-    const std::vector<double> copies = scheme.weight_copies(actions);
-    for (size_t i = 0; i < actions.size() && i < copies.size(); ++i) {
-      if (copies[i] > 0) (*out)[{stage, actions[i].kind, actions[i].mb}] = copies[i];
+    const int position = plan.layout().position(stage);
+    const WeightWorks work = plan.scheme().weight_work(actions, position, plan.stages());
+    for (size_t i = 0; i < actions.size() && i < work.size(); ++i) {
+      if (work[i].copies > 0 || work[i].predictions > 0) (*out)[{stage, actions[i].kind, actions[i].mb}] = work[i];
     }
   }
   return out;
@@ -125,16 +126,19 @@ EventCosts event_costs(const Schedule& schedule, const SimCosts& c, const SimOpt
   e.one_worker = o.one_worker;
   auto recompute = std::make_shared<std::vector<bool>>();
   for (size_t s = 0; s < c.stages.size(); ++s) recompute->push_back(recomputes(c, plan, static_cast<int>(s)));
-  // Weight versions priced: each copy a scheme's policy makes passes over the stage's weights.
-  const auto copies = weight_copies_of(schedule, plan.scheme());
-  e.compute = [&c, &o, recompute, scale, copies](int d, const Action& a) {
+  // Weight versions priced: each copy a scheme's policy makes passes over the stage's weights,
+  // each prediction costs what the stage's update does.
+  const auto work = weight_work_of(schedule, plan);
+  e.compute = [&c, &o, recompute, scale, work](int d, const Action& a) {
     const auto slow = o.slow.find(d);
     const StageCosts& k = c.stages.at(static_cast<size_t>(a.stage));
     const double t = action_time(k, a.kind, (*recompute)[static_cast<size_t>(a.stage)]);
     // An update's time does not depend on the units before it.
     const double unit = a.kind == ActionKind::Update ? 1.0 : scale->seconds(a);
-    const auto copied = copies->find({a.stage, a.kind, a.mb});
-    const double copying = copied == copies->end() ? 0.0 : copied->second * k.weight_copy_seconds;
+    const auto w = work->find({a.stage, a.kind, a.mb});
+    const double copying = w == work->end() ? 0.0
+                                            : w->second.copies * k.weight_copy_seconds +
+                                                  w->second.predictions * k.prediction_seconds;
     return (t * unit + copying) * (slow == o.slow.end() ? 1.0 : slow->second);
   };
   // A message between devices of different nodes takes the link between nodes.
