@@ -290,6 +290,8 @@ std::string summary_json(const Experiment& e, const RunSummary& s) {
     const double simulated = simulated_training_seconds(s);
     o.add("simulated", json::Object()
                            .add("cluster", s.clock.cluster)
+                           .add("costs", s.clock.costs)
+                           .add("checked", s.clock.checked)
                            .add("devices", s.clock.devices)
                            .add("step_seconds", s.clock.step_seconds)
                            .add("samples_per_second", static_cast<double>(e.run.batch_size) / s.clock.step_seconds)

@@ -145,6 +145,9 @@ RunSummary Runner::run() {
         fmt::format("simulated on {}: {:.4g} ms a step (steps.csv's simulated_time, epochs.csv's "
                     "simulated_seconds)",
                     options_.clock.cluster, options_.clock.step_seconds * 1e3));
+    if (!options_.clock.checked.empty()) {
+      recorder.announce(fmt::format("simulated costs {}, {}", options_.clock.costs, options_.clock.checked));
+    }
     if (!options_.clock.warning.empty()) recorder.announce("warning: " + options_.clock.warning);
   }
   std::tie(summary.parameters, summary.resident_parameters) = parts_->parameter_counts();

@@ -11,6 +11,8 @@ namespace pipelab {
 struct SimulatedClock {
   double step_seconds = 0;  ///< 0: no cluster given, the simulated columns stay null
   std::string cluster;      ///< what was simulated, for the log and summary.json
+  std::string costs;        ///< which costs: measured, given, timed here, calibrated, derived
+  std::string checked;      ///< how far such costs were found from measured runs (docs/simulate.md)
   int devices = 0;
   /// Why the simulated devices could not run this plan as it is (it does not fit their
   /// memory), said with the clock; "" when they can.

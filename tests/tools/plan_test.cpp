@@ -479,6 +479,8 @@ TEST(Plan, MeasuredCostsKeepTheirStages) {
       testing::pipelab(fmt::format("plan {} --devices 2 --costs {} --explain", dir.file("e.yaml"), costs));
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("| measured |"), std::string::npos) << out;
+  // What costs measured in a run were found to be worth, under the costs' line.
+  EXPECT_NE(out.find("\nchecked: " + sim::cost_validation(sim::CostKind::Measured) + "\n"), std::string::npos) << out;
   EXPECT_NE(out.find("the measured costs are for 2 stages, not 1"), std::string::npos) << out;
   EXPECT_EQ(out.find("| 1 x "), std::string::npos) << out;  // no one-stage plan is ranked
 }

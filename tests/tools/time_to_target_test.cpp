@@ -17,6 +17,7 @@
 #include "tools/report/curves.h"
 #include "tools/report/speedup.h"
 #include "tools/report/table.h"
+#include "tools/simulate/cost_validation.h"
 
 namespace pipelab::time_to_target_test {
 namespace {
@@ -104,10 +105,15 @@ TEST(TimeToTarget, ARunRecordsTheSimulatedStepOfItsOwnPlan) {
   const nlohmann::json s = nlohmann::json::parse(testing::read_text(dir.file("run/summary.json")));
   const double step = s["simulated"]["step_seconds"].get<double>();
   EXPECT_EQ(s["simulated"]["devices"].get<int>(), 2);
+  // Which costs, and what costs of that kind were checked against: a preset's are derived.
+  EXPECT_EQ(s["simulated"]["costs"].get<std::string>(), "derived");
+  EXPECT_EQ(s["simulated"]["checked"].get<std::string>(), sim::cost_validation(sim::CostKind::Derived));
   // `pipelab simulate` of the same file on the same cluster: the same step (its table shows
-  // samples/s rounded to a whole number).
+  // samples/s rounded to a whole number), under the same costs and the same figure.
   const auto [sim_code, sim_out] = pipelab(fmt::format("simulate {} --cluster h100_sxm", dir.file("e.yaml")));
   ASSERT_EQ(sim_code, 0) << sim_out;
+  EXPECT_NE(sim_out.find("\nchecked: " + sim::cost_validation(sim::CostKind::Derived) + "\n"), std::string::npos)
+      << sim_out;
   const size_t row = sim_out.find("| gpipe | 2 | 1 x 2 x 1 | 2 | 2 | ");
   ASSERT_NE(row, std::string::npos) << sim_out;
   std::vector<std::string> fields;

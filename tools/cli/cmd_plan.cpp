@@ -404,9 +404,9 @@ int plan(const Args& args) {
         return source.costs_for(balance, examples, compression);
       },
       result);
-  fmt::print("{}: model {}, mini-batch {} examples, {} devices{}\ncosts {}\n", f.file, e.model->type(),
+  fmt::print("{}: model {}, mini-batch {} examples, {} devices{}\ncosts {}\n{}\n", f.file, e.model->type(),
              e.run.batch_size, f.devices, space.memory_cap > 0 ? " of at most " + plan::bytes_text(space.memory_cap) : "",
-             source.describe(f.cost.dtype));
+             source.describe(f.cost.dtype), source.checked());
   if (!f.cost.cluster_name.empty()) fmt::print("cluster {}: {}\n", f.cost.cluster, f.cost.cluster_name);
   if (f.vm.count("dtype")) {
     fmt::print("precision: --dtype {} plans the run with run.amp: {}{} (weights, gradients and optimizer state in {}, "

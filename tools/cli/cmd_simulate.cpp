@@ -318,8 +318,8 @@ void print_header(const Experiment& e, const SimulateFlags& f, const CostSource&
           ? fmt::format(", to the host {} Gbit/s each way and {:g} us per copy (partition.offload)",
                         link.host_gbps > 0 ? fmt::format("{:g}", link.host_gbps) : "infinite", link.host_latency_us)
           : "";
-  fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\nlinks {} Gbit/s, {:g} us latency{}{}, {}{}{}\n\n", f.file,
-             e.model->type(), e.run.batch_size, costs_line, link.gbps > 0 ? fmt::format("{:g}", link.gbps) : "infinite",
+  fmt::print("{}: model {}, mini-batch {} examples\ncosts {}\n{}\nlinks {} Gbit/s, {:g} us latency{}{}, {}{}{}\n\n",
+             f.file, e.model->type(), e.run.batch_size, costs_line, source.checked(), link.gbps > 0 ? fmt::format("{:g}", link.gbps) : "infinite",
              link.latency_us, host,
              link.reduce_gbps > 0 ? fmt::format(", all-reduces through memory at {:.3g} Gbit/s", link.reduce_gbps) : "",
              options.overlap ? "overlapping compute" : "blocking sends",

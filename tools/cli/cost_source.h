@@ -20,6 +20,7 @@
 #include "tools/simulate/block_times.h"
 #include "tools/simulate/cluster.h"
 #include "tools/simulate/codec_costs.h"
+#include "tools/simulate/cost_validation.h"
 #include "tools/simulate/costs.h"
 #include "tools/simulate/derive.h"
 #include "tools/simulate/profile_source.h"
@@ -257,6 +258,17 @@ class CostSource {
   /// Tokens per example of the costs (0: not sequences, or unknown).
   double sequence_length() const { return file_ ? file_->sequence_length : sequence_length_; }
   bool timed() const { return !times_.empty(); }
+  /// Which costs these are: what the validation figure beside them is of.
+  sim::CostKind kind() const {
+    if (file_) return file_->step_seconds > 0 ? sim::CostKind::Measured : sim::CostKind::Given;
+    if (timed()) return sim::CostKind::Timed;
+    return device_.classes.given() ? sim::CostKind::Calibrated : sim::CostKind::Derived;
+  }
+  /// The line a report prints under its costs: how far costs of this kind were found from
+  /// measured runs (tools/simulate/cost_validation.h).
+  std::string checked() const {
+    return fmt::format("checked: {}", sim::cost_validation(kind()));
+  }
   /// What the costs are, for a report's header.
   std::string describe(const std::string& dtype) const {
     if (file_) return file_->source;

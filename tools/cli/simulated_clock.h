@@ -73,6 +73,8 @@ inline SimulatedClock simulated_clock(const Experiment& e, const Runner& runner,
   // A step of the run is one mini-batch (a pipeline that runs on takes several per update).
   clock.step_seconds = static_cast<double>(e.run.batch_size) / r.samples_per_second;
   clock.devices = r.devices;
+  clock.costs = sim::cost_kind_name(source.kind());
+  clock.checked = sim::cost_validation(source.kind());
   const std::string what = !f.cluster.empty() ? (std::filesystem::exists(f.cluster) ? f.cluster_name : f.cluster)
                            : source.timed()   ? std::string("devices timed here")
                            : source.derived() ? fmt::format("{:g} TFLOP/s devices", f.device.tflops)

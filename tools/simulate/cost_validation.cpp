@@ -1,0 +1,39 @@
+#include "tools/simulate/cost_validation.h"
+
+namespace pipelab::sim {
+
+const char* cost_kind_name(CostKind kind) {
+  switch (kind) {
+    case CostKind::Measured: return "measured";
+    case CostKind::Given: return "given";
+    case CostKind::Timed: return "timed here";
+    case CostKind::Calibrated: return "calibrated";
+    case CostKind::Derived: return "derived";
+  }
+  return "derived";
+}
+
+std::string cost_validation(CostKind kind) {
+  switch (kind) {
+    case CostKind::Measured:
+      return "a run's own costs replayed: steps -3.4% to -0.1% of the runs measured (docs/simulate.md, "
+             "\"Validation\"), time to target -5.0% to +10.2% over ten schemes (docs/time-to-accuracy.md, rounds 7 "
+             "and 8)";
+    case CostKind::Given:
+      return "costs given by hand: as good as their figures (not checked)";
+    case CostKind::Timed:
+      return "blocks timed here: time to target -16.4% to +9.2% of measured over ten schemes (docs/time-to-accuracy.md, "
+             "rounds 7 and 8); plans' steps 0.90x to 1.41x their prediction, the median per model 1.04x to 1.31x "
+             "(docs/plan.md, round G)";
+    case CostKind::Calibrated:
+      return "calibrated per operator class: on this project's CPU, each model left out of the fit within 12% of its "
+             "measured step (docs/simulate.md, \"Calibrated costs\"); not yet checked on a GPU";
+    case CostKind::Derived:
+      return "derived from peak rates: not checked against a run on these devices; a preset's ratios against "
+             "torchgpipe's published ResNet-101 table on P40s, three rows of four within 7%, one +72% "
+             "(docs/time-to-accuracy.md)";
+  }
+  return "";
+}
+
+}  // namespace pipelab::sim
