@@ -317,6 +317,16 @@ TEST(Simulate, TimedBlocksCostWhatTheyDoHere) {
     EXPECT_GE(t.backward[b].at(300), t.backward[b].at(256));
     EXPECT_GT(t.forward[b].at(256) + t.backward[b].at(256), 0);
   }
+  // The model run as a stage runs it, at each timed size: the factors the blocks' times
+  // were scaled by (timings: positive, and finite).
+  EXPECT_EQ(t.chain_forward.examples, (std::vector<double>{8, 25, 81, 256}));
+  EXPECT_EQ(t.chain_backward.examples, (std::vector<double>{8, 25, 81, 256}));
+  for (size_t z = 0; z < 4; ++z) {
+    EXPECT_GT(t.chain_forward.values[z], 0);
+    EXPECT_LT(t.chain_forward.values[z], 1e3);
+    EXPECT_GT(t.chain_backward.values[z], 0);
+    EXPECT_LT(t.chain_backward.values[z], 1e3);
+  }
   // Two device threads busy together run no faster than one alone.
   ASSERT_GE(t.busy_slowdown.size(), 1u);
   EXPECT_GE(t.busy_slowdown_at(64).at(1), 1.0);

@@ -98,7 +98,10 @@ def measure(pipelab, experiment, c, out):
     # steps were timed all the same.
     if done.returncode not in (0, 3):
         raise subprocess.CalledProcessError(done.returncode, done.args)
-    with open(os.path.join(out, "metrics", "costs.json")) as f:
+    costs_path = os.path.join(out, "metrics", "costs.json")
+    if not os.path.exists(costs_path):
+        return None  # diverged before its traced epoch: nothing was timed
+    with open(costs_path) as f:
         costs = json.load(f)
     # The plan predicts each device's peak: every stage it holds (a V, interleaved chunks).
     return costs["step_seconds"], max(s["device_peak_bytes"] for s in costs["stages"])
@@ -127,9 +130,16 @@ def main():
             memory = [0.0] * len(picks)
             for r in range(a.rounds):  # rounds interleave the candidates
                 for i, c in enumerate(picks):
-                    step, peak = measure(a.pipelab, experiment, c, os.path.join(tmp, f"{name}-{i}-{r}"))
-                    measured[i].append(step)
-                    memory[i] = peak
+                    got = measure(a.pipelab, experiment, c, os.path.join(tmp, f"{name}-{i}-{r}"))
+                    if got is None:
+                        continue
+                    measured[i].append(got[0])
+                    memory[i] = got[1]
+            # A candidate that diverged before its traced epoch in every round was never timed.
+            for i in reversed(range(len(picks))):
+                if not measured[i]:
+                    print(f"{name}: {picks[i]['label']} diverged before its traced epoch: left out")
+                    del picks[i], measured[i], memory[i]
             steps = [sorted(m)[len(m) // 2] for m in measured]
             print(f"\n{name} ({experiment}): 2 devices, threaded, {a.rounds} round(s)")
             print(f"{'#':>3} {'candidate':<44} {'st x r':>6} {'predicted':>10} {'measured':>10} "

@@ -298,8 +298,14 @@ class CostSource {
       busy = fmt::format("; two devices busy together run {:.2f}x slower at {} examples, {:.2f}x at {}", two.at(small_),
                          small_, two.at(large_), large_);
     }
-    return fmt::format("timed here: each block at {} examples, {} intra-op thread(s) per device{}", at, times_.threads,
-                       busy);
+    // How much the blocks' times were scaled to the model run as a stage runs it.
+    const std::string chained =
+        fmt::format("; the model run as a stage runs it took {:.2f}x its blocks' forward and {:.2f}x their backward at "
+                    "{} examples ({:.2f}x and {:.2f}x at {}), which scale them",
+                    times_.chain_forward.at(large_), times_.chain_backward.at(large_), large_,
+                    times_.chain_forward.at(small_), times_.chain_backward.at(small_), small_);
+    return fmt::format("timed here: each block at {} examples, {} intra-op thread(s) per device{}{}", at, times_.threads,
+                       chained, busy);
   }
   /// The device memory's bandwidth in a header: no figure is no bound, not 0 GB/s.
   static std::string memory_text(double gbs) {

@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include <torch/torch.h>
 
@@ -269,6 +270,58 @@ std::vector<SizeCurve> time_busy_slowdown(const ModelDef& def, uint64_t seed, st
   return out;
 }
 
+/// Seconds of the whole model's forward (every block on the last one's output, the graph
+/// kept, the loss) and of one backward from the loss: the blocks as a stage runs them.
+std::pair<double, double> chain_seconds(std::vector<Block>& blocks, const DataSpec& data, int examples) {
+  std::vector<int64_t> shape{examples};
+  shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
+  LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
+  Tensors out;
+  const double forward = seconds_of([&] {
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      out = call_block(blocks[b], live.take(blocks[b].io.in));
+      if (b + 1 < blocks.size()) live.update(blocks[b], out);
+    }
+    out = with_loss(out, true, data, examples);
+  });
+  const Roots roots(out);
+  const double backward = seconds_of([&] {
+    if (!roots.outputs.empty()) torch::autograd::backward(roots.outputs, roots.grads);
+  });
+  return {forward, backward};
+}
+
+/// Per size, the model's chained forward and backward over the sum of its blocks' timed
+/// ones: the median of `repeats` chains in each of `rounds` rounds (after one that warms up).
+std::pair<SizeCurve, SizeCurve> chain_factors(std::vector<Block>& blocks, const DataSpec& data,
+                                              const std::vector<int>& sizes, const std::vector<Samples>& timed,
+                                              int repeats, int rounds) {
+  std::vector<std::vector<double>> forward(sizes.size()), backward(sizes.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t z = 0; z < sizes.size(); ++z) {
+      for (int r = round == 0 ? -1 : 0; r < repeats; ++r) {
+        const auto [f, b] = chain_seconds(blocks, data, sizes[z]);
+        if (r < 0) continue;
+        forward[z].push_back(f);
+        backward[z].push_back(b);
+      }
+    }
+  }
+  SizeCurve f, b;
+  for (size_t z = 0; z < sizes.size(); ++z) {
+    double alone_f = 0, alone_b = 0;
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      alone_f += median(timed[z].forward[k]);
+      alone_b += median(timed[z].backward[k]);
+    }
+    f.examples.push_back(sizes[z]);
+    b.examples.push_back(sizes[z]);
+    f.values.push_back(alone_f > 0 ? median(forward[z]) / alone_f : 1.0);
+    b.values.push_back(alone_b > 0 ? median(backward[z]) / alone_b : 1.0);
+  }
+  return {f, b};
+}
+
 }  // namespace
 
 Tensors detached_inputs(const LiveSet& live, const Block& block) {
@@ -315,25 +368,28 @@ BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed,
     for (size_t z = 0; z < sizes.size(); ++z) time_at(blocks, data, sizes[z], repeats, round == 0, timed[z]);
   }
   BlockTimes out;
+  std::tie(out.chain_forward, out.chain_backward) = chain_factors(blocks, data, sizes, timed, repeats, rounds);
   out.update = time_updates(blocks, optimizer, repeats * rounds);
   out.weight_copy = time_weight_copies(blocks, repeats * rounds);
   out.reduce_gbps = time_reduce(blocks, repeats * rounds);
   out.busy_slowdown = time_busy_slowdown(def, seed, blocks, data, sizes, threads, rounds);
   at::set_num_threads(before);
   out.threads = threads;
-  const auto curve = [&](std::vector<std::vector<double>> Samples::*kind, size_t block) {
+  // Each block's times as the chain runs it: the forward's by the chain's forward factor,
+  // every backward's (B, I and W) by its backward's.
+  const auto curve = [&](std::vector<std::vector<double>> Samples::*kind, size_t block, const SizeCurve& factor) {
     SizeCurve c;
     for (size_t z = 0; z < sizes.size(); ++z) {
       c.examples.push_back(sizes[z]);
-      c.values.push_back(median((timed[z].*kind)[block]));
+      c.values.push_back(median((timed[z].*kind)[block]) * factor.values[z]);
     }
     return c;
   };
   for (size_t i = 0; i < n; ++i) {
-    out.forward.push_back(curve(&Samples::forward, i));
-    out.backward.push_back(curve(&Samples::backward, i));
-    out.input_backward.push_back(curve(&Samples::input, i));
-    out.weight_backward.push_back(curve(&Samples::weight, i));
+    out.forward.push_back(curve(&Samples::forward, i, out.chain_forward));
+    out.backward.push_back(curve(&Samples::backward, i, out.chain_backward));
+    out.input_backward.push_back(curve(&Samples::input, i, out.chain_backward));
+    out.weight_backward.push_back(curve(&Samples::weight, i, out.chain_backward));
   }
   return out;
 }

@@ -39,6 +39,14 @@ struct BlockTimes {
   /// alone with (a half-width MobileNetV2 on two threads: 1.00x to 1.49x at 4 examples from
   /// run to run, 1.00x to 1.09x at 64).
   std::vector<SizeCurve> busy_slowdown;
+  /// By micro-batch size, how much longer the whole model's forward and backward take run as
+  /// a stage runs them (every block's forward on the last one's output, the graph kept, one
+  /// backward from the loss) than its blocks timed one at a time, each on the same input
+  /// again and again: each block's times above are scaled by them. On this machine a
+  /// half-width MobileNetV2 at 64 examples took 1.25x its blocks' forward and 1.19x their
+  /// backward so, and its runs 1.14x and 1.10x. The chain holds the whole model's
+  /// activations at each timed size, the largest the mini-batch, as a one-device run would.
+  SizeCurve chain_forward, chain_backward;
   /// busy_slowdown at micro-batches of `examples`: [k - 1] for k busy devices, [0] = 1.
   std::vector<double> busy_slowdown_at(double examples) const;
   int threads = 1;  ///< the intra-op threads they were timed with
@@ -53,8 +61,9 @@ std::vector<int> timed_sizes(int small, int large);
 /// with `threads` intra-op threads: each block's forward on the previous block's output, its
 /// backward alone, its split backward and a step of `optimizer` on its parameters: the
 /// median over `rounds` rounds, each timing every size `repeats` times (the first after a
-/// warm-up). Then the slowdown of
-/// devices busy together (BlockTimes::busy_slowdown) at each size, over `rounds` rounds.
+/// warm-up), each scaled to the model run as a stage runs it (BlockTimes::chain_forward).
+/// Then the slowdown of devices busy together (BlockTimes::busy_slowdown) at each size, over
+/// `rounds` rounds.
 BlockTimes time_blocks(const ModelDef& def, const DataSpec& data, uint64_t seed, const OptimizerFactory& optimizer,
                        int small, int large, int threads, int repeats = 3, int rounds = 3);
 

@@ -23,15 +23,16 @@ std::string cost_validation(CostKind kind) {
       return "costs given by hand: as good as their figures (not checked)";
     case CostKind::Timed:
       return "blocks timed here: time to target -16.4% to +9.2% of measured over ten schemes (docs/time-to-accuracy.md, "
-             "rounds 7 and 8); plans' steps 0.90x to 1.41x their prediction, the median per model 1.04x to 1.31x "
-             "(docs/plan.md, round G)";
+             "rounds 7 and 8); plans' steps 0.81x to 1.41x their prediction, the median per model 0.98x to 1.17x "
+             "(docs/plan.md, rounds G and H)";
     case CostKind::Calibrated:
       return "calibrated per operator class: on this project's CPU, each model left out of the fit within 12% of its "
              "measured step (docs/simulate.md, \"Calibrated costs\"); not yet checked on a GPU";
     case CostKind::Derived:
-      return "derived from peak rates: not checked against a run on these devices; a preset's ratios against "
-             "torchgpipe's published ResNet-101 table on P40s, three rows of four within 7%, one +72% "
-             "(docs/time-to-accuracy.md)";
+      return "derived from peak rates: a preset's single-GPU throughput against published CNN training, -68% to "
+             "+545%, two of eleven within 20% (docs/simulate.md, \"Presets against published single-GPU "
+             "throughput\"); its ratios against torchgpipe's ResNet-101 table on P40s, three rows of four within 7%, "
+             "one +72% (docs/time-to-accuracy.md)";
   }
   return "";
 }
