@@ -37,6 +37,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
@@ -351,6 +352,39 @@ class FtpipePolicy : public StagePolicy {
   StalenessRecorder record_;
 };
 
+/// Its work on stage r's weights, as FtpipePolicy does it: a forward that predicts (from the
+/// first update on, d > 0 updates ahead, or one NAG step) predicts and swaps the prediction
+/// in, keeping it for the backward where the stage stashes or is the last; one that does not
+/// copies the live weights into the stash; a backward reading its stash swaps it in (3); an
+/// update under Gap-Aware first reads the gradients, the optimizer's statistics and the
+/// stash as a step does (priced as one, like a prediction) and, with the aliased stash,
+/// copies the live weights.
+WeightWorks ftpipe_work(const std::vector<Action>& actions, const FtpipeOptions& o, int r, int stages) {
+  const bool last = r + 1 == stages;
+  const bool predicts = o.predictor != Predictor::None && !(last && o.nesterov_last_partition);
+  const bool stashes = o.stash && !last && !(o.stash_aliases_live && predicts);
+  const bool gap_aware = gap_aware_at(o.gap_aware, r, stages);
+  WeightWorks work(actions.size());
+  int updates = 0;
+  std::set<int> stashed;  // micro-batches whose forward's weights wait for their backward
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    if (a.kind == ActionKind::Update) {
+      if (gap_aware) work[i] = {o.stash_aliases_live && predicts ? 1.0 : 0.0, 1};
+      ++updates;
+    } else if (a.kind == ActionKind::Forward) {
+      const int64_t d = ftpipe::expected_staleness(a.mb, warmup(r, stages));
+      const bool ahead = predicts && updates > 0 && (d > 0 || o.nag_with_predictor);
+      if (ahead) work[i] = {kSwapCopies, 1};
+      if (!ahead && stashes) work[i].copies = 1;
+      if ((ahead && (last || stashes)) || (!ahead && stashes)) stashed.insert(a.mb);
+    } else if (kind_info(a.kind).takes_gradients && stashed.erase(a.mb) > 0 && (last || !o.gap_aware_just_loss)) {
+      work[i].copies = kSwapCopies;
+    }
+  }
+  return work;
+}
+
 class Ftpipe : public OneFOneBScheme<FtpipeOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
@@ -361,6 +395,9 @@ class Ftpipe : public OneFOneBScheme<FtpipeOptions> {
     const double swap = options_.predictor != Predictor::None ? 1 : 0;
     const double stash = options_.stash ? stages - stage : 0;
     return {1 + swap + stash, options_.recompute && stage + 1 < stages};
+  }
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int stage, int stages) const override {
+    return ftpipe_work(stage_actions, options_, stage, stages);
   }
   std::unique_ptr<StagePolicy> make_policy(Stage& stage) const override {
     return std::make_unique<FtpipePolicy>(stage, options_);

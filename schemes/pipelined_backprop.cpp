@@ -17,6 +17,8 @@
 /// Without them it is `async` with the tick's delays. Tested against its derived oracle (docs/schemes.md §5.7).
 #include <cmath>
 
+#include <algorithm>
+
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
 #include "core/weights/weights.h"
@@ -117,6 +119,32 @@ class PipelinedBackpropPolicy : public StagePolicy {
   StalenessRecorder record_;
 };
 
+/// Its work on a stage's weights, `delay` its updates of delay: at each forward whose
+/// gradient will be late (min(j, delay) > 0), `velocity` predicts and swaps the prediction in,
+/// `weight_difference` (from the first update on) copies the weights, builds W + D (W - W_prev)
+/// (a difference, a scale, a sum) and swaps it in, and copies the weights before each update;
+/// spike compensation adds the rest of its step at each update ((a - 1) v and b G scaled,
+/// summed, scaled by the LR and subtracted).
+WeightWorks pipelined_work(const std::vector<Action>& actions, const PipelinedBackpropOptions& o, int delay) {
+  using Prediction = PipelinedBackpropOptions::Prediction;
+  WeightWorks work(actions.size());
+  int updates = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    if (a.kind == ActionKind::Update) {
+      if (o.prediction == Prediction::WeightDifference) work[i].copies += 1;
+      if (o.spike != PipelinedBackpropOptions::Spike::Off) work[i].copies += 1 + 1 + kDifferenceCopies + 1 + kAxpyCopies;
+      ++updates;
+    } else if (a.kind == ActionKind::Forward && std::min(a.mb, delay) > 0) {
+      if (o.prediction == Prediction::Velocity) work[i] = predicted_swap(updates);
+      if (o.prediction == Prediction::WeightDifference && updates > 0) {
+        work[i].copies = 1 + kDifferenceCopies + 1 + kDifferenceCopies + kSwapCopies;
+      }
+    }
+  }
+  return work;
+}
+
 class PipelinedBackprop : public OneFOneBScheme<PipelinedBackpropOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
@@ -124,6 +152,9 @@ class PipelinedBackprop : public OneFOneBScheme<PipelinedBackpropOptions> {
   /// read): another training regime, not a faster way to train the same batch.
   Numerics numerics() const override { return Numerics::Other; }
   Schedule schedule(int stages, int units) const override { return pipelined(stages, units, tick()); }
+  WeightWorks weight_work(const std::vector<Action>& stage_actions, int stage, int stages) const override {
+    return pipelined_work(stage_actions, options_, delay(stage, stages));
+  }
   std::vector<int> max_in_flight(int stages) const override {
     std::vector<int> bound;
     for (int r = 0; r < stages; ++r) bound.push_back((tick() ? 2 : 1) * (stages - 1 - r) + 1);
@@ -137,11 +168,12 @@ class PipelinedBackprop : public OneFOneBScheme<PipelinedBackpropOptions> {
              "use optimizer: {type: sgd, momentum: 0.9}, or spike_compensation: off");
       }
     }
-    const int delay = (tick() ? 2 : 1) * (stage.count() - 1 - stage.index());
-    return std::make_unique<PipelinedBackpropPolicy>(stage, options_, delay);
+    return std::make_unique<PipelinedBackpropPolicy>(stage, options_, delay(stage.index(), stage.count()));
   }
 
  private:
+  /// Updates stage r of D's gradients are late by: 2 w_r (tick) or w_r.
+  int delay(int r, int stages) const { return (tick() ? 2 : 1) * (stages - 1 - r); }
   bool tick() const { return options_.timing == PipelinedBackpropOptions::Timing::Tick; }
 };
 

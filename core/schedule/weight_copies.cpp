@@ -50,14 +50,9 @@ WeightWorks double_buffer_copies(const std::vector<Action>& actions, int micro_b
   return work;
 }
 
-namespace {
-
-/// One prediction swapped in: before any update, predict_weights copies the weights.
 WeightWork predicted_swap(int updates) {
   return updates == 0 ? WeightWork{1 + kSwapCopies, 0} : WeightWork{kSwapCopies, 1};
 }
-
-}  // namespace
 
 WeightWorks predicted_swaps(const std::vector<Action>& actions, const Predicting& p) {
   WeightWorks work(actions.size());

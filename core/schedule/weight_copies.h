@@ -69,6 +69,10 @@ struct Predicting {
   bool measured = false;
 };
 
+/// One prediction swapped in (3) after `updates` updates of the stage: before the first,
+/// predict_weights copies the weights (1) instead of predicting.
+WeightWork predicted_swap(int updates);
+
 /// A predictor's work: each predicting action predicts (or copies, before any update) and
 /// swaps the result in (3); the meter's copies where it runs.
 WeightWorks predicted_swaps(const std::vector<Action>& actions, const Predicting& p);

@@ -112,6 +112,22 @@ TEST(WeightCopies, SchemesCountTheirPolicysWork) {
           ->weight_work(order, 0, 2);
   const double update = 2 + kDifferenceCopies + 1 + kAxpyCopies, forward = 1 + kAxpyCopies + kSwapCopies;
   EXPECT_EQ(copies(pipemare), (std::vector<double>{0, 0, 0, update, forward, 0, update}));
+  // FTPipe's msnag with a stash at stage 0 of 2 (w_r = 1): before the first update nothing is
+  // predicted and each forward stashes a copy; each backward swaps its stash in; F2 predicts
+  // d = 1 ahead and swaps the prediction in, which its backward swaps in again.
+  const WeightWorks ftpipe = scheme("{type: ftpipe, predictor: msnag, stash: true}")->weight_work(order, 0, 2);
+  EXPECT_EQ(copies(ftpipe), (std::vector<double>{1, 1, 3, 0, 3, 3, 0}));
+  EXPECT_EQ(predictions(ftpipe), (std::vector<double>{0, 0, 0, 0, 1, 0, 0}));
+  // Pipelined Backpropagation at stage 0 of 2 (tick timing: 2 updates late): forward j is
+  // min(j, 2) late; `velocity` predicts there (copying before the first update), and
+  // `weight_difference` copies at each update and builds W + D (W - W_prev) after the first.
+  const WeightWorks velocity =
+      scheme("{type: pipelined_backprop, prediction: velocity}")->weight_work(order, 0, 2);
+  EXPECT_EQ(copies(velocity), (std::vector<double>{0, 4, 0, 0, 3, 0, 0}));
+  EXPECT_EQ(predictions(velocity), (std::vector<double>{0, 0, 0, 0, 1, 0, 0}));
+  const double built = 1 + kDifferenceCopies + 1 + kDifferenceCopies + kSwapCopies;
+  EXPECT_EQ(copies(scheme("{type: pipelined_backprop, prediction: weight_difference}")->weight_work(order, 0, 2)),
+            (std::vector<double>{0, 0, 0, 1, built, 0, 1}));
   // The released asynchronous Nesterov is PipeDream's stash.
   EXPECT_EQ(copies(scheme("{type: nesterov_async}")->weight_work(order, 0, 2)), copies(stash_copies(order)));
 }

@@ -28,7 +28,7 @@ struct BlockTimes {
   std::vector<SizeCurve> forward, backward, input_backward, weight_backward;
   std::vector<double> update;
   /// Seconds to copy each block's parameters once (into a buffer of their size): what a
-  /// weight version stashed, swapped in or put back costs (Scheme::weight_copies).
+  /// weight version stashed, swapped in or put back costs (Scheme::weight_work).
   std::vector<double> weight_copy;
   /// An all-reduce of the timed gradients over two members through this host's memory, in
   /// Gbit/s of each member's ring bytes (LinkSpec::reduce_gbps); 0 without gradients.
