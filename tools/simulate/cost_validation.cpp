@@ -23,8 +23,8 @@ std::string cost_validation(CostKind kind) {
       return "costs given by hand: as good as their figures (not checked)";
     case CostKind::Timed:
       return "blocks timed here: time to target -16.4% to +9.2% of measured over ten schemes (docs/time-to-accuracy.md, "
-             "rounds 7 and 8); plans' steps 0.81x to 1.41x their prediction, the median per model 0.98x to 1.17x "
-             "(docs/plan.md, rounds G and H)";
+             "rounds 7 and 8); plans' steps 0.81x to 1.49x their prediction, the median per model 0.98x to 1.31x "
+             "(docs/plan.md, round H)";
     case CostKind::Calibrated:
       return "calibrated per operator class: on this project's CPU, each model left out of the fit within 12% of its "
              "measured step (docs/simulate.md, \"Calibrated costs\"); not yet checked on a GPU";
