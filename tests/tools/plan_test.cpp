@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/config/registry.h"
 #include "core/io/pt_file.h"
@@ -102,6 +103,17 @@ TEST(Plan, RanksBySimulatedStepOverEveryShapeThatFillsTheDevices) {
   // A compute-bound model on 4 devices pipelines (or replicates): the winner uses them all.
   EXPECT_GT(r.ranked.front().samples_per_second, 0);
   EXPECT_GE(types.size(), 2u);
+}
+
+// What the planner varies comes from the option keys a scheme declares: Chimera's `chunks`
+// are searched (a probe that built each scheme with 3 micro-batches found none, since
+// Chimera takes an even count, and planned it at its default only).
+TEST(Plan, ASchemesMicroBatchKnobIsReadFromItsOptions) {
+  testing::TempDir dir;
+  const Planned p = plan_of(file_of(dir, kDeep), 4, device(100), [](plan::PlanSpace& s) { s.schemes = {"chimera"}; });
+  std::set<int> counts;
+  for (const plan::Candidate& c : p.result.ranked) counts.insert(c.micro_batches);
+  EXPECT_GE(counts.size(), 2u) << "chimera planned at " << counts.size() << " micro-batch count(s)";
 }
 
 TEST(Plan, TheBoundIsNeverAboveTheReplayedStep) {

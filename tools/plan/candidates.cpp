@@ -19,9 +19,10 @@
 namespace pipelab::plan {
 namespace {
 
-/// What a scheme type's options let the planner vary, found by asking the registry (no list
-/// of scheme names): the key of its micro-batch count, and whether it takes virtual stages,
-/// its own replicas and a recomputation choice.
+/// What a scheme type's options let the planner vary, read from the option keys its options
+/// struct declares (no list of scheme names, and no scheme built to find out): the key of its
+/// micro-batch count, and whether it takes virtual stages, its own replicas, a recomputation
+/// choice and sequence segments.
 struct SchemeKnobs {
   YAML::Node base;              ///< the file's section for its own type, else {type}
   std::string micro_key;        ///< "chunks", "micro_batches" or "" (fixed)
@@ -37,31 +38,23 @@ YAML::Node with(const YAML::Node& section, const std::string& key, const YAML::N
   return out;
 }
 
-/// Whether the registry takes `section` (and `check` holds of the scheme it makes).
-template <class Check>
-bool takes(const YAML::Node& section, Check check) {
-  try {
-    return check(*make_scheme(section));
-  } catch (const UserError&) {
-    return false;
-  }
-}
-
 SchemeKnobs knobs_of(const Experiment& e, const std::string& type) {
   SchemeKnobs k;
   k.base = type == e.scheme->type() ? YAML::Clone(e.scheme->resolved()) : YAML::Node(YAML::NodeType::Map);
   k.base["type"] = type;
+  // The scheme's own option keys, as its options struct declares them (core/config/registry.h).
+  const std::vector<std::string> keys = kind_option_keys("scheme", type).value_or(std::vector<std::string>{});
+  const auto has = [&keys](const char* key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
   for (const char* key : {"chunks", "micro_batches"}) {
-    if (takes(with(k.base, key, YAML::Node(3)), [](const Scheme& s) { return s.micro_batches() == 3; })) {
+    if (has(key)) {
       k.micro_key = key;
       break;
     }
   }
-  k.virtual_stages = takes(with(k.base, "virtual_stages", YAML::Node(2)), [](const Scheme&) { return true; });
-  k.own_replicas = takes(with(k.base, "replicas", YAML::Node(2)), [](const Scheme& s) { return s.replicas(1) == 2; });
-  k.checkpoint = takes(with(k.base, "checkpoint", YAML::Node("always")), [](const Scheme&) { return true; });
-  k.segments = takes(with(k.base, "segments", YAML::Node(2)),
-                     [](const Scheme& s) { return s.sequence_split().segments == 2; });
+  k.virtual_stages = has("virtual_stages");
+  k.own_replicas = has("replicas");
+  k.checkpoint = has("checkpoint");
+  k.segments = has("segments");
   return k;
 }
 
