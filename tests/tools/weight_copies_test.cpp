@@ -170,6 +170,13 @@ TEST(WeightCopies, TheReplayPaysEachPredictionAtTheStagesPredictionCost) {
   const double without = sim::simulate(*pipeoptim, 1, 4, 1, one_stage(0), {}).makespan;
   const double with = sim::simulate(*pipeoptim, 1, 4, 1, one_stage(0.01, 0.1), {}).makespan;
   EXPECT_NEAR(with - without, 13 * 0.01 + 3 * 0.1, 1e-12);
+  // With its meter: F1, F2 and F3 each open a measurement (2 copies) that the next update
+  // closes (1 + 2 distances); U1 closes none. The updates' work is paid once each, in all:
+  // 13 + 3 x 2 + 3 x 29 copies.
+  const auto measured = scheme("{type: pipeoptim, variant: reference}");
+  const double plain = sim::simulate(*measured, 1, 4, 1, one_stage(0), {}).makespan;
+  const double metered = sim::simulate(*measured, 1, 4, 1, one_stage(0.01, 0.1), {}).makespan;
+  EXPECT_NEAR(metered - plain, (13 + 3 * 2 + 3 * (1 + 2 * kDistanceCopies)) * 0.01 + 3 * 0.1, 1e-12);
 }
 
 }  // namespace

@@ -16,9 +16,11 @@ every product (`calibrate --one-class`), which is what derived costs assumed bef
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_commands import run, write_table  # noqa: E402
 
 MODELS = {
     "mlp": ("{type: mlp, sizes: [256, 1024, 1024, 1024, 1024, 1024, 10]}",
@@ -48,13 +50,6 @@ MODELS = {
     "llama": ("{type: llama, vocab: 2000, hidden: 128, intermediate: 384, layers: 4, heads: 4, kv_heads: 2}",
               "{type: synthetic, samples: 256, test_samples: 32, tokens: {vocabulary: 2000, length: 64}}"),
 }
-
-
-def run(cmd):
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return done.stdout
 
 
 def train(pipelab, folder, name):
@@ -104,9 +99,7 @@ def main():
                          f"{e2:+.1f}% |")
             print(lines[-1], flush=True)
     print(f"worst left-out model, calibrated per class: {worst:.1f}% (goal: 10%)")
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    write_table(args.markdown, lines)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,11 @@ measured costs) and its figure for the same bytes (`peak_activation_bytes + grad
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_commands import run, write_table  # noqa: E402
 
 MODELS = {
     "mlp": ("{type: mlp, sizes: [256, 1024, 1024, 1024, 1024, 1024, 10]}",
@@ -56,13 +58,6 @@ SCHEMES = {
 # Examples per `run.batch_size`: 32 split into `chunks`, or each scheme's own.
 BATCH_SIZE = {"2bw": 8}
 PRECISIONS = {"float32": "none", "bf16": "bf16"}
-
-
-def run(cmd):
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return done.stdout
 
 
 def words_file(folder):
@@ -137,9 +132,7 @@ def main():
                     lines.append(f"| {name} | {scheme} | {precision} | {devices} | {worst:+.1f}% |")
                     print(lines[-1], flush=True)
     print(f"worst device: {worst_all:.1f}% (goal: 10%)")
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    write_table(args.markdown, lines)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,13 @@ double median_seconds(int repeats, const std::function<void()>& fn) {
   return median(t);
 }
 
+/// A batch of `examples` zero examples of `data`'s shape: the first block's input.
+LiveSet model_input(const DataSpec& data, int examples) {
+  std::vector<int64_t> shape{examples};
+  shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
+  return LiveSet(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
+}
+
 /// Per block, the seconds timed of each action at one size.
 struct Samples {
   explicit Samples(size_t blocks) : forward(blocks), backward(blocks), input(blocks), weight(blocks) {}
@@ -80,9 +87,7 @@ std::pair<double, double> time_split(Block& block, const Tensors& in, bool last,
 /// examples, `repeats` of each (after one untimed when `warm_up`), appended to
 /// `t.forward[b]` and the rest.
 void time_at(std::vector<Block>& blocks, const DataSpec& data, int examples, int repeats, bool warm_up, Samples& t) {
-  std::vector<int64_t> shape{examples};
-  shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
-  LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
+  LiveSet live = model_input(data, examples);
   for (size_t b = 0; b < blocks.size(); ++b) {
     Block& block = blocks[b];
     Tensors out;
@@ -192,9 +197,7 @@ double time_reduce(const std::vector<Block>& blocks, int repeats) {
 /// One pass of `examples` examples over `blocks` as a device runs them: each block's forward
 /// on the previous one's output, then its backward.
 void sweep(std::vector<Block>& blocks, const DataSpec& data, int examples) {
-  std::vector<int64_t> shape{examples};
-  shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
-  LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
+  LiveSet live = model_input(data, examples);
   for (size_t b = 0; b < blocks.size(); ++b) {
     Block& block = blocks[b];
     const Tensors out = call_block(block, b == 0 ? live.take(block.io.in) : detached_inputs(live, block));
@@ -273,9 +276,7 @@ std::vector<SizeCurve> time_busy_slowdown(const ModelDef& def, uint64_t seed, st
 /// Seconds of the whole model's forward (every block on the last one's output, the graph
 /// kept, the loss) and of one backward from the loss: the blocks as a stage runs them.
 std::pair<double, double> chain_seconds(std::vector<Block>& blocks, const DataSpec& data, int examples) {
-  std::vector<int64_t> shape{examples};
-  shape.insert(shape.end(), data.input_shape.begin(), data.input_shape.end());
-  LiveSet live(torch::zeros(shape, data.integer_input ? torch::kLong : torch::kFloat));
+  LiveSet live = model_input(data, examples);
   Tensors out;
   const double forward = seconds_of([&] {
     for (size_t b = 0; b < blocks.size(); ++b) {

@@ -98,8 +98,9 @@ double action_time(const StageCosts& s, ActionKind kind, bool recompute) {
 }
 
 /// Per action of `s`, the work on its stage's weights its scheme's policy does (Scheme::
-/// weight_work, from each stage's actions in order): keyed by (stage, kind, micro-batch), an
-/// update's by (stage, kind, -1) (each update of a stage works alike).
+/// weight_work, from each stage's actions in order): keyed by (stage, kind, micro-batch). An
+/// update has no number to key it by, so each of a stage's updates takes their mean (the
+/// prediction meter closes at some updates only, a momentum term starts after the first).
 using WeightWorkMap = std::map<std::tuple<int, ActionKind, int>, WeightWork>;
 std::shared_ptr<const WeightWorkMap> weight_work_of(const Schedule& s, const RunPlan& plan) {
   std::map<int, std::vector<Action>> by_stage;
@@ -112,8 +113,18 @@ std::shared_ptr<const WeightWorkMap> weight_work_of(const Schedule& s, const Run
   for (const auto& [stage, actions] : by_stage) {
     const int position = plan.layout().position(stage);
     const WeightWorks work = plan.scheme().weight_work(actions, position, plan.stages());
+    WeightWork updates;
+    int update_count = 0;
     for (size_t i = 0; i < actions.size() && i < work.size(); ++i) {
-      if (work[i].copies > 0 || work[i].predictions > 0) (*out)[{stage, actions[i].kind, actions[i].mb}] = work[i];
+      if (actions[i].kind == ActionKind::Update) {
+        updates += work[i];
+        ++update_count;
+      } else if (work[i].copies > 0 || work[i].predictions > 0) {
+        (*out)[{stage, actions[i].kind, actions[i].mb}] = work[i];
+      }
+    }
+    if (update_count > 0 && (updates.copies > 0 || updates.predictions > 0)) {
+      (*out)[{stage, ActionKind::Update, -1}] = {updates.copies / update_count, updates.predictions / update_count};
     }
   }
   return out;
