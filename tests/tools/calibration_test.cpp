@@ -61,21 +61,31 @@ TEST(OpClasses, EachOperatorCountsInItsClass) {
 }
 
 TEST(OpClasses, ABlocksSecondsByClassByHand) {
-  // 1000 GEMM FLOPs at half of 1 GFLOP/s, 600 attention FLOPs at a tenth, 40 bytes at a
-  // quarter of 1 GB/s, per example, 2 examples.
+  // 1000 GEMM FLOPs at half of 1 GFLOP/s, 600 attention FLOPs at a tenth, 40 bytes of
+  // element-wise kernels at a quarter of 1 GB/s, per example, 2 examples. The GEMM's operands
+  // (600 bytes) take longer than its FLOPs at that bandwidth; attention's (10) do not.
   BlockProfile b;
   b.class_flops[static_cast<size_t>(OpClass::Gemm)] = 1000;
   b.class_flops[static_cast<size_t>(OpClass::Attention)] = 600;
+  b.class_bytes[static_cast<size_t>(OpClass::Gemm)] = 600;
+  b.class_bytes[static_cast<size_t>(OpClass::Attention)] = 10;
   b.memory_bytes = 40;
   sim::ClassRates r;
   r.forward.compute[static_cast<size_t>(OpClass::Gemm)] = 0.5;
   r.forward.compute[static_cast<size_t>(OpClass::Attention)] = 0.1;
   r.forward.memory = 0.25;
-  const sim::ClassSeconds t = sim::class_seconds(b, 2, r, 1e9, 1e9, 1.0);
-  const double gemm = 2000 / 0.5e9, attention = 1200 / 0.1e9, bytes = 80 / 0.25e9;
+  const sim::ClassSeconds t = sim::class_seconds(b, 2, r, sim::ClassDevice{1e9, 0, 1e9, 1.0});
+  const double gemm = 1200 / 0.25e9, attention = 1200 / 0.1e9, bytes = 80 / 0.25e9;
+  ASSERT_GT(gemm, 2000 / 0.5e9);  // bound by its bytes
   EXPECT_DOUBLE_EQ(t.forward, gemm + attention + bytes);
   EXPECT_DOUBLE_EQ(t.input_backward, gemm + 2 * attention + 2 * bytes);
   EXPECT_DOUBLE_EQ(t.weight_backward, gemm);
+  // Convolutions at their own rate where the device gives one (TensorFloat-32 under float32).
+  BlockProfile conv;
+  conv.class_flops[static_cast<size_t>(OpClass::Conv)] = 1000;
+  conv.class_flops[static_cast<size_t>(OpClass::Gemm)] = 100;
+  EXPECT_DOUBLE_EQ(sim::class_seconds(conv, 1, r, sim::ClassDevice{1e9, 4e9, 0, 1.0}).forward,
+                   1000 / 4e9 + 100 / 0.5e9);
   // derive_costs prices a block by class when the device has class rates.
   sim::DeviceSpec device;
   device.tflops = 1e-3;
@@ -176,7 +186,8 @@ TEST(Calibration, StagesMadeFromKnownRatesGiveThemBack) {
   BlockProfile block;
   block.class_flops[kConv] = 1000000;
   block.class_calls[kConv] = 2;
-  const sim::ClassSeconds t = sim::class_seconds(block, 8, d.classes, d.tflops.float32 * 1e12, d.memory_gbs * 1e9, 1);
+  const sim::ClassSeconds t =
+      sim::class_seconds(block, 8, d.classes, sim::ClassDevice{d.tflops.float32 * 1e12, 0, d.memory_gbs * 1e9, 1});
   EXPECT_NEAR(t.forward / (8e6 * conv + 2 * conv_call), 1, 1e-6);
   EXPECT_NEAR((t.input_backward + t.weight_backward) / (2 * (8e6 * conv_back + 2 * conv_call)), 1, 1e-6);
 }

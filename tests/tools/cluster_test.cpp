@@ -77,10 +77,19 @@ TEST(Cluster, PresetsLoadWithTheirRatesAndSources) {
     EXPECT_GT(c.device.memory_gib, 0) << name;
     EXPECT_GT(c.link.gbps, 0) << name;
   }
-  EXPECT_EQ(sim::cluster_presets().size(), 5u);
+  EXPECT_EQ(sim::cluster_presets().size(), 7u);
   EXPECT_DOUBLE_EQ(sim::load_cluster("h100_sxm").device.tflops.of("bfloat16"), 400);
   EXPECT_EQ(sim::load_cluster("v100_sxm2").device.tflops.of("bfloat16"), 0);  // no bfloat16 on a V100
   EXPECT_EQ(sim::load_cluster("h200").link.devices_per_node, 8);
+  // Every preset prices by operator class (docs/simulate.md, "Presets against published
+  // single-GPU throughput"); TensorFloat-32 where the GPU has it (Ampere and later).
+  for (const std::string& name : sim::cluster_presets()) {
+    EXPECT_TRUE(sim::load_cluster(name).device.classes.given()) << name;
+    EXPECT_TRUE(sim::is_cluster_preset(name)) << name;
+  }
+  EXPECT_GT(sim::load_cluster("a100_sxm").device.tflops.tf32, sim::load_cluster("a100_sxm").device.tflops.float32);
+  EXPECT_EQ(sim::load_cluster("v100_sxm2").device.tflops.tf32, 0);
+  EXPECT_FALSE(sim::is_cluster_preset("clusters/mine.yaml"));
 }
 
 }  // namespace

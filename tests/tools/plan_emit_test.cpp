@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "tests/support/helpers.h"
+#include "tests/tools/launch_support.h"
 
 namespace pipelab::plan_emit_test {
 namespace {

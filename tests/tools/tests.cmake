@@ -3,6 +3,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/calibration_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cluster_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/preset_classes_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/compression_run_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/check_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/describe_test.cpp

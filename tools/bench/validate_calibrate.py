@@ -12,6 +12,10 @@ every product (`calibrate --one-class`), which is what derived costs assumed bef
 "Calibrated costs"): every left-out model within 10%. Timing: run it alone on the machine.
 
     tools/bench/validate_calibrate.py [--pipelab build/pipelab] [--models mlp,resnet,...] [--markdown out.md]
+        [--runs DIR]
+
+`--runs DIR` keeps the trained runs there and reuses those already there: a change to the fit
+or to derived costs is checked again without training.
 """
 import argparse
 import json
@@ -61,7 +65,8 @@ def train(pipelab, folder, name):
                 "run:       {epochs: 2, batch_size: 32, seed: 0, executor: sequential, threads: 1, "
                 "trace: true, progress: false}\n")
     out = os.path.join(folder, f"{name}.run")
-    run([pipelab, "run", path, "--quiet", "--set", f"run.output={out}"])
+    if not os.path.isfile(os.path.join(out, "metrics/costs.json")):
+        run([pipelab, "run", path, "--quiet", "--overwrite", "--set", f"run.output={out}"])
     return path, out
 
 
@@ -76,11 +81,14 @@ def main():
     parser.add_argument("--pipelab", default="build/pipelab")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--markdown", help="also write the table here")
+    parser.add_argument("--runs", help="keep the trained runs in this folder and reuse those there")
     args = parser.parse_args()
     names = args.models.split(",")
     lines = ["| left out | measured step (ms) | calibrated per class | error | one rate for every product | error |",
              "|---|---:|---:|---:|---:|---:|"]
-    with tempfile.TemporaryDirectory(prefix="pipelab-calibrate-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pipelab-calibrate-") as scratch:
+        tmp = args.runs or scratch
+        os.makedirs(tmp, exist_ok=True)
         runs = {name: train(args.pipelab, tmp, name) for name in names}
         print(lines[0], flush=True)
         worst = 0.0

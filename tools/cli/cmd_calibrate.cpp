@@ -79,7 +79,6 @@ RunSamples samples_of(const std::string& run) {
         x.calls[c] += static_cast<double>(blocks[b].class_calls[c]);
       }
       x.memory_bytes += static_cast<double>(blocks[b].memory_bytes);
-      for (const int64_t bytes : blocks[b].class_bytes) x.memory_bytes += static_cast<double>(bytes);
       x.weight_bytes += 4.0 * static_cast<double>(blocks[b].parameters);
       x.kernels += static_cast<double>(blocks[b].kernels);
     }

@@ -54,7 +54,7 @@ inline void add_cost_options(po::options_description& options, CostFlags& f) {
       "(partition.offload; 0: infinite; plan offloads only where it is given)")(
       "host-latency-us", po::value(&f.device.link.host_latency_us), "latency per copy to or from the host, microseconds")(
       "cluster", po::value(&f.cluster),
-      "derive costs for a cluster: a preset (h100_sxm, h200, a100_sxm, v100_sxm2, p40) or a cluster YAML file; "
+      "derive costs for a cluster: a preset (h100_sxm, h200, a100_sxm, a100_pcie, v100_sxm2, rtx3090, p40) or a cluster YAML file; "
       "the flags above override its values")(
       "launch-us", po::value(&f.device.launch_us)->default_value(sim::kDefaultLaunchUs),
       "derive costs: host time per kernel launched, microseconds")(
@@ -78,6 +78,9 @@ inline void apply_cluster(const po::variables_map& vm, CostFlags& f, const std::
   const sim::Cluster c = sim::load_cluster(f.cluster);
   if (!vm.count("device-flops")) {
     f.device.tflops = dtype == "float64" ? 0 : c.device.tflops.of(dtype);
+    // Under float32, convolutions compute in TensorFloat-32 where the device has it (cuDNN's
+    // default, and LibTorch's: at::globalContext().allowTF32CuDNN()).
+    f.device.convolution_tflops = dtype == "float32" ? c.device.tflops.tf32 : 0;
     if (f.device.tflops <= 0) {
       throw UsageError{fmt::format("--cluster {}: its devices ({}) have no {} rate, which the experiment computes in. "
                                    "Fix: --set run.amp=bf16 (or another precision the cluster has), or give the rate "
@@ -206,7 +209,7 @@ class CostSource {
   /// `progress`: a progress line while profiling.
   CostSource(const Experiment& e, const po::variables_map& vm, const std::string& costs_file, sim::DeviceSpec device,
              const DataSpec* known = nullptr, bool progress = true)
-      : e_(e), device_(device) {
+      : e_(e), device_(device), preset_(vm.count("cluster") && sim::is_cluster_preset(vm["cluster"].as<std::string>())) {
     if (!costs_file.empty()) {
       file_ = sim::load_costs(costs_file);
       const DataSpec spec = known ? *known : data_spec(e, vm);
@@ -262,7 +265,9 @@ class CostSource {
   sim::CostKind kind() const {
     if (file_) return file_->step_seconds > 0 ? sim::CostKind::Measured : sim::CostKind::Given;
     if (timed()) return sim::CostKind::Timed;
-    return device_.classes.given() ? sim::CostKind::Calibrated : sim::CostKind::Derived;
+    // A preset's class rates are its own (checked against published throughput); a cluster
+    // file's are what `pipelab calibrate` fitted.
+    return device_.classes.given() && !preset_ ? sim::CostKind::Calibrated : sim::CostKind::Derived;
   }
   /// The line a report prints under its costs: how far costs of this kind were found from
   /// measured runs (tools/simulate/cost_validation.h).
@@ -273,9 +278,13 @@ class CostSource {
   std::string describe(const std::string& dtype) const {
     if (file_) return file_->source;
     if (!times_.empty()) return describe_timed();
-    return fmt::format("derived{}: {:g} TFLOP/s, {}, {}, {:g} us per kernel and {:g} us per action, links {} Gbit/s "
-                       "and {:g} us{}; {}{}",
-                       device_.classes.given() ? " per operator class (the cluster's device.classes)" : "", device_.tflops, memory_text(device_.memory_gbs), dtype, device_.launch_us, device_.action_us,
+    return fmt::format("derived{}: {:g} TFLOP/s{}, {}, {}, {:g} us per kernel and {:g} us per action, links {} "
+                       "Gbit/s and {:g} us{}; {}{}",
+                       device_.classes.given() ? " per operator class (the cluster's device.classes)" : "", device_.tflops,
+                       device_.convolution_tflops > 0
+                           ? fmt::format(" ({:g} for convolutions, in TensorFloat-32)", device_.convolution_tflops)
+                           : "",
+                       memory_text(device_.memory_gbs), dtype, device_.launch_us, device_.action_us,
                        device_.link.gbps > 0 ? fmt::format("{:g}", device_.link.gbps) : "unbounded",
                        device_.link.latency_us,
                        device_.link.devices_per_node > 0 && device_.link.inter_gbps > 0
@@ -440,6 +449,7 @@ class CostSource {
  private:
   const Experiment& e_;
   sim::DeviceSpec device_;
+  bool preset_ = false;  ///< the cluster is a shipped preset (its classes are not a calibration)
   std::optional<sim::SimCosts> file_;
   std::string other_model_;
   sim::ModelProfile profile_;

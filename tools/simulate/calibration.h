@@ -29,7 +29,11 @@ struct StageSample {
   std::string run;  ///< where it came from, for messages
   std::array<double, kOpClasses> flops{};  ///< per example
   std::array<double, kOpClasses> calls{};  ///< per micro-batch
-  double memory_bytes = 0;                 ///< per example: every kernel's activations in and out
+  /// Per example: the activations in and out of the kernels that compute no products. A
+  /// product's operands are not counted: derived costs price a class as the slower of its
+  /// FLOPs and its bytes, and the fit takes the FLOPs' side (its own runs' products compute
+  /// long enough for it: class_rates.h).
+  double memory_bytes = 0;
   double weight_bytes = 0;                 ///< per micro-batch: the weights a pass reads once
   double kernels = 0;                      ///< per micro-batch
   double examples = 0;                     ///< per micro-batch

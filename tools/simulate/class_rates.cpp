@@ -1,5 +1,7 @@
 #include "tools/simulate/class_rates.h"
 
+#include <algorithm>
+
 namespace pipelab::sim {
 namespace {
 
@@ -11,43 +13,54 @@ bool any(const PassRates& p) {
   return false;
 }
 
-/// Seconds of `flops` FLOPs in `calls` calls at `fraction` of `rate` (0: all of it).
-double seconds_of(double flops, double calls, double rate, double fraction, double call_us) {
-  return flops / (rate * (fraction > 0 ? fraction : 1.0)) + calls * call_us * 1e-6;
+/// Seconds of `flops` FLOPs at `fraction` of `rate` (0: all of it).
+double flops_seconds(double flops, double rate, double fraction) {
+  return flops / (rate * (fraction > 0 ? fraction : 1.0));
 }
 
 }  // namespace
 
 bool ClassRates::given() const { return any(forward) || any(backward) || update > 0; }
 
-ClassSeconds class_seconds(const BlockProfile& block, double examples, const ClassRates& rates, double rate,
-                           double bandwidth, double byte_scale) {
+double ClassDevice::rate_of(OpClass c) const {
+  // Depthwise convolutions have no tensor-core path: they stay at the precision's own rate.
+  const bool tensor_cores = c == OpClass::Conv || c == OpClass::PointwiseConv;
+  return tensor_cores && convolution_rate > 0 ? convolution_rate : rate;
+}
+
+ClassSeconds class_seconds(const BlockProfile& block, double examples, const ClassRates& rates, const ClassDevice& device) {
   ClassSeconds out;
+  const auto memory_rate = [&](const PassRates& p) { return device.bandwidth * (p.memory > 0 ? p.memory : 1.0); };
+  const double forward_bw = memory_rate(rates.forward);
+  const double backward_bw = rates.backward.memory > 0 ? memory_rate(rates.backward) : forward_bw;
+  // Bytes at a bandwidth; free where none is given.
+  const auto moving = [&](double bytes, double bw) { return device.bandwidth > 0 ? bytes / bw : 0.0; };
   for (size_t c = 0; c < kOpClasses; ++c) {
     const double flops = static_cast<double>(block.class_flops[c]) * examples;
-    const double calls = static_cast<double>(block.class_calls[c]);
     if (flops <= 0) continue;
-    const bool attention = static_cast<OpClass>(c) == OpClass::Attention;
-    const double forward = seconds_of(flops, calls, rate, rates.forward.compute[c], rates.forward.call_us[c]);
+    const double calls = static_cast<double>(block.class_calls[c]);
+    const double operands = static_cast<double>(block.class_bytes[c]) * examples * device.byte_scale;
+    const double rate = device.rate_of(static_cast<OpClass>(c));
+    // A kernel of the class is as slow as the slower of its FLOPs and its operands' bytes.
+    const auto pass = [&](double work, const PassRates& p, double bw) {
+      return std::max(flops_seconds(work * flops, rate, p.compute[c]), moving(work * operands, bw)) +
+             work * calls * p.call_us[c] * 1e-6;
+    };
+    const double forward = pass(1, rates.forward, forward_bw);
     out.forward += forward;
-    // The backward: twice the FLOPs and calls, at its own rates where given.
+    // The backward: twice the FLOPs, the bytes and the calls, at its own rates where given.
     const bool own = rates.backward.compute[c] > 0 || rates.backward.call_us[c] > 0;
-    const double backward =
-        own ? seconds_of(2 * flops, 2 * calls, rate, rates.backward.compute[c], rates.backward.call_us[c]) : 2 * forward;
+    const double backward = own ? pass(2, rates.backward, backward_bw) : 2 * forward;
+    const bool attention = static_cast<OpClass>(c) == OpClass::Attention;
     out.input_backward += attention ? backward : backward / 2;
     if (!attention) out.weight_backward += backward / 2;
   }
-  if (bandwidth > 0) {
-    // Every kernel's bytes: the memory-bound ones' and the products' operands and results.
-    double per_example = static_cast<double>(block.memory_bytes);
-    for (const int64_t b : block.class_bytes) per_example += static_cast<double>(b);
-    // ... and the weights, read once a pass (float32 master weights).
-    const double bytes = per_example * examples * byte_scale + 4.0 * static_cast<double>(block.parameters);
-    const double forward = bytes / (bandwidth * (rates.forward.memory > 0 ? rates.forward.memory : 1.0));
-    const double backward = rates.backward.memory > 0 ? 2 * bytes / (bandwidth * rates.backward.memory) : 2 * forward;
-    out.forward += forward;
-    out.input_backward += backward;
-  }
+  // The kernels that compute no products (normalisations, activations, additions, pooling,
+  // gathers) move their bytes; and the weights are read once a pass (float32 master weights).
+  const double bytes = static_cast<double>(block.memory_bytes) * examples * device.byte_scale +
+                       4.0 * static_cast<double>(block.parameters);
+  out.forward += moving(bytes, forward_bw);
+  out.input_backward += moving(2 * bytes, backward_bw);
   return out;
 }
 

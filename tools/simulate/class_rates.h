@@ -62,18 +62,29 @@ struct ClassRates {
   }
 };
 
-/// What one action of a block takes, per operator class, for `examples` examples: each
-/// class's FLOPs at its rate and the memory-bound kernels' bytes at theirs. `rate` in FLOP/s,
-/// `bandwidth` in bytes/s, `byte_scale` the run's bytes per element over the profile's 4.
-/// A backward's input gradients (I) compute each product once and attention's twice (both
-/// operands are activations) and move the element-wise bytes twice; its weight gradients
-/// (W) compute every product that reads a weight once more; each call pays its class's
-/// fixed time as often. A class whose backward rates are given costs its backward's time,
-/// split between I and W as its FLOPs are.
+/// The device a block's classes are priced on.
+struct ClassDevice {
+  double rate = 0;       ///< FLOP/s of the run's precision
+  /// FLOP/s of dense and 1 x 1 convolutions where they compute apart (TensorFloat-32 under
+  /// float32 on Ampere and later: cuDNN's default, LibTorch's too); 0: `rate`.
+  double convolution_rate = 0;
+  double bandwidth = 0;  ///< bytes/s (0: bytes are free)
+  double byte_scale = 1; ///< the run's bytes per element over the profile's 4
+  double rate_of(OpClass c) const;
+};
+
+/// What one action of a block takes, per operator class, for `examples` examples. Each class
+/// is a roofline of its own: the slower of its FLOPs at its rate and its operands' bytes
+/// (what its products read and write) at the memory rate, plus its calls' fixed time; the
+/// kernels that count no FLOPs move their bytes at the memory rate. A backward's input
+/// gradients (I) compute each product once and attention's twice (both operands are
+/// activations) and move the element-wise bytes twice; its weight gradients (W) compute every
+/// product that reads a weight once more; each call pays its class's fixed time as often. A
+/// class whose backward rates are given costs its backward's time, split between I and W as
+/// its FLOPs are.
 struct ClassSeconds {
   double forward = 0, input_backward = 0, weight_backward = 0;
 };
-ClassSeconds class_seconds(const BlockProfile& block, double examples, const ClassRates& rates, double rate,
-                           double bandwidth, double byte_scale);
+ClassSeconds class_seconds(const BlockProfile& block, double examples, const ClassRates& rates, const ClassDevice& device);
 
 }  // namespace pipelab::sim

@@ -1,7 +1,7 @@
 #pragma once
 /// A cluster file: the devices and links `simulate` and `plan` derive costs for
-/// (`--cluster FILE` or the name of a shipped preset: h100_sxm, h200, a100_sxm, v100_sxm2,
-/// p40). Every figure is per device; `source` says where each came from (docs/plan.md,
+/// (`--cluster FILE` or the name of a shipped preset: h100_sxm, h200, a100_sxm, a100_pcie,
+/// v100_sxm2, rtx3090, p40). Every figure is per device; `source` says where each came from (docs/plan.md,
 /// "Cluster files").
 ///
 ///   name: NVIDIA H100 SXM5 80GB, 8 per node
@@ -20,6 +20,8 @@ namespace pipelab::sim {
 /// Achieved dense TFLOP/s per dtype (0: the device has no fast path for it).
 struct DtypeRates {
   double float32 = 0, bfloat16 = 0, float16 = 0;
+  /// Convolutions' rate under float32 where cuDNN computes them in TensorFloat-32 (0: float32's).
+  double tf32 = 0;
   template <class V>
   void fields(V& v);
   /// The rate for `dtype` ("float32", "bfloat16", "float16").
@@ -49,6 +51,9 @@ Cluster load_cluster(const std::string& name_or_path);
 
 /// The cluster as a file that load_cluster reads back.
 std::string cluster_yaml(const Cluster& cluster);
+
+/// Whether `name` is a shipped preset's (not a file).
+bool is_cluster_preset(const std::string& name);
 
 /// The shipped presets' names.
 std::vector<std::string> cluster_presets();

@@ -26,13 +26,14 @@ std::string cost_validation(CostKind kind) {
              "rounds 7 and 8); plans' steps 0.81x to 1.49x their prediction, the median per model 0.98x to 1.31x "
              "(docs/plan.md, round H)";
     case CostKind::Calibrated:
-      return "calibrated per operator class: on this project's CPU, each model left out of the fit within 12% of its "
-             "measured step (docs/simulate.md, \"Calibrated costs\"); not yet checked on a GPU";
+      return "calibrated per operator class: on this project's CPU, each model left out of the fit within 19% of its "
+             "measured step, five of seven within 11% (docs/simulate.md, \"Calibrated costs\"); not yet checked on a "
+             "GPU";
     case CostKind::Derived:
-      return "derived from peak rates: a preset's single-GPU throughput against published CNN training, -68% to "
-             "+545%, two of eleven within 20% (docs/simulate.md, \"Presets against published single-GPU "
-             "throughput\"); its ratios against torchgpipe's ResNet-101 table on P40s, three rows of four within 7%, "
-             "one +72% (docs/time-to-accuracy.md)";
+      return "derived from a preset's rates per operator class (or one rate, --device-flops): a preset's single-GPU "
+             "throughput against published CNN training, -48% to +44%, eleven of seventeen within 20% (docs/simulate.md, "
+             "\"Presets against published single-GPU throughput\"); its ratios against torchgpipe's ResNet-101 table "
+             "on P40s, -12% to +36% (docs/time-to-accuracy.md)";
   }
   return "";
 }

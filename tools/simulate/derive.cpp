@@ -168,7 +168,8 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
         // two per forward kernel, one for the input's gradient and one for the weights'.
         const ClassSeconds t =
             device.classes.given()
-                ? class_seconds(block, examples, device.classes, rate, bw, device.dtype_bytes / 4)
+                ? class_seconds(block, examples, device.classes,
+                                ClassDevice{rate, device.convolution_tflops * 1e12, bw, device.dtype_bytes / 4})
                 : ClassSeconds{roofline(flops, traffic + weight_bytes), roofline(input_flops, 2 * traffic + weight_bytes),
                                roofline(weight_flops, traffic + 2 * weight_bytes)};
         const double launches = static_cast<double>(block.kernels) * device.launch_us * 1e-6;

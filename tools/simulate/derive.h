@@ -1,8 +1,9 @@
 #pragma once
 /// Costs for devices that are not here: each block's forward FLOPs and parameters (from
 /// `pipelab describe`'s profile) and the bytes it keeps for its backward, over a device spec.
-/// A roofline per block: an action takes the longer of its FLOPs at the device's rate and
-/// its memory traffic at the device's bandwidth.
+/// A roofline per operator class where the device has class rates (every preset does:
+/// tools/simulate/class_rates.h), else one per block: an action takes the longer of its FLOPs
+/// at the device's rate and its memory traffic at the device's bandwidth.
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ namespace pipelab::sim {
 
 struct DeviceSpec {
   double tflops = 0;         ///< achieved dense FLOP/s, in 10^12 (not the datasheet peak)
+  /// Convolutions' rate where it is another (TensorFloat-32 under float32: the cluster's
+  /// tflops.tf32), in 10^12 FLOP/s; 0: tflops. Used with class rates only.
+  double convolution_tflops = 0;
   double memory_gbs = 0;     ///< memory bandwidth, GB/s (0: traffic is free)
   LinkSpec link;
   double dtype_bytes = 4;    ///< bytes per element of activations (the compute dtype's)
