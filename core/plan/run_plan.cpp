@@ -370,6 +370,17 @@ std::vector<int> RunPlan::replica_view(int r) const {
   return ids;
 }
 
+bool RunPlan::separate_replicas() const {
+  if (replicas_ < 2 || !scheme_ || placement_.size() < static_cast<size_t>(stages_)) return false;
+  const auto stages = static_cast<size_t>(stages_);
+  const int devices = *std::max_element(placement_.begin(), placement_.begin() + static_cast<std::ptrdiff_t>(stages)) + 1;
+  for (size_t id = 0; id < placement_.size(); ++id) {
+    const size_t r = id / stages, s = id % stages;
+    if (placement_[id] != static_cast<int>(r) * devices + placement_[s]) return false;
+  }
+  return true;
+}
+
 RunPlan RunPlan::first_replica() const {
   if (replicas_ <= 1) return *this;
   RunPlan one = *this;

@@ -147,6 +147,10 @@ class RunPlan {
   /// what the planner replays for plans whose replicas would replay alike (sim::SimOptions::
   /// one_replica). The plan itself when it has no such replicas.
   RunPlan first_replica() const;
+  /// Whether its whole-pipeline replicas each run on devices of their own, numbered as the
+  /// first's (not a scheme's joint placement, as Chimera's): then the first replica's
+  /// schedule is every replica's, and first_replica() stands for each.
+  bool separate_replicas() const;
 
  private:
   const Scheme* scheme_ = nullptr;

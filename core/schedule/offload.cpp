@@ -88,6 +88,16 @@ std::vector<int> offloaded_micro_batches(const Schedule& s, const OffloadPolicy&
   return out;
 }
 
+std::vector<bool> offloading_stages(const Schedule& s, const OffloadPolicy& policy) {
+  std::vector<bool> out(static_cast<size_t>(s.stages()), false);
+  for (int d = 0; d < s.devices(); ++d) {
+    for (const auto& [stage, all] : lifetimes(s, policy, d)) {
+      if (stage >= 0 && stage < s.stages() && !chosen(all, policy).empty()) out[static_cast<size_t>(stage)] = true;
+    }
+  }
+  return out;
+}
+
 Schedule offload(const Schedule& s, const OffloadPolicy& policy) {
   PIPELAB_ASSERT(policy.fraction > 0 && policy.fraction <= 1 && policy.prefetch >= 0,
                  "an offload policy of a fraction in (0, 1] and a prefetch >= 0");

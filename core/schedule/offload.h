@@ -37,4 +37,9 @@ Schedule offload(const Schedule& s, const OffloadPolicy& policy);
 /// The micro-batches `offload` picks on stage `stage` of `s` (ascending).
 std::vector<int> offloaded_micro_batches(const Schedule& s, const OffloadPolicy& policy, int stage);
 
+/// Per stage of `s`, whether `offload` picks any of its micro-batches: every stage at once, in
+/// one pass over the devices (asking offloaded_micro_batches stage by stage passes over every
+/// device each time, which on a plan of a thousand devices took minutes).
+std::vector<bool> offloading_stages(const Schedule& s, const OffloadPolicy& policy);
+
 }  // namespace pipelab

@@ -16,6 +16,7 @@
 #include <array>
 #include <climits>
 #include <map>
+#include <mutex>
 #include <tuple>
 
 #include "core/util/error.h"
@@ -218,7 +219,7 @@ Times reorder(Times t, bool with_weights) {
   return eager(t, std::vector<int>(5, 1), 0);
 }
 
-Schedule v_shaped(bool half, const char* name, int p, int m) {
+Schedule generate(bool half, const char* name, int p, int m) {
   if (p < 1) throw UserError(fmt::format("{}: {} devices. Fix: use at least one device", name, p));
   if (m < 1) throw UserError(fmt::format("{}: {} micro-batches. Fix: use at least one", name, m));
   // The generation (docs/schedules.md), step 1: micro-batch i's pass of type t at offset_t + 6i.
@@ -254,6 +255,25 @@ Schedule v_shaped(bool half, const char* name, int p, int m) {
     s.add(r, Action::U(a));
     s.add(r, Action::U(b));
   }
+  return s;
+}
+
+/// The generation re-counts a device's peak for every slot a pass tries, seconds for 32
+/// devices and 32 micro-batches, and the planner asks for the same order again for every
+/// stage it tries recomputing: each (shape, devices, micro-batches) is generated once per
+/// process and copied after.
+Schedule v_shaped(bool half, const char* name, int p, int m) {
+  static std::mutex mutex;
+  static std::map<std::tuple<bool, int, int>, Schedule> made;
+  const std::tuple<bool, int, int> key{half, p, m};
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = made.find(key);
+    if (it != made.end()) return it->second;
+  }
+  Schedule s = generate(half, name, p, m);
+  const std::lock_guard<std::mutex> lock(mutex);
+  made.emplace(key, s);
   return s;
 }
 

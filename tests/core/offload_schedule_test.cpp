@@ -55,6 +55,23 @@ TEST(OffloadPass, TheLongestLivedHalfOfA1F1BStageByHand) {
   EXPECT_NO_THROW(validate_schedule(lower(s)));
 }
 
+TEST(OffloadPass, EveryStagesAnswerAtOnceIsEachStagesOwn) {
+  // 1F1B on 4 stages, prefetches 0, 1 and 3: the first stage always has a micro-batch that
+  // outlives them (6 compute actions between F3 and B3), the last never (B follows F).
+  const Schedule program = schedules::one_f_one_b_flushed(4, 8);
+  for (const int prefetch : {0, 1, 3}) {
+    const OffloadPolicy every = policy({true, true, true, true}, 1.0, prefetch);
+    const std::vector<bool> all = offloading_stages(program, every);
+    ASSERT_EQ(all.size(), 4u);
+    for (int stage = 0; stage < 4; ++stage) {
+      EXPECT_EQ(all[static_cast<size_t>(stage)], !offloaded_micro_batches(program, every, stage).empty())
+          << "stage " << stage << ", prefetch " << prefetch;
+    }
+    EXPECT_FALSE(all[3]);
+    EXPECT_TRUE(all[0]);
+  }
+}
+
 TEST(OffloadPass, AStageWhoseActivationsDoNotOutliveThePrefetchKeepsThem) {
   // The last stage of 1F1B runs each B right after its F: nothing to gain, nothing moved.
   const Schedule program = schedules::one_f_one_b_flushed(4, 8);

@@ -21,15 +21,19 @@ std::vector<bool> movable_stages(const Candidate& c, const RunPlan& plan, const 
                                  double fraction, const CostsOf& costs_of) {
   const StepShape step = plan.step(space.batch, c.flushed ? c.micro_batches : 0);
   const sim::SimCosts costs = costs_of(c.balance, step.examples_per_micro_batch, compression_of(c, e));
-  const Schedule s = plan.program(std::vector<int>(static_cast<size_t>(plan.replicas()), step.replay_micro_batches));
+  // Whole-pipeline replicas on devices of their own run one schedule: the first alone
+  // answers for every position.
+  const RunPlan one = plan.separate_replicas() ? plan.first_replica() : plan;
+  const Schedule s = one.program(std::vector<int>(static_cast<size_t>(one.replicas()), step.replay_micro_batches));
   OffloadPolicy every;
   every.stages.assign(static_cast<size_t>(s.stages()), true);
   every.fraction = fraction;
+  const std::vector<bool> offloading = offloading_stages(s, every);
   std::vector<bool> out(costs.stages.size(), false);
   for (int id = 0; id < s.stages(); ++id) {
-    const int p = plan.layout().replicated() ? plan.layout().position(id) : id % std::max(1, plan.stages());
+    const int p = one.layout().replicated() ? one.layout().position(id) : id % std::max(1, one.stages());
     if (p < 0 || static_cast<size_t>(p) >= out.size()) continue;
-    if (costs.stages[static_cast<size_t>(p)].offloaded_bytes() > 0 && !offloaded_micro_batches(s, every, id).empty()) {
+    if (costs.stages[static_cast<size_t>(p)].offloaded_bytes() > 0 && offloading[static_cast<size_t>(id)]) {
       out[static_cast<size_t>(p)] = true;
     }
   }
