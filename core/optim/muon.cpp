@@ -13,22 +13,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/optim/fallback.h"
 #include "core/optim/optimizer.h"
 #include "core/util/error.h"
 
 namespace pipelab {
-
-/// Another optimizer's section, nested in this one's options.
-struct OptimizerSection {
-  std::shared_ptr<const OptimizerFactory> factory;
-};
-
-template <>
-struct ConfigValue<OptimizerSection> {
-  static std::string type() { return "an optimizer section like {type: adamw, lr: 3.0e-4}"; }
-  static OptimizerSection read(const ConfigNode& n) { return {Registry<OptimizerFactory>::get().create(n)}; }
-  static YAML::Node write(const OptimizerSection& v) { return v.factory->resolved(); }
-};
 
 namespace {
 
@@ -97,41 +86,25 @@ at::Tensor newton_schulz(const at::Tensor& u, const std::vector<double>& abc, in
   return tall ? x.t() : x;
 }
 
-/// "3" or "64 x 3 x 3 x 3".
-std::string shape_text(const at::Tensor& t) {
-  std::string out;
-  for (const int64_t d : t.sizes()) out += (out.empty() ? "" : " x ") + std::to_string(d);
-  return out.empty() ? "a scalar" : out;
+/// Per parameter, whether Muon updates it itself: the matrices.
+std::vector<bool> matrices(const std::vector<at::Tensor>& params) {
+  std::vector<bool> out;
+  for (const at::Tensor& p : params) out.push_back(p.dim() == 2);
+  return out;
 }
 
 class Muon : public Optimizer {
  public:
   Muon(std::vector<at::Tensor> params, const MuonOptions& o, const Component& section)
       : Optimizer(std::move(params), o.lr), o_(o), buffers_(params_.size()), updates_(params_.size()),
-        fallback_index_(params_.size(), -1) {
-    std::vector<at::Tensor> others;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (params_[i].dim() == 2) continue;
-      fallback_index_[i] = static_cast<int>(others.size());
-      others.push_back(params_[i]);
-    }
-    if (others.empty()) return;
-    if (!o_.fallback) {
-      section.fail("fallback",
-                   fmt::format("Muon updates matrices only, and this stage has {} other parameters (the first has "
-                               "shape {})",
-                               others.size(), shape_text(others.front())),
-                   "add an optimizer for them, e.g. `fallback: {type: adamw, lr: 3.0e-4, weight_decay: 0.01}`");
-    }
-    fallback_ = o_.fallback->factory->make(std::move(others));
-  }
+        fallback_(params_, matrices(params_), o_.fallback, section, "Muon updates matrices only") {}
 
   /// The latest update's direction rho O, whatever the kind asked (as Adam's): a weight
   /// predictor (SpecTrain, PipeOptim) then extrapolates along Muon's own last step. That
   /// pairing is pipelab's, not a reference's; the predictors written for SGD's or Adam's
   /// state alone (FTPipe, XPipe's Adam form, Gap-Aware) refuse Muon.
   at::Tensor direction(size_t i, const DirectionRequest& request) const override {
-    if (fallback_index_.at(i) >= 0) return fallback_->direction(static_cast<size_t>(fallback_index_[i]), request);
+    if (fallback_.owns(i)) return fallback_.direction(i, request);
     const at::Tensor& o = updates_.at(i);
     return o.defined() ? o.to(params_[i].scalar_type()) * lr_ratio(o_.adjust_lr, params_[i]) : at::Tensor();
   }
@@ -142,30 +115,19 @@ class Muon : public Optimizer {
     for (size_t i = 0; i < buffers_.size(); ++i) {
       if (buffers_[i].defined()) out.emplace_back(std::to_string(i) + ".momentum_buffer", buffers_[i]);
     }
-    if (!fallback_) return out;
-    // The fallback's state under the stage's parameter indices.
-    for (auto [name, t] : fallback_->state()) {
-      const size_t dot = name.find('.');
-      const int j = std::stoi(name.substr(0, dot));
-      const auto it = std::find(fallback_index_.begin(), fallback_index_.end(), j);
-      out.emplace_back(std::to_string(it - fallback_index_.begin()) + name.substr(dot), t);
-    }
+    fallback_.append_state(out);
     return out;
   }
 
   void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state) override {
-    std::vector<std::pair<std::string, at::Tensor>> theirs;
     for (const auto& [name, t] : state) {
       const size_t dot = name.find('.');
       const size_t i = std::stoul(name.substr(0, dot));
-      if (i >= params_.size()) continue;
-      if (fallback_index_[i] >= 0) {
-        theirs.emplace_back(std::to_string(fallback_index_[i]) + name.substr(dot), t);
-      } else if (name.substr(dot + 1) == "momentum_buffer") {
+      if (i < params_.size() && !fallback_.owns(i) && name.substr(dot + 1) == "momentum_buffer") {
         buffers_[i] = t.to(params_[i].options()).clone();
       }
     }
-    if (fallback_) fallback_->load_state(theirs);
+    fallback_.load_state(state);
   }
 
  protected:
@@ -185,29 +147,21 @@ class Muon : public Optimizer {
     std::vector<at::Tensor> consumed;
     bool others = false;
     for (size_t k = 0; k < index.size(); ++k) {
-      if (fallback_index_[index[k]] >= 0) {
+      if (fallback_.owns(index[k])) {
         others = true;
         consumed.push_back(grads[k]);
       } else {
         consumed.push_back(update(index[k], params[k], grads[k]));
       }
     }
-    if (others) {
-      // The fallback's learning rate follows the schedule: base x (this lr / Muon's base).
-      // Its step count is this optimizer's (Adam's bias correction reads it), as if it were
-      // one optimizer over the stage: the same on resume, where only steps() is restored.
-      fallback_->set_lr(o_.fallback->factory->base_lr() * (o_.lr > 0 ? lr_ / o_.lr : 1.0));
-      fallback_->set_steps(steps_);
-      fallback_->step();
-    }
+    if (others) fallback_.step(lr_, o_.lr, steps_);
     return consumed;
   }
 
  private:
   MuonOptions o_;
   std::vector<at::Tensor> buffers_, updates_;
-  std::vector<int> fallback_index_;  ///< index in the fallback's parameters, -1 for a matrix
-  std::unique_ptr<Optimizer> fallback_;
+  Fallback fallback_;  ///< every parameter that is not a matrix
 };
 
 class MuonFactory : public Configured<OptimizerFactory, MuonOptions> {

@@ -119,6 +119,13 @@ class OptimizerFactory : public Component {
   static constexpr const char* kKind = "optimizer";
   /// A new optimizer over `params`.
   virtual std::unique_ptr<Optimizer> make(std::vector<at::Tensor> params) const = 0;
+  /// The same for a stage's parameters with their names (Stage::parameter_names), which an
+  /// optimizer that treats parameters by what they are reads (basis rotation rotates the
+  /// attention's and the MLPs' matrices); by default the names are not read.
+  virtual std::unique_ptr<Optimizer> make_named(std::vector<at::Tensor> params,
+                                                const std::vector<std::string>& /*names*/) const {
+    return make(std::move(params));
+  }
   /// The base learning rate, before the LR schedule.
   virtual double base_lr() const = 0;
 };

@@ -99,6 +99,9 @@ class Stage {
   const std::vector<std::string>& output_names() const { return output_names_; }
   /// Every parameter the stage's optimizer updates: the blocks', then the head's.
   std::vector<at::Tensor> parameters() const { return container_->parameters(); }
+  /// Their names, in parameters() order: "<block>.<path in the block>" ("layer3.attention.
+  /// q_linear.weight"), the head's under its name.
+  std::vector<std::string> parameter_names() const { return container_->named_parameters().keys(); }
   /// The blocks' parameters only.
   std::vector<at::Tensor> block_parameters() const;
 

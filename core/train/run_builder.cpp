@@ -287,7 +287,7 @@ void RunBuilder::wire_stages(const StageAddOns& add_ons) {
   for (const auto& stage : p_->stages) {
     Stage& s = *stage;
     s.set_confusion(!p_->data.spec.metric.empty() && s.is_last());
-    s.set_optimizer(e_.optimizer->make(s.parameters()));
+    s.set_optimizer(e_.optimizer->make_named(s.parameters(), s.parameter_names()));
     // PipeDream's replicated stages: stage p's rate is lr R_p / R_0 (its runtime's
     // get_adjusted_learning_rate), on the mean of its replicas' gradients.
     const std::vector<int>& counts = p_->plan.layout().uniform() ? std::vector<int>{} : p_->plan.layout().counts();

@@ -11,6 +11,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/memory_meter_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/meta_construction_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/muon_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/basis_rotation_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/partition_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/place_test.cpp
