@@ -2,9 +2,9 @@
 """Benchmark (not a test): does `pipelab plan` rank the pipelines for the devices here as
 measured runs rank them?
 
-For each model (an MLP, a small ResNet, a causal transformer LM, and three outside the set the
-planner was first checked on: a wider GPT-style LM, a half-width MobileNetV2 and a deep narrow
-LM of 24 thin layers), `pipelab plan --devices 2
+For each model (an MLP, a small ResNet, a causal transformer LM, and four outside the set the
+planner was first checked on: a wider GPT-style LM, a half-width MobileNetV2, a deep narrow
+LM of 24 thin layers and a U-Net whose skip connections cross stages), `pipelab plan --devices 2
 --time-blocks --allow-idle` costs every candidate from each block timed on this machine
 (one intra-op thread per device, as the threaded executor runs them). The script then trains
 the plan's five best distinct candidates and five others drawn at random from the rest of the
@@ -15,7 +15,7 @@ of predicted and measured steps, how far the plan's pick is from the best measur
 and the memory error of each run. Goals (issue 54): Spearman >= 0.8, the pick within 5% of
 the best, memory within 10%. Run it alone: a second busy process skews every figure.
 
-    tools/bench/validate_plan.py [--pipelab build/pipelab] [--rounds 1] [--models mlp,cnn,lm,mobilenet,gpt,deep_lm]
+    tools/bench/validate_plan.py [--pipelab build/pipelab] [--rounds 1] [--models mlp,cnn,lm,mobilenet,gpt,deep_lm,unet]
 """
 import argparse
 import json
@@ -33,8 +33,9 @@ MODELS = {
     # Outside the set the planner was first checked on (issue 77).
     "mobilenet": "experiments/plan/validate_mobilenet.yaml",
     "gpt": "experiments/plan/validate_gpt.yaml",
-    # Outside it too (issue 96): many thin layers.
+    # Outside it too (issue 96): many thin layers; an encoder-decoder whose skips cross stages.
     "deep_lm": "experiments/plan/validate_deep_lm.yaml",
+    "unet": "experiments/plan/validate_unet.yaml",
 }
 
 
