@@ -105,15 +105,26 @@ class BasisRotation : public Optimizer {
  public:
   BasisRotation(std::vector<at::Tensor> params, const std::vector<bool>& rotated, const BasisRotationOptions& o,
                 const Component& section)
-      : Optimizer(std::move(params), o.lr), o_(o), state_(params_.size()), updates_(params_.size()),
+      : Optimizer(std::move(params), o.lr), o_(o), state_(params_.size()),
         fallback_(params_, rotated, o_.fallback, section, "basis rotation rotates the matrices `rotate` names only") {}
 
-  /// The latest update's direction (the rotated Adam step), as Adam's for weight predictors.
+  /// The latest update's direction (the rotated Adam step, so that the update was W <- W -
+  /// lr d beside the decay), from the state as Adam's is: the same after a resume.
   at::Tensor direction(size_t i, const DirectionRequest& request) const override {
     if (fallback_.owns(i)) return fallback_.direction(i, request);
-    return updates_.at(i);
+    const Rotated& r = state_.at(i);
+    if (!r.exp_avg.defined() || steps_ == 0) return {};
+    const double t = static_cast<double>(steps_);
+    const double b1 = o_.betas[0], b2 = o_.betas[1];
+    const double scale = std::pow(1.0 - std::pow(b2, t), 0.5) / (1.0 - std::pow(b1, t));
+    const at::Tensor denom = r.exp_avg_sq.sqrt().add_(request.eps.value_or(o_.eps));
+    return project_back(r, project(r, r.exp_avg) / denom) * scale;
   }
   double decoupled_decay() const override { return o_.weight_decay; }
+  void set_steps(int64_t steps) override {
+    Optimizer::set_steps(steps);
+    fallback_.set_steps(steps);
+  }
   std::optional<double> beta1() const override { return o_.betas[0]; }
   void set_beta1(double beta1) override { o_.betas[0] = beta1; }
 
@@ -178,7 +189,6 @@ class BasisRotation : public Optimizer {
 
   BasisRotationOptions o_;
   std::vector<Rotated> state_;
-  std::vector<at::Tensor> updates_;
   Fallback fallback_;
 };
 
@@ -309,7 +319,6 @@ at::Tensor BasisRotation::update(size_t i, at::Tensor& p, const at::Tensor& g) {
   const at::Tensor direction = project_back(r, m_rotated / denom);
   if (o_.weight_decay > 0) p.add_(p, -lr_ * o_.weight_decay);
   p.add_(direction, -step_size);
-  updates_[i] = direction * (step_size / lr_);
   return g;
 }
 

@@ -56,6 +56,10 @@ void Fallback::load_state(const std::vector<std::pair<std::string, at::Tensor>>&
   optimizer_->load_state(theirs);
 }
 
+void Fallback::set_steps(int64_t steps) {
+  if (optimizer_) optimizer_->set_steps(steps);
+}
+
 void Fallback::step(double lr, double owner_base_lr, int64_t steps) {
   if (!optimizer_) return;
   optimizer_->set_lr(section_->factory->base_lr() * (owner_base_lr > 0 ? lr / owner_base_lr : 1.0));

@@ -47,6 +47,9 @@ class Fallback {
   void append_state(std::vector<std::pair<std::string, at::Tensor>>& out) const;
   /// Restores its part of `state` (entries of parameters it owns).
   void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state);
+  /// Its update count: the owner's (a resume sets both, so that Adam's bias correction in a
+  /// predictor's direction reads the same count as in the uninterrupted run).
+  void set_steps(int64_t steps);
   /// One step over its parameters: base lr x (`lr` / `owner_base_lr`), the owner's step count
   /// (Adam's bias correction reads it: one optimizer over the stage, the same on resume).
   void step(double lr, double owner_base_lr, int64_t steps);

@@ -105,10 +105,20 @@ class Muon : public Optimizer {
   /// state alone (FTPipe, XPipe's Adam form, Gap-Aware) refuse Muon.
   at::Tensor direction(size_t i, const DirectionRequest& request) const override {
     if (fallback_.owns(i)) return fallback_.direction(i, request);
-    const at::Tensor& o = updates_.at(i);
+    at::Tensor& o = updates_.at(i);
+    if (!o.defined() && buffers_.at(i).defined() && last_grad_.at(i).defined()) {
+      // After a resume: the same O again from what the checkpoint restored (the buffer after
+      // the update and the gradient it consumed), so that a predictor reads the
+      // uninterrupted run's direction.
+      o = newton_schulz(nesterov_input(last_grad_[i], buffers_[i]), o_.ns_coefficients, o_.ns_steps, o_.eps);
+    }
     return o.defined() ? o.to(params_[i].scalar_type()) * lr_ratio(o_.adjust_lr, params_[i]) : at::Tensor();
   }
   double decoupled_decay() const override { return o_.weight_decay; }
+  void set_steps(int64_t steps) override {
+    Optimizer::set_steps(steps);
+    fallback_.set_steps(steps);
+  }
 
   std::vector<std::pair<std::string, at::Tensor>> state() const override {
     std::vector<std::pair<std::string, at::Tensor>> out;
@@ -135,8 +145,7 @@ class Muon : public Optimizer {
     at::Tensor& buf = buffers_[i];
     if (!buf.defined()) buf = at::zeros_like(grad);
     buf.lerp_(grad, 1.0 - o_.momentum);
-    const at::Tensor u = o_.nesterov ? grad.lerp(buf, o_.momentum) : buf;
-    updates_[i] = newton_schulz(u, o_.ns_coefficients, o_.ns_steps, o_.eps);
+    updates_[i] = newton_schulz(nesterov_input(grad, buf), o_.ns_coefficients, o_.ns_steps, o_.eps);
     p.mul_(1.0 - lr_ * o_.weight_decay);
     p.add_(updates_[i], -(lr_ * lr_ratio(o_.adjust_lr, p)));
     return grad;
@@ -160,7 +169,13 @@ class Muon : public Optimizer {
 
  private:
   MuonOptions o_;
-  std::vector<at::Tensor> buffers_, updates_;
+  /// What Newton-Schulz orthogonalises: lerp(g, B, mu) with Nesterov, else B.
+  at::Tensor nesterov_input(const at::Tensor& grad, const at::Tensor& buf) const {
+    return o_.nesterov ? grad.lerp(buf, o_.momentum) : buf;
+  }
+
+  std::vector<at::Tensor> buffers_;
+  mutable std::vector<at::Tensor> updates_;  ///< the latest O; made again from the state after a resume
   Fallback fallback_;  ///< every parameter that is not a matrix
 };
 

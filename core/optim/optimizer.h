@@ -93,7 +93,9 @@ class Optimizer {
   virtual std::vector<std::pair<std::string, at::Tensor>> state() const = 0;
   /// Restores what state() returned (names and shapes must match).
   virtual void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state) = 0;
-  void set_steps(int64_t steps) { steps_ = steps; }
+  /// Sets the update count (a resume); an optimizer that hands parameters to another sets
+  /// that one's too.
+  virtual void set_steps(int64_t steps) { steps_ = steps; }
 
  protected:
   /// Applies one update to `param` (parameter i's data) with gradient `grad`; returns the

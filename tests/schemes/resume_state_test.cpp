@@ -64,6 +64,20 @@ TEST(ResumeState, PaciAndMuonResumeBitForBit) {
   expect_resume_is_seamless({"scheme={type: paci, accumulation: 4, backward: stash}"});
   expect_resume_is_seamless({"scheme={type: paci, accumulation: 2, backward: recompute}",
                              "optimizer={type: muon, lr: 0.02, fallback: {type: adamw, lr: 0.001, weight_decay: 0.01}}"});
+  // SpecTrain predicts from the fallback's AdamW direction before the first step after the
+  // resume: its bias correction reads the step count the resume restores to both.
+  expect_resume_is_seamless({"scheme={type: spectrain}",
+                             "optimizer={type: muon, lr: 0.02, fallback: {type: adamw, lr: 0.001, weight_decay: 0.01}}"});
+}
+
+TEST(ResumeState, BasisRotationResumesInTheMiddleOfARefreshPeriod) {
+  // 6 mini-batches an epoch and a refresh every 4 steps: the stop after epoch 1 falls between
+  // two refreshes, with the covariances, the bases and the permuted second moment to carry.
+  expect_resume_is_seamless({"scheme={type: pipedream}",
+                             "optimizer={type: basis_rotation, lr: 0.01, precondition_frequency: 4, rotate: [\"*\"]}"});
+  expect_resume_is_seamless({"scheme={type: spectrain}",
+                             "optimizer={type: basis_rotation, lr: 0.01, precondition_frequency: 4, rotate: [\"*\"], "
+                             "approx_source: \"1st\", rotation_geometry: uni}"});
 }
 
 }  // namespace
