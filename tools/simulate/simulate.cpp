@@ -181,16 +181,14 @@ EventCosts event_costs(const Schedule& schedule, const SimCosts& c, const SimOpt
 /// one worker or a host's bandwidth (the slowdown of each depends on how many compute at once).
 bool replicas_alike(const RunPlan& plan, const SimCosts& c, const SimOptions& o) {
   const bool shared_host = std::any_of(c.busy_slowdown.begin(), c.busy_slowdown.end(), [](double f) { return f > 1; });
-  if (plan.replicas() < 2 || o.one_worker || !o.slow.empty() || shared_host) return false;
+  if (!plan.separate_replicas() || o.one_worker || !o.slow.empty() || shared_host) return false;
   const std::vector<int>& at = plan.placement();
   const auto stages = static_cast<size_t>(plan.stages());
-  const int devices = *std::max_element(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(stages)) + 1;
   const int per_node = c.link.devices_per_node;
+  if (per_node <= 0) return true;
   std::vector<int> first_nodes;  // the first replica's node of each stage, numbered from its first
   for (size_t id = 0; id < at.size(); ++id) {
     const size_t r = id / stages, s = id % stages;
-    if (at[id] != static_cast<int>(r) * devices + at[s]) return false;
-    if (per_node <= 0) continue;
     const int node = at[id] / per_node - at[r * stages] / per_node;
     if (r == 0) first_nodes.push_back(node);
     if (node != first_nodes[s]) return false;
