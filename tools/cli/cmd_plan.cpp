@@ -139,7 +139,7 @@ bool read_flags(const Args& args, PlanFlags& f) {
   if (!parse(args,
              "pipelab plan FILE --devices N [--costs COSTS | --cluster NAME|FILE | --device-flops TFLOPS [--memory-bw GBS]\n"
              "             [--dtype T] [--profile shapes|measured] [--launch-us U] [--action-us A] | --time-blocks]\n"
-             "             [--link-gbps G] [--link-latency-us L] [--host-gbps G] [--host-latency-us L]\n"
+             "             [--link-gbps G] [--link-latency-us L] [--host-gbps G] [--host-latency-us L] [--overlap-slowdown F]\n"
              "             [--device-memory GIB | --memory-cap GIB]\n"
              "             [--schemes a,b] [--async [--max-staleness V]] [--allow-idle] [--time-limit S]\n"
              "             [--compress-below G [--codec SPEC]] [--tokens L]\n"

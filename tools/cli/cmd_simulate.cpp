@@ -191,7 +191,7 @@ bool parse_flags(const Args& args, SimulateFlags& f, po::variables_map& vm) {
                "pipelab simulate FILE [--cell N] [--schemes a,b,c] [--stages D] [--microbatches M]\n"
                "                [--costs COSTS | --cluster NAME|FILE | --device-flops TFLOPS [--memory-bw GBS] [--dtype T]\n"
                "                 [--profile shapes|measured] [--launch-us U] [--action-us A] | --time-blocks]\n"
-               "                [--link-gbps G] [--link-latency-us L] [--host-gbps G] [--host-latency-us L]\n"
+               "                [--link-gbps G] [--link-latency-us L] [--host-gbps G] [--host-latency-us L] [--overlap-slowdown F]\n"
                "                [--no-overlap] [--slow-device r:f] [--tokens L1,L2,...]\n"
                "                [--svg out.svg] [--trace out.json] [--markdown out.md] [--json out.json]\n\n"
                "Replays each scheme's schedule against a cost model and prints step time, samples/s, bubble,\n"
@@ -322,7 +322,9 @@ void print_header(const Experiment& e, const SimulateFlags& f, const CostSource&
              f.file, e.model->type(), e.run.batch_size, costs_line, source.checked(), link.gbps > 0 ? fmt::format("{:g}", link.gbps) : "infinite",
              link.latency_us, host,
              link.reduce_gbps > 0 ? fmt::format(", all-reduces through memory at {:.3g} Gbit/s", link.reduce_gbps) : "",
-             options.overlap ? "overlapping compute" : "blocking sends",
+             !options.overlap               ? std::string("blocking sends")
+             : link.overlap_slowdown > 1 ? fmt::format("overlapping compute, which runs {:g}x slower meanwhile", link.overlap_slowdown)
+                                         : std::string("overlapping compute for free"),
              options.one_worker         ? "; one worker runs every action (--executor sequential)"
              : f.executor == "processes" ? "; one worker per device, each its own process (--executor processes)"
                                          : "; one worker per device (--executor devices)",

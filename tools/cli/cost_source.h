@@ -40,7 +40,7 @@ struct CostFlags {
 };
 
 /// --costs, --device-flops, --memory-bw, --link-gbps, --link-latency-us, --host-gbps,
-/// --host-latency-us, --dtype.
+/// --host-latency-us, --overlap-slowdown, --dtype.
 inline void add_cost_options(po::options_description& options, CostFlags& f) {
   options.add_options()("costs", po::value(&f.costs_file),
                         "costs file: a run's metrics/costs.json (measured) or a YAML file (given)")(
@@ -53,6 +53,9 @@ inline void add_cost_options(po::options_description& options, CostFlags& f) {
       "bandwidth between a device and its host's memory, Gbit/s each way, which offloaded activations cross "
       "(partition.offload; 0: infinite; plan offloads only where it is given)")(
       "host-latency-us", po::value(&f.device.link.host_latency_us), "latency per copy to or from the host, microseconds")(
+      "overlap-slowdown", po::value(&f.device.link.overlap_slowdown),
+      "how many times slower a device computes while a message to or from it is in flight (1: overlap is free; "
+      "a preset's: 1.19, Lee et al. 2025)")(
       "cluster", po::value(&f.cluster),
       "derive costs for a cluster: a preset (h100_sxm, h200, a100_sxm, a100_pcie, v100_sxm2, rtx3090, p40) or a cluster YAML file; "
       "the flags above override its values")(
@@ -101,6 +104,7 @@ inline void apply_cluster(const po::variables_map& vm, CostFlags& f, const std::
   f.device.link.inter_latency_us = c.link.inter_latency_us;
   unless_given("host-gbps", f.device.link.host_gbps, c.link.host_gbps);
   unless_given("host-latency-us", f.device.link.host_latency_us, c.link.host_latency_us);
+  unless_given("overlap-slowdown", f.device.link.overlap_slowdown, c.link.overlap_slowdown);
   f.device.classes = c.device.classes;
   f.cluster_memory_gib = c.device.memory_gib;
   f.cluster_name = c.name;
@@ -125,6 +129,7 @@ inline void check_cost_flags(const po::variables_map& vm, CostFlags& f) {
   checked_flag("--link-latency-us", f.device.link.latency_us, 0, 1e9);
   checked_flag("--host-gbps", f.device.link.host_gbps, 0, 1e9);
   checked_flag("--host-latency-us", f.device.link.host_latency_us, 0, 1e9);
+  checked_flag("--overlap-slowdown", f.device.link.overlap_slowdown, 1, 10);
   if (f.dtype != "float32" && f.dtype != "bfloat16" && f.dtype != "float16" && f.dtype != "float64") {
     throw UsageError{fmt::format("--dtype {}: use float32, bfloat16, float16 or float64", f.dtype)};
   }
@@ -223,6 +228,7 @@ class CostSource {
       if (vm.count("link-latency-us") && !vm["link-latency-us"].defaulted()) file_->link.latency_us = device.link.latency_us;
       if (vm.count("host-gbps")) file_->link.host_gbps = device.link.host_gbps;
       if (vm.count("host-latency-us")) file_->link.host_latency_us = device.link.host_latency_us;
+      if (vm.count("overlap-slowdown")) file_->link.overlap_slowdown = device.link.overlap_slowdown;
       return;
     }
     const DataSpec spec = known ? *known : data_spec(e, vm);

@@ -24,43 +24,47 @@ namespace {
 // published single-GPU throughput"). Links: NVLink's bandwidth per direction (half the
 // datasheets' bidirectional figure), one NIC per GPU between nodes. To the host (OFFLOAD,
 // RELOAD): PCIe x16's rate per direction (5.0: 64 GB/s, 4.0: 32, 3.0: 16), 80% of it assumed
-// achieved; a latency of 10 us assumed, not measured.
+// achieved; a latency of 10 us assumed, not measured. Compute overlapped by a message runs
+// 1.19x slower (tools/simulate/contention.h): the mean slowdown Lee et al. measured for GPT
+// and Llama training on A100, H100, MI250 and MI210 ("Characterizing Compute-Communication
+// Overlap in GPU-Accelerated Distributed Deep Learning", 2025: 18.9%, at most 40%), for
+// collectives; pipelines' point-to-point messages are assumed alike.
 const std::map<std::string, std::string>& presets() {
   static const std::map<std::string, std::string> all = {
       {"h100_sxm", R"(name: NVIDIA H100 SXM5 80GB, 8 per node (NVLink 4, 400 Gbit/s InfiniBand NDR per GPU)
-source: "datasheet: 989 TFLOP/s dense bf16/fp16, 495 tf32, 67 fp32, 3350 GB/s HBM3, NVLink 900 GB/s bidirectional; achieved: 40% and 75% of peak, 88% of the bandwidth; classes: docs/simulate.md, \"Presets against published single-GPU throughput\"; launch and action costs from the H200 step of docs/simulate.md"
+source: "datasheet: 989 TFLOP/s dense bf16/fp16, 495 tf32, 67 fp32, 3350 GB/s HBM3, NVLink 900 GB/s bidirectional; achieved: 40% and 75% of peak, 88% of the bandwidth; classes: docs/simulate.md, \"Presets against published single-GPU throughput\"; launch and action costs from the H200 step of docs/simulate.md; overlap_slowdown: Lee et al. 2025, arXiv 2507.03114"
 device: {tflops: {float32: 51, tf32: 198, bfloat16: 400, float16: 400}, memory_gbs: 3350, memory_gib: 80, launch_us: 16, action_us: 20, classes: {depthwise_conv: 0.012, memory: 0.88}}
-link: {gbps: 3600, latency_us: 5, devices_per_node: 8, inter_gbps: 400, inter_latency_us: 10, host_gbps: 400, host_latency_us: 10}
+link: {gbps: 3600, latency_us: 5, devices_per_node: 8, inter_gbps: 400, inter_latency_us: 10, host_gbps: 400, host_latency_us: 10, overlap_slowdown: 1.19}
 )"},
       {"h200", R"(name: NVIDIA H200 SXM 141GB, 8 per node (NVLink 4, 400 Gbit/s InfiniBand NDR per GPU)
-source: "measured on one H200 (docs/simulate.md, 2026-11-26): fp32 matrix products 51 TFLOP/s, copies 4231 GB/s, the launch and action costs fitted to its ResNet-50 step; datasheet: 989 TFLOP/s dense bf16 (40% assumed achieved), 495 tf32 (40%), 141 GB; classes: docs/simulate.md, \"Presets against published single-GPU throughput\""
+source: "measured on one H200 (docs/simulate.md, 2026-11-26): fp32 matrix products 51 TFLOP/s, copies 4231 GB/s, the launch and action costs fitted to its ResNet-50 step; datasheet: 989 TFLOP/s dense bf16 (40% assumed achieved), 495 tf32 (40%), 141 GB; classes: docs/simulate.md, \"Presets against published single-GPU throughput\"; overlap_slowdown: Lee et al. 2025, arXiv 2507.03114"
 device: {tflops: {float32: 51, tf32: 198, bfloat16: 400, float16: 400}, memory_gbs: 4231, memory_gib: 139, launch_us: 16, action_us: 20, classes: {depthwise_conv: 0.012}}
-link: {gbps: 3600, latency_us: 5, devices_per_node: 8, inter_gbps: 400, inter_latency_us: 10, host_gbps: 400, host_latency_us: 10}
+link: {gbps: 3600, latency_us: 5, devices_per_node: 8, inter_gbps: 400, inter_latency_us: 10, host_gbps: 400, host_latency_us: 10, overlap_slowdown: 1.19}
 )"},
       {"a100_sxm", R"(name: NVIDIA A100 SXM4 80GB, 8 per node (NVLink 3, 200 Gbit/s InfiniBand HDR per GPU)
-source: "datasheet: 312 TFLOP/s dense bf16/fp16, 156 tf32, 19.5 fp32, 2039 GB/s HBM2e, NVLink 600 GB/s bidirectional; achieved: 60% and 75% of peak, 88% of the bandwidth; classes: docs/simulate.md, \"Presets against published single-GPU throughput\""
+source: "datasheet: 312 TFLOP/s dense bf16/fp16, 156 tf32, 19.5 fp32, 2039 GB/s HBM2e, NVLink 600 GB/s bidirectional; achieved: 60% and 75% of peak, 88% of the bandwidth; classes: docs/simulate.md, \"Presets against published single-GPU throughput\"; overlap_slowdown: Lee et al. 2025, arXiv 2507.03114"
 device: {tflops: {float32: 15, tf32: 94, bfloat16: 190, float16: 190}, memory_gbs: 2039, memory_gib: 80, launch_us: 16, action_us: 20, classes: {depthwise_conv: 0.012, memory: 0.88}}
-link: {gbps: 2400, latency_us: 5, devices_per_node: 8, inter_gbps: 200, inter_latency_us: 10, host_gbps: 200, host_latency_us: 10}
+link: {gbps: 2400, latency_us: 5, devices_per_node: 8, inter_gbps: 200, inter_latency_us: 10, host_gbps: 200, host_latency_us: 10, overlap_slowdown: 1.19}
 )"},
       {"a100_pcie", R"(name: NVIDIA A100 PCIe 40GB, 8 per node over PCIe 4.0 x16 (200 Gbit/s InfiniBand HDR per GPU)
-source: "datasheet: 312 TFLOP/s dense bf16/fp16, 156 tf32, 19.5 fp32, 1555 GB/s HBM2, PCIe 4.0 x16 32 GB/s; achieved: 60% and 75% of peak, 88% of the bandwidth, 80% of PCIe; classes: docs/simulate.md, \"Presets against published single-GPU throughput\""
+source: "datasheet: 312 TFLOP/s dense bf16/fp16, 156 tf32, 19.5 fp32, 1555 GB/s HBM2, PCIe 4.0 x16 32 GB/s; achieved: 60% and 75% of peak, 88% of the bandwidth, 80% of PCIe; classes: docs/simulate.md, \"Presets against published single-GPU throughput\"; overlap_slowdown: Lee et al. 2025, arXiv 2507.03114"
 device: {tflops: {float32: 15, tf32: 94, bfloat16: 190, float16: 190}, memory_gbs: 1555, memory_gib: 40, launch_us: 16, action_us: 20, classes: {depthwise_conv: 0.012, memory: 0.88}}
-link: {gbps: 200, latency_us: 10, devices_per_node: 8, inter_gbps: 200, inter_latency_us: 10, host_gbps: 200, host_latency_us: 10}
+link: {gbps: 200, latency_us: 10, devices_per_node: 8, inter_gbps: 200, inter_latency_us: 10, host_gbps: 200, host_latency_us: 10, overlap_slowdown: 1.19}
 )"},
       {"v100_sxm2", R"(name: NVIDIA V100 SXM2 32GB, 8 per node (NVLink 2, 100 Gbit/s InfiniBand EDR per node pair)
-source: "datasheet: 125 TFLOP/s fp16 tensor cores, 15.7 fp32, 900 GB/s HBM2, NVLink 300 GB/s bidirectional, no bf16; achieved: 60% and 85% of peak, 88% of the bandwidth; classes: docs/simulate.md, \"Presets against published single-GPU throughput\""
+source: "datasheet: 125 TFLOP/s fp16 tensor cores, 15.7 fp32, 900 GB/s HBM2, NVLink 300 GB/s bidirectional, no bf16; achieved: 60% and 85% of peak, 88% of the bandwidth; classes: docs/simulate.md, \"Presets against published single-GPU throughput\"; overlap_slowdown: Lee et al. 2025, arXiv 2507.03114"
 device: {tflops: {float32: 13, bfloat16: 0, float16: 75}, memory_gbs: 900, memory_gib: 32, launch_us: 16, action_us: 20, classes: {depthwise_conv: 0.012, memory: 0.88}}
-link: {gbps: 1200, latency_us: 5, devices_per_node: 8, inter_gbps: 100, inter_latency_us: 10, host_gbps: 100, host_latency_us: 10}
+link: {gbps: 1200, latency_us: 5, devices_per_node: 8, inter_gbps: 100, inter_latency_us: 10, host_gbps: 100, host_latency_us: 10, overlap_slowdown: 1.19}
 )"},
       {"rtx3090", R"(name: NVIDIA GeForce RTX 3090 24GB, 4 per host over PCIe 4.0 x16
-source: "datasheet: 71 TFLOP/s dense fp16/bf16 tensor cores with float32 accumulation, 35.6 fp32 (and tf32: no faster), 936 GB/s GDDR6X, PCIe 4.0 x16 32 GB/s; achieved: 60% and 75% of peak, 88% of the bandwidth, 80% of PCIe; classes: docs/simulate.md, \"Presets against published single-GPU throughput\""
+source: "datasheet: 71 TFLOP/s dense fp16/bf16 tensor cores with float32 accumulation, 35.6 fp32 (and tf32: no faster), 936 GB/s GDDR6X, PCIe 4.0 x16 32 GB/s; achieved: 60% and 75% of peak, 88% of the bandwidth, 80% of PCIe; classes: docs/simulate.md, \"Presets against published single-GPU throughput\"; overlap_slowdown: Lee et al. 2025, arXiv 2507.03114"
 device: {tflops: {float32: 27, bfloat16: 43, float16: 43}, memory_gbs: 936, memory_gib: 24, launch_us: 16, action_us: 20, classes: {depthwise_conv: 0.012, memory: 0.88}}
-link: {gbps: 200, latency_us: 10, devices_per_node: 4, host_gbps: 200, host_latency_us: 10}
+link: {gbps: 200, latency_us: 10, devices_per_node: 4, host_gbps: 200, host_latency_us: 10, overlap_slowdown: 1.19}
 )"},
       {"p40", R"(name: NVIDIA Tesla P40 24GB, 8 on one host over PCIe 3.0 x16 (torchgpipe's benchmarks)
-source: "datasheet: 11.8 TFLOP/s fp32, fp16 at 1/64 of it, 346 GB/s GDDR5, PCIe 3.0 x16 16 GB/s; achieved: 75% of the fp32 peak, 88% of the bandwidth; classes: docs/simulate.md, \"Presets against published single-GPU throughput\""
+source: "datasheet: 11.8 TFLOP/s fp32, fp16 at 1/64 of it, 346 GB/s GDDR5, PCIe 3.0 x16 16 GB/s; achieved: 75% of the fp32 peak, 88% of the bandwidth; classes: docs/simulate.md, \"Presets against published single-GPU throughput\"; overlap_slowdown: Lee et al. 2025, arXiv 2507.03114"
 device: {tflops: {float32: 9, bfloat16: 0, float16: 0.18}, memory_gbs: 346, memory_gib: 24, launch_us: 16, action_us: 20, classes: {depthwise_conv: 0.012, memory: 0.88}}
-link: {gbps: 128, latency_us: 10, devices_per_node: 8, host_gbps: 100, host_latency_us: 10}
+link: {gbps: 128, latency_us: 10, devices_per_node: 8, host_gbps: 100, host_latency_us: 10, overlap_slowdown: 1.19}
 )"},
   };
   return all;

@@ -33,7 +33,7 @@ std::string cost_validation(CostKind kind) {
       return "derived from a preset's rates per operator class (or one rate, --device-flops): a preset's single-GPU "
              "throughput against published CNN training, -48% to +44%, eleven of seventeen within 20% (docs/simulate.md, "
              "\"Presets against published single-GPU throughput\"); its ratios against torchgpipe's ResNet-101 table "
-             "on P40s, -12% to +36% (docs/time-to-accuracy.md)";
+             "on P40s, -12% to +32% (docs/time-to-accuracy.md)";
   }
   return "";
 }

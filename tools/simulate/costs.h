@@ -168,6 +168,9 @@ struct LinkSpec {
   /// The link between each device and its host's memory (PCIe), which OFFLOAD and RELOAD
   /// occupy, one copy at a time each way, beside compute.
   double host_gbps = 0, host_latency_us = 0;
+  /// How many times slower a device computes while a message to or from it, or a copy
+  /// between it and its host, is in flight (tools/simulate/contention.h); 1: for free.
+  double overlap_slowdown = 1;
   template <class V>
   void fields(V& v) {
     v("gbps", gbps, "bandwidth, Gbit/s (0: infinite)", in_range(0, 1e9));
@@ -181,6 +184,9 @@ struct LinkSpec {
     v("host_gbps", host_gbps, "bandwidth between a device and its host's memory, Gbit/s each way (0: infinite)",
       in_range(0, 1e9));
     v("host_latency_us", host_latency_us, "latency per copy to or from the host, microseconds", in_range(0, 1e9));
+    v("overlap_slowdown", overlap_slowdown,
+      "how many times slower compute runs while a message to or from its device is in flight (1: overlap is free)",
+      in_range(1, 10));
   }
   /// Seconds a copy of `bytes` to or from the host takes (OFFLOAD, RELOAD).
   double host_seconds(double bytes) const {

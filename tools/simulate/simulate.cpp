@@ -11,7 +11,7 @@
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
 #include "core/util/error.h"
-#include "tools/simulate/shared_host.h"
+#include "tools/simulate/contention.h"
 #include "tools/simulate/sim_memory.h"
 #include "tools/simulate/unit_scale.h"
 
@@ -225,7 +225,8 @@ SimResult replay_plan(const RunPlan& plan, const RunPlan& replayed, int units, c
   r.stages = r.schedule.stages();
   r.devices = r.schedule.devices();
   r.units = units;
-  r.timeline = replay_sharing_host(r.schedule, event_costs(r.schedule, costs, o, plan, scale), costs.busy_slowdown);
+  r.timeline = replay_with_contention(r.schedule, event_costs(r.schedule, costs, o, plan, scale),
+                                      {costs.busy_slowdown, costs.link.overlap_slowdown});
   r.makespan = r.timeline.makespan;
   return r;
 }
