@@ -29,6 +29,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/prediction_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/resume_state_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/basis_rotation_schemes_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/basis_rotation_pipeline_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shadow_sync_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/xpipe_test.cpp
 )
