@@ -44,6 +44,16 @@ struct CovarianceRate {
   std::string operator()(double b) const { return b < 1 ? "" : "a number below 1 (negative: beta2's)"; }
 };
 
+/// A fallback takes what basis rotation leaves (vectors, the matrices `rotate` does not
+/// name): another basis rotation would rotate none of it and hand it all on again.
+struct AnotherOptimizer {
+  std::string operator()(const std::optional<OptimizerSection>& s) const {
+    return s && s->factory->type() == "basis_rotation"
+               ? "an optimizer other than basis_rotation, for what it does not rotate (e.g. {type: adamw, lr: 3.0e-4})"
+               : "";
+  }
+};
+
 struct BasisRotationOptions {
   double lr = 3e-3;
   std::vector<double> betas{0.95, 0.95};
@@ -86,7 +96,8 @@ struct BasisRotationOptions {
       "at least as many rows as columns that is every step, not every precondition_frequency");
     v("fallback", fallback,
       "the optimizer of every parameter not rotated (absent: AdamW with this lr, betas and weight_decay, as the "
-      "authors' driver makes it)");
+      "authors' driver makes it)",
+      AnotherOptimizer{});
   }
 };
 
@@ -209,6 +220,14 @@ at::Tensor BasisRotation::project_back(const Rotated& r, at::Tensor x) const {
 std::vector<at::Tensor> BasisRotation::cold_bases(const std::vector<Estimate>& estimates) const {
   std::vector<at::Tensor> out;
   for (const Estimate& e : estimates) {
+    if (e.matrix.is_meta()) {
+      // A profile on the meta device (tools/simulate/profile_source.h) needs the bases' shapes
+      // only, and LibTorch decomposes no meta tensors.
+      const int64_t rows = e.matrix.size(0), cols = e.matrix.size(1);
+      if (o_.approx_source == Source::First) out.push_back(at::empty({rows, rows}, e.matrix.options()));
+      out.push_back(at::empty({cols, cols}, e.matrix.options()));
+      continue;
+    }
     if (o_.approx_source == Source::First) {
       auto [u, s, vh] = at::linalg_svd(e.matrix, /*full_matrices=*/true);
       out.push_back(u);
@@ -322,19 +341,54 @@ at::Tensor BasisRotation::update(size_t i, at::Tensor& p, const at::Tensor& g) {
   return g;
 }
 
+/// Whether `name` matches one of the shell `patterns`.
+bool matches_any(const std::string& name, const std::vector<std::string>& patterns) {
+  for (const std::string& pattern : patterns) {
+    if (fnmatch(pattern.c_str(), name.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
 /// Per parameter, whether it is rotated: a matrix whose name matches a `rotate` pattern
 /// (every matrix when the names are not known).
 std::vector<bool> rotated_of(const std::vector<at::Tensor>& params, const std::vector<std::string>& names,
                              const std::vector<std::string>& patterns) {
   std::vector<bool> out;
   for (size_t i = 0; i < params.size(); ++i) {
-    bool matched = names.empty();
-    for (const std::string& pattern : patterns) {
-      matched = matched || (i < names.size() && fnmatch(pattern.c_str(), names[i].c_str(), 0) == 0);
-    }
+    const bool matched = names.empty() || (i < names.size() && matches_any(names[i], patterns));
     out.push_back(params[i].dim() == 2 && matched);
   }
   return out;
+}
+
+/// What one rotated rows x cols matrix keeps and computes a step (docs/schemes.md, "Basis
+/// rotation"): its two moments; per side it rotates (n its size) the basis and, when the bases
+/// come from the gradients' covariances, the covariance. Each step rotates the gradient and the
+/// first moment in and the direction out (2 rows cols n FLOPs a side, each) and adds the
+/// side's covariance (as many again); every precondition_frequency steps (every step where
+/// left_check_refresh makes it) a refresh multiplies the statistic by the basis, estimates the
+/// eigenvalues that order it (as many again) and orthonormalises the product (a QR, about
+/// 8/3 n^3). The first step's eigendecomposition, once a run, is left out. Beyond Adam's
+/// element-wise kernels a step launches, per side, a product and an average for the covariance
+/// and three rotations; a refresh the look-ahead momentum (3) and per side about 8 (the
+/// products, the eigenvalue estimates, their order, the permutations, the QR).
+StepCost rotation_cost(double rows, double cols, const BasisRotationOptions& o) {
+  const bool both = o.rotation_geometry == Geometry::Bilateral;
+  const bool covariances = o.approx_source == Source::Second;
+  std::vector<double> sides;
+  if (both || rows < cols) sides.push_back(rows);
+  if (both || rows >= cols) sides.push_back(cols);
+  const bool every_step = o.left_check_refresh && !both && rows >= cols;
+  const double period = every_step ? 1.0 : static_cast<double>(o.precondition_frequency);
+  StepCost c{2 * rows * cols, 0, 3 / period};
+  for (const double n : sides) {
+    c.state_elements += n * n * (covariances ? 2 : 1);
+    c.flops += 2 * rows * cols * n * (covariances ? 4 : 3);
+    const double product = covariances ? 2 * n * n * n : 2 * rows * cols * n;
+    c.flops += (2 * product + 8.0 / 3.0 * n * n * n) / period;
+    c.kernels += (covariances ? 2 : 0) + 3 + 8 / period;
+  }
+  return c;
 }
 
 /// The authors' driver's optimizer of the parameters it does not rotate: torch's AdamW with
@@ -361,6 +415,10 @@ class BasisRotationFactory : public Configured<OptimizerFactory, BasisRotationOp
     return std::make_unique<BasisRotation>(std::move(params), rotated, options_, *this);
   }
   double base_lr() const override { return options_.lr; }
+  StepCost step_cost(const std::string& name, const std::vector<int64_t>& shape) const override {
+    if (shape.size() != 2 || !matches_any(name, options_.rotate)) return options_.fallback->factory->step_cost(name, shape);
+    return rotation_cost(static_cast<double>(shape[0]), static_cast<double>(shape[1]), options_);
+  }
 };
 
 }  // namespace

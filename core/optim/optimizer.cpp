@@ -1,9 +1,24 @@
 #include "core/optim/optimizer.h"
 
 #include <ATen/ATen.h>
+
+#include <cmath>
 #include <torch/csrc/autograd/grad_mode.h>
 
 namespace pipelab {
+
+StepCost OptimizerFactory::step_cost(const std::string& /*name*/, const std::vector<int64_t>& shape) const {
+  // The copies of a vector of 4096 values the state of one step holds, whatever the optimizer.
+  at::Tensor p = at::zeros({4096}, at::kFloat).set_requires_grad(true);
+  const std::unique_ptr<Optimizer> optimizer = make({p});
+  p.mutable_grad() = at::ones({4096}, at::kFloat);
+  optimizer->step();
+  double bytes = 0;
+  for (const auto& [key, t] : optimizer->state()) bytes += static_cast<double>(t.nbytes());
+  double elements = 1;
+  for (const int64_t n : shape) elements *= static_cast<double>(n);
+  return {std::round(bytes / static_cast<double>(p.nbytes())) * elements, 0};
+}
 
 Optimizer::Optimizer(std::vector<at::Tensor> params, double lr)
     : params_(std::move(params)), last_grad_(params_.size()), last_coupled_(params_.size()), lr_(lr) {}

@@ -116,6 +116,18 @@ class Optimizer {
 };
 
 /// A registered optimizer kind (`optimizer: {type: sgd, lr: 0.1, ...}`).
+/// What an optimizer keeps and computes for one parameter: what the simulator prices its
+/// update by (tools/simulate/derive.h).
+struct StepCost {
+  double state_elements = 0;  ///< elements of state it keeps, each as wide as the parameter's
+  /// FLOPs of one step's matrix products, periodic work spread over its period (basis
+  /// rotation's rotations and refreshes); the element-wise passes are priced by their bytes.
+  double flops = 0;
+  /// Kernels a step launches for it beyond an element-wise optimizer's pass (each pays the
+  /// device's launch cost), periodic ones spread over their period.
+  double kernels = 0;
+};
+
 class OptimizerFactory : public Component {
  public:
   static constexpr const char* kKind = "optimizer";
@@ -130,6 +142,10 @@ class OptimizerFactory : public Component {
   }
   /// The base learning rate, before the LR schedule.
   virtual double base_lr() const = 0;
+  /// What it keeps and computes for a parameter named `name` (as Stage::parameter_names names
+  /// it) of `shape`. By default measured: as many copies of the parameter as one step on a
+  /// vector leaves state of (SGD 0, with momentum 1, Adam 2), and no products.
+  virtual StepCost step_cost(const std::string& name, const std::vector<int64_t>& shape) const;
 };
 
 /// Looks up "<i>.<name>" in a state list; throws UserError naming the checkpoint entry.

@@ -143,5 +143,24 @@ TEST(BasisRotation, RotatesTheNamedMatricesAndHandsTheRestToItsFallback) {
   EXPECT_TRUE(keys.count("0.q_left"));
 }
 
+TEST(BasisRotation, BadOptionsAreClearErrorsAtTheirKeys) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{type: basis_rotation, precondition_frequency: 0}", "optimizer.precondition_frequency: must be a number in [1"},
+      {"{type: basis_rotation, betas: [0.9, 1.0]}", "optimizer.betas: must be two numbers in [0, 1)"},
+      {"{type: basis_rotation, rotation_geometry: tri}", "optimizer.rotation_geometry: 'tri' is not one of bi, uni"},
+      {"{type: basis_rotation, approx_source: 3rd}", "optimizer.approx_source: '3rd' is not one of 2nd, 1st"},
+      {"{type: basis_rotation, fallback: {type: basis_rotation}}",
+       "optimizer.fallback: must be an optimizer other than basis_rotation"},
+  };
+  for (const auto& [yaml, want] : cases) {
+    try {
+      factory(yaml);
+      ADD_FAILURE() << yaml << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pipelab::basis_rotation_test

@@ -32,6 +32,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/readme_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shape_profile_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/contention_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer_costs_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reference_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulate_codec_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/run_plan_test.cpp

@@ -84,6 +84,8 @@ inline void apply_cluster(const po::variables_map& vm, CostFlags& f, const std::
     // Under float32, convolutions compute in TensorFloat-32 where the device has it (cuDNN's
     // default, and LibTorch's: at::globalContext().allowTF32CuDNN()).
     f.device.convolution_tflops = dtype == "float32" ? c.device.tflops.tf32 : 0;
+    // The optimizer computes on the float32 master weights whatever the autocast.
+    f.device.update_tflops = dtype == "float64" ? 0 : c.device.tflops.float32;
     if (f.device.tflops <= 0) {
       throw UsageError{fmt::format("--cluster {}: its devices ({}) have no {} rate, which the experiment computes in. "
                                    "Fix: --set run.amp=bf16 (or another precision the cluster has), or give the rate "
@@ -190,13 +192,7 @@ inline std::optional<sim::AutocastSpec> autocast_of(const Experiment& e, const p
 /// State tensors per parameter of the file's optimizer (SGD 0, with momentum 1, Adam 2),
 /// measured: one step on a tensor of 4096 values, whatever the optimizer is.
 inline double optimizer_states(const OptimizerFactory& factory) {
-  at::Tensor p = at::zeros({4096}, at::kFloat).set_requires_grad(true);
-  const std::unique_ptr<Optimizer> optimizer = factory.make({p});
-  p.mutable_grad() = at::ones({4096}, at::kFloat);
-  optimizer->step();
-  double bytes = 0;
-  for (const auto& [name, t] : optimizer->state()) bytes += static_cast<double>(t.nbytes());
-  return std::round(bytes / static_cast<double>(p.nbytes()));
+  return factory.step_cost("", {1}).state_elements;
 }
 
 /// Costs measured with copies of stages list every copy: one pipeline's are what a replay of
@@ -262,6 +258,7 @@ class CostSource {
       device_.link.reduce_gbps = times_.reduce_gbps;
     }
     ties_ = tied_blocks(def, profile_.blocks);
+    sim::optimizer_step_costs(profile_.blocks, *e.optimizer, profile_.memory);
   }
   bool derived() const { return !file_; }
   /// Tokens per example of the costs (0: not sequences, or unknown).

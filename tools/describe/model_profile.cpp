@@ -41,7 +41,10 @@ std::vector<BlockProfile> profile_blocks(const ModelDef& def, const DataSpec& da
     p.name = block.name;
     if (!block.io.plain()) p.io = block.io.str();
     p.parameters = count_parameters(*block.module.ptr());
-    for (const auto& kv : block.module.ptr()->named_parameters()) p.parameter_sizes.emplace_back(kv.key(), kv.value().numel());
+    for (const auto& kv : block.module.ptr()->named_parameters()) {
+      p.parameter_sizes.emplace_back(kv.key(), kv.value().numel());
+      p.parameter_shapes.push_back(kv.value().sizes().vec());
+    }
     {
       FlopCounter counter;
       std::set<const void*> weights;

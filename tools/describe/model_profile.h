@@ -42,6 +42,9 @@ struct BlockProfile {
   int64_t kernels = 0;
   /// Each parameter's elements, by its name in the block ("output.weight").
   std::vector<std::pair<std::string, int64_t>> parameter_sizes;
+  /// Each parameter's shape, in parameter_sizes' order: what an optimizer keeps and computes
+  /// for it may depend on more than its elements (OptimizerFactory::step_cost).
+  std::vector<std::vector<int64_t>> parameter_shapes;
 };
 
 /// The blocks of one stage and their sums.

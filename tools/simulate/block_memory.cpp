@@ -5,6 +5,7 @@
 #include "core/model/meta_device.h"
 #include "core/stage/weight_pass.h"
 #include "core/util/memory_meter.h"
+#include "tools/simulate/block_times.h"
 
 namespace pipelab::sim {
 namespace {
@@ -122,15 +123,11 @@ std::vector<double> measure_update_rises(std::vector<Block>& blocks, const Optim
                                          MemoryMeter* meter) {
   std::vector<double> out;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    std::vector<at::Tensor> params;
-    for (const at::Tensor& p : blocks[i].module.ptr()->parameters()) {
-      if (p.requires_grad() && p.grad().defined()) params.push_back(p);
-    }
-    if (params.empty()) {
+    const std::unique_ptr<Optimizer> optimizer = block_optimizer(blocks[i], factory);
+    if (!optimizer) {
       out.push_back(0);
       continue;
     }
-    const std::unique_ptr<Optimizer> optimizer = factory.make(params);
     torch::NoGradGuard no_grad;
     optimizer->step();
     MemoryMeter::Scope scope(meter, static_cast<int>(2 * blocks.size() + i));

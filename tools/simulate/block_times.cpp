@@ -122,20 +122,31 @@ void time_at(std::vector<Block>& blocks, const DataSpec& data, int examples, int
   }
 }
 
+}  // namespace
+
+std::unique_ptr<Optimizer> block_optimizer(Block& block, const OptimizerFactory& factory) {
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
+  for (const auto& kv : block.module.ptr()->named_parameters()) {
+    if (!kv.value().requires_grad() || !kv.value().grad().defined()) continue;
+    params.push_back(kv.value());
+    names.push_back(block.name + "." + kv.key());
+  }
+  return params.empty() ? nullptr : factory.make_named(std::move(params), names);
+}
+
+namespace {
+
 /// Median seconds of a step of `factory`'s optimizer on each block's parameters (their
 /// gradients are there from the timed backwards).
 std::vector<double> time_updates(std::vector<Block>& blocks, const OptimizerFactory& factory, int repeats) {
   std::vector<double> out;
   for (Block& block : blocks) {
-    std::vector<at::Tensor> params;
-    for (const at::Tensor& p : block.module.ptr()->parameters()) {
-      if (p.requires_grad() && p.grad().defined()) params.push_back(p);
-    }
-    if (params.empty()) {
+    const std::unique_ptr<Optimizer> optimizer = block_optimizer(block, factory);
+    if (!optimizer) {
       out.push_back(0);
       continue;
     }
-    const std::unique_ptr<Optimizer> optimizer = factory.make(params);
     out.push_back(median_seconds(repeats, [&] {
       torch::NoGradGuard no_grad;
       optimizer->step();

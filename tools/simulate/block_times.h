@@ -7,6 +7,7 @@
 /// width MobileNetV2 here: 4 examples 30 ms, 32 examples 175 ms, 64 examples 250 ms, where the
 /// line through the ends says 133 ms at 32), and small micro-batches cost what they do here.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/model/block_io.h"
@@ -56,6 +57,11 @@ struct BlockTimes {
 /// The sizes time_blocks times at: `small`, `large` and up to two between, spaced
 /// geometrically (distinct integers).
 std::vector<int> timed_sizes(int small, int large);
+
+/// An optimizer over `block`'s parameters that have gradients, each named as a stage names
+/// it ("<block>.<parameter>", OptimizerFactory::make_named: basis rotation rotates by name);
+/// null when none has one.
+std::unique_ptr<Optimizer> block_optimizer(Block& block, const OptimizerFactory& factory);
 
 /// Times every block of `def` (built as a run builds it, in training mode) at timed_sizes
 /// with `threads` intra-op threads: each block's forward on the previous block's output, its

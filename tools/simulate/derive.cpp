@@ -137,7 +137,7 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
   for (size_t s = 0; s < balance.size(); ++s) {
     StageCosts k;
     k.stage = k.device = static_cast<int>(s);
-    double params = 0, update = 0;
+    double params = 0, update = 0, state = 0, update_flops = 0, update_kernels = 0;
     for (size_t b = first; b < first + static_cast<size_t>(balance[s]); ++b) {
       const BlockProfile& block = blocks.at(b);
       const double in = b == 0 ? 0 : elements(blocks[b - 1].output_shape);
@@ -180,6 +180,9 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
       k.retained_bytes += memory.retained_per_example[b] * run.activations * examples;
       k.retained_fixed_bytes += run.cast[b];
       params += static_cast<double>(block.parameters);
+      if (b < memory.optimizer_state.size()) state += memory.optimizer_state[b];
+      if (b < memory.update_flops.size()) update_flops += memory.update_flops[b];
+      if (b < memory.update_kernels.size()) update_kernels += memory.update_kernels[b];
     }
     if (!times) {
       // Each action's own host work; a whole backward (I and W at once) pays it once.
@@ -196,20 +199,42 @@ SimCosts derive_costs(const std::vector<BlockProfile>& blocks, const BlockMemory
     k.output_bytes = k.activation_bytes;
     k.gradient_bytes = s > 0 ? cut_bytes(blocks, memory, first - 1, device, run, examples, true) : 0;
     k.parameter_bytes = params * device.weight_bytes;
-    k.optimizer_bytes = params * device.optimizer_states * device.weight_bytes;
+    const bool per_parameter = !memory.optimizer_state.empty();
+    k.optimizer_bytes = (per_parameter ? state : params * device.optimizer_states) * device.weight_bytes;
     // A copy reads the weights and writes them once.
     if (!times && bw > 0) k.weight_copy_seconds = 2 * k.parameter_bytes / bw;
     // The step reads weights and gradient, writes weights, and reads and writes each state.
     const double update_bw = bw * (device.classes.update > 0 ? device.classes.update : 1.0);
+    // Its matrix products (basis rotation's rotations and refreshes) at the weights'
+    // precision's rate, as the GEMMs reach it.
+    const double gemm = device.classes.forward.compute[static_cast<size_t>(OpClass::Gemm)];
+    const double update_rate = (device.update_tflops > 0 ? device.update_tflops * 1e12 : rate) * (gemm > 0 ? gemm : 1);
     k.seconds[ActionKind::Update] = times ? update
-                                    : (bw > 0 ? k.parameter_bytes * (3 + 2 * device.optimizer_states) / update_bw : 0) +
-                                          device.action_us * 1e-6;
+                                    : (bw > 0 ? (3 * k.parameter_bytes + 2 * k.optimizer_bytes) / update_bw : 0) +
+                                          (update_rate > 0 ? update_flops / update_rate : 0) +
+                                          update_kernels * device.launch_us * 1e-6 + device.action_us * 1e-6;
     k.prediction_seconds = k.seconds[ActionKind::Update];
     c.stages.push_back(k);
     first += static_cast<size_t>(balance[s]);
   }
   PIPELAB_ASSERT(first == blocks.size(), "balance covers {} of {} blocks", first, blocks.size());
   return c;
+}
+
+void optimizer_step_costs(const std::vector<BlockProfile>& blocks, const OptimizerFactory& optimizer,
+                          BlockMemory& memory) {
+  memory.optimizer_state.assign(blocks.size(), 0);
+  memory.update_flops.assign(blocks.size(), 0);
+  memory.update_kernels.assign(blocks.size(), 0);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const BlockProfile& block = blocks[b];
+    for (size_t i = 0; i < block.parameter_sizes.size() && i < block.parameter_shapes.size(); ++i) {
+      const StepCost c = optimizer.step_cost(block.name + "." + block.parameter_sizes[i].first, block.parameter_shapes[i]);
+      memory.optimizer_state[b] += c.state_elements;
+      memory.update_flops[b] += c.flops;
+      memory.update_kernels[b] += c.kernels;
+    }
+  }
 }
 
 }  // namespace pipelab::sim

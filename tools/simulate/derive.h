@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/optim/optimizer.h"
 #include "tools/describe/model_profile.h"
 #include "tools/simulate/block_times.h"
 #include "tools/simulate/class_rates.h"
@@ -19,6 +20,9 @@ struct DeviceSpec {
   /// Convolutions' rate where it is another (TensorFloat-32 under float32: the cluster's
   /// tflops.tf32), in 10^12 FLOP/s; 0: tflops. Used with class rates only.
   double convolution_tflops = 0;
+  /// The optimizer's matrix products' rate (basis rotation's), in 10^12 FLOP/s: the weights'
+  /// precision's, float32 under autocast (the cluster's tflops.float32); 0: tflops.
+  double update_tflops = 0;
   double memory_gbs = 0;     ///< memory bandwidth, GB/s (0: traffic is free)
   LinkSpec link;
   double dtype_bytes = 4;    ///< bytes per element of activations (the compute dtype's)
@@ -57,6 +61,11 @@ struct BlockMemory {
   /// Per block, bytes (float32) a step of the run's optimizer on its parameters allocates
   /// and frees (per-tensor temporaries; the state it keeps is static). Empty when not measured.
   std::vector<double> update_rise;
+  /// Per block, what the run's optimizer keeps and computes for its parameters
+  /// (OptimizerFactory::step_cost, summed; optimizer_step_costs): state elements, the FLOPs
+  /// of a step's matrix products and the kernels it launches beyond an element-wise pass.
+  /// Empty: device.optimizer_states copies of the weights, no products, no kernels.
+  std::vector<double> optimizer_state, update_flops, update_kernels;
   /// Per block, bytes each forward keeps whatever its examples: measured under autocast, the
   /// casts of the weights its matrix products read. Empty when measured without autocast.
   std::vector<double> retained_fixed;
@@ -70,6 +79,11 @@ struct BlockMemory {
   /// whose figures are the run's own bytes.
   std::string precision = "Float";
 };
+
+/// BlockMemory::optimizer_state and update_flops of `blocks` under `optimizer`, each parameter
+/// named as a stage names it ("<block>.<parameter>").
+void optimizer_step_costs(const std::vector<BlockProfile>& blocks, const OptimizerFactory& optimizer,
+                          BlockMemory& memory);
 
 /// Costs of `balance` (blocks per stage) for micro-batches of `examples` examples. With
 /// `times` (each block timed on this machine), its seconds replace the roofline's: a whole

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 /// Bumped whenever what a profile holds changes (the key also holds the build of pipelab).
-constexpr int kFormat = 7;
+constexpr int kFormat = 8;
 
 json affines(const std::vector<Affine>& v) {
   json out = json::array();
@@ -47,7 +47,8 @@ json to_json(const ModelProfile& p) {
     for (const auto& [name, n] : b.parameter_sizes) params.push_back({name, n});
     blocks.push_back({{"name", b.name}, {"io", b.io}, {"output_shape", b.output_shape}, {"live", live},
                       {"parameters", b.parameters}, {"flops", b.flops}, {"weight_flops", b.weight_flops}, {"kernels", b.kernels},
-                      {"class_flops", b.class_flops}, {"class_calls", b.class_calls}, {"class_bytes", b.class_bytes}, {"memory_bytes", b.memory_bytes}, {"parameter_sizes", params}});
+                      {"class_flops", b.class_flops}, {"class_calls", b.class_calls}, {"class_bytes", b.class_bytes}, {"memory_bytes", b.memory_bytes}, {"parameter_sizes", params},
+                      {"parameter_shapes", b.parameter_shapes}});
   }
   const BlockMemory& m = p.memory;
   return {{"format", kFormat},
@@ -90,6 +91,7 @@ ModelProfile from_json(const json& j) {
     out.class_bytes = b.at("class_bytes").get<ClassFlops>();
     out.memory_bytes = b.at("memory_bytes").get<int64_t>();
     for (const json& s : b.at("parameter_sizes")) out.parameter_sizes.emplace_back(s.at(0).get<std::string>(), s.at(1).get<int64_t>());
+    out.parameter_shapes = b.at("parameter_shapes").get<std::vector<std::vector<int64_t>>>();
     p.blocks.push_back(std::move(out));
   }
   const json& m = j.at("memory");
