@@ -4,6 +4,8 @@
 // steps of a 1 x 1 weight), and its routing: what is not a matrix goes to `fallback`.
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
+
 #include "core/io/pt_file.h"
 #include "core/optim/optimizer.h"
 #include "tests/support/helpers.h"
@@ -25,8 +27,17 @@ void step(Optimizer& opt, at::Tensor& w, const at::Tensor& g) {
 }
 
 TEST(Muon, EqualsTorchOptimMuonBitForBit) {
+  // One thread on both sides: a busy machine may give a threaded product fewer threads, and
+  // another order of its sums.
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  struct Restore {
+    int n;
+    ~Restore() { at::set_num_threads(n); }
+  } restore{threads};
   testing::TempDir dir;
-  const auto [rc, out] = testing::shell("python3 " PIPELAB_SOURCE_DIR "/tests/core/muon_reference.py " +
+  const auto [rc, out] = testing::shell("OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python3 " PIPELAB_SOURCE_DIR
+                                        "/tests/core/muon_reference.py " +
                                         dir.file("muon.pt") + " 2>&1");
   if (rc != 0) GTEST_SKIP() << "no torch.optim.Muon in Python (tools/setup.sh installs torch): " << out;
   std::map<std::string, at::Tensor> ref;
