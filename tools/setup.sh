@@ -55,6 +55,11 @@ fi
 if ! "$python" -c 'import safetensors' 2>/dev/null; then
   "$python" -m pip install safetensors || "$python" -m pip install --break-system-packages safetensors
 fi
+# PyYAML: the basis-rotation pipeline reference reads a run's config.yaml
+# (tests/schemes/basis_rotation_pipeline_reference.py), and so do the bench scripts.
+if ! "$python" -c 'import yaml' 2>/dev/null; then
+  "$python" -m pip install pyyaml || "$python" -m pip install --break-system-packages pyyaml
+fi
 # The test suite's interop checks: torchvision's models (tests/models/torchvision_names_test.cpp).
 # Without its dependencies, so that pip never replaces the torch that pipelab builds against;
 # its models are plain Python and need only torch and Pillow.
