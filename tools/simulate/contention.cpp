@@ -136,6 +136,12 @@ EventTimeline replay_with_contention(const Schedule& schedule, const EventCosts&
         for (size_t i = 0; i < f[d].size(); ++i) f[d][i] *= o[d][i];
       }
     }
+    // Nothing slowed (no device busy beside another, no message beside compute): this replay
+    // is the fixed point.
+    const bool slowed_any = std::any_of(f.begin(), f.end(), [](const std::vector<double>& row) {
+      return std::any_of(row.begin(), row.end(), [](double x) { return x != 1.0; });
+    });
+    if (!slowed_any) break;
     auto factors = std::make_shared<const std::vector<std::vector<double>>>(std::move(f));
     // The replay walks each device's row in order, so its n-th compute action there is the
     // n-th it is asked to cost.

@@ -42,8 +42,9 @@ std::vector<std::vector<double>> overlap_factors(const EventTimeline& t, double 
 
 /// `schedule` replayed with `costs`, then twice more with each compute action slowed by
 /// the product of busy_factors and overlap_factors of the replay before (a fixed point
-/// approached, not proved reached). Without a slowdown, the plain replay; with one worker for
-/// every device (nothing computes together), no busy factor.
+/// approached, not proved reached). Without a slowdown, or when no action of a replay is
+/// slowed (nothing beside it), that replay; with one worker for every device (nothing computes
+/// together), no busy factor.
 EventTimeline replay_with_contention(const Schedule& schedule, const EventCosts& costs, const Contention& contention);
 
 }  // namespace pipelab::sim
