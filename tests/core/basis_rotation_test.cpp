@@ -38,8 +38,7 @@ TEST(BasisRotation, MatchesAnIndependentFloat64Reference) {
   const auto [rc, out] = testing::shell("python3 " PIPELAB_SOURCE_DIR "/tests/core/basis_rotation_reference.py " +
                                         dir.file("ref.pt") + " 2>&1");
   if (rc != 0) GTEST_SKIP() << "no torch in Python (tools/setup.sh installs it): " << out;
-  std::map<std::string, at::Tensor> ref;
-  for (auto& [name, t] : load_tensor_dict(dir.file("ref.pt"))) ref[name] = t;
+  const std::map<std::string, at::Tensor> ref = testing::load_tensor_map(dir.file("ref.pt"));
   int cases = 0;
   for (const auto& [name, w0] : ref) {
     if (name.size() < 3 || name.substr(name.size() - 3) != ".w0") continue;

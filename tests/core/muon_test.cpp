@@ -40,8 +40,7 @@ TEST(Muon, EqualsTorchOptimMuonBitForBit) {
                                         "/tests/core/muon_reference.py " +
                                         dir.file("muon.pt") + " 2>&1");
   if (rc != 0) GTEST_SKIP() << "no torch.optim.Muon in Python (tools/setup.sh installs torch): " << out;
-  std::map<std::string, at::Tensor> ref;
-  for (auto& [name, t] : load_tensor_dict(dir.file("muon.pt"))) ref[name] = t;
+  const std::map<std::string, at::Tensor> ref = testing::load_tensor_map(dir.file("muon.pt"));
   int cases = 0;
   for (const auto& [name, w0] : ref) {
     if (name.size() < 3 || name.substr(name.size() - 3) != ".w0") continue;

@@ -67,8 +67,7 @@ double off_reference(const testing::TempDir& dir, const Case& c, const std::stri
   EXPECT_EQ(rc, 0) << out;
   const auto [ref_rc, ref_out] = testing::shell(std::string(kReference) + " train " + dir.file(name) + " 2>&1");
   EXPECT_EQ(ref_rc, 0) << ref_out;
-  std::map<std::string, at::Tensor> run;
-  for (auto& [key, t] : load_tensor_dict(dir.file(name + "/checkpoints/final.pt"))) run[key] = t;
+  const std::map<std::string, at::Tensor> run = testing::load_tensor_map(dir.file(name + "/checkpoints/final.pt"));
   const TensorDict want = load_tensor_dict(dir.file(name + "/reference.pt"));
   EXPECT_EQ(run.size(), want.size());
   double off = 0;

@@ -53,6 +53,12 @@ double max_difference(const TensorDict& a, const TensorDict& b) {
   return worst;
 }
 
+std::map<std::string, at::Tensor> load_tensor_map(const std::string& path) {
+  std::map<std::string, at::Tensor> out;
+  for (auto& [name, t] : load_tensor_dict(path)) out[name] = t;
+  return out;
+}
+
 bool identical(const TensorDict& a, const TensorDict& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {

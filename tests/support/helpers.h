@@ -1,6 +1,7 @@
 #pragma once
 /// Shared test fixtures: temporary folders, experiments from YAML text, and runs whose
 /// final weights can be compared.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ TensorDict train(const std::string& yaml, const std::vector<std::string>& overri
 double max_difference(const TensorDict& a, const TensorDict& b);
 /// True when both dicts hold the same names and bit-identical tensors.
 bool identical(const TensorDict& a, const TensorDict& b);
+
+/// The tensors of a torch.save'd dict at `path`, by name (a reference's `<case>.w<k>`).
+std::map<std::string, at::Tensor> load_tensor_map(const std::string& path);
 
 /// The message of the UserError `fn` throws ("" if none).
 std::string user_error(const std::function<void()>& fn);
