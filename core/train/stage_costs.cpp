@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "core/train/cost_record.h"
 #include "core/train/run_record.h"
 
 namespace pipelab {
@@ -63,8 +65,8 @@ double retained_per_action(const ExecStats& stats, size_t s, ActionKind kind, bo
 
 /// With sequence segments, each segment's part of stage `s`'s compute seconds (F, B, I, W
 /// of the units of that segment); empty without segments or records.
-nlohmann::json segment_shares(const ExecStats& stats, size_t s, int segments) {
-  nlohmann::json out = nlohmann::json::array();
+std::vector<double> segment_shares(const ExecStats& stats, size_t s, int segments) {
+  std::vector<double> out;
   if (segments <= 1 || s >= stats.actions.size()) return out;
   std::vector<double> seconds(static_cast<size_t>(segments), 0.0);
   double total = 0;
@@ -95,63 +97,98 @@ int64_t median_rise(const ExecStats& stats, size_t s, ActionKind kind) {
 
 }  // namespace
 
-std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) {
-  nlohmann::json root;
-  root["format"] = "pipelab-stage-costs";
-  root["version"] = 1;
-  root["executor"] = in.executor;
-  root["scheme"] = in.scheme;
-  root["micro_batches"] = in.micro_batches;
-  root["micro_batch_size"] = number(in.micro_batch_size);
-  root["segments"] = in.segments;
-  if (in.sequence_length > 0) root["sequence_length"] = in.sequence_length;
-  if (in.ragged) root["ragged"] = true;
-  root["dtype"] = in.dtype;
-  root["topology"] = nlohmann::json::parse(in.topology.json().str());
-  root["step_seconds"] = in.step_seconds;
-  root["steps"] = in.steps;
-  if (!in.compression.empty()) root["compression"] = in.compression;
-  nlohmann::json stages = nlohmann::json::array();
+namespace {
+
+/// Writes a record's fields (core/train/cost_record.h) into a JSON object: the list the
+/// reader reads, so no key is spelled twice.
+class JsonFields {
+ public:
+  explicit JsonFields(nlohmann::json& out) : out_(out) {}
+  template <class T, class... C>
+  void operator()(const std::string& key, const T& value, const char*, C&&...) {
+    if constexpr (std::is_same_v<T, double>) {
+      out_[key] = number(value);
+    } else {
+      out_[key] = value;
+    }
+  }
+
+ private:
+  nlohmann::json& out_;
+};
+
+template <class R>
+nlohmann::json record_json(R& record) {
+  nlohmann::json out = nlohmann::json::object();
+  JsonFields writer(out);
+  record.fields(writer);
+  return out;
+}
+
+/// Stage `s`'s entry as measured.
+StageCostRecord stage_record(const ExecStats& stats, const StageCostInputs& in, size_t s) {
   const size_t n = stats.stages();
-  for (size_t s = 0; s < n; ++s) {
-    nlohmann::json st;
-    st["stage"] = s;
-    st["device"] = at_or(in.placement, s, static_cast<int>(s));
-    for (const ActionKindInfo& k : action_kinds()) {
-      if (k.role == KindRole::Compute) st[k.cost_key] = stats.time[k.kind][s].mean();
-    }
-    // Edge s carries s -> s+1 forward; edge s-1 carries s -> s-1 backward (ExecStats).
-    st["activation_bytes"] = s + 1 < n ? number(ratio(stats.bytes_forward[s], stats.messages_forward[s])) : number(0);
-    st["gradient_bytes"] = s > 0 ? number(ratio(stats.bytes_backward[s - 1], stats.messages_backward[s - 1])) : number(0);
-    st["retained_bytes"] = number(retained_per_action(stats, s, ActionKind::Forward, false));
-    st["backward_input_kept_bytes"] = number(retained_per_action(stats, s, ActionKind::BackwardInput, true));
-    // What an OFFLOAD moved (partition.offload; 0 without): the saved tensors nothing else
-    // holds, less than retained_bytes.
-    const ActionTime& offloads = stats.time[ActionKind::Offload][s];
-    st["offload_bytes"] = number(offloads.count > 0 ? static_cast<double>(stats.bytes[ActionKind::Offload][s]) / offloads.count : 0.0);
-    // The boundary codecs' work per micro-batch (0 without compression): encoding what the
-    // stage sends and decoding what it receives, apart from the compute they follow.
-    const auto codec = [&](ActionKind send, ActionKind recv) { return stats.time[send][s].mean() + stats.time[recv][s].mean(); };
-    st["codec_forward_seconds"] = codec(ActionKind::SendF, ActionKind::RecvF);
-    st["codec_backward_seconds"] = codec(ActionKind::SendB, ActionKind::RecvB);
-    for (const ActionKindInfo& k : action_kinds()) {
-      if (k.role == KindRole::Compute) st[std::string(k.cost_key) + "_transient_bytes"] = median_rise(stats, s, k.kind);
-    }
-    st["peak_activation_bytes"] = at_or<int64_t>(stats.peak_activation_bytes, s, 0);
-    st["device_peak_bytes"] = at_or<int64_t>(stats.device_peak_bytes, static_cast<size_t>(st["device"].get<int>()), 0);
-    st["host_peak_bytes"] = at_or<int64_t>(stats.host_peak_bytes, static_cast<size_t>(st["device"].get<int>()), 0);
-    if (at_or<int64_t>(in.cuda_reserved_peak_bytes, s, 0) > 0) {
-      st["cuda_device"] = in.cuda_device[s];
-      st["cuda_allocated_peak_bytes"] = in.cuda_allocated_peak_bytes[s];
-      st["cuda_reserved_peak_bytes"] = in.cuda_reserved_peak_bytes[s];
-    }
-    st["parameter_bytes"] = at_or<int64_t>(in.parameter_bytes, s, 0);
-    st["tied_bytes"] = at_or<int64_t>(in.tied_bytes, s, 0);
-    st["buffer_bytes"] = at_or<int64_t>(in.buffer_bytes, s, 0);
-    st["optimizer_bytes"] = at_or<int64_t>(in.optimizer_bytes, s, 0);
-    st["stored_versions"] = number(at_or(in.stored_versions, s, 1.0));
-    if (in.segments > 1) st["segment_shares"] = segment_shares(stats, s, in.segments);
-    stages.push_back(st);
+  StageCostRecord r;
+  r.stage = static_cast<int>(s);
+  r.device = at_or(in.placement, s, static_cast<int>(s));
+  for (const ActionKindInfo& k : action_kinds()) {
+    if (k.role != KindRole::Compute) continue;
+    r.seconds[k.kind] = stats.time[k.kind][s].mean();
+    r.transient_bytes[k.kind] = static_cast<double>(median_rise(stats, s, k.kind));
+  }
+  // Edge s carries s -> s+1 forward; edge s-1 carries s -> s-1 backward (ExecStats).
+  r.activation_bytes = s + 1 < n ? ratio(stats.bytes_forward[s], stats.messages_forward[s]) : 0;
+  r.gradient_bytes = s > 0 ? ratio(stats.bytes_backward[s - 1], stats.messages_backward[s - 1]) : 0;
+  r.retained_bytes = retained_per_action(stats, s, ActionKind::Forward, false);
+  r.backward_input_kept_bytes = retained_per_action(stats, s, ActionKind::BackwardInput, true);
+  // What an OFFLOAD moved (partition.offload; 0 without): the saved tensors nothing else
+  // holds, less than retained_bytes.
+  const ActionTime& offloads = stats.time[ActionKind::Offload][s];
+  r.offload_bytes = offloads.count > 0 ? static_cast<double>(stats.bytes[ActionKind::Offload][s]) / offloads.count : 0.0;
+  // The boundary codecs' work per micro-batch (0 without compression): encoding what the
+  // stage sends and decoding what it receives, apart from the compute they follow.
+  const auto codec = [&](ActionKind send, ActionKind recv) { return stats.time[send][s].mean() + stats.time[recv][s].mean(); };
+  r.codec_forward_seconds = codec(ActionKind::SendF, ActionKind::RecvF);
+  r.codec_backward_seconds = codec(ActionKind::SendB, ActionKind::RecvB);
+  const auto device = static_cast<size_t>(r.device);
+  r.peak_activation_bytes = static_cast<double>(at_or<int64_t>(stats.peak_activation_bytes, s, 0));
+  r.device_peak_bytes = static_cast<double>(at_or<int64_t>(stats.device_peak_bytes, device, 0));
+  r.host_peak_bytes = static_cast<double>(at_or<int64_t>(stats.host_peak_bytes, device, 0));
+  if (at_or<int64_t>(in.cuda_reserved_peak_bytes, s, 0) > 0) {
+    r.cuda_device = in.cuda_device[s];
+    r.cuda_allocated_peak_bytes = static_cast<double>(in.cuda_allocated_peak_bytes[s]);
+    r.cuda_reserved_peak_bytes = static_cast<double>(in.cuda_reserved_peak_bytes[s]);
+  }
+  r.parameter_bytes = static_cast<double>(at_or<int64_t>(in.parameter_bytes, s, 0));
+  r.tied_bytes = static_cast<double>(at_or<int64_t>(in.tied_bytes, s, 0));
+  r.buffer_bytes = static_cast<double>(at_or<int64_t>(in.buffer_bytes, s, 0));
+  r.optimizer_bytes = static_cast<double>(at_or<int64_t>(in.optimizer_bytes, s, 0));
+  r.stored_versions = at_or(in.stored_versions, s, 1.0);
+  if (in.segments > 1) r.segment_shares = segment_shares(stats, s, in.segments);
+  return r;
+}
+
+}  // namespace
+
+std::string stage_costs_json(const ExecStats& stats, const StageCostInputs& in) {
+  CostRecord record;
+  record.executor = in.executor;
+  record.scheme = in.scheme;
+  record.micro_batches = in.micro_batches;
+  record.micro_batch_size = in.micro_batch_size;
+  record.segments = in.segments;
+  record.sequence_length = static_cast<double>(in.sequence_length);
+  record.ragged = in.ragged;
+  record.dtype = in.dtype;
+  record.step_seconds = in.step_seconds;
+  record.steps = static_cast<int>(in.steps);
+  record.compression = in.compression;
+  nlohmann::json root = record_json(record);
+  root["topology"] = nlohmann::json::parse(in.topology.json().str());
+  nlohmann::json stages = nlohmann::json::array();
+  for (size_t s = 0; s < stats.stages(); ++s) {
+    StageCostRecord r = stage_record(stats, in, s);
+    stages.push_back(record_json(r));
   }
   root["stages"] = stages;
   return root.dump(1) + "\n";

@@ -19,7 +19,7 @@
 #include "core/train/plan_request.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
-#include "tools/cli/cost_source.h"
+#include "tools/cli/cost_flags.h"
 #include "tools/plan/candidates.h"
 #include "tools/plan/plan_report.h"
 
@@ -46,8 +46,8 @@ Planned plan_of(const std::string& path, int devices, sim::DeviceSpec device,
                 const std::function<void(plan::PlanSpace&)>& adjust = {}) {
   const Experiment e = Experiment::load(path);
   const cli::po::variables_map vm = no_flags();
-  device.optimizer_states = cli::optimizer_states(*e.optimizer);
-  const cli::CostSource source(e, vm, "", device);
+  device.optimizer_states = sim::optimizer_states(*e.optimizer);
+  const sim::CostSource source = cli::cost_source(e, vm, "", device);
   Planned p;
   p.space.schemes = plan::default_schemes(false);
   p.space.devices = devices;
@@ -231,8 +231,8 @@ run:       {epochs: 1, batch_size: 16, seed: 0, threads: 1, progress: false}
   const Experiment e = Experiment::load(dir.file("e.yaml"));
   sim::DeviceSpec d = device(1e-3, 0, 0.05);
   const cli::po::variables_map vm = no_flags();
-  d.optimizer_states = cli::optimizer_states(*e.optimizer);
-  const cli::CostSource source(e, vm, "", d);
+  d.optimizer_states = sim::optimizer_states(*e.optimizer);
+  const sim::CostSource source = cli::cost_source(e, vm, "", d);
   const plan::CostsOf costs = [&](const std::vector<int>& b, double n, const CompressionSection& codecs) {
     return source.costs_for(b, n, codecs);
   };

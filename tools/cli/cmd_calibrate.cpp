@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/util/memory_size.h"
-#include "tools/cli/cost_source.h"
+#include "tools/cli/cost_flags.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"

@@ -13,7 +13,7 @@
 #include "core/scheme/scheme.h"
 #include "core/util/names.h"
 #include "core/util/progress.h"
-#include "tools/cli/cost_source.h"
+#include "tools/cli/cost_flags.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/plan/baselines.h"
 #include "tools/plan/plan_report.h"
@@ -234,7 +234,7 @@ std::shared_ptr<const CompressionSection> codecs_of(const PlanFlags& f, const Ex
 }
 
 /// What to search, from the flags, the experiment and where its costs come from.
-plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const CostSource& source) {
+plan::PlanSpace space_of(const PlanFlags& f, const Experiment& e, const sim::CostSource& source) {
   plan::PlanSpace space;
   space.schemes = f.vm.count("schemes") ? flag_list("--schemes", f.schemes)
                                         : plan::default_schemes(f.async, e.model->segment_token_work().has_value());
@@ -382,8 +382,8 @@ int plan(const Args& args) {
   }
   const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset));
   apply_precision(f.vm, f.cost, e);
-  f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
-  const CostSource source(e, f.vm, f.cost.costs_file, f.cost.device);
+  f.cost.device.optimizer_states = sim::optimizer_states(*e.optimizer);
+  const sim::CostSource source = cost_source(e, f.vm, f.cost.costs_file, f.cost.device);
   if (!source.costs_of_other_model().empty()) throw UsageError{source.costs_of_other_model()};
   if (f.vm.count("tokens")) check_mean_tokens(f.tokens, source, e.model->type());
   const plan::PlanSpace space = space_of(f, e, source);

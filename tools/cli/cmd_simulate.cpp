@@ -19,7 +19,7 @@
 #include "core/scheme/placed_scheme.h"
 #include "core/plan/run_plan.h"
 #include "core/train/plan_request.h"
-#include "tools/cli/cost_source.h"
+#include "tools/cli/cost_flags.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/plan/plan_report.h"
@@ -252,7 +252,7 @@ std::vector<Compared> compared_schemes(const Experiment& e, const std::string& s
 /// --microbatches, else the measured run's, else the file's scheme's; 0 (each scheme's own)
 /// when the file's step is not flushed per mini-batch (a pipeline that runs on counts loader
 /// batches instead) or its run would refuse the plan (its own row says why).
-int default_micro_batches(const Experiment& e, const CostSource& source, const SimulateFlags& f) {
+int default_micro_batches(const Experiment& e, const sim::CostSource& source, const SimulateFlags& f) {
   if (f.micro > 0) return f.micro;
   int file_micro = 0;
   try {
@@ -268,7 +268,7 @@ int default_micro_batches(const Experiment& e, const CostSource& source, const S
 /// run would refuse it, with the run's message) and its step (RunPlan::step), whose
 /// micro-batches are the scheme's own `microbatches=`, else `default_micro`, else the
 /// scheme's own count.
-sim::SimResult replay_scheme(const Experiment& e, const CostSource& source, const SimulateFlags& f, const Compared& c,
+sim::SimResult replay_scheme(const Experiment& e, const sim::CostSource& source, const SimulateFlags& f, const Compared& c,
                              int default_micro, const sim::SimOptions& options) {
   const int stages = c.scheme->stages(c.spec.stages ? c.spec.stages : f.stages);
   const int m = c.spec.microbatches > 0 ? c.spec.microbatches : default_micro;
@@ -279,7 +279,7 @@ sim::SimResult replay_scheme(const Experiment& e, const CostSource& source, cons
   const RunPlan plan = RunPlan::compile(request);
   const StepShape step = plan.step(e.run.batch_size, m);
   sim::SimCosts costs = source.costs(stages, step.examples_per_micro_batch);
-  keep_one_pipeline(costs, plan);
+  sim::keep_one_pipeline(costs, plan);
   return sim::simulate(plan, step, costs, options);
 }
 
@@ -296,7 +296,7 @@ void check_slow_devices(const std::vector<SchemeRow>& rows, const sim::SimOption
 }
 
 /// The lines above the table: the file, the costs, the links and the executor modelled.
-void print_header(const Experiment& e, const SimulateFlags& f, const CostSource& source,
+void print_header(const Experiment& e, const SimulateFlags& f, const sim::CostSource& source,
                   const sim::SimOptions& options) {
   const sim::DeviceSpec& device = f.cost.device;
   const std::string costs_line =
@@ -307,7 +307,7 @@ void print_header(const Experiment& e, const SimulateFlags& f, const CostSource&
                         device.classes.given() ? " per operator class (the cluster's device.classes, docs/simulate.md, "
                                                  "\"Calibrated costs\")"
                                                : "",
-                        device.tflops, CostSource::memory_text(device.memory_gbs), f.cost.dtype,
+                        device.tflops, sim::CostSource::memory_text(device.memory_gbs), f.cost.dtype,
                         device.optimizer_states,
                         source.memory().measured ? "measured with LibTorch's allocator" : "estimated as 2x block outputs")
           : source.file()->source;
@@ -332,7 +332,7 @@ void print_header(const Experiment& e, const SimulateFlags& f, const CostSource&
 }
 
 /// The replay of a run's own measured costs, against what that run measured.
-void print_measured_check(const CostSource& source, const std::vector<Compared>& compared,
+void print_measured_check(const sim::CostSource& source, const std::vector<Compared>& compared,
                           const std::vector<SchemeRow>& rows, const sim::SimOptions& options) {
   const auto& f = source.file();
   if (!f) return;
@@ -455,8 +455,8 @@ int simulate(const Args& args) {
   const Experiment e = load_experiment_or_first_cell(f.file, with_preset(f.sets, f.preset), f.cell);
   check_flags(f, vm, e);
   apply_precision(vm, f.cost, e);
-  f.cost.device.optimizer_states = optimizer_states(*e.optimizer);
-  const CostSource source(e, vm, f.cost.costs_file, f.cost.device);
+  f.cost.device.optimizer_states = sim::optimizer_states(*e.optimizer);
+  const sim::CostSource source = cost_source(e, vm, f.cost.costs_file, f.cost.device);
   if (!source.costs_of_other_model().empty()) {
     fmt::print(stderr, "note: {}; simulated as given\n", source.costs_of_other_model());
   }

@@ -11,7 +11,7 @@
 
 #include "core/train/runner.h"
 #include "core/train/simulated_clock.h"
-#include "tools/cli/cost_source.h"
+#include "tools/cli/cost_flags.h"
 #include "tools/simulate/simulate.h"
 
 namespace pipelab::cli {
@@ -58,15 +58,15 @@ inline SimulatedClock simulated_clock(const Experiment& e, const Runner& runner,
   check_cost_flags(vm, f);
   apply_precision(vm, f, e);
   check_input_flags(vm);
-  f.device.optimizer_states = optimizer_states(*e.optimizer);
+  f.device.optimizer_states = sim::optimizer_states(*e.optimizer);
   // The run's data, unless --input-shape gives the simulated devices other examples.
   const DataSpec* spec = vm.count("input-shape") ? nullptr : &runner.data_spec();
-  const CostSource source(e, vm, f.costs_file, f.device, spec, progress);
+  const sim::CostSource source = cost_source(e, vm, f.costs_file, f.device, spec, progress);
   if (!source.costs_of_other_model().empty()) throw UsageError{source.costs_of_other_model()};
   const RunPlan& plan = runner.plan();
   const StepShape step = plan.step(e.run.batch_size);
   sim::SimCosts costs = source.costs_for(runner.balance(), step.examples_per_micro_batch);
-  keep_one_pipeline(costs, plan);
+  sim::keep_one_pipeline(costs, plan);
   const sim::SimResult r = sim::simulate(plan, step, costs, sim::SimOptions{});
   if (!(r.samples_per_second > 0)) throw UsageError{"the simulated step takes no time: check the cost flags"};
   SimulatedClock clock;

@@ -9,23 +9,6 @@
 
 namespace pipelab::sim {
 
-const std::vector<KindKeys>& kind_keys() {
-  static const std::vector<KindKeys> keys = [] {
-    std::vector<KindKeys> out;
-    for (const ActionKindInfo& k : action_kinds()) {
-      if (k.role != KindRole::Compute) continue;
-      const std::string share = k.cost_share == 0.5 ? "half" : fmt::format("{}", k.cost_share);
-      const std::string fallback =
-          k.cost_fallback == k.kind ? "" : fmt::format(" (0: {} of {})", share, kind_info(k.cost_fallback).name);
-      out.push_back({k.kind, k.cost_key, std::string(k.cost_key) + "_transient_bytes",
-                     fmt::format("seconds of one {}{}", k.name, fallback),
-                     fmt::format("bytes a {} needs while it runs", k.name)});
-    }
-    return out;
-  }();
-  return keys;
-}
-
 double StageCosts::seconds_of(ActionKind k) const {
   const ActionKindInfo& i = kind_info(k);
   if (i.role != KindRole::Compute) return 0;
@@ -54,7 +37,7 @@ SimCosts SimCosts::scaled_to(double examples) const {
                       &s.device_peak_bytes, &s.host_peak_bytes, &s.codec_forward_seconds, &s.codec_backward_seconds}) {
       *v *= f;
     }
-    for (const KindKeys& k : kind_keys()) {
+    for (const KindCostKeys& k : kind_cost_keys()) {
       if (k.kind == ActionKind::Update) continue;
       s.seconds[k.kind] *= f;
       s.transient_bytes[k.kind] *= f;
