@@ -4,10 +4,10 @@
 /// of 10,000 records plus test_batch.bin; CIFAR-100 has a coarse (20 superclasses) and a
 /// fine (100 classes) label byte, in train.bin (50,000) and test.bin (10,000).
 ///
-/// Defaults are SpecTrain's CIFAR-10 setting (docs/schemes.md §6.1): random crop 32
+/// Defaults are SpecTrain's CIFAR-10 setting (docs/schemes.md, "SpecTrain: common settings"): random crop 32
 /// with padding 4, horizontal flip, mean (0.4914, 0.4822, 0.4465), std (0.2023, 0.1994,
-/// 0.2010). Interlocking backprop (§6.8) normalises with std (0.2460, 0.2411, 0.2576): set
-/// `std` to that.
+/// 0.2010). Interlocking backprop (docs/schemes.md, "Interlocking ResNet example") normalises with std (0.2460, 0.2411,
+/// 0.2576): set `std` to that.
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -86,7 +86,7 @@ DatasetSplits make_splits(const Records& train, const Records& test, const Image
 
 const char* const kCifar10Url = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
 
-/// SpecTrain's CIFAR-10 transforms (§6.1).
+/// SpecTrain's CIFAR-10 transforms (docs/schemes.md, "SpecTrain: common settings").
 ImageTransformOptions cifar10_transform() {
   ImageTransformOptions t;
   t.crop_padding = 4;

@@ -12,7 +12,7 @@
 /// vocab.json and merges.txt; datasets/text/bpe.h) with RoBERTa's layout — <s> A </s>, or
 /// <s> A </s></s> B </s> — truncated longest first and padded with <pad> to maxlen, as
 /// Hugging Face's tokenizer does with truncation=True, padding="max_length".
-/// Defaults: maxlen 128 (gpipe_test's RTE setting, docs/schemes.md §6.7).
+/// Defaults: maxlen 128 (gpipe_test's RTE setting, docs/schemes.md, "gpipe_test").
 #include <ATen/ATen.h>
 
 #include <algorithm>

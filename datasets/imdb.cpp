@@ -1,6 +1,6 @@
 /// `imdb`: the Large Movie Review Dataset (Maas et al. 2011) from its text files,
 /// aclImdb/{train,test}/{neg,pos}/<id>_<rating>.txt, encoded as keras.datasets.imdb does
-/// (SpecTrain's IMDB setting, docs/schemes.md §6.1: the 10,000 most frequent words,
+/// (SpecTrain's IMDB setting, docs/schemes.md, "SpecTrain: common settings": the 10,000 most frequent words,
 /// index_from 3, start 1, out-of-vocabulary 2, padded/truncated at the end to 200 tokens);
 /// the tokenisation and tie order are documented in datasets/text/vocabulary.h. The
 /// vocabulary is counted over the 25,000 training reviews. Labels: neg 0, pos 1. Within a

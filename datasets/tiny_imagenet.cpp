@@ -4,7 +4,7 @@
 /// Classes are the train folders' wnids in sorted order, as torchvision's ImageFolder
 /// numbers them. JPEGs are decoded (libjpeg-turbo) when a batch needs them.
 ///
-/// Defaults are PipeOptim's (docs/schemes.md §6.5): random resized crop 224 + flip for
+/// Defaults are PipeOptim's (docs/schemes.md, "PipeOptim scripts"): random resized crop 224 + flip for
 /// training, resize 256 + centre crop 224 for testing, ImageNet normalisation. Its
 /// Inception-v3 setting is `random_resized_crop: 299, flip: false, resize: 342,
 /// center_crop: 299`; the native 64x64 images: `random_resized_crop: 0, resize: 0,

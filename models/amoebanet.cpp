@@ -1,5 +1,5 @@
 /// `amoebanet_d`: AmoebaNet-D (Real et al. 2019) as torchgpipe's benchmarks build it for the
-/// GPipe memory and speed tables (docs/schemes.md §6.6; `benchmarks/models/amoebanet`),
+/// GPipe memory and speed tables (docs/schemes.md, "torchgpipe benchmarks"; `benchmarks/models/amoebanet`),
 /// with `layers` L (a multiple of 3) and `filters` F. One block per layer of torchgpipe's
 /// Sequential, named as there, so its balances are block counts: "stem1" (ReLU -> 3x3/2 conv
 /// to F/4 -> bn), "stem2" and "stem3" (reduction cells), "cell1_normal1" ... (L/3 normal

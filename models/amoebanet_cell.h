@@ -1,6 +1,6 @@
 #pragma once
 /// AmoebaNet-D's cells as torchgpipe's benchmark builds them (`benchmarks/models/amoebanet`:
-/// genotype.py, operations.py; docs/schemes.md §6.6).
+/// genotype.py, operations.py; docs/schemes.md, "torchgpipe benchmarks").
 ///
 /// A cell reads two states, the previous cell's output s1 and the one before it s2, and
 /// passes on its own output together with s1, as a pair, as torchgpipe's cells do. In the

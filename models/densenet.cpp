@@ -6,7 +6,7 @@
 /// bn -> ReLU -> global average pool -> fc.
 ///
 /// - `stem: cifar` (default) is the CIFAR variant SpecTrain trains (`models/densenet`,
-///   docs/schemes.md §6.3): a bare 3x3 conv to 2 x growth channels.
+///   docs/schemes.md, "SpecTrain: models and module-to-stage maps"): a bare 3x3 conv to 2 x growth channels.
 /// - `stem: imagenet` is torchvision's layout: 7x7/2 conv + bn + ReLU + 3x3/2 max-pool.
 ///
 /// New features are concatenated after the input ([x, new]) as torchvision does; SpecTrain's
@@ -17,8 +17,8 @@
 /// linear with zero bias (torchvision's ImageNet model uses fan_in; we keep one rule).
 ///
 /// Named splits: SpecTrain's four modules are dense block + transition x 3, then dense
-/// block 4 + head; the stem goes with module 0. Maps [0,1,1,1,1] and [0,1,2,3,3] (§6.3) give
-/// `spectrain_2` = [8, 55] and `spectrain_4` = [8, 13, 25, 17] for (6, 12, 24, 16).
+/// block 4 + head; the stem goes with module 0. Maps [0,1,1,1,1] and [0,1,2,3,3] (docs/schemes.md, "SpecTrain: models
+/// and module-to-stage maps") give `spectrain_2` = [8, 55] and `spectrain_4` = [8, 13, 25, 17] for (6, 12, 24, 16).
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 

@@ -1,6 +1,6 @@
 /// `googlenet`: the CIFAR GoogLeNet that SpecTrain trains (`models/googlenet`,
-/// docs/schemes.md §6.3; Szegedy et al. 2015 with batch norm and no auxiliary heads), one block
-/// per inception module: "pre" (3x3 conv to 192 + bn + ReLU), "a3", "b3" (+ 3x3/2 max-pool),
+/// docs/schemes.md, "SpecTrain: models and module-to-stage maps"; Szegedy et al. 2015 with batch norm and no auxiliary
+/// heads), one block per inception module: "pre" (3x3 conv to 192 + bn + ReLU), "a3", "b3" (+ 3x3/2 max-pool),
 /// "a4", "b4", "c4", "d4", "e4" (+ max-pool), "a5", "b5", "head" (global average pool -> fc).
 /// An inception module concatenates four branches: 1x1; 1x1 -> 3x3; 1x1 -> 3x3 -> 3x3 (the
 /// CIFAR code's stand-in for 5x5); 3x3/1 max-pool -> 1x1. Every conv has a bias and is
@@ -17,8 +17,8 @@
 /// N(0, 0.01) linear with zero bias.
 ///
 /// Named splits: SpecTrain's modules are pre+a3 | b3+pool | a4+b4 | c4 ... b5 + head, so the
-/// maps [0,0,1,1,1] and [0,1,2,3,3] (§6.3) give `spectrain_2` = [3, 8] and `spectrain_4` =
-/// [2, 1, 2, 6].
+/// maps [0,0,1,1,1] and [0,1,2,3,3] (docs/schemes.md, "SpecTrain: models and module-to-stage maps") give `spectrain_2`
+/// = [3, 8] and `spectrain_4` = [2, 1, 2, 6].
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 

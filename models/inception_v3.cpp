@@ -1,5 +1,5 @@
 /// `inception_v3`: Inception-v3 (Szegedy et al. 2016) in torchvision's layout without the
-/// auxiliary logits, as PipeOptim trains it (docs/schemes.md §6.5). One block per stem
+/// auxiliary logits, as PipeOptim trains it (docs/schemes.md, "PipeOptim scripts"). One block per stem
 /// conv and per mixed module, named as torchvision's attributes: "Conv2d_1a_3x3",
 /// "Conv2d_2a_3x3", "Conv2d_2b_3x3" (+ 3x3/2 max-pool), "Conv2d_3b_1x1", "Conv2d_4a_3x3"
 /// (+ max-pool), "Mixed_5b" ... "Mixed_7c", then "head" (global average pool -> dropout
@@ -11,7 +11,7 @@
 /// Inputs must be at least 75x75 (299x299 in the reference): smaller images vanish in the
 /// unpadded stride-2 convs.
 ///
-/// Named split: PipeOptim's stem | 5b-6a | 6b-6d | 6e-7c + fc (§6.5) is `pipeoptim_4` =
+/// Named split: PipeOptim's stem | 5b-6a | 6b-6d | 6e-7c + fc (docs/schemes.md, "PipeOptim scripts") is `pipeoptim_4` =
 /// [5, 4, 3, 5].
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>

@@ -1,5 +1,5 @@
 /// `mobilenet_v2`: MobileNetV2 (Sandler et al. 2018) in torchvision's layout, which
-/// gpipe_test fine-tunes (docs/schemes.md §6.7), one block per entry of torchvision's
+/// gpipe_test fine-tunes (docs/schemes.md, "gpipe_test"), one block per entry of torchvision's
 /// `features` so block i is features[i]: "features_0" (3x3/2 conv to 32 + bn + ReLU6),
 /// "features_1" ... "features_17" (inverted residuals), "features_18" (1x1 conv to 1280 + bn
 /// + ReLU6), then "head" (global average pool -> dropout -> fc).
@@ -14,7 +14,7 @@
 /// Initialisation as torchvision: Kaiming-normal fan_out convs with zero biases, bn 1/0,
 /// N(0, 0.01) linear with zero bias.
 ///
-/// gpipe_test's splits (§6.7) put features[0] and the head on one client device around the
+/// gpipe_test's splits (docs/schemes.md, "gpipe_test") put features[0] and the head on one client device around the
 /// server stages: `partition: {stages: 5, balance: [1, 2, 4, 12, 1], placement: client_server}`
 /// is its 4-GPU split, `{stages: 3, balance: [1, 18, 1], placement: client_server}` its 2-GPU
 /// one (experiments/seeds/gpipe_test/).

@@ -1,6 +1,6 @@
 /// `residual_lstm`: the residual LSTM classifier of SpecTrain's IMDB experiments
 /// (`src/sentiment_analysis/models/residual_lstm/gpus=4_straight`, docs/schemes.md
-/// §6.3), one block per part:
+/// docs/schemes.md, "SpecTrain: models and module-to-stage maps"), one block per part:
 ///
 /// - "embed": word embedding num_words x d_model (N(0, 1), PyTorch's default);
 /// - "lstm1" ... "lstm<layers>": x + projection_matrix(LSTM(x)), a one-layer LSTM d_model ->
@@ -12,8 +12,8 @@
 /// weights and both biases (LibTorch's nn::LSTM does the same).
 ///
 /// Named splits. SpecTrain's four modules are stage0 = "embed" + "lstm1", stage1 = "lstm2",
-/// stage2 = "lstm3", stage3 = "lstm4" + "head"; §6.3's maps [0,0,1,1,1] and [0,1,2,3,3]
-/// become spectrain_2 = [3, 3] and spectrain_4 = [2, 1, 1, 2] (defined when layers = 4).
+/// stage2 = "lstm3", stage3 = "lstm4" + "head"; docs/schemes.md, "SpecTrain: models and module-to-stage maps"'s maps
+/// [0,0,1,1,1] and [0,1,2,3,3] become spectrain_2 = [3, 3] and spectrain_4 = [2, 1, 1, 2] (defined when layers = 4).
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/rnn.h>
 

@@ -6,25 +6,28 @@
 ///
 /// - `depth` picks torchvision's layouts: 18/34 basic, 50/101/152 bottleneck.
 /// - `architecture: "64,3/128,4/256,6/512,3"` gives width,count per stage instead, as the
-///   interlocking-backprop example does (§6.8: basic units, a ResNet-34 layout).
-/// - `stem: cifar` is a 3x3 conv + bn + ReLU without max-pool (interlocking, §6.8);
+///   interlocking-backprop example does (docs/schemes.md, "Interlocking ResNet example": basic units, a ResNet-34
+///   layout).
+/// - `stem: cifar` is a 3x3 conv + bn + ReLU without max-pool (interlocking, docs/schemes.md, "Interlocking ResNet
+/// example");
 ///   `stem: imagenet` the 7x7/2 conv + max-pool, which SpecTrain's ResNet-50 applies to 32x32
-///   images too (docs/schemes.md §6.3 and §7) and torchgpipe to 224x224 ones (§6.6).
+///   images too (docs/schemes.md, "SpecTrain: models and module-to-stage maps" and docs/schemes.md, "Quirks") and
+///   torchgpipe to 224x224 ones (docs/schemes.md, "torchgpipe benchmarks").
 ///
-/// Initialisation as torchvision and the references (SpecTrain's stages, §6.8): Kaiming-normal
-/// fan_out convs, batch norm 1/0, the fc layer left at LibTorch's (= PyTorch's) default.
+/// Initialisation as torchvision and the references (SpecTrain's stages, docs/schemes.md, "Interlocking ResNet
+/// example"): Kaiming-normal fan_out convs, batch norm 1/0, the fc layer left at LibTorch's (= PyTorch's) default.
 ///
 /// Named splits (block counts; a ResNet has 1 + units + 1 blocks):
 /// - ResNet-50, `spectrain_2` = [15, 3] and `spectrain_4` = [14, 1, 1, 2]. SpecTrain uses
-///   PipeDream's generated `resnet50/gpus=2` modules (§6.3), which cut inside bottlenecks:
-///   module 0 ends after the 3x3 conv of layer3's last unit, module 1 after the 3x3 conv of
-///   layer4_0, module 2 after the second bn of layer4_1, module 3 holds the rest and the fc.
+///   PipeDream's generated `resnet50/gpus=2` modules (docs/schemes.md, "SpecTrain: models and module-to-stage maps"),
+///   which cut inside bottlenecks: module 0 ends after the 3x3 conv of layer3's last unit, module 1 after the 3x3 conv
+///   of layer4_0, module 2 after the second bn of layer4_1, module 3 holds the rest and the fc.
 ///   Each cut moves to the end of the unit it falls in (each module keeps the unit whose
 ///   3x3 conv it holds): stem..layer3_5 | layer4_0 | layer4_1 | layer4_2 + head. The 4-stage
 ///   map [0,1,2,3,3] is one module per stage; the 2-stage map [0,0,1,1,1] is modules 0-1 | 2-3.
 /// - ResNet-101, `pipeoptim_4` = [4, 7, 10, 14]: PipeOptim's stem+layer1 | layer2 + 3 units
-///   of layer3 | 10 units | 10 units + layer4 + fc (§6.5), exactly.
-/// - ResNet-101, torchgpipe's benchmark balances (§6.6) count layers of a flattened
+///   of layer3 | 10 units | 10 units + layer4 + fc (docs/schemes.md, "PipeOptim scripts"), exactly.
+/// - ResNet-101, torchgpipe's benchmark balances (docs/schemes.md, "torchgpipe benchmarks") count layers of a flattened
 ///   370-layer Sequential: a 4-layer stem, 11 layers per bottleneck (the last a ReLU after the
 ///   residual add), avgpool/flatten/fc. pipeline-8 [26, 22, 33, 44, 44, 66, 66, 69] cuts only
 ///   between bottlenecks: `torchgpipe_8` = [3, 2, 3, 4, 4, 6, 6, 7], exactly. pipeline-2

@@ -1,6 +1,6 @@
 /// `transformer`: the Transformer encoder classifier of SpecTrain's IMDB experiments
-/// (`src/sentiment_analysis/models/transformer/gpus=4_straight`, docs/schemes.md §6.3),
-/// one block per SpecTrain module part:
+/// (`src/sentiment_analysis/models/transformer/gpus=4_straight`, docs/schemes.md, "SpecTrain: models and
+/// module-to-stage maps"), one block per SpecTrain module part:
 ///
 /// - "embed": word embedding num_words x d_model (N(0, 1)), a linear d_model -> d_model
 ///   ("emb_ff") and a learned position term. The reference computes the position term as
@@ -10,7 +10,7 @@
 /// - "layer1" ... "layer<layers>": post-LN encoder layers, 4-head scaled dot-product
 ///   attention (q/k/v/joint linears d_model -> d_model), dropout, residual, LayerNorm
 ///   ("attention_norm"); then linear d_model -> ff -> ReLU -> linear ff -> d_model -> dropout,
-///   residual, LayerNorm ("ff_norm"). No padding mask (docs/schemes.md §7) unless `padding_mask: true`.
+///   residual, LayerNorm ("ff_norm"). No padding mask (docs/schemes.md, "Quirks") unless `padding_mask: true`.
 /// - "head": mean over all maxlen positions, linear d_model -> classes ("output").
 ///
 /// `padding_mask: true` (not in the reference) masks the padding (word id 0): "embed" also
@@ -19,13 +19,13 @@
 /// boundary, as a second tensor without a gradient. Attention then ignores padded keys and
 /// the head averages over words only. The parameters are the same.
 ///
-/// The residual quirk (docs/schemes.md §6.3 and §7): the reference's second residual
-/// adds the layer's *input* x, not the attention sub-layer's output: ff_norm(ff(a) + x) with
-/// a = attention_norm(dropout(attn(x)) + x). `ff_residual: input` (the default) keeps it,
+/// The residual quirk (docs/schemes.md, "SpecTrain: models and module-to-stage maps" and docs/schemes.md, "Quirks"):
+/// the reference's second residual adds the layer's *input* x, not the attention sub-layer's output: ff_norm(ff(a) + x)
+/// with a = attention_norm(dropout(attn(x)) + x). `ff_residual: input` (the default) keeps it,
 /// because the brief for this model asks for the reference code's behaviour by default and
-/// the published SpecTrain table (§6.4) was measured with it; `ff_residual: attention` is the
-/// standard post-LN layer of Vaswani et al. 2017, ff_norm(ff(a) + a). Both have the same
-/// parameters.
+/// the published SpecTrain table (docs/schemes.md, "SpecTrain: published top-1 accuracy") was measured with it;
+/// `ff_residual: attention` is the standard post-LN layer of Vaswani et al. 2017, ff_norm(ff(a) + a). Both have the
+/// same parameters.
 ///
 /// `head: lm` (not in the reference) makes it a causal language model, the setting of
 /// Megatron-LM's GPT: attention sees only positions <= t, and "head" is a linear d_model ->
@@ -44,8 +44,8 @@
 /// hence ff = d_model = 128 by default.
 ///
 /// Named splits. SpecTrain's four modules are stage0 = "embed", stage1 = "layer1", stage2 =
-/// "layer2", stage3 = "layer3" + "head"; §6.3's maps [0,0,1,1,1] and [0,1,2,3,3] become
-/// spectrain_2 = [2, 3] and spectrain_4 = [1, 1, 1, 2] (defined when layers = 3).
+/// "layer2", stage3 = "layer3" + "head"; docs/schemes.md, "SpecTrain: models and module-to-stage maps"'s maps
+/// [0,0,1,1,1] and [0,1,2,3,3] become spectrain_2 = [2, 3] and spectrain_4 = [1, 1, 1, 2] (defined when layers = 3).
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
@@ -89,8 +89,8 @@ struct TransformerOptions {
     v("dropout", dropout, "dropout after attention and after each feed-forward sub-layer", in_half_open(0, 1));
     v.choice("ff_residual", ff_residual,
              Choices<FfResidual>{{"input", FfResidual::Input}, {"attention", FfResidual::Attention}},
-             "what the second residual adds: input = the layer's input (SpecTrain's code, docs/schemes.md §7); "
-             "attention = the attention sub-layer's output (standard post-LN)");
+             "what the second residual adds: input = the layer's input (SpecTrain's code, "
+             "docs/schemes.md, \"Quirks\"); attention = the attention sub-layer's output (standard post-LN)");
     v("padding_mask", padding_mask,
       "mask padding (word id 0) in attention and pooling; the mask travels with the hidden state between stages "
       "(the reference has none)");

@@ -4,9 +4,9 @@
 /// "fc2" (linear -> ReLU -> dropout) and "fc3" (linear to the classes).
 ///
 /// - `variant: spectrain` is SpecTrain's `models/vgg16/gpus=16_straight` (docs/schemes.md
-///   §6.3): no batch norm, conv biases, then adaptive average pooling to 7x7 of the 1x1 map
-///   that 32x32 inputs leave, and torchvision's ImageNet classifier 25088 -> 4096 -> 4096 ->
-///   classes (a model quirk, docs/schemes.md §7, kept because the published table used it).
+///   docs/schemes.md, "SpecTrain: models and module-to-stage maps"): no batch norm, conv biases, then adaptive average
+///   pooling to 7x7 of the 1x1 map that 32x32 inputs leave, and torchvision's ImageNet classifier 25088 -> 4096 -> 4096
+///   -> classes (a model quirk, docs/schemes.md, "Quirks", kept because the published table used it).
 /// - `variant: cifar` is the usual CIFAR VGG-16: batch norm after every conv and a 512-wide
 ///   classifier 512 -> 512 -> 512 -> classes, after global average pooling (the identity on
 ///   the 1x1 map of 32x32 inputs).
@@ -17,8 +17,8 @@
 /// Named splits. SpecTrain's 16 "modules" are its stages stage0 ... stage15: stage i < 13 is
 /// conv i+1 with its ReLU (and the max-pool after it; stage12 also the 7x7 pooling and the
 /// flatten), stage13 and stage14 the hidden linear layers with ReLU and dropout, stage15 the
-/// output layer. They are exactly our 16 blocks, so the module-to-stage maps of §6.3 become
-/// block counts directly: modules 0-3 | 4-15 -> spectrain_2 = [4, 12]; 0-1 | 2-4 | 5-9 |
+/// output layer. They are exactly our 16 blocks, so the module-to-stage maps of docs/schemes.md, "SpecTrain: models and
+/// module-to-stage maps" become block counts directly: modules 0-3 | 4-15 -> spectrain_2 = [4, 12]; 0-1 | 2-4 | 5-9 |
 /// 10-15 -> spectrain_4 = [2, 3, 5, 6]. Both variants have the same blocks and splits.
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>

@@ -1,8 +1,8 @@
 /// `async`: 1F1B without weight stashing — the SpecTrain repository's "vanilla model parallel"
-/// (columns MP2/MP4; docs/schemes.md §3.4 and §7). The forward of mini-batch j at stage r reads the
-/// weights current then (w_r versions behind the update its gradient makes); the backward reads the
+/// (columns MP2/MP4; docs/schemes.md, "async" and docs/schemes.md, "Quirks"). The forward of mini-batch j at stage r
+/// reads the weights current then (w_r versions behind the update its gradient makes); the backward reads the
 /// weights current at backward time, so weight gradients mix versions (the mixed-version backward,
-/// docs/schemes.md §1). Not naive model parallelism (that is `naive`).
+/// docs/schemes.md, "Notation and optimizers"). Not naive model parallelism (that is `naive`).
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
 

@@ -1,8 +1,8 @@
-/// `chimera`: Chimera's bidirectional pipelines (Li, Hoefler, SC'21; docs/schemes.md §3.18).
+/// `chimera`: Chimera's bidirectional pipelines (Li, Hoefler, SC'21; docs/schemes.md, "chimera").
 /// Two replicas of the pipeline run in opposite directions on the same devices (worker p holds
 /// stage p of the down pipeline and stage D-1-p of the up one), each on half of every
 /// mini-batch, and the two copies of each stage all-reduce their gradients before the update:
-/// synchronous, so it equals `single` on the whole mini-batch (§3.18), at two weight copies per
+/// synchronous, so it equals `single` on the whole mini-batch (docs/schemes.md, "chimera"), at two weight copies per
 /// device. The replicas are the framework's (core/schedule/replicate.h); Chimera gives their
 /// joint schedule and placement (schemes/schedules/chimera.cpp).
 ///
@@ -10,10 +10,10 @@
 /// D/2). `mode` for m > D: `concat` (direct concatenation of basic units) or `doubling`
 /// (forward doubling; it holds twice the activations, which the reference code meets by
 /// recomputing: combine with checkpointing there). The paper's backward halving has no source
-/// (UNVERIFIED, §7) and is refused. `gradient_scale: reference` reproduces the reference code's
-/// gradient, (m/2) x the mean (§7); its per-tensor clipping (§7) is `optimizer.clip_scope:
-/// per_tensor`. Both replicas start from the same weights (the default, §7); `replica_init:
-/// as_built` draws the up pipeline's weights apart, as the newer reference runtime's
+/// (UNVERIFIED, docs/schemes.md, "Quirks") and is refused. `gradient_scale: reference` reproduces the reference code's
+/// gradient, (m/2) x the mean (docs/schemes.md, "Quirks"); its per-tensor clipping (docs/schemes.md, "Quirks") is
+/// `optimizer.clip_scope: per_tensor`. Both replicas start from the same weights (the default, docs/schemes.md,
+/// "Quirks"); `replica_init: as_built` draws the up pipeline's weights apart, as the newer reference runtime's
 /// (main_bert.py) building order does without a broadcast.
 #include <fmt/format.h>
 
@@ -51,7 +51,7 @@ struct ChimeraOptions {
   void check(const ConfigNode& node) const {
     if (mode == Mode::BackwardHalving) {
       node.child("mode").fail("Chimera's backward halving is named in the paper but specified nowhere pipelab's "
-                              "sources read (UNVERIFIED; docs/schemes.md §3.18)",
+                              "sources read (UNVERIFIED; docs/schemes.md, \"chimera\")",
                               "use mode: concat or mode: doubling");
     }
     if (chunks % 2 != 0) {
@@ -61,7 +61,7 @@ struct ChimeraOptions {
   }
 };
 
-/// The gradient-scale fidelity flag (docs/schemes.md §7): the update applies (m/2) x the
+/// The gradient-scale fidelity flag (docs/schemes.md, "Quirks"): the update applies (m/2) x the
 /// all-reduced mean gradient.
 class ScaledUpdate : public StagePolicy {
  public:
@@ -97,7 +97,7 @@ class Chimera : public SyncPipeline<ChimeraOptions> {
   }
 
  private:
-  /// The down and the up pipeline as one schedule on the same devices (Chimera, SC'21 §3.1).
+  /// The down and the up pipeline as one schedule on the same devices (Chimera, SC'21 section 3.1).
   class Bidirectional : public ReplicaTopology {
    public:
     explicit Bidirectional(const Chimera& scheme) : scheme_(scheme) {}
@@ -116,7 +116,7 @@ class Chimera : public SyncPipeline<ChimeraOptions> {
     uint64_t replica_seed(int replica, uint64_t seed) const override {
       // Chimera's reference runtime seeds once, then every worker builds its up-pipeline
       // stage before its down one, so the copies come from different draws (docs/schemes.md
-      // §7); any other fixed draw stands for them here.
+      // docs/schemes.md, "Quirks"); any other fixed draw stands for them here.
       if (replica == 0 || scheme_.options_.replica_init == ChimeraOptions::Init::Same) return seed;
       return block_seed(seed ^ 0x436869u, static_cast<size_t>(replica));  // "Chi"
     }

@@ -1,16 +1,16 @@
 /// `dgl`: decoupled greedy learning (Belilovsky, Eickenberg, Oyallon, "Decoupled Greedy
-/// Learning of CNNs", ICML 2020; docs/schemes.md §3.20). Each stage k has an auxiliary net
+/// Learning of CNNs", ICML 2020; docs/schemes.md, "dgl"). Each stage k has an auxiliary net
 /// a_k and trains (theta_k, a_k) on its own loss CE(a_k(f_k(x_k)), y) with its input
 /// detached; the last stage's auxiliary net is the model's classifier, so it trains on the
 /// true loss. Nothing crosses a boundary backwards.
 ///
-/// Synchronous (§3.20, `buffer: 0`, the default): the reference code's loop (eugenium/DGL,
+/// Synchronous (docs/schemes.md, "dgl", `buffer: 0`, the default): the reference code's loop (eugenium/DGL,
 /// learning_curves/cifar_dgl.py) — for each mini-batch, module by module, forward, own step,
 /// pass the detached output on (computed with the pre-step weights). Every pipelined timing
 /// gives its numbers. The same rule as interlocking backprop's local mode (tests/schemes/
 /// dgl_test.cpp holds them equal).
 ///
-/// Asynchronous with replay (§3.20, `buffer: M`): schemes/dgl_replay.h — a seeded driver picks
+/// Asynchronous with replay (docs/schemes.md, "dgl", `buffer: M`): schemes/dgl_replay.h — a seeded driver picks
 /// modules, each training on an entry of a ring buffer of the previous module's outputs, so
 /// an output may be read several times or never (Schedule::reads).
 #include "core/schedule/lower.h"

@@ -86,7 +86,7 @@ int RingBuffer::take() {
   long best = -1;
   // Recency of slot i: larger is fresher. The write pointer is the oldest entry of a full
   // ring, so (i - next) mod m orders the ring oldest to freshest; the reference code
-  // computes it with ">" where "≥" belongs, making slot `next` the freshest (docs/schemes.md §7).
+  // computes it with ">" where "≥" belongs, making slot `next` the freshest (docs/schemes.md, "Quirks").
   const auto recency = [&](size_t i) {
     if (ranking_ == Ranking::Reference) return i > next_ ? i - next_ : i + m - next_;
     return (i + m - next_) % m;

@@ -1,6 +1,6 @@
 #pragma once
 /// Asynchronous decoupled greedy learning with replay buffers (Belilovsky, Eickenberg,
-/// Oyallon, ICML 2020, "Asynchronous DGL with Replay"; docs/schemes.md §3.20), as the
+/// Oyallon, ICML 2020, "Asynchronous DGL with Replay"; docs/schemes.md, "dgl"), as the
 /// authors' code drives it (eugenium/DGL, buffer_experiments/cifar_buffer.py): a driver picks
 /// one module at a time; module 0 trains on the next mini-batch, module k > 0 on an entry of
 /// a ring buffer of module k-1's outputs, and each module pushes its (detached) output into
@@ -24,7 +24,7 @@ enum class Order {
 /// Which entry among the least-used ones a module takes.
 enum class Ranking {
   Lifo,       ///< the most recently written (the paper's "priority LIFO"; default)
-  Reference,  ///< the reference code's ranking: a full ring's oldest slot is the freshest (docs/schemes.md §7)
+  Reference,  ///< the reference code's ranking: a full ring's oldest slot is the freshest (docs/schemes.md, "Quirks")
 };
 
 struct ReplayRule {

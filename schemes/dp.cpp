@@ -1,4 +1,4 @@
-/// `dp`: the data-parallel baseline (docs/schemes.md §3.10): `single` with N replicas
+/// `dp`: the data-parallel baseline (docs/schemes.md, "data parallelism"): `single` with N replicas
 /// (partition.replicas; core/schedule/replicate.h). Each mini-batch is split into N shards
 /// (chunk semantics), replica r runs forward and backward on shard r with its own
 /// batch-norm statistics, the gradients are summed across replicas by an all-reduce, and

@@ -2,29 +2,31 @@
 /// combined (S. Eliad, I. Hakimi, A. De Jagger, M. Silberstein, A. Schuster, "Fine-tuning giant
 /// neural networks on commodity hardware with automatic pipeline model parallelism", USENIX
 /// ATC 2021, code saareliad/FTPipe; Gap-Aware: S. Barkai, I. Hakimi, A. Schuster, "Gap-Aware
-/// Mitigation of Gradient Staleness", ICLR 2020). docs/schemes.md §3.15, §3.16.
+/// Mitigation of Gradient Staleness", ICLR 2020). docs/schemes.md, "Gap-Aware on pipedream", docs/schemes.md, "ftpipe".
 ///
-/// 1F1B with a flush per epoch (§2.1). Micro-batch j of stage r has the expected staleness
-/// d = min(j, w_r) (§3.15); the last stage (d = 0) never predicts, stashes or applies Gap-Aware.
-/// - predictor (FTPipe's predictors, §3.16; schemes/ftpipe.h): the forward of j reads W_hat, the
+/// 1F1B with a flush per epoch (docs/schemes.md, "1F1B"). Micro-batch j of stage r has the expected staleness
+/// d = min(j, w_r) (docs/schemes.md, "Gap-Aware on pipedream"); the last stage (d = 0) never predicts, stashes or
+/// applies Gap-Aware.
+/// - predictor (FTPipe's predictors, docs/schemes.md, "ftpipe"; schemes/ftpipe.h): the forward of j reads W_hat, the
 ///   weights after d more steps with zero gradients: `msnag` (SGD without decay, Adam, AdamW) or
 ///   `aggmsnag` (SGD with decay; Adam/AdamW with the gradient accumulated so far on the
 ///   first step). Plain msnag with SGD decay is an error, as in FTPipe. Each step uses the LR of
 ///   the next update, or with `sched_aware` (FTPipe's option, on in its language-model
 ///   configurations) the LR schedule's own for each simulated update. No prediction before the
-///   stage's first update (§7).
-///   `nag_with_predictor` (SGD, §3.16): a forward with d = 0 looks one NAG step ahead.
+///   stage's first update (docs/schemes.md, "Quirks").
+///   `nag_with_predictor` (SGD, docs/schemes.md, "ftpipe"): a forward with d = 0 looks one NAG step ahead.
 ///   `nesterov_last_partition`: the last stage drops the predictor and trains with Nesterov SGD.
 /// - stash: the forward's weights (W_hat when predicting) are kept for the backward of j
 ///   (PipeDream's weight stashing); `gap_aware_just_loss` keeps them for the Gap only and the
 ///   backward reads the real weights.
-/// - gap_aware (SGD, Adam, AdamW; §3.15, core/weights/gap_aware.h): before the update of j, its
+/// - gap_aware (SGD, Adam, AdamW; docs/schemes.md, "Gap-Aware on pipedream", core/weights/gap_aware.h): before the
+/// update of j, its
 ///   gradient is divided by P = 1 + |W_stash - W| / C (lr |g| without a stash, SGD only), on
 ///   the stages of FTPipe's policy.
 /// - recompute (FTPipe's default): the backward of j recomputes its forward on the weights it
 ///   reads (real: W_{N_e+j}; stashed); off, it uses the forward's activations with the
-///   weights read at backward time (the mixed-version backward, §1).
-/// Quirks (docs/schemes.md §7), the intended behaviour by default, the code's behind a flag:
+///   weights read at backward time (the mixed-version backward, docs/schemes.md, "Notation and optimizers").
+/// Quirks (docs/schemes.md, "Quirks"), the intended behaviour by default, the code's behind a flag:
 /// - `stash_aliases_live`: with a predictor, FTPipe's stash holds the live parameters, so
 ///   the backward reads the real weights and every Gap is 0 (msnag + stash = msnag).
 /// - `gap_aware_raw_normaliser`: Adam's C = sqrt(S) + eps without bias correction.
@@ -219,7 +221,7 @@ class FtpipePolicy : public StagePolicy {
         warmup_(warmup(stage.index(), stage.count())),
         last_(stage.is_last()),
         predicts_(o.predictor != Predictor::None && !(last_ && o.nesterov_last_partition)),
-        // FTPipe's aliased stash (`stash_aliases_live`, docs/schemes.md §7) is no stash at all for
+        // FTPipe's aliased stash (`stash_aliases_live`, docs/schemes.md, "Quirks") is no stash at all for
         // the backward.
         stashes_(o.stash && !last_ && !(o.stash_aliases_live && predicts_)),
         gap_aware_(gap_aware_at(o.gap_aware, stage.index(), stage.count())),
@@ -235,7 +237,7 @@ class FtpipePolicy : public StagePolicy {
     const int64_t live = stage.optimizer().steps();
     const int64_t d = ftpipe::expected_staleness(mb, warmup_);
     staleness_[mb] = d;
-    // No prediction before the first update: the optimizer has no state yet (docs/schemes.md §7).
+    // No prediction before the first update: the optimizer has no state yet (docs/schemes.md, "Quirks").
     const int64_t ahead = !predicts_ || live == 0 ? 0 : d > 0 ? d : o_.nag_with_predictor ? 1 : 0;
     target_[mb] = live + ahead;
     record_.forward(mb, live + ahead);
@@ -290,7 +292,7 @@ class FtpipePolicy : public StagePolicy {
   }
 
  private:
-  /// The weights `steps` updates ahead (FTPipe's predictors, docs/schemes.md §3.16), or one NAG
+  /// The weights `steps` updates ahead (FTPipe's predictors, docs/schemes.md, "ftpipe"), or one NAG
   /// step ahead when `nag`.
   Weights predict(Stage& stage, int64_t steps, bool nag) {
     at::NoGradGuard no_grad;
@@ -329,7 +331,7 @@ class FtpipePolicy : public StagePolicy {
       }
       const at::Tensor phi = aggregate ? params[i].grad() : at::Tensor();
       out.push_back(ftpipe::predict_adam(w, m->second, u->second, phi, optimizer.steps(), adam, lrs));
-      // `prediction_writes_grad` (docs/schemes.md §7): FTPipe's loop adds lambda W into p.grad (a
+      // `prediction_writes_grad` (docs/schemes.md, "Quirks"): FTPipe's loop adds lambda W into p.grad (a
       // zero tensor after torch 1.x's zero_grad).
       if (o_.prediction_writes_grad && !adam.decoupled && adam.weight_decay != 0) {
         const at::Tensor g = params[i].grad();

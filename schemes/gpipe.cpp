@@ -1,19 +1,20 @@
-/// `gpipe`: GPipe fill-drain as torchgpipe implements it (docs/schemes.md §2.2, §3.3).
+/// `gpipe`: GPipe fill-drain as torchgpipe implements it (docs/schemes.md, "GPipe fill-drain", docs/schemes.md,
+/// "gpipe").
 ///
 /// - Each mini-batch of N examples is split into micro-batches of ceil(N/chunks) (chunk
 ///   semantics, so there may be fewer than `chunks`); every stage runs F0..F(m-1), then
 ///   B(m-1)..B0, then one optimizer step (flush per mini-batch).
 /// - Loss averaging: micro-batch i's mean loss is scaled by n_i/N (train/feeds.h), so the
 ///   accumulated gradient is exactly the gradient of the mean loss over the whole
-///   mini-batch and GPipe equals single-device training on it (§3.3), for any chunk sizes.
+///   mini-batch and GPipe equals single-device training on it (docs/schemes.md, "gpipe"), for any chunk sizes.
 /// - checkpoint: micro-batch i is recomputed in backward iff i < stop, with stop = m
 ///   (always; the GPipe paper), m-1 (except_last; torchgpipe's default, because the last
 ///   micro-batch goes backward first) or 0 (never). m is the actual count, not torchgpipe's
-///   configured `chunks` (§7).
+///   configured `chunks` (docs/schemes.md, "Quirks").
 /// - deferred_batch_norm: batch norm running statistics over the whole mini-batch,
 ///   committed once per mini-batch (torchgpipe's DeferredBatchNorm; off by default there).
 /// - backward_order: forward runs each stage's backwards in micro-batch order B0..B(m-1), as
-///   gpipe_test's fill-drain does (docs/schemes.md §6.7); the gradient is the same sum in
+///   gpipe_test's fill-drain does (docs/schemes.md, "gpipe_test"); the gradient is the same sum in
 ///   another order (equal in exact arithmetic).
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-/// `interleaved_1f1b`: Megatron-LM's interleaved 1F1B (Narayanan et al., SC'21, §2.2): each
+/// `interleaved_1f1b`: Megatron-LM's interleaved 1F1B (Narayanan et al., SC'21, section 2.2): each
 /// device holds `virtual_stages` model chunks, stage s on device s mod p, so the pipeline
 /// fills in chunk-sized steps and the bubble shrinks to (p-1)/(v*m + p-1) of device time.
 /// Synchronous weights (schemes/shared/sync_pipeline.h). Generator: schemes/schedules/interleaved.cpp.

@@ -1,9 +1,9 @@
-/// `interlocking`: interlocking backpropagation (Gomez et al. 2022; docs/schemes.md §2.4, §3.9 with
-/// its gradient routes; quirks in §7). The model is cut into K components; every component but the
-/// last has an auxiliary head a_k (its parameters are in the component's optimizer). Each step,
-/// component k runs F, then (modes with heads) H: its own head loss L_k = CE(a_k(h_k), y), which
-/// trains a_k and yields dL_k/dx_k to send back before anything is awaited; then B, the part that
-/// needs the next component; then U. No staleness: every action of step t sees theta_k^t.
+/// `interlocking`: interlocking backpropagation (Gomez et al. 2022; docs/schemes.md, "Interlocking steps",
+/// docs/schemes.md, "interlocking backpropagation" with its gradient routes; quirks in docs/schemes.md, "Quirks"). The
+/// model is cut into K components; every component but the last has an auxiliary head a_k (its parameters are in the
+/// component's optimizer). Each step, component k runs F, then (modes with heads) H: its own head loss L_k =
+/// CE(a_k(h_k), y), which trains a_k and yields dL_k/dx_k to send back before anything is awaited; then B, the part
+/// that needs the next component; then U. No staleness: every action of step t sees theta_k^t.
 ///
 /// mode (what trains the main net theta_k, k <= K-2; the last component always uses the
 /// true loss L_{K-1}; what travels from k+1 to k):
@@ -11,12 +11,12 @@
 ///   local         theta_k <- L_k through a_k                                 nothing
 ///   pairwise      theta_k <- L_{k+1} only (the released code's rule)         dL_{k+1}/dh_k
 ///   pairwise_sum  theta_k <- L_k + L_{k+1}   (in the repository's skipped     dL_{k+1}/dh_k
-///   pairwise_mean theta_k <- (L_k + L_{k+1}) / 2   tests only; unverified, §7)
+///   pairwise_mean theta_k <- (L_k + L_{k+1}) / 2   tests only; unverified, docs/schemes.md, "Quirks")
 ///   nwise         theta_k <- L_{min(k+d, K-1)} only (distance d; "3-wise" is  up to d gradients,
 ///                 d = 2); nwise with d = 1 is pairwise                       dL_{k+1..k+d}/dh_k
 /// Heads: `heads` in the grammar of interlocking_heads.h (auto = the interlocking example's
 /// conv128_bn_conv64_bn_gbpl_fc for images, fc for vectors). The auxiliary loss is
-/// cross-entropy, as in the reference code (§7).
+/// cross-entropy, as in the reference code (docs/schemes.md, "Quirks").
 #include <torch/csrc/autograd/autograd.h>
 
 #include "core/schedule/generators.h"
@@ -41,7 +41,7 @@ struct InterlockingOptions {
              Choices<Mode>{{"global", Mode::Global}, {"local", Mode::Local}, {"pairwise", Mode::Pairwise},
                            {"pairwise_sum", Mode::PairwiseSum}, {"pairwise_mean", Mode::PairwiseMean},
                            {"nwise", Mode::Nwise}},
-             "which loss trains each component's main net (docs/schemes.md §3.9)");
+             "which loss trains each component's main net (docs/schemes.md, \"interlocking backpropagation\")");
     v("distance", distance, "nwise: the loss d components further on trains a main net (3-wise: 2)", positive);
     v("heads", heads, "auxiliary heads, e.g. conv128_bn_conv64_bn_gbpl_fc or fc256_fc (auto: by output shape)", non_empty);
   }
@@ -128,7 +128,7 @@ class InterlockingRoute : public GradientRoute {
     const size_t relay = stage.is_first() ? 0 : std::min<size_t>(static_cast<size_t>(o_.d() - 1), losses.size());
     const auto grads = torch::autograd::grad({f.output}, theta, {losses.back()}, /*retain_graph=*/relay > 0, false, true);
     accumulate(theta, grads, scale());
-    // Relay dL_{k+1..k+d-1}/dx_k so that the previous component gets its d losses (docs/schemes.md §7:
+    // Relay dL_{k+1..k+d-1}/dx_k so that the previous component gets its d losses (docs/schemes.md, "Quirks":
     // each is one more vector-Jacobian product through f_k).
     Message out;
     for (size_t i = 0; i < relay; ++i) {

@@ -1,7 +1,8 @@
-/// `naive`: vanilla sequential model parallelism (docs/schemes.md §2.3, §3.2). Each
-/// mini-batch goes forward through stages 0..D-1 and backward through D-1..0, each stage
+/// `naive`: vanilla sequential model parallelism (docs/schemes.md, "Naive model parallelism", docs/schemes.md,
+/// "naive"). Each mini-batch goes forward through stages 0..D-1 and backward through D-1..0, each stage
 /// stepping right after its own backward. One stage works at a time (utilisation 1/D); numerically identical to
-/// `single` (same kernels in the same order). Not the SpecTrain "MP" columns (those are `async`, §7).
+/// `single` (same kernels in the same order). Not the SpecTrain "MP" columns (those are `async`, docs/schemes.md,
+/// "Quirks").
 #include "core/schedule/generators.h"
 #include "core/scheme/scheme.h"
 

@@ -1,23 +1,23 @@
 /// `nesterov_async`: the Nesterov method for asynchronous pipeline parallelism (Ajanthan,
 /// Ramasinghe, Zuo, Avraham, Long, ICML 2025) as its released code (PluralisResearch/AsyncPP)
-/// trains (docs/schemes.md §3.14, verified): asynchronous 1F1B with PipeDream weight stashing,
+/// trains (docs/schemes.md, "nesterov_async", verified): asynchronous 1F1B with PipeDream weight stashing,
 /// stage r holding D - r versions, its forward and its (recomputed) backward reading the version
 /// W_{j - w_r}, the ring reset to the current weights at every epoch flush; the optimizer is
 /// torch.optim.NAdam with decoupled weight decay (here `optimizer: {type: nadam,
 /// decoupled_weight_decay: true}`: the code's NAdam is Nesterov's look-ahead plus Adam
-/// preconditioning, torch's NAdam of §3.14), the gradient clipped to norm 10 per stage before each
-/// step (AsyncPP's per-stage clip, §7).
+/// preconditioning, torch's NAdam of docs/schemes.md, "nesterov_async"), the gradient clipped to norm 10 per stage
+/// before each step (AsyncPP's per-stage clip, docs/schemes.md, "Quirks").
 ///
 /// Options, each as the code has it (off in its published runs):
-/// - `adaptive_momentum` (§3.14): stage r's beta1 = beta1 + w_r (0.99 - beta1) / D;
-/// - `lr_correction_steps` K ("PipeMare type LR correction": PipeMare's LR rescheduling, §3.13):
+/// - `adaptive_momentum` (docs/schemes.md, "nesterov_async"): stage r's beta1 = beta1 + w_r (0.99 - beta1) / D;
+/// - `lr_correction_steps` K ("PipeMare type LR correction": PipeMare's LR rescheduling, docs/schemes.md, "pipemare"):
 ///   stage r's k-th step uses lr(k) * w_r^-(1 - min(k/K, 1)), with the LR set by the global step
-///   (pipelab's default where AsyncPP's drain reuses the last LR, §7).
+///   (pipelab's default where AsyncPP's drain reuses the last LR, docs/schemes.md, "Quirks").
 /// With the recompute of the code, a backward reads exactly its forward's weights, which is
 /// what stashing with saved activations computes too.
 ///
-/// `variant: paper` is the paper's delayed Nesterov update (its Eq. 10, §3.14; read second-hand,
-/// not from the PDF, so every coefficient is configuration): with d_t = gamma (w_t - w_{t-1}),
+/// `variant: paper` is the paper's delayed Nesterov update (its Eq. 10, docs/schemes.md, "nesterov_async"; read
+/// second-hand, not from the PDF, so every coefficient is configuration): with d_t = gamma (w_t - w_{t-1}),
 ///   w_{t+1} = w_t + d_t - lr (1 - gamma) grad f(w_{t-tau} + d_{t-tau}).
 /// Here the forward of a mini-batch computes the look-ahead w + gamma (w - w_prev) from the
 /// live weights it would read (w_{t-tau}: the stage's delay tau is the 1F1B schedule's w_r, as
@@ -93,9 +93,9 @@ void clip_gradients(Stage& stage, double max_norm) {
   }
 }
 
-/// What both variants do around an optimizer step: the per-stage clip (docs/schemes.md §7) and
-/// the optional PipeMare-type LR correction (§3.13), set by the global step (pipelab's default
-/// where AsyncPP's drain reuses the last LR, §7).
+/// What both variants do around an optimizer step: the per-stage clip (docs/schemes.md, "Quirks") and
+/// the optional PipeMare-type LR correction (docs/schemes.md, "pipemare"), set by the global step (pipelab's default
+/// where AsyncPP's drain reuses the last LR, docs/schemes.md, "Quirks").
 class StepRules {
  public:
   StepRules(Stage& stage, const NesterovAsyncOptions& o)
@@ -132,7 +132,7 @@ std::string nesterov_refuses(const NesterovAsyncOptions& o, const Optimizer& opt
          "optimizer adam, adamw or nadam, or adaptive_momentum: false";
 }
 
-/// variant reference: the released code (docs/schemes.md §3.14).
+/// variant reference: the released code (docs/schemes.md, "nesterov_async").
 class NesterovAsyncPolicy : public StashingPolicy {
  public:
   NesterovAsyncPolicy(Stage& stage, const NesterovAsyncOptions& o)
@@ -152,7 +152,7 @@ class NesterovAsyncPolicy : public StashingPolicy {
   StepRules rules_;
 };
 
-/// variant paper: the delayed Nesterov update (docs/schemes.md §3.14) with the look-ahead of the
+/// variant paper: the delayed Nesterov update (docs/schemes.md, "nesterov_async") with the look-ahead of the
 /// forward's live weights stashed for its backward.
 class NesterovPaperPolicy : public StagePolicy {
  public:

@@ -1,6 +1,7 @@
 #pragma once
 /// The Nesterov asynchronous scheme's adaptive momentum (AsyncPP's --adaptive_momentum,
-/// docs/schemes.md §3.14), as a plain function so that tests can hold it to its oracle (§5.7).
+/// docs/schemes.md, "nesterov_async"), as a plain function so that tests can hold it to its oracle (docs/schemes.md,
+/// "Numbered oracles").
 namespace pipelab::nesterov_async {
 
 /// Stage r of D: beta1 + w_r (0.99 - beta1) / D, with w_r = D - 1 - r the stage's delay.

@@ -1,21 +1,24 @@
 /// `paci`: PACI (Elam, Rahimi, Mendelson, Baskin, "Breaking the Bubble: Asynchronous Pipeline
 /// Parallel Training with Bounded Weight Inconsistency", arXiv:2606.07881; code
-/// ItayElam/PACI), as read from the code (docs/schemes.md §1, "PACI"; its quirks in §7).
+/// ItayElam/PACI), as read from the code (docs/schemes.md, "PACI"; its quirks in docs/schemes.md, "Quirks").
 ///
-/// - Schedule (§1): 1F1B with no flush between mini-batches; every stage steps after every a-th
+/// - Schedule (docs/schemes.md, "Notation and optimizers"): 1F1B with no flush between mini-batches; every stage steps
+/// after every a-th
 ///   of its own backwards (`accumulation: a`), so the version gap a micro-batch crosses is at
-///   most ceil(w_r / a) <= ceil((D-1)/a) (PACI's versions, §1). The update is the mean of the a
-///   gradients (the code divides each micro-batch's loss by a). A run's last update takes what
+///   most ceil(w_r / a) <= ceil((D-1)/a) (PACI's versions, docs/schemes.md, "Notation and optimizers"). The update is
+///   the mean of the a gradients (the code divides each micro-batch's loss by a). A run's last update takes what
 ///   is left, so a run of n <= a micro-batches equals one flushed update of n, and a = 1 is
 ///   `async`.
-/// - Drain (§1): the code drains only when it switches to evaluation; pipelab evaluates at
+/// - Drain (docs/schemes.md, "Notation and optimizers"): the code drains only when it switches to evaluation; pipelab
+/// evaluates at
 ///   epoch ends, so `flush: epoch` (the default) is that drain. `flush: never` runs on.
-/// - Backward (§1): `live` (the code's default `perf` mode: the forward's graph, the backward
-///   reads the live weights then, §1's mixed-version backward, the reference's F3), `stash` (the forward's weights, what
-///   bf16 autocast's saved weight copies give a Linear layer in the published runs, §7) or
-///   `recompute` (the code's `mem` mode: the forward is replayed in the backward, the whole
-///   stage at the backward's weights).
-/// - Quirks (§7): the code's workers drain every queued gradient before a forward, so its
+/// - Backward (docs/schemes.md, "Notation and optimizers"): `live` (the code's default `perf` mode: the forward's
+/// graph, the backward
+///   reads the live weights then, docs/schemes.md, "Notation and optimizers"'s mixed-version backward, the reference's
+///   F3), `stash` (the forward's weights, what bf16 autocast's saved weight copies give a Linear layer in the published
+///   runs, docs/schemes.md, "Quirks") or `recompute` (the code's `mem` mode: the forward is replayed in the backward,
+///   the whole stage at the backward's weights).
+/// - Quirks (docs/schemes.md, "Quirks"): the code's workers drain every queued gradient before a forward, so its
 ///   per-stage order depends on timing; the order here is 1F1B's, the largest gap the cap
 ///   allows. Its stage boundaries come from timing measurements; here `partition.balance`.
 #include "core/scheme/one_f_one_b.h"
@@ -108,7 +111,8 @@ class Paci : public OneFOneBScheme<PaciOptions> {
     return paci_schedule(stages, units, options_.accumulation);
   }
   /// stash holds the versions a backward may still read: ceil(w_r / a) older ones (PACI's
-  /// versions, docs/schemes.md §1) and the live one; recompute keeps each micro-batch's input only.
+  /// versions, docs/schemes.md, "Notation and optimizers") and the live one; recompute keeps each micro-batch's input
+  /// only.
   StageMemory stage_memory(int stage, int stages) const override {
     const int a = options_.accumulation, w = stages - 1 - stage;
     const bool stash = options_.backward == PaciBackward::Stash;

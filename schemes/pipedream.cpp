@@ -1,20 +1,20 @@
-/// `pipedream`: 1F1B with weight stashing (PipeDream, SOSP'19; docs/schemes.md §3.5).
+/// `pipedream`: 1F1B with weight stashing (PipeDream, SOSP'19; docs/schemes.md, "1F1B with weight stashing").
 /// Stage r keeps up to D - r weight versions; the update always goes to the newest.
 ///
 /// - variant: paper — the backward of a mini-batch reads exactly the version its forward
 ///   used; `vertical_sync: true` makes every stage use the version the first stage used for
 ///   that mini-batch (carried with the activations as the message tag), i.e. delayed SGD
-///   on a consistent model (§3.5), up to D versions per stage.
+///   on a consistent model (docs/schemes.md, "1F1B with weight stashing"), up to D versions per stage.
 /// - variant: reference — the released runtime (and SpecTrain's PD columns, which came from
 ///   it): a ring of D - r snapshots filled with W_0 once and never reset at the epoch flush,
-///   so the first w_r backwards of each later epoch read previous-epoch weights (§7). The
-///   public runtime has no vertical sync (§7).
+///   so the first w_r backwards of each later epoch read previous-epoch weights (docs/schemes.md, "Quirks"). The
+///   public runtime has no vertical sync (docs/schemes.md, "Quirks").
 /// - gap_aware (Gap-Aware, Barkai et al. ICLR 2020, as FTPipe's `ws_ga` pipelines run it, for
-///   SGD, Adam and AdamW; §3.15): before each update of a chosen stage, the gradient is divided
-///   elementwise by P = 1 + |W_stash - W| / C (core/weights/gap_aware.h). Which stages:
+///   SGD, Adam and AdamW; docs/schemes.md, "Gap-Aware on pipedream"): before each update of a chosen stage, the
+///   gradient is divided elementwise by P = 1 + |W_stash - W| / C (core/weights/gap_aware.h). Which stages:
 ///   FTPipe's policies `all_except_last` (its shipped configs), `almost_last_partition`,
 ///   `all_except_last_two`. `gap_aware_raw_normaliser` takes Adam's C without bias
-///   correction, as FTPipe's code does (fidelity, §7).
+///   correction, as FTPipe's code does (fidelity, docs/schemes.md, "Quirks").
 #include "core/schedule/weight_copies.h"
 #include "core/weights/gap_aware.h"
 #include "core/weights/stashing_policy.h"
@@ -87,7 +87,7 @@ class PipedreamPolicy : public StashingPolicy {
  protected:
   void step(Stage& stage) override {
     if (gap_aware_) {
-      // The staleness (docs/schemes.md §3.15): the steps taken since this micro-batch's forward,
+      // The staleness (docs/schemes.md, "Gap-Aware on pipedream"): the steps taken since this micro-batch's forward,
       // min(j, w_r).
       const int64_t staleness = std::min<int64_t>(last_mb_, warmup(stage.index(), stage.count()));
       ga_.before_step(stage, staleness, &read_);
@@ -107,7 +107,7 @@ class PipedreamPolicy : public StashingPolicy {
 class Pipedream : public OneFOneBScheme<PipedreamOptions> {
  public:
   using OneFOneBScheme::OneFOneBScheme;
-  /// One stashed version per mini-batch in flight: D - r at stage r (PipeDream §3.3).
+  /// One stashed version per mini-batch in flight: D - r at stage r (PipeDream docs/schemes.md, "gpipe").
   StageMemory stage_memory(int stage, int stages) const override { return {static_cast<double>(stages - stage), false}; }
   /// Each update's weights stashed, and each backward's stashed version swapped in (the
   /// reference's ring reads the same versions in steady state).
@@ -123,7 +123,7 @@ class Pipedream : public OneFOneBScheme<PipedreamOptions> {
   }
 
  private:
-  /// 1F1B-RR (SOSP'19 §3.2) with the paper's stashing: a replica's backward reads the version
+  /// 1F1B-RR (SOSP'19 section 3.2) with the paper's stashing: a replica's backward reads the version
   /// its forward used, whichever micro-batches it takes. The released ring (sized D - r), the
   /// first stage's version as a tag (counted in the first stage's updates, which replicated
   /// stages take every R-th mini-batch) and Gap-Aware's staleness min(j, D - 1 - r) all assume

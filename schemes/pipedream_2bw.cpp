@@ -2,10 +2,10 @@
 /// Training", ICML 2021, arXiv:2006.09503), as the reference code on msr-fiddle/pipedream's
 /// `pipedream_2bw` branch (9fa62318cec0) computes it: Megatron's
 /// `forward_backward_pipelining_no_flushes` and its fp16 optimizer's buffer swaps. The versions
-/// and the update rule are those of docs/schemes.md §3.12, the flushed variant's rule and bound
-/// those of §3.11, and the reference code's quirks are listed in §7. Two weight buffers per
-/// stage, the gradient of each mini-batch accumulated over its micro-batches, one update per
-/// mini-batch, never a flush.
+/// and the update rule are those of docs/schemes.md, "pipedream_2bw", the flushed variant's rule and bound
+/// those of docs/schemes.md, "pipedream_flush", and the reference code's quirks are listed in docs/schemes.md,
+/// "Quirks". Two weight buffers per stage, the gradient of each mini-batch accumulated over its micro-batches, one
+/// update per mini-batch, never a flush.
 ///
 /// Units. A run unit (one `run.batch_size` batch of the loader) is a *micro-batch*, and
 /// `micro_batches` (m) consecutive units make one mini-batch, i.e. one update: the mini-batch
@@ -20,10 +20,12 @@
 ///   update after the B of every mini-batch's last micro-batch, and a cool-down only at the
 ///   end of the run. So iteration k's backwards are B_k's micro-batches and its forwards are
 ///   the last m-w_r of B_k, then the first w_r of B_{k+1}.
-/// - versions (§3.12): every forward and backward of B_k reads W_{max(k-1,0)}: the live weights
+/// - versions (docs/schemes.md, "pipedream_2bw"): every forward and backward of B_k reads W_{max(k-1,0)}: the live
+/// weights
 ///   W_k for B_{k+1}'s forwards in iteration k, the "older" buffer W_{k-1} for the rest.
 ///   Forward and backward read the same weights, so each gradient is exact for them.
-/// - update (§3.12): W_{k+1} = Opt(W_k, mean over B_k of the gradients at W_{max(k-1,0)}): one
+/// - update (docs/schemes.md, "pipedream_2bw"): W_{k+1} = Opt(W_k, mean over B_k of the gradients at W_{max(k-1,0)}):
+/// one
 ///   optimizer state, advanced once per mini-batch with a gradient one step stale (zero at
 ///   the first step after a start). The older buffer takes W_k just before the step.
 ///   At D = 1 this is still one-step-delayed SGD, not single-device training (derived).
@@ -38,7 +40,7 @@
 ///   `flush: epoch` drains at every epoch end and restarts with both buffers equal to the
 ///   live weights, as the reference code's restart (`first_iteration`) does; its first
 ///   update is then not stale.
-/// - quirks of the reference code (docs/schemes.md §7, where the correct behaviour is the
+/// - quirks of the reference code (docs/schemes.md, "Quirks", where the correct behaviour is the
 ///   default): its fp16 optimizer's shortcut (no unscaling, overflow check or clipping with
 ///   stashing) — fp16 updates here go through Stage::step like every scheme's (unscale, skip
 ///   on overflow), and the gradient clip applies when set; no fidelity flag. Its fp16-only
@@ -46,23 +48,23 @@
 ///   evaluation on the older buffer (it reads W_{k-1}) — evaluation reads the live W_k; no
 ///   fidelity flag, since evaluation does not go through the policy. Its skipped
 ///   tied-embedding all-reduce — tied copies sum their gradients (tied weights,
-///   docs/schemes.md §1); `optimizer.tied_gradients: separate` reproduces the skip.
+///   docs/schemes.md, "Notation and optimizers"); `optimizer.tied_gradients: separate` reproduces the skip.
 /// - UNVERIFIED (the paper's wording of the constraint, m >= D?) -> `require_m_ge_d`, off:
 ///   when on, micro_batches < stages is an error; off, the code's clamp w_r = min(D-1-r, m)
 ///   keeps any m valid (two buffers suffice whenever w_r <= m, derived).
-/// - with Muon this is the one-step-delayed pipeline of arXiv:2606.30634 (docs/schemes.md §1);
-///   its error-feedback correction, whose equation was not read (docs/schemes.md §7), is
+/// - with Muon this is the one-step-delayed pipeline of arXiv:2606.30634 (docs/schemes.md, "Notation and optimizers");
+///   its error-feedback correction, whose equation was not read (docs/schemes.md, "Quirks"), is
 ///   `error_feedback` in pipelab's own form (above the options), 0 (off) by default.
 /// - paper hyperparameters (UNVERIFIED) and the public driver's (Adam, lr 1.5e-5, ...) are
 ///   experiment settings, not scheme options.
 ///
 /// `pipedream_flush` (schemes/pipedream_flush.cpp) checked against its update rule (docs/schemes.md
-/// §3.11; Megatron's `forward_backward_pipelining`): it agrees. Per mini-batch it runs the 1F1B
-/// generator, whose warm-up min(D-1-r, m) is Megatron's, then one update; one weight version;
+/// docs/schemes.md, "pipedream_flush"; Megatron's `forward_backward_pipelining`): it agrees. Per mini-batch it runs the
+/// 1F1B generator, whose warm-up min(D-1-r, m) is Megatron's, then one update; one weight version;
 /// micro-batch losses scaled by n_i/N, which is Megatron's 1/m when the micro-batches are equal
 /// (chunk semantics also allow a smaller last one); the same numbers as GPipe (its test, 1e-12 in
-/// float64). Two remarks: its in-flight bound D-r equals w_r+1 (§3.11) unless m < D-r-1 (then it is
-/// loose, not wrong); and its `chunks` splits run.batch_size, whereas this scheme's `micro_batches`
+/// float64). Two remarks: its in-flight bound D-r equals w_r+1 (docs/schemes.md, "pipedream_flush") unless m < D-r-1
+/// (then it is loose, not wrong); and its `chunks` splits run.batch_size, whereas this scheme's `micro_batches`
 /// groups run.batch_size batches, so equal settings mean different batches.
 #include <ATen/ATen.h>
 
@@ -81,8 +83,8 @@ namespace {
 
 using Flush = FlushOption::Flush;  // its default differs: never
 
-/// pipelab's form of the error-feedback correction of arXiv:2606.30634 (docs/schemes.md §1 and
-/// §7): the paper's equation was not read, so this is configuration, off by
+/// pipelab's form of the error-feedback correction of arXiv:2606.30634 (docs/schemes.md, "Notation and optimizers" and
+/// docs/schemes.md, "Quirks"): the paper's equation was not read, so this is configuration, off by
 /// default. With coefficient c, the update direction d_k (W_{k+1} = W_k (1 - lr lambda) - lr d_k)
 /// becomes d_k + c (d_k - d_{k-1}), or the gradient g_k becomes g_k + c (g_k - g_{k-1}) before
 /// the optimizer; the first step of a run uses its own as the previous one.
@@ -135,7 +137,7 @@ Schedule two_bw_schedule(int stages, int units, int m) {
   return s;
 }
 
-/// Two weight buffers per stage (docs/schemes.md §3.12): the live parameters are the newer one
+/// Two weight buffers per stage (docs/schemes.md, "pipedream_2bw"): the live parameters are the newer one
 /// (W_k, what the optimizer steps and evaluation reads), `older_` holds W_{k-1}.
 class TwoBufferPolicy : public StagePolicy {
  public:
@@ -181,8 +183,8 @@ class TwoBufferPolicy : public StagePolicy {
   void load_state(Stage&, const c10::IValue& state) override { units_before_ = state.isInt() ? state.toInt() : 0; }
 
  private:
-  /// Puts in the weights micro-batch `mb` reads, W_{max(k-1,0)} for its mini-batch k (§3.12),
-  /// and returns the optimizer step they stand for.
+  /// Puts in the weights micro-batch `mb` reads, W_{max(k-1,0)} for its mini-batch k (docs/schemes.md,
+  /// "pipedream_2bw"), and returns the optimizer step they stand for.
   int64_t read(Stage& stage, int mb) {
     const int64_t wanted = std::max<int64_t>(mb / m_ - 1, 0);  // updates of this run the weights have seen
     const int64_t live = stage.optimizer().steps();
@@ -240,13 +242,13 @@ class TwoBufferPolicy : public StagePolicy {
 class Pipedream2bw : public Configured<Scheme, Pipedream2bwOptions> {
  public:
   using Configured::Configured;
-  /// Double-buffered weights (PipeDream-2BW §3.1): the live ones, the older buffer, and the
+  /// Double-buffered weights (PipeDream-2BW section 3.1): the live ones, the older buffer, and the
   /// live values set aside while the older are swapped in (core/weights/weights.h).
   StageMemory stage_memory(int, int) const override { return {3, false}; }
   Span span() const override { return options_.flush == Flush::Never ? Span::Run : Span::Epoch; }
   /// A gradient meets the weights one update old (the double buffer): stale, bounded.
   Numerics numerics() const override { return Numerics::Asynchronous; }
-  /// Its forwards read the older buffer, W_{k-1} while W_k is live (docs/schemes.md §3.12).
+  /// Its forwards read the older buffer, W_{k-1} while W_k is live (docs/schemes.md, "pipedream_2bw").
   int forward_lag() const override { return 1; }
   /// The older buffer's copy before each update, and each action that reads it swapped in.
   WeightWorks weight_work(const std::vector<Action>& stage_actions, int, int) const override {
@@ -266,7 +268,7 @@ class Pipedream2bw : public Configured<Scheme, Pipedream2bwOptions> {
   }
 
   /// w_r + 1 = min(D - r, m + 1) micro-batches in flight at stage r (the flushed variant's bound,
-  /// docs/schemes.md §3.11, which 2BW shares).
+  /// docs/schemes.md, "pipedream_flush", which 2BW shares).
   std::vector<int> max_in_flight(int stages) const override {
     std::vector<int> bound;
     for (int r = 0; r < stages; ++r) bound.push_back(std::min(stages - r, options_.micro_batches + 1));

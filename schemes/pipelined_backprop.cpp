@@ -1,20 +1,24 @@
 /// `pipelined_backprop`: Pipelined Backpropagation (Kosson, Chiley, Venigalla, Hestness, Köster,
 /// "Pipelined Backpropagation at Scale: Training Large Models without Batches",
-/// arXiv:2003.11666; docs/schemes.md §3.19) — fine-grained asynchronous pipelining: one update
+/// arXiv:2003.11666; docs/schemes.md, "pipelined_backprop") — fine-grained asynchronous pipelining: one update
 /// per mini-batch (the paper's batch of one sample: `run.batch_size: 1`), no flush inside an
-/// epoch, stale gradients (§3.19). Only the paper's abstract was readable and no code was found,
-/// so every rule beyond vanilla asynchronous training is UNVERIFIED (§7) and an explicit
-/// option with no silent default:
-/// - `timing: tick` (§3.19's per-tick model: every stage runs one forward and one backward per
+/// epoch, stale gradients (docs/schemes.md, "pipelined_backprop"). Only the paper's abstract was readable and no code
+/// was found, so every rule beyond vanilla asynchronous training is UNVERIFIED (docs/schemes.md, "Quirks") and an
+/// explicit option with no silent default:
+/// - `timing: tick` (docs/schemes.md, "pipelined_backprop"'s per-tick model: every stage runs one forward and one
+/// backward per
 ///   tick, so stage r's forward of j reads W_(j-2(D-1-r)): 1F1B with 2 w_r warm-up forwards)
-///   or `one_f_one_b` (§2.1's delays D-1-r);
-/// - `spike_compensation: momentum_power` (§3.19): with SGD momentum mu and a gradient delayed
+///   or `one_f_one_b` (docs/schemes.md, "1F1B"'s delays D-1-r);
+/// - `spike_compensation: momentum_power` (docs/schemes.md, "pipelined_backprop"): with SGD momentum mu and a gradient
+/// delayed
 ///   by D updates, W <- W - lr (mu^D v + (1 - mu^D)/(1 - mu) g): the D momentum terms the
 ///   delayed gradient missed land at once, its tail scaled by mu^D;
-/// - `prediction: velocity` (§3.19: the forward of j runs on W - lr D v, D = its delay) or
+/// - `prediction: velocity` (docs/schemes.md, "pipelined_backprop": the forward of j runs on W - lr D v, D = its delay)
+/// or
 ///   `weight_difference` (W + D (W - W_prev)); the backward reads the live weights (the
-///   mixed-version backward, §1), the update goes to the real ones.
-/// Without them it is `async` with the tick's delays. Tested against its derived oracle (docs/schemes.md §5.7).
+///   mixed-version backward, docs/schemes.md, "Notation and optimizers"), the update goes to the real ones.
+/// Without them it is `async` with the tick's delays. Tested against its derived oracle (docs/schemes.md, "Numbered
+/// oracles").
 #include <cmath>
 
 #include <algorithm>
@@ -41,13 +45,13 @@ struct PipelinedBackpropOptions {
              "delays: tick (one forward and one backward per stage per tick, 2(D-1-r) updates) or one_f_one_b "
              "(D-1-r); UNVERIFIED as the paper's");
     v.choice("spike_compensation", spike, Choices<Spike>{{"off", Spike::Off}, {"momentum_power", Spike::MomentumPower}},
-             "UNVERIFIED (docs/schemes.md §3.19): momentum_power applies W -= lr (mu^D v + (1-mu^D)/(1-mu) g) for "
-             "a gradient delayed D updates (SGD with momentum)");
+             "UNVERIFIED (docs/schemes.md, \"pipelined_backprop\"): momentum_power applies "
+             "W -= lr (mu^D v + (1-mu^D)/(1-mu) g) for a gradient delayed D updates (SGD with momentum)");
     v.choice("prediction", prediction,
              Choices<Prediction>{{"off", Prediction::Off}, {"velocity", Prediction::Velocity},
                                  {"weight_difference", Prediction::WeightDifference}},
-             "UNVERIFIED (docs/schemes.md §3.19): the forward runs on W - lr D v (velocity) or W + D (W - W_prev) "
-             "(weight_difference), D its delay");
+             "UNVERIFIED (docs/schemes.md, \"pipelined_backprop\"): the forward runs on W - lr D v "
+             "(velocity) or W + D (W - W_prev) (weight_difference), D its delay");
   }
 };
 
@@ -94,7 +98,7 @@ class PipelinedBackpropPolicy : public StagePolicy {
     const int j = updates_++;
     stage.step();
     if (o_.spike == PipelinedBackpropOptions::Spike::Off) return;
-    // Spike compensation (docs/schemes.md §3.19) on top of SGD's own W -= lr v: the rest,
+    // Spike compensation (docs/schemes.md, "pipelined_backprop") on top of SGD's own W -= lr v: the rest,
     // lr ((a - 1) v + b G).
     const double mu = stage.optimizer().sgd_settings()->momentum;
     const int d = std::min(j, delay_);

@@ -3,11 +3,11 @@
 /// stage r reads weights w_r updates old, the backward the newest), plus two techniques, each
 /// switchable:
 ///
-/// - T1, learning-rate rescheduling (docs/schemes.md §3.13; verified only as AsyncPP's
+/// - T1, learning-rate rescheduling (docs/schemes.md, "pipemare"; verified only as AsyncPP's
 ///   re-implementation, its `adjust_learning_rate`): the k-th step of a stage with delay
 ///   tau_r = w_r uses lr(k) * tau_r^-(1 - min(k/K, 1)). K has no verified default (AsyncPP: 7
 ///   epochs of steps), so `rescheduling_steps` must always be given.
-/// - T2, discrepancy correction (docs/schemes.md §3.13; its exact form is UNVERIFIED: no source
+/// - T2, discrepancy correction (docs/schemes.md, "pipemare"; its exact form is UNVERIFIED: no source
 ///   gives the equations and no implementation was found): a velocity delta, the exponential
 ///   average of the applied weight deltas with decay `velocity_decay` (no default: configuration),
 ///   and `correction: backward` lets the backward read W - tau_r * delta, an estimate of the

@@ -1,18 +1,19 @@
 /// `pipeoptim`: 1F1B whose forward runs on weights predicted from the optimizer's own
 /// update direction; the backward runs on the current real weights, with no stash
-/// (PipeOptim; docs/schemes.md §3.8, the reference code's quirks in §7).
+/// (PipeOptim; docs/schemes.md, "pipeoptim", the reference code's quirks in docs/schemes.md, "Quirks").
 ///
 ///   W_hat = W_t - lr * s * d
 ///   paper:     s = D - r - 1 (the version the backward's update produces), d = the update
 ///              direction: the momentum buffer m_t for SGD, m_hat/(sqrt(u_hat) + eps) with the
-///              optimizer's eps for Adam/AdamW (§3.8's paper column);
+///              optimizer's eps for Adam/AdamW (docs/schemes.md, "pipeoptim"'s paper column);
 ///   reference: s = D - r (one step past it, and a prediction even on the last stage),
 ///              d = mu v + (1 - tau) G with G including lambda W for SGD, and eps fixed at
-///              1e-8 for Adam/AdamW (§3.8's reference column); the warm-up forwards use the
-///              previous epoch's LR (§7).
+///              1e-8 for Adam/AdamW (docs/schemes.md, "pipeoptim"'s reference column); the warm-up forwards use the
+///              previous epoch's LR (docs/schemes.md, "Quirks").
 ///   predict_decay (AdamW, neither variant's): d + lambda W, so the decoupled decay the next
 ///              updates will apply is predicted too.
-/// The predictor follows the optimizer actually used (the reference driver always used Adam's, §7).
+/// The predictor follows the optimizer actually used (the reference driver always used Adam's, docs/schemes.md,
+/// "Quirks").
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
 #include "core/weights/prediction_meter.h"

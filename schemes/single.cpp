@@ -1,5 +1,5 @@
 /// `single`: no pipeline. The whole model is one stage; F, B, U per mini-batch. The
-/// reference every other scheme is compared against (docs/schemes.md §3.1).
+/// reference every other scheme is compared against (docs/schemes.md, "single").
 #include "core/schedule/generators.h"
 #include "core/scheme/scheme.h"
 

@@ -1,21 +1,24 @@
-/// `spectrain`: SpecTrain's weight prediction (Chen et al. 2018; docs/schemes.md §3.6,
-/// §3.7, the reference code's quirks in §7). Stage r of D, w_r = D - 1 - r warm-up forwards.
+/// `spectrain`: SpecTrain's weight prediction (Chen et al. 2018; docs/schemes.md, "spectrain version 1",
+/// docs/schemes.md, "spectrain version 2", the reference code's quirks in docs/schemes.md, "Quirks"). Stage r of D, w_r
+/// = D - 1 - r warm-up forwards.
 ///
 /// version 1 — forward and backward on predicted weights, the update on the real ones:
-///   forward  W_f = W_t  - lr_f * s_f * d_f,  s_f = floor(r/2) + w_r   (§3.6)
-///   backward W_b = W_t' - lr   * s_b * d_b,  s_b = floor(r/2)         (§3.6)
+///   forward  W_f = W_t  - lr_f * s_f * d_f,  s_f = floor(r/2) + w_r   (docs/schemes.md, "spectrain version 1")
+///   backward W_b = W_t' - lr   * s_b * d_b,  s_b = floor(r/2)         (docs/schemes.md, "spectrain version 1")
 ///   paper:     d_f = d_b = v (the momentum buffer), lr = the LR of the next update;
 ///   reference: d_f = mu v + G with G including lambda W (torch <= 1.4), d_b = mu v (the
 ///              gradient was zeroed in place), and the forward's lr lags by an epoch for the
-///              warm-up forwards (SpecTrain's LR schedule, §2.1; §7). The published STv1
-///              columns come from the reference.
+///              warm-up forwards (SpecTrain's LR schedule, docs/schemes.md, "1F1B"; docs/schemes.md, "Quirks"). The
+///              published STv1 columns come from the reference.
 /// version 2 —
-///   paper (README, §3.7): the forward stashes W_hat = W_t - lr * w_r * v and the backward
+///   paper (README; docs/schemes.md, "spectrain version 2"): the forward stashes W_hat = W_t - lr * w_r * v and the
+///   backward
 ///              reuses it; the real weights take the update;
-///   reference (released code, §3.7): PipeDream's stashing ring (not reset at flushes, §7)
+///   reference (released code, docs/schemes.md, "spectrain version 2"): PipeDream's stashing ring (not reset at
+///   flushes, docs/schemes.md, "Quirks")
 ///              and an SGD update scaled by D - r on the stashed trajectory. The published
 ///              STv2 columns come from this.
-/// There is no prediction before the first gradient (§7).
+/// There is no prediction before the first gradient (docs/schemes.md, "Quirks").
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
 #include "core/weights/prediction_meter.h"
@@ -57,7 +60,7 @@ class SpectrainV1 : public StagePolicy {
     record_.forward(mb, live + s_f_);
     if (s_f_ == 0) return;
     // The released code reads the LR stored at forward time: the previous epoch's for the warm-up
-    // forwards (docs/schemes.md §7). The paper uses the LR of the update the prediction
+    // forwards (docs/schemes.md, "Quirks"). The paper uses the LR of the update the prediction
     // anticipates.
     const double lr = o_.variant == Variant::Reference ? stage.optimizer().lr() : stage.scheduled_lr();
     const Weights predicted = predict_weights(stage, lr, s_f_, forward_request_);
@@ -85,7 +88,7 @@ class SpectrainV1 : public StagePolicy {
   StalenessRecorder record_;
 };
 
-/// Version 2 as in the README (docs/schemes.md §3.7): one predicted version per mini-batch, stashed.
+/// Version 2 as in the README (docs/schemes.md, "spectrain version 2"): one predicted version per mini-batch, stashed.
 class SpectrainV2Paper : public StagePolicy {
  public:
   SpectrainV2Paper(Stage& stage, const SpectrainOptions& o)
@@ -127,7 +130,7 @@ class SpectrainV2Paper : public StagePolicy {
   StalenessRecorder record_;
 };
 
-/// Version 2 as released (docs/schemes.md §3.7): PipeDream's ring plus an update scaled by D - r.
+/// Version 2 as released (docs/schemes.md, "spectrain version 2"): PipeDream's ring plus an update scaled by D - r.
 class SpectrainV2Reference : public StagePolicy {
  public:
   explicit SpectrainV2Reference(Stage& stage)

@@ -2,8 +2,8 @@
 /// Multi-GPU DNN Training", arXiv:1911.04610, a preprint). Micro-batches flow asynchronously
 /// across mini-batch boundaries; each pass runs on weights predicted from Adam's moments, so
 /// nothing is stashed. The version difference and the predictor are those of docs/schemes.md
-/// §3.17, their oracles in §5.7; no XPipe code was found, so nothing here is
-/// verified against code, and the mechanism itself is second-hand (a third-party reading note).
+/// docs/schemes.md, "xpipe", their oracles in docs/schemes.md, "Numbered oracles"; no XPipe code was found, so nothing
+/// here is verified against code, and the mechanism itself is second-hand (a third-party reading note).
 ///
 /// Units. A run unit (one `run.batch_size` batch) is a micro-batch; `micro_batches` (T)
 /// consecutive units make one mini-batch, i.e. one update, as in `pipedream_2bw`. The last
@@ -15,21 +15,21 @@
 /// - schedule: 1F1B with the full warm-up w_r = D-1-r (not 2BW's clamp to T: with one weight
 ///   copy nothing bounds the versions in flight), one update (U) after the backward of each
 ///   mini-batch's last micro-batch. At T = 1 it is the 1F1B schedule of `spectrain`.
-/// - version difference (§3.17, second-hand; r/2 and the rounding UNVERIFIED, see xpipe.h):
+/// - version difference (docs/schemes.md, "xpipe", second-hand; r/2 and the rounding UNVERIFIED, see xpipe.h):
 ///   s_fwd = round((D + T - r/2 - 2)/T), s_bwd = round((T + floor(r/2) - 1)/T); defaults
 ///   ceil(r/2) and round-half-up (`half_stage`, `rounding` choose the other readings).
-/// - predictor (§3.17, second-hand): W_hat = W - lr * s * m_hat/(sqrt(u_hat) + eps), Adam's
+/// - predictor (docs/schemes.md, "xpipe", second-hand): W_hat = W - lr * s * m_hat/(sqrt(u_hat) + eps), Adam's
 ///   bias-corrected direction with the optimizer's eps (predict_weights' Adam direction), lr
 ///   the LR of the stage's next update. The source's note writes "+"; descent must subtract,
 ///   so the sign is UNVERIFIED but the only sensible one. As in SpecTrain v1, the forward
 ///   predicts s_fwd and the backward s_bwd updates ahead, each from the live real weights,
 ///   swapped in for the pass and swapped out after it: one real copy plus a live prediction.
 ///   The backward reads W_hat(s_bwd) in its own weight products (the mixed-version backward
-///   of §1, as `spectrain` v1).
+///   of docs/schemes.md, "Notation and optimizers", as `spectrain` v1).
 /// - update: the configured optimizer on the real weights, once per mini-batch, with the mean of
 ///   the micro-batches' gradients. The predictor is defined on Adam's moments, so an Adam-family
-///   optimizer is required (adam, adamw; nadam predicts with NAdam's own step direction, §3.14's,
-///   which is not XPipe's); `adam_only: false` lets any optimizer's direction stand in (SGD: its
+///   optimizer is required (adam, adamw; nadam predicts with NAdam's own step direction, docs/schemes.md,
+///   "nesterov_async"'s, which is not XPipe's); `adam_only: false` lets any optimizer's direction stand in (SGD: its
 ///   momentum buffer), which is not XPipe. AdamW's decoupled decay is not predicted.
 /// - bellwether (UNVERIFIED that the mini-batch's micro-batches reuse its prediction):
 ///   `per_micro_batch` (default) predicts at every F and B from the live weights. Within a
@@ -41,12 +41,12 @@
 /// - flushes (UNVERIFIED; no source describes them): `flush: epoch` (default) drains at
 ///   every epoch end, mini-batches restart with the epoch, Adam's moments carry over;
 ///   `flush: never` runs one pipeline across epochs (mini-batches may straddle epochs).
-///   Nothing is predicted before the stage's first update (§7: Adam has no moments yet).
+///   Nothing is predicted before the stage's first update (docs/schemes.md, "Quirks": Adam has no moments yet).
 /// - metrics: forward_gap and backward_gap (the live version at the backward minus the version
 ///   the weights stand for: live + s when predicted, live when not) and prediction_error.
 /// At D = 1 and T = 1, s = 0 and xpipe is `single`; at T = 1 it is `spectrain` v1 (paper
 /// variant) with the Adam direction, the version difference reducing to SpecTrain v1's s_f and
-/// s_b (§3.6; both tested).
+/// s_b (docs/schemes.md, "spectrain version 1"; both tested).
 #include <ATen/ATen.h>
 
 #include <optional>
@@ -183,8 +183,8 @@ class XpipePolicy : public StagePolicy {
   /// The runner step of the next update's first micro-batch.
   int64_t next_update_unit() const { return units_before_ + updates_ * o_.micro_batches; }
 
-  /// The predicted W_hat (docs/schemes.md §3.17) for `s` updates ahead, into `out` (left empty when
-  /// nothing is predicted: s = 0, or no update yet, §7); returns the version the pass's weights
+  /// The predicted W_hat (docs/schemes.md, "xpipe") for `s` updates ahead, into `out` (left empty when
+  /// nothing is predicted: s = 0, or no update yet, docs/schemes.md, "Quirks"); returns the version the pass's weights
   /// stand for.
   int64_t predict(Stage& stage, int s, std::optional<Weights>& out) {
     const int64_t live = stage.optimizer().steps();
@@ -266,7 +266,7 @@ class Xpipe : public Configured<Scheme, XpipeOptions> {
     return s;
   }
 
-  /// At most D - r micro-batches in flight at stage r (§2.1).
+  /// At most D - r micro-batches in flight at stage r (docs/schemes.md, "1F1B").
   std::vector<int> max_in_flight(int stages) const override {
     std::vector<int> bound;
     for (int r = 0; r < stages; ++r) bound.push_back(stages - r);

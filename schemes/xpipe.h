@@ -1,7 +1,7 @@
 #pragma once
-/// XPipe's version difference (docs/schemes.md §3.17; Guan et al., XPipe, arXiv:1911.04610,
-/// second-hand) as a pure function, so that tests can hold it to its oracle (§5.7). For GPU (stage)
-/// r of N with T micro-batches per mini-batch:
+/// XPipe's version difference (docs/schemes.md, "xpipe"; Guan et al., XPipe, arXiv:1911.04610,
+/// second-hand) as a pure function, so that tests can hold it to its oracle (docs/schemes.md, "Numbered oracles"). For
+/// GPU (stage) r of N with T micro-batches per mini-batch:
 ///   s_fwd = round((N + T - r/2 - 2) / T),   s_bwd = round((T + floor(r/2) - 1) / T).
 /// Both the r/2 term of s_fwd and the rounding are ambiguous in the source (UNVERIFIED). The
 /// defaults, ceil(r/2) and round-half-up, are the reading under which T = 1 gives SpecTrain

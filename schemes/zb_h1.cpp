@@ -1,4 +1,4 @@
-/// `zb_h1`: ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, §3.1): the
+/// `zb_h1`: ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section 3.1): the
 /// backward split into I (input gradient, on the critical path) and W (weight gradient,
 /// moved into the bubbles); 1F1B's peak memory with a third of its bubble when F = I = W.
 /// With `virtual_stages: v > 1` it is torch's ScheduleInterleavedZeroBubble (docs/schedules.md

@@ -1,4 +1,4 @@
-/// `zb_h2`: ZB-H2 (Qi et al., ICLR 2024, §3.1): more warm-up forwards and W passes reordered
+/// `zb_h2`: ZB-H2 (Qi et al., ICLR 2024, section 3.1): more warm-up forwards and W passes reordered
 /// so that no device idles between its first and its last action, at the cost of more
 /// micro-batches in flight than 1F1B. Synchronous weights (schemes/shared/sync_pipeline.h).
 /// Generator: schemes/schedules/zero_bubble.cpp.

@@ -1,6 +1,6 @@
 #pragma once
 /// What the ALLREDUCE before an update does to the gradients of the stages it gathers
-/// (docs/schemes.md §1: clipping across stages, tied weights), in the order of Megatron-LM's
+/// (docs/schemes.md, "Notation and optimizers": clipping across stages, tied weights), in the order of Megatron-LM's
 /// `finalize_model_grads` (after the last backward, before the optimizer step):
 ///
 /// 1. the replicas of each pipeline stage sum their gradients, in replica order (data
@@ -42,12 +42,12 @@ struct GradientPlan {
   bool average = false;
   std::vector<Tie> ties;
   /// False: the copies keep their own gradients (PipeDream-2BW's reference code: its skipped
-  /// tied-weight all-reduce, docs/schemes.md §7).
+  /// tied-weight all-reduce, docs/schemes.md, "Quirks").
   bool sum_ties = true;
   double clip_max_norm = 0;  ///< 0: no clip
   double clip_norm_type = 2;  ///< p; infinity: the largest magnitude
   bool clip_per_stage = false;
-  /// Each tensor by its own norm (BertAdam's, as Chimera's code clips: docs/schemes.md §7).
+  /// Each tensor by its own norm (BertAdam's, as Chimera's code clips: docs/schemes.md, "Quirks").
   bool clip_per_tensor = false;
 
   /// A plan of `replicas` replicas of one stage, summing only.

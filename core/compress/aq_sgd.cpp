@@ -12,7 +12,7 @@
 /// micro-batch exactly while any of its examples lacks a history (one the last partial batch
 /// dropped in an earlier epoch), where AC-SGD would take the change against a zero cache.
 ///
-/// Decisions (docs/compression.md; AQ-SGD's quirks in docs/schemes.md §7): the receiver
+/// Decisions (docs/compression.md; AQ-SGD's quirks in docs/schemes.md, "Quirks"): the receiver
 /// computes with the value it stores, fp16 by default (`reference_receiver: true` uses the
 /// unrounded x̂ as AC-SGD does); the store is sized from the training set; a micro-batch
 /// shares its scales.
@@ -164,7 +164,7 @@ class AqSgd : public CodecWith<AqSgd, AqSgdOptions> {
     TORCH_CHECK(x.dim() >= 1 && x.size(0) == call.ids.numel(), "aq_sgd: a boundary tensor of shape ", x.sizes(),
                 " for ", call.ids.numel(), " examples (the examples must run along dimension 0)");
     const at::Tensor ids = call.ids.to(at::kLong).reshape({-1});
-    // The store is sized from the training set (docs/schemes.md §7), and an id beyond it is an error.
+    // The store is sized from the training set (docs/schemes.md, "Quirks"), and an id beyond it is an error.
     TORCH_CHECK(ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < stream_.examples),
                 "aq_sgd: example ids outside the training set of ", stream_.examples);
     const int64_t per = x.size(0) ? x.numel() / x.size(0) : 0;

@@ -5,7 +5,7 @@
 ///   s = max |x| per scale group, kept as fp16;
 ///   q = clip(round_half_even(x / (s + 1e-6) * 2^(b-1)), -2^(b-1), 2^(b-1) - 1) + 2^(b-1);
 ///   x̂ = (q - 2^(b-1)) / 2^(b-1) * s.
-/// The grid is asymmetric (+s decodes to (1 - 2^(1-b)) s, docs/schemes.md §7): it defines the codes, so it
+/// The grid is asymmetric (+s decodes to (1 - 2^(1-b)) s, docs/schemes.md, "Quirks"): it defines the codes, so it
 /// is kept. Codes travel packed, b bits each (⌈numel b / 8⌉ bytes), scales as fp16.
 #include <ATen/Tensor.h>
 

@@ -1,7 +1,8 @@
 #pragma once
 /// Turns a dataset into the mini-batches of each epoch: a seeded permutation per epoch
 /// (the same for a given seed and epoch, whatever ran before), fixed-size batches, and
-/// the last partial batch dropped in training (as the reference code does, §6.1).
+/// the last partial batch dropped in training (as the reference code does, docs/schemes.md, "SpecTrain: common
+/// settings").
 ///
 /// Background worker threads build the next `prefetch` batches while training runs, so a
 /// step waits only when the data cannot keep up. A batch depends only on (seed, epoch,

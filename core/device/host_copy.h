@@ -2,7 +2,7 @@
 /// Copies of a device buffer to host memory and back, for offloaded activations
 /// (core/stage/saved_tensors.h). On a CUDA device each copy runs on a side stream, after
 /// the work queued so far on the current stream, to or from pinned host memory, so that it
-/// overlaps the compute queued after it (PipeOffload, Wan et al. 2025, §3: the copies hide
+/// overlaps the compute queued after it (PipeOffload, Wan et al. 2025, section 3: the copies hide
 /// behind compute when the host link is fast enough); `done` marks its end. On the CPU it is
 /// a plain copy made now, and `done` is null.
 #include <ATen/core/Tensor.h>

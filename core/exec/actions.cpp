@@ -170,7 +170,7 @@ Message DeviceWork::take_result(int stage, char kind, int mb) {
 
 void DeviceWork::received(int stage, char kind, int mb, Message m) {
   if (kind == 'F') {
-    // A replayed output no forward reads (DGL's replay, docs/schemes.md §3.20) is dropped as it
+    // A replayed output no forward reads (DGL's replay, docs/schemes.md, "dgl") is dropped as it
     // arrives.
     const int readers = s_.readers(stage, mb);
     if (readers > 0) inputs_[{stage, mb}] = {std::move(m), readers};
@@ -231,7 +231,7 @@ using Handler = Message (*)(ActionContext&);
 Message forward(ActionContext& c) {
   Stage& stage = c.stage();
   const int mb = c.mb;
-  // With replayed inputs (DGL's, docs/schemes.md §3.20) the forward reads an earlier output and
+  // With replayed inputs (DGL's, docs/schemes.md, "dgl") the forward reads an earlier output and
   // stands for the feed's micro-batch that output came from.
   const Schedule& s = c.work.schedule();
   const int unit = s.feed_unit(c.a.stage, c.a.mb);

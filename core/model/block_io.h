@@ -9,7 +9,7 @@
 ///
 /// A skip connection is a tensor a block *stashes* (returns under a new name) and a later
 /// block *pops* (reads and drops from the live set), as torchgpipe's `stash`/`pop` (Kim et
-/// al. 2020, §3.3). Every stage in between carries it on unchanged, and its gradient comes
+/// al. 2020, section 3.3). Every stage in between carries it on unchanged, and its gradient comes
 /// back along the same boundaries (torchgpipe routes it directly through "portals"; we keep
 /// the schedule's neighbour-to-neighbour messages, so each executor needs nothing new and the
 /// bytes show on every boundary they cross). Other names (a padding mask) simply stay live.

@@ -28,7 +28,7 @@
 namespace pipelab {
 
 /// The classes of operators a cost model per operator class prices each at a rate of its own
-/// (docs/simulate.md, "Derived costs"): matrix products that read a weight (a layer's GEMM),
+/// (docs/simulate.md, "Costs: measured, given or derived"): matrix products that read a weight (a layer's GEMM),
 /// products of two activations (attention's scores and mix), convolutions dense, depthwise
 /// (one group per channel) and pointwise (1 x 1), and a recurrent layer's steps. Every other
 /// kernel (element-wise, normalisation, softmax, pooling, an embedding's gather) is priced by
@@ -54,7 +54,7 @@ class FlopCounter {
   /// Of them, those of operators with a weight among their inputs (a tensor whose storage is
   /// one of `weights`, a view of it included): what a backward's weight gradients compute
   /// again, where an operator of two activations (attention's scores) has only input
-  /// gradients, of both its operands (docs/simulate.md, "Derived costs").
+  /// gradients, of both its operands (docs/simulate.md, "Costs: measured, given or derived").
   int64_t weight_flops() const { return weight_total_; }
   /// The storages (StorageImpl*) of the weights weight_flops() looks for.
   void set_weights(std::set<const void*> storages) { weights_ = std::move(storages); }

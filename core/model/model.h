@@ -89,7 +89,7 @@ struct BlockRecipe {
   std::string shape_key;
 };
 
-/// Two parameters that are one (tied weights, docs/schemes.md §1), named
+/// Two parameters that are one (tied weights, docs/schemes.md, "Notation and optimizers"), named
 /// "<block>.<param>" as in a state dict: `second` starts as a copy of `first`, and the two
 /// copies' gradients are summed before each update (core/comm/gradient_finish.h), on one
 /// stage or across stages alike, so they stay equal.

@@ -1,12 +1,12 @@
 #pragma once
 /// Batch normalisation that supports GPipe's deferred statistics (torchgpipe's
-/// DeferredBatchNorm; docs/schemes.md §3.3, torchgpipe's quirks in §7).
+/// DeferredBatchNorm; docs/schemes.md, "gpipe", torchgpipe's quirks in docs/schemes.md, "Quirks").
 ///
 /// - Plain mode: as torch.nn.BatchNorm, except that a recomputation pass (checkpointing)
-///   does not update the running statistics a second time (§7).
+///   does not update the running statistics a second time (docs/schemes.md, "Quirks").
 /// - Deferred mode: each micro-batch is normalised with its own statistics; per-channel
 ///   moments accumulate over the micro-batches of a mini-batch (Chan's parallel merge, which
-///   is stable where E[x^2]-E[x]^2 is not, §7) and commit() updates the running statistics
+///   is stable where E[x^2]-E[x]^2 is not, docs/schemes.md, "Quirks") and commit() updates the running statistics
 ///   once, as whole-mini-batch batch norm would.
 #include <torch/nn/cloneable.h>
 #include <torch/nn/module.h>

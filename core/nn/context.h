@@ -7,7 +7,7 @@
 namespace pipelab::nn {
 
 /// True while a stage recomputes a checkpointed forward inside its backward. Batch norm
-/// then leaves running statistics alone (docs/schemes.md §7: torchgpipe would count
+/// then leaves running statistics alone (docs/schemes.md, "Quirks": torchgpipe would count
 /// such a micro-batch twice).
 bool is_recomputing();
 

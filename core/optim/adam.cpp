@@ -1,5 +1,5 @@
 /// Adam (L2-coupled weight decay) and AdamW (decoupled), as torch.optim.Adam/AdamW
-/// (docs/schemes.md §1): m = b1 m + (1-b1) G; u = b2 u + (1-b2) G^2;
+/// (docs/schemes.md, "Notation and optimizers"): m = b1 m + (1-b1) G; u = b2 u + (1-b2) G^2;
 /// W <- W - lr * m_hat / (sqrt(u_hat) + eps). AdamW first scales W by (1 - lr lambda).
 #include <ATen/ATen.h>
 

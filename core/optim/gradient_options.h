@@ -1,7 +1,7 @@
 #pragma once
 /// What happens to the gradients between the last backward and the update, beyond the
 /// optimizer: a gradient-norm clip and the treatment of tied weights (docs/schemes.md
-/// §1). Written in the `optimizer:` section next to the optimizer's own keys
+/// docs/schemes.md, "Notation and optimizers"). Written in the `optimizer:` section next to the optimizer's own keys
 /// (`optimizer: {type: sgd, lr: 0.1, clip_grad_norm: 1.0}`), read in one place
 /// (core/train/experiment.cpp) and run by the ALLREDUCE before each update
 /// (core/comm/gradient_finish.h).

@@ -1,7 +1,7 @@
 #pragma once
 /// Learning-rate schedules: the LR at any optimizer step is base_lr x factor(epoch). Every schedule
 /// also takes an optional linear warm-up and a granularity (the LR changes once per epoch, as in
-/// SpecTrain's, docs/schemes.md §2.1, or at every step, as in torchgpipe's ResNet recipe).
+/// SpecTrain's, docs/schemes.md, "1F1B", or at every step, as in torchgpipe's ResNet recipe).
 #include "core/config/registry.h"
 
 namespace pipelab {

@@ -1,13 +1,14 @@
-/// Muon, as torch.optim.Muon (torch 2.15; docs/schemes.md §1, "Muon"): for a 2-D
+/// Muon, as torch.optim.Muon (torch 2.15; docs/schemes.md, "Muon"): for a 2-D
 /// weight W with gradient g, B <- lerp(B, g, 1 - mu); u = lerp(g, B, mu) with Nesterov, else
-/// B; O = NS_k(u) in bf16 (Newton-Schulz with the quintic (a, b, c), §1); W <- W (1 - lr
-/// lambda); W <- W - lr rho O, rho from `adjust_lr` (Muon's lr ratio, §1). The ATen calls and
-/// the scalars' double arithmetic are the reference code's, so a CPU run gives its bits (§1).
+/// B; O = NS_k(u) in bf16 (Newton-Schulz with the quintic (a, b, c), docs/schemes.md, "Notation and optimizers"); W <-
+/// W (1 - lr lambda); W <- W - lr rho O, rho from `adjust_lr` (Muon's lr ratio, docs/schemes.md, "Notation and
+/// optimizers"). The ATen calls and the scalars' double arithmetic are the reference code's, so a CPU run gives its
+/// bits (docs/schemes.md, "Notation and optimizers").
 ///
 /// Muon updates matrices only. Every other parameter (biases, norms' gains, 1-D or 4-D
 /// tensors) goes to `fallback`, another optimizer section (commonly AdamW; Muon's routing,
-/// §1), whose learning rate follows the schedule in proportion. Without a fallback such a
-/// parameter is refused when the stage's optimizer is made.
+/// docs/schemes.md, "Notation and optimizers"), whose learning rate follows the schedule in proportion. Without a
+/// fallback such a parameter is refused when the stage's optimizer is made.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -44,7 +45,7 @@ struct MuonOptions {
   void fields(V& v) {
     v("lr", lr, "learning rate gamma (torch.optim.Muon: 1e-3)", in_range(0, 1e30));
     v("weight_decay", weight_decay, "decoupled weight decay lambda, applied with the unadjusted lr", non_negative);
-    // torch accepts mu >= 1 (docs/schemes.md §7); a buffer that grows is refused here.
+    // torch accepts mu >= 1 (docs/schemes.md, "Quirks"); a buffer that grows is refused here.
     v("momentum", momentum, "momentum mu of the buffer B <- lerp(B, g, 1 - mu)", in_half_open(0, 1));
     v("nesterov", nesterov, "orthogonalise lerp(g, B, mu) instead of B");
     v("ns_coefficients", ns_coefficients, "Newton-Schulz quintic coefficients (a, b, c)", ThreeCoefficients{});
@@ -59,7 +60,7 @@ struct MuonOptions {
   }
 };
 
-/// Muon's lr ratio (docs/schemes.md §1) with torch's double arithmetic (A / B is Python's true
+/// Muon's lr ratio (docs/schemes.md, "Notation and optimizers") with torch's double arithmetic (A / B is Python's true
 /// division).
 double lr_ratio(AdjustLr mode, const at::Tensor& w) {
   const double a = static_cast<double>(w.size(0)), b = static_cast<double>(w.size(1));
@@ -71,8 +72,8 @@ double lr_ratio(AdjustLr mode, const at::Tensor& w) {
   return 1.0;
 }
 
-/// Newton-Schulz (docs/schemes.md §1): k iterations on a bf16 copy of u (the wider way round), as
-/// torch's _zeropower_via_newtonschulz.
+/// Newton-Schulz (docs/schemes.md, "Notation and optimizers"): k iterations on a bf16 copy of u (the wider way round),
+/// as torch's _zeropower_via_newtonschulz.
 at::Tensor newton_schulz(const at::Tensor& u, const std::vector<double>& abc, int64_t steps, double eps) {
   const bool tall = u.size(0) > u.size(1);
   at::Tensor x = u.to(at::kBFloat16, /*non_blocking=*/false, /*copy=*/true);

@@ -32,7 +32,8 @@ void Optimizer::step() {
     if (!g.defined()) continue;
     // Update through .data(): it shares the storage but not autograd's version counter, so the
     // graphs of micro-batches still in flight (1F1B) read the new values in their backward instead
-    // of failing, as PyTorch <= 1.4 did (docs/schemes.md §1's mixed-version backward; §7).
+    // of failing, as PyTorch <= 1.4 did (docs/schemes.md, "Notation and optimizers"'s mixed-version backward;
+    // docs/schemes.md, "Quirks").
     index.push_back(i);
     data.push_back(params_[i].data());
     grads.push_back(g);

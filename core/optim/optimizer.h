@@ -1,7 +1,7 @@
 #pragma once
 /// Optimizers behind one interface that also reports the current update direction, which
 /// weight prediction (SpecTrain, PipeOptim) reads without re-implementing a step.
-/// Formulas: docs/schemes.md §1 (SGD and Adam/AdamW), with today's torch
+/// Formulas: docs/schemes.md, "Notation and optimizers" (SGD and Adam/AdamW), with today's torch
 /// semantics (Adam's epsilon added after the bias-corrected square root).
 #include <ATen/Tensor.h>
 
@@ -15,7 +15,8 @@
 
 namespace pipelab {
 
-/// Which update direction a weight predictor asks for (docs/schemes.md §3.6, §3.8).
+/// Which update direction a weight predictor asks for (docs/schemes.md, "spectrain version 1", docs/schemes.md,
+/// "pipeoptim").
 struct DirectionRequest {
   enum class Kind {
     Buffer,        ///< v_t (SGD with momentum), g_t (plain SGD), m_hat/(sqrt(u_hat)+eps) (Adam)
@@ -24,10 +25,10 @@ struct DirectionRequest {
   };
   Kind kind = Kind::Buffer;
   /// The gradient term includes the coupled L2 term lambda W (torch <= 1.4 left it in .grad,
-  /// docs/schemes.md §7).
+  /// docs/schemes.md, "Quirks").
   bool gradient_with_l2 = false;
   /// Adam: use this epsilon instead of the optimizer's (PipeOptim's code hard-codes 1e-8,
-  /// docs/schemes.md §7).
+  /// docs/schemes.md, "Quirks").
   std::optional<double> eps;
 };
 
@@ -51,7 +52,7 @@ class Optimizer {
   /// The direction d of the latest update of parameter i, so that the update was
   /// W <- W - lr * d (momentum buffer v for SGD with momentum, the gradient for plain SGD,
   /// m_hat / (sqrt(u_hat) + eps) for Adam/AdamW without the decoupled decay), or another
-  /// direction a predictor asks for. Undefined before the first update (docs/schemes.md §7).
+  /// direction a predictor asks for. Undefined before the first update (docs/schemes.md, "Quirks").
   at::Tensor direction(size_t i) const { return direction(i, {}); }
   virtual at::Tensor direction(size_t i, const DirectionRequest& request) const = 0;
   /// The raw gradient g the latest update consumed.
@@ -64,7 +65,7 @@ class Optimizer {
   std::vector<std::pair<std::string, at::Tensor>> last_gradients() const;
   void load_last_gradients(const std::vector<std::pair<std::string, at::Tensor>>& state);
 
-  /// lambda of a decoupled weight decay (AdamW), 0 otherwise: a predictor may add it (§3.8).
+  /// lambda of a decoupled weight decay (AdamW), 0 otherwise: a predictor may add it (docs/schemes.md, "pipeoptim").
   virtual double decoupled_decay() const { return 0; }
   /// The first-moment decay beta1 of an Adam-family optimizer (nullopt for others), and a way
   /// for a scheme to set it per stage (the Nesterov asynchronous scheme's adaptive momentum).

@@ -1,5 +1,5 @@
 /// SGD with momentum, dampening, Nesterov and coupled weight decay, exactly as torch.optim.SGD
-/// (docs/schemes.md §1): G = g + lambda W; v_1 = G, v_k = mu v + (1 - tau) G;
+/// (docs/schemes.md, "Notation and optimizers"): G = g + lambda W; v_1 = G, v_k = mu v + (1 - tau) G;
 /// d = G + mu v (Nesterov) or v; W <- W - lr d.
 #include <ATen/ATen.h>
 
@@ -49,8 +49,8 @@ class Sgd : public Optimizer {
     const at::Tensor& g = request.gradient_with_l2 ? last_coupled_.at(i) : last_grad_.at(i);
     if (!g.defined()) return {};
     if (o_.momentum == 0) {
-      // No buffer (§3.6): the update direction is the coupled gradient G; a one-step-ahead
-      // estimate is the gradient; mu v is zero, i.e. no prediction.
+      // No buffer (docs/schemes.md, "spectrain version 1"): the update direction is the coupled gradient G; a
+      // one-step-ahead estimate is the gradient; mu v is zero, i.e. no prediction.
       switch (request.kind) {
         case DirectionRequest::Kind::Buffer: return last_coupled_.at(i);
         case DirectionRequest::Kind::OneStepAhead: return g;

@@ -1,5 +1,5 @@
 #pragma once
-/// The action kinds of a schedule, as one table (docs/design.md, "Action kinds"). Everything
+/// The action kinds of a schedule, as one table (docs/design.md, "One table of action kinds"). Everything
 /// the core knows about a kind that is not its behaviour lives in its row: its name in
 /// schedule text, whether it computes, sends, receives or meets the other stages, the
 /// message it carries or produces and which way that message goes, whether it takes a

@@ -1,22 +1,22 @@
 #pragma once
 /// Schedule generators: pure functions of (stages, micro-batches), golden-tested in
 /// tests/golden/. They return compute-only schedules (one stage per device unless said
-/// otherwise); lower() adds the messages. See docs/schemes.md §2 and docs/schedules.md.
+/// otherwise); lower() adds the messages. See docs/schemes.md, "Schedules" and docs/schedules.md.
 #include <vector>
 
 #include "core/schedule/schedule.h"
 
 namespace pipelab::schedules {
 
-/// Naive sequential model parallelism (§2.3): for each micro-batch, F on every stage, then
-/// B, each stage stepping right after its own B. Utilisation 1/D.
+/// Naive sequential model parallelism (docs/schemes.md, "Naive model parallelism"): for each micro-batch, F on every
+/// stage, then B, each stage stepping right after its own B. Utilisation 1/D.
 Schedule naive(int stages, int micro_batches);
 
-/// GPipe fill-drain (§2.2): every stage runs F0..F(m-1), then B(m-1)..B0 (torchgpipe runs
-/// each partition's backward in reverse micro-batch order), then one update.
+/// GPipe fill-drain (docs/schemes.md, "GPipe fill-drain"): every stage runs F0..F(m-1), then B(m-1)..B0 (torchgpipe
+/// runs each partition's backward in reverse micro-batch order), then one update.
 Schedule gpipe(int stages, int micro_batches);
 
-/// 1F1B (§2.1): stage r runs w_r = D-1-r warm-up forwards, then F(w_r+i) B(i) U, then
+/// 1F1B (docs/schemes.md, "1F1B"): stage r runs w_r = D-1-r warm-up forwards, then F(w_r+i) B(i) U, then
 /// drains the remaining backwards, each followed by an update.
 /// With `segments` k > 1, 1F1B over sequence-segment units (Seq1F1B, Sun et al. 2024;
 /// core/scheme/sequence_split.h): m micro-batches make m k units, forwards in unit order,
@@ -33,7 +33,7 @@ Schedule one_f_one_b_flushed(int stages, int micro_batches, int segments = 1);
 /// number mirrored within its micro-batch (i itself for one segment).
 inline int reversed_segment(int i, int segments) { return i / segments * segments + segments - 1 - i % segments; }
 
-/// PipeDream's 1F1B-RR (SOSP'19 §3.2; its runtime's warm-up rule) for replicated stages:
+/// PipeDream's 1F1B-RR (SOSP'19 section 3.2; its runtime's warm-up rule) for replicated stages:
 /// pipeline stage p has counts[p] replicas, each on its own device, and its replica
 /// k % counts[p] takes micro-batch k (round robin). Each replica runs 1F1B over its own
 /// micro-batches with w_p = (N - 1 - sum_{i<p} counts[i]) / counts[p] warm-up forwards, N the

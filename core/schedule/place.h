@@ -1,7 +1,7 @@
 #pragma once
 /// Re-placing a schedule's stages on devices (`partition.placement`; docs/design.md,
 /// "Placement"): gpipe_test's client holds the first and the last stage of its pipeline on
-/// one GPU, the servers the middle ones (docs/schemes.md §6.7). A stage's own order of
+/// one GPU, the servers the middle ones (docs/schemes.md, "gpipe_test"). A stage's own order of
 /// actions is kept, so the numbers are those of the schedule as generated (a scheme's
 /// numerics depend only on the order of actions at each stage); only which device runs them
 /// changes, and so the step time and the memory per device.

@@ -21,7 +21,8 @@ Schedule replicate(const std::vector<Schedule>& per_replica);
 
 /// `s` with an ALLREDUCE before every U that has none, gathering `scope`'s stages: gradients
 /// finished across stages before each update (a global clip, tied weights; docs/schemes.md
-/// §1) or per stage (a per-stage clip, with one replica a collective of one stage).
+/// docs/schemes.md, "Notation and optimizers") or per stage (a per-stage clip, with one replica a collective of one
+/// stage).
 Schedule synchronize_updates(const Schedule& s, CollectiveScope scope);
 
 /// A schedule's updates only (U actions, in device order): what a replica that gets no

@@ -91,7 +91,7 @@ struct Action {
 /// Which stages an ALLREDUCE gathers (Schedule::collective_group).
 enum class CollectiveScope {
   Replicas,  ///< the stage's copies in the other replicas (data parallelism)
-  Model,     ///< every stage of every replica (docs/schemes.md §1: clipping, ties)
+  Model,     ///< every stage of every replica (docs/schemes.md, "Notation and optimizers": clipping, ties)
 };
 
 class Schedule {
@@ -139,7 +139,7 @@ class Schedule {
   int segments() const { return segments_; }
   void set_segments(int k) { segments_ = k; }
 
-  /// Replayed inputs (decoupled greedy learning's replay buffers, docs/schemes.md §3.20). By
+  /// Replayed inputs (decoupled greedy learning's replay buffers, docs/schemes.md, "dgl"). By
   /// default a stage's forward of micro-batch mb reads the activation received as mb. With
   /// replay, `reads[g][p]` names the micro-batch of stage g - 1 whose output stage g's forward
   /// of p reads: an output may be read by several forwards, or by none (its message is then

@@ -3,7 +3,7 @@
 /// "Placement"). A pipeline of S stages (positions) whose position p has R_p replicas:
 /// R_p all equal is data parallelism over whole pipelines (Megatron-LM's and DeepSpeed's
 /// pipeline x data parallelism); unequal counts are PipeDream's replicated stages (SOSP'19
-/// §3.2, its "2-1-1" configurations). The model stages are numbered replica by replica:
+/// section 3.2, its "2-1-1" configurations). The model stages are numbered replica by replica:
 /// replica 0 of every position, then replica 1 of every position that has one, and so on, so
 /// that with R equal counts replica r's stage p is r * S + p.
 #include <utility>

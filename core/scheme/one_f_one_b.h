@@ -1,7 +1,7 @@
 #pragma once
 /// The common part of the asynchronous 1F1B schemes (vanilla async, PipeDream, SpecTrain,
 /// PipeOptim): the 1F1B schedule over the mini-batches of an epoch, each a micro-batch
-/// (docs/schemes.md §2.1), with a flush at every epoch end as the reference code does
+/// (docs/schemes.md, "1F1B"), with a flush at every epoch end as the reference code does
 /// (`flush: epoch`) or one pipeline across epochs (`flush: never`).
 #include "core/schedule/generators.h"
 #include "core/scheme/scheme.h"
@@ -20,7 +20,7 @@ struct FlushOption {
 };
 
 /// Where a paper and its released code disagree, a scheme offers both
-/// (docs/schemes.md §7 lists each case; the published numbers come from the code).
+/// (docs/schemes.md, "Quirks" lists each case; the published numbers come from the code).
 enum class Variant { Paper, Reference };
 inline const Choices<Variant>& variant_choices() {
   static const Choices<Variant> c{{"paper", Variant::Paper}, {"reference", Variant::Reference}};
@@ -41,7 +41,7 @@ class OneFOneBScheme : public Configured<Scheme, O> {
   /// Each mini-batch's gradient meets weights that later mini-batches' updates have moved.
   Numerics numerics() const override { return Numerics::Asynchronous; }
   Schedule schedule(int stages, int units) const override { return schedules::one_f_one_b(stages, units); }
-  /// At most D - r mini-batches in flight at stage r (§2.1).
+  /// At most D - r mini-batches in flight at stage r (docs/schemes.md, "1F1B").
   std::vector<int> max_in_flight(int stages) const override {
     std::vector<int> bound;
     for (int r = 0; r < stages; ++r) bound.push_back(stages - r);

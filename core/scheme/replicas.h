@@ -12,7 +12,7 @@ namespace pipelab {
 
 /// What a stage's gradients go through before its update, beyond its own backward: the
 /// ALLREDUCE before each U (core/comm/gradient_finish.h). Replicas always need it; one
-/// replica needs it for a gradient clip or tied weights (docs/schemes.md §1).
+/// replica needs it for a gradient clip or tied weights (docs/schemes.md, "Notation and optimizers").
 struct GradientSync {
   bool always = false;  ///< an ALLREDUCE before every U even with one replica
   CollectiveScope scope = CollectiveScope::Replicas;

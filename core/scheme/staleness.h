@@ -4,7 +4,7 @@
 /// version L (updates done so far). The *forward gap* is L minus the version the forward's
 /// weights stand for, the *backward gap* L minus the version the backward read. Predicted
 /// weights stand for the version they target (a negative gap: ahead of the update).
-/// Examples (docs/schemes.md §4): vanilla async w_r / 0; PipeDream w_r / w_r;
+/// Examples (docs/schemes.md, "Version differences per stage"): vanilla async w_r / 0; PipeDream w_r / w_r;
 /// PipeDream + vertical sync D-1 / D-1; SpecTrain v1 -floor(r/2) / -floor(r/2).
 #include <map>
 #include <vector>

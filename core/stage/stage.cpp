@@ -323,7 +323,7 @@ Tensors Stage::backward_input(int mb, const Tensors& dy) {
   s.root_grads = std::move(root.grads);
   s.input_done = true;
   if (is_first()) return {};
-  // Only the path to the inputs runs; the graph stays for W (Qi et al. 2024, §2: B = I + W).
+  // Only the path to the inputs runs; the graph stays for W (Qi et al. 2024, section 2: B = I + W).
   Tensors wrt;
   for (const at::Tensor& x : s.inputs) {
     if (x.requires_grad()) wrt.push_back(x);

@@ -1,6 +1,6 @@
 #pragma once
 /// The weight half (W) of a split backward (zero-bubble schedules: B = I + W, Qi et al. 2024
-/// §2) without walking the input half again.
+/// section 2) without walking the input half again.
 ///
 /// I computes the gradients of the stage's inputs; on its way it runs every node that both
 /// the inputs' and the weights' gradients pass through (a Linear's addmm, a convolution), and

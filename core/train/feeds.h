@@ -25,7 +25,7 @@ struct LossTotals {
 
 /// One mini-batch split into micro-batches. Micro-batch i's mean loss is scaled by n_i / N, so the
 /// gradients accumulated over micro-batches are exactly those of the mean loss over the whole
-/// mini-batch (loss averaging, docs/schemes.md §3.3), and the reported losses add up to it.
+/// mini-batch (loss averaging, docs/schemes.md, "gpipe"), and the reported losses add up to it.
 /// Ragged text (a batch with documents) weighs by predicted targets instead of examples (the
 /// mini-batch's loss is the mean over its tokens), and each micro-batch drops the columns
 /// that are padding in all its rows: micro-batches of one step differ in length.

@@ -68,7 +68,7 @@ void GapAware::before_step(Stage& stage, int64_t staleness, const Weights* stash
   } else {
     record_adam_step(optimizer, adam->beta2);
     (adam->decoupled ? decoupled_decay : coupled_decay) = adam->weight_decay;
-    // FTPipe's code takes sqrt(S) as it is (a quirk, docs/schemes.md §7); the default corrects S's
+    // FTPipe's code takes sqrt(S) as it is (a quirk, docs/schemes.md, "Quirks"); the default corrects S's
     // bias like u's.
     correction = raw_adam_ ? 1 : 1 - std::pow(adam->beta2, static_cast<double>(count_));
   }

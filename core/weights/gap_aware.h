@@ -1,6 +1,6 @@
 #pragma once
 /// Gap-Aware staleness mitigation (Barkai, Hakimi, Schuster, ICLR 2020) as FTPipe's code
-/// computes it (Eliad et al., USENIX ATC 2021; docs/schemes.md §3.15): before a
+/// computes it (Eliad et al., USENIX ATC 2021; docs/schemes.md, "Gap-Aware on pipedream"): before a
 /// stale gradient is applied, each element is divided by P = 1 + Gap / C, where the Gap is how
 /// far the weights the gradient was computed at are from the weights it is applied to, and C
 /// estimates the size of one step:
@@ -8,7 +8,7 @@
 ///   momentum buffer (of g^2 without momentum);
 /// - Adam, AdamW: C = sqrt(S / (1 - beta2^t)) + eps, S a running mean (rate beta2) of
 ///   the squared step lr * m_hat / (sqrt(u_hat) + eps) taken after each update; with
-///   `raw_adam_normaliser` C = sqrt(S) + eps, FTPipe's code (no bias correction, a quirk in §7).
+///   `raw_adam_normaliser` C = sqrt(S) + eps, FTPipe's code (no bias correction, a quirk in docs/schemes.md, "Quirks").
 /// Coupled L2 decay is divided by P with the gradient; AdamW's decoupled decay instead scales
 /// the live weights by 1 - lambda lr (1 - P) / P before the step, so that it decays by
 /// about lambda lr / P.
@@ -35,7 +35,7 @@ class GapAware {
       : raw_adam_(raw_adam_normaliser), gamma_(big_gamma), eps_(eps) {}
 
   /// Before the update of `stage` that applies a gradient with recorded staleness
-  /// `staleness` (the steps taken between its forward and this update, docs/schemes.md §3.15).
+  /// `staleness` (the steps taken between its forward and this update, docs/schemes.md, "Gap-Aware on pipedream").
   /// With `stashed` (the weights its backward read, or its forward's) the Gap is |stashed - live|
   /// (`apply_on_theta`); without, lr |g| (`apply_from_grad`, SGD only, which assumes a
   /// staleness of 1). Updates the running statistics at every step and rescales the

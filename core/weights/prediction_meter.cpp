@@ -3,7 +3,7 @@
 namespace pipelab {
 
 void PredictionMeter::start(Stage& stage, const Weights& predicted, int64_t target) {
-  // Before the first update there is no prediction at all (docs/schemes.md §7): nothing to measure.
+  // Before the first update there is no prediction at all (docs/schemes.md, "Quirks"): nothing to measure.
   if (open() || target <= stage.optimizer().steps() || stage.optimizer().steps() == 0) return;
   predicted_.clear();
   for (const at::Tensor& t : predicted) predicted_.push_back(t.clone());

@@ -1,7 +1,7 @@
 #pragma once
-/// Weight stashing as a whole (PipeDream, SOSP'19 §3.3; docs/schemes.md §3.5, §3.7),
-/// shared by PipeDream and by SpecTrain v2's released code. A copy of the weights is kept
-/// after every update while any micro-batch may still need it; the update itself always
+/// Weight stashing as a whole (PipeDream, SOSP'19 section 3.3; docs/schemes.md, "1F1B with weight stashing",
+/// docs/schemes.md, "spectrain version 2"), shared by PipeDream and by SpecTrain v2's released code. A copy of the
+/// weights is kept after every update while any micro-batch may still need it; the update itself always
 /// goes to the live (newest) weights.
 ///
 /// Which version a backward reads:
@@ -10,7 +10,7 @@
 /// - Ring (the released code): the oldest entry of a ring of D - r snapshots, i.e. the live
 ///   version minus w_r, filled with W_0 at construction and never reset. In steady state this
 ///   is the forward's version; after an epoch flush the first w_r backwards read versions of
-///   the previous epoch (a quirk of the released code, docs/schemes.md §7).
+///   the previous epoch (a quirk of the released code, docs/schemes.md, "Quirks").
 /// Vertical sync (the paper's option): a forward may use an older version, chosen by the
 /// first stage and carried with the activations.
 #include <map>

@@ -1,5 +1,5 @@
 #pragma once
-/// The hooks every weight-stashing scheme shares (PipeDream, SOSP'19 §3.3, and the schemes
+/// The hooks every weight-stashing scheme shares (PipeDream, SOSP'19 section 3.3, and the schemes
 /// built on its stash): each forward and backward reads the version StashedWeights chooses,
 /// the staleness it saw is recorded, and after each update the new live version is stashed.
 /// A scheme supplies its update in step() and may extend any hook.

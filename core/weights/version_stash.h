@@ -1,5 +1,5 @@
 #pragma once
-/// Weight stashing (PipeDream, SOSP'19 §3.3; docs/schemes.md §3.5): copies of a stage's
+/// Weight stashing (PipeDream, SOSP'19 section 3.3; docs/schemes.md, "1F1B with weight stashing"): copies of a stage's
 /// weights by version, where version k = the weights after k updates of this stage. A copy
 /// is taken after every update (and at the start), and dropped once no micro-batch can
 /// still ask for it.

@@ -3,8 +3,9 @@
 /// "Weight policies"). Every write goes through `.data()`, which shares a parameter's
 /// storage but not its autograd version counter: the graph of a micro-batch in flight reads
 /// whatever values the parameters hold when its backward runs, which is exactly the
-/// mixed-version semantics of docs/schemes.md §1 (and of PyTorch <= 1.4, §7).
-/// Batch-norm running statistics are buffers, not parameters, and are never versioned (docs/schemes.md §7).
+/// mixed-version semantics of docs/schemes.md, "Notation and optimizers" (and of PyTorch <= 1.4, docs/schemes.md,
+/// "Quirks"). Batch-norm running statistics are buffers, not parameters, and are never versioned (docs/schemes.md,
+/// "Quirks").
 #include <ATen/Tensor.h>
 
 #include <vector>
@@ -45,9 +46,10 @@ class WeightSwap {
 };
 
 /// Predicted weights W - lr * steps * d, with d the optimizer's direction for `request`
-/// (SpecTrain's and PipeOptim's predictions, docs/schemes.md §3.6-§3.8). A parameter without
-/// optimizer state keeps its value: there is no prediction before the first gradient (§7).
-/// `decay` > 0 adds the decoupled weight decay term to d (AdamW: d + lambda W, §3.8).
+/// (SpecTrain's and PipeOptim's predictions, docs/schemes.md, "spectrain version 1"-docs/schemes.md, "pipeoptim"). A
+/// parameter without optimizer state keeps its value: there is no prediction before the first gradient
+/// (docs/schemes.md, "Quirks"). `decay` > 0 adds the decoupled weight decay term to d (AdamW: d + lambda W,
+/// docs/schemes.md, "pipeoptim").
 Weights predict_weights(Stage& stage, double lr, double steps, const DirectionRequest& request, double decay = 0);
 
 }  // namespace pipelab

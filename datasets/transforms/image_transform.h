@@ -51,7 +51,7 @@ struct ImageTransformOptions {
   }
 };
 
-/// ImageNet's usual transforms (PipeOptim's setting, docs/schemes.md §6.5): random resized
+/// ImageNet's usual transforms (PipeOptim's setting, docs/schemes.md, "PipeOptim scripts"): random resized
 /// crop 224 and flip for training, resize 256 and centre crop 224 for testing, ImageNet's
 /// channel means and deviations.
 ImageTransformOptions imagenet_transform();

@@ -21,7 +21,7 @@ torch::Tensor SequenceImpl::forward(torch::Tensor x) {
 torch::Tensor ResidualImpl::forward(torch::Tensor x) {
   torch::Tensor identity = shortcut_.is_empty() ? x : shortcut_.forward(x);
   // Out of place: a checkpointed stage recomputes this forward, and in-place updates of
-  // saved tensors cannot be replayed (docs/schemes.md §7).
+  // saved tensors cannot be replayed (docs/schemes.md, "Quirks").
   torch::Tensor out = SequenceImpl::forward(x) + identity;
   return relu_after_ ? at::relu(out) : out;
 }

@@ -12,7 +12,7 @@ void add_act(SequenceImpl& s, Act act) {
   switch (act) {
     case Act::None:
       break;
-    // Not in place: checkpointed stages recompute forwards (docs/schemes.md §7).
+    // Not in place: checkpointed stages recompute forwards (docs/schemes.md, "Quirks").
     case Act::Relu:
       s.add("relu", torch::nn::ReLU());
       break;

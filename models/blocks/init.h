@@ -29,7 +29,7 @@ torch::nn::AnyModule initialised(M module, F init) {
 
 /// Every Conv2d and Linear weight in `module` from N(0, std) truncated at +-2 std; biases
 /// keep LibTorch's default. PipeOptim's Inception-v3 stages draw scipy's
-/// truncnorm(-2, 2, scale=0.1) (docs/schemes.md §6.5).
+/// truncnorm(-2, 2, scale=0.1) (docs/schemes.md, "PipeOptim scripts").
 void init_truncated_normal(torch::nn::Module& module, double std);
 
 /// Fills `t` in place from N(0, std) truncated at +-2 std (inverse-CDF sampling from the

@@ -51,7 +51,7 @@ class PositionClassifierImpl : public torch::nn::Module {
 TORCH_MODULE(PositionClassifier);
 
 /// Mean over the time axis (all positions, padding included: the reference has no mask,
-/// docs/schemes.md §7), then the same linear layer "output" (SpecTrain's stage3).
+/// docs/schemes.md, "Quirks"), then the same linear layer "output" (SpecTrain's stage3).
 class MeanPoolClassifierImpl : public PositionClassifierImpl {
  public:
   using PositionClassifierImpl::PositionClassifierImpl;

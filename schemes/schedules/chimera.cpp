@@ -1,7 +1,7 @@
 /// Chimera's bidirectional pipelines (Li, Hoefler, "Chimera: Efficiently Training Large-Scale
 /// Neural Networks with Bidirectional Pipelines", SC'21; reference code Shigangli/Chimera, branch
-/// ChimeraBk; docs/schemes.md §3.18, golden orders in §5.7). Two replicas of a D-stage
-/// pipeline share D workers in opposite directions: the down pipeline d puts stage s on worker
+/// ChimeraBk; docs/schemes.md, "chimera", golden orders in docs/schemes.md, "Numbered oracles"). Two replicas of a
+/// D-stage pipeline share D workers in opposite directions: the down pipeline d puts stage s on worker
 /// s, the up pipeline u on worker D-1-s, so worker p holds d's stage p and u's stage D-1-p, and
 /// each fills the other's bubbles. Each pipeline takes half the micro-batches in 1F1B order.
 #include <fmt/format.h>
@@ -37,7 +37,7 @@ Schedule chimera(int D, int n, bool doubling) {
   Schedule s(2 * D, D);
   s.set_replicas(2);
   for (int p = 0; p < D; ++p) {
-    // The basic unit (m = D, docs/schemes.md §3.18): worker p < D/2 leads with the down pipeline
+    // The basic unit (m = D, docs/schemes.md, "chimera"): worker p < D/2 leads with the down pipeline
     // (X = d), the others with the up one.
     const bool down_first = p < h;
     const int own_d = p, own_u = D + (D - 1 - p);  // the model stages worker p holds
@@ -55,7 +55,7 @@ Schedule chimera(int D, int n, bool doubling) {
     const auto bwd_y = [&] { s.add(p, Action::B(y, y_mb + by++)); };
     for (int u = 0; u < units; ++u) {
       // Phase 1 (a later unit's starts with the previous unit's pending backwards: concatenation and
-      // doubling, docs/schemes.md §3.18).
+      // doubling, docs/schemes.md, "chimera").
       for (int i = 0; i < a; ++i) {
         if (u > 0) bwd_x();
         fwd_x();

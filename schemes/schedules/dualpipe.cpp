@@ -1,4 +1,4 @@
-/// DualPipeV: DeepSeek's DualPipe (DeepSeek-V3 Technical Report, §3.2.1; github.com/deepseek-ai/
+/// DualPipeV: DeepSeek's DualPipe (DeepSeek-V3 Technical Report, section 3.2.1; github.com/deepseek-ai/
 /// DualPipe) folded into a V ("cut in half"), as torch.distributed.pipelining's ScheduleDualPipeV
 /// lays it out. DualPipe feeds micro-batches from both ends of a pipeline whose devices hold two
 /// copies of the stages; cutting it in half leaves p devices with two stages each in a V (stage d

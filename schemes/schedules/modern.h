@@ -40,32 +40,32 @@ Schedule interleaved_1f1b(int devices, int virtual_stages, int micro_batches, in
 /// and each device holds all v*m micro-batches.
 Schedule looped_bfs(int devices, int virtual_stages, int micro_batches);
 
-/// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, §3.1): 1F1B with the
+/// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section 3.1): 1F1B with the
 /// backward split, device d postponing its first d weight gradients. Idle per device
 /// (p-1)(F+I-W) for W <= min(F, I) (a third of 1F1B's under unit costs), at most p micro-batches
 /// on every device.
 Schedule zb_h1(int devices, int micro_batches);
 
 /// torch's ScheduleInterleavedZeroBubble (torch 2.15; docs/schedules.md "Built-in schedules",
-/// golden order in docs/schemes.md §5.7): ZB-H1 over v looped stages per device, in rounds of
+/// golden order in docs/schemes.md, "Numbered oracles"): ZB-H1 over v looped stages per device, in rounds of
 /// n/R micro-batches with R = max(1, floor(n/p)) (torch's flexible micro-batch counts, PR 129597);
-/// n must be a multiple of R (torch's rule, docs/schemes.md §7).
+/// n must be a multiple of R (torch's rule, docs/schemes.md, "Quirks").
 Schedule interleaved_zero_bubble(int devices, int virtual_stages, int micro_batches);
 
-/// ZB-H2 (same paper, §3.1): more warm-up forwards (2(p-1-d)+1 on device d) and the weight
+/// ZB-H2 (same paper, section 3.1): more warm-up forwards (2(p-1-d)+1 on device d) and the weight
 /// gradients moved to the tail, so that a device never idles between its first and last action
 /// for m >= 2p-1; every device holds 2p-1 micro-batches.
 Schedule zb_h2(int devices, int micro_batches);
 
-/// ZB-V (same authors, §6; torch's ScheduleZBVZeroBubble): V placement, two stages per device,
+/// ZB-V (same authors, section 6; torch's ScheduleZBVZeroBubble): V placement, two stages per device,
 /// I/W split; no idle time inside a device's span for m >= 2p-1, at 2p stage-micro-batches per
 /// device (1F1B's peak over 2p stages, each half the size of a 1F1B stage).
 Schedule zbv(int devices, int micro_batches);
 
-/// Chimera (Li, Hoefler, SC'21; docs/schemes.md §3.18): two replicas of a D-stage pipeline in
+/// Chimera (Li, Hoefler, SC'21; docs/schemes.md, "chimera"): two replicas of a D-stage pipeline in
 /// opposite directions on the same D devices (D even), `n` micro-batches each, merged as the
 /// reference code orders them: for n = D/2 the basic unit, beyond it the direct concatenation of
-/// units or, with `doubling`, forward doubling (all three in §3.18). Replica 0's stage s is model
+/// units or, with `doubling`, forward doubling (all three in docs/schemes.md, "chimera"). Replica 0's stage s is model
 /// stage s on device s, replica 1's is model stage D + s on device D-1-s (chimera_placement);
 /// replica 1's micro-batches are n..2n-1. Each stage's U follows its last backward.
 Schedule chimera(int devices, int micro_batches_per_pipeline, bool doubling);
@@ -78,7 +78,7 @@ std::vector<int> chimera_placement(int devices);
 Schedule v_half(int devices, int micro_batches);
 Schedule v_min(int devices, int micro_batches);
 
-/// DualPipeV (DeepSeek-V3 report §3.2.1, DualPipe folded into a V; torch's
+/// DualPipeV (DeepSeek-V3 report section 3.2.1, DualPipe folded into a V; torch's
 /// ScheduleDualPipeV): V placement; in the steady state each device pairs the forward of one
 /// of its stages with the backward of the other (DualPipe overlaps the two). Needs m >= 2p.
 /// 2p+1 stage-micro-batches per device (the report's "PP+1").

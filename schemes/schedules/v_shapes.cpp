@@ -1,6 +1,6 @@
 /// V-Half and V-Min (Qi, Wan, Amar, Lin, "Pipeline Parallelism with Controllable Memory",
 /// arXiv:2405.15362; reference code sail-sg/zero-bubble-pipeline-parallelism, `zbv_greedy.py`;
-/// docs/schedules.md "Built-in schedules"; golden orders in docs/schemes.md §5.7). Each of the
+/// docs/schedules.md "Built-in schedules"; golden orders in docs/schemes.md, "Numbered oracles"). Each of the
 /// p devices holds two stages in a V (chunk a = stage r, chunk b = stage 2p-1-r) and runs six
 /// passes per micro-batch: F_a, F_b, B_b, B_a (the input gradients, pipelab's I), W_b, W_a.
 /// The schedule is one building block per micro-batch, repeated every 6 time units (the
@@ -9,7 +9,7 @@
 /// earliest free slot their dependencies allow without raising the peak memory, the block is
 /// re-timed, and the W's are placed again, W_b before W_a. The generation uses unit costs, as
 /// the reference code does for these two settings whatever was measured (a quirk,
-/// docs/schemes.md §7); only the order is kept.
+/// docs/schemes.md, "Quirks"); only the order is kept.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -67,7 +67,7 @@ Schedule interleaved_zero_bubble(int p, int v, int n) {
   // w = min((v-1) n/R + p-1-d, n v) warm-up forwards, then per step a forward, an input gradient
   // and, once d input gradients are out, the weight gradient of the oldest; the cool-down runs the
   // rest the same way. torch's idle slots ("bubbles") carry no meaning for the order (a quirk of
-  // torch's, docs/schemes.md §7) and are left out.
+  // torch's, docs/schemes.md, "Quirks") and are left out.
   const int rounds = std::max(1, n / p);
   if (n % rounds != 0) {
     throw UserError(fmt::format("zb_h1 with virtual_stages: {} micro-batches on {} devices make {} rounds, which {} "
@@ -169,7 +169,7 @@ Schedule zb_h2(int p, int m) {
 
 Schedule zbv(int p, int m) {
   require_sizes("zbv", p, m);
-  // ZB-V (paper §6; the hand-written order of torch's ScheduleZBVZeroBubble). Device d
+  // ZB-V (paper section 6; the hand-written order of torch's ScheduleZBVZeroBubble). Device d
   // holds stage d (the way down) and stage 2p-1-d (the way up): the turn of the V (stages p-1
   // and p) is on device p-1 and the loss (the last stage) on device 0, so a micro-batch's
   // backward starts on the device that ran its last forward, and in the steady state every

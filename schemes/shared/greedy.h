@@ -1,9 +1,9 @@
 #pragma once
 /// Training a stage by its own auxiliary objective (greedy, layer-wise learning): the head a
 /// stage is given and the gradient route that trains the stage from it alone. Shared by
-/// interlocking backprop's local mode (Gomez et al. 2022, docs/schemes.md §3.9) and
-/// synchronous decoupled greedy learning (Belilovsky et al. 2020, §3.20), which are the same
-/// training rule (docs/schemes.md §3.20).
+/// interlocking backprop's local mode (Gomez et al. 2022, docs/schemes.md, "interlocking backpropagation") and
+/// synchronous decoupled greedy learning (Belilovsky et al. 2020, docs/schemes.md, "dgl"), which are the same
+/// training rule (docs/schemes.md, "dgl").
 #include <functional>
 #include <memory>
 #include <string>

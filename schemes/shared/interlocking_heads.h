@@ -1,6 +1,6 @@
 #pragma once
 /// Auxiliary heads of interlocking backprop, from a small grammar (the interlocking
-/// repository's naming, docs/schemes.md §6.8): tokens joined by '_', e.g.
+/// repository's naming, docs/schemes.md, "Interlocking ResNet example"): tokens joined by '_', e.g.
 ///   conv128_bn_conv64_bn_gbpl_fc   (image outputs)       fc256_fc   (vector outputs)
 ///   conv<C>  3x3 convolution to C channels + ReLU (padding 1)
 ///   bn       batch norm before the preceding conv's ReLU

@@ -6,7 +6,7 @@
 
 namespace pipelab::pipemare {
 
-/// T1, learning-rate rescheduling (docs/schemes.md §3.13, as AsyncPP's `adjust_learning_rate`
+/// T1, learning-rate rescheduling (docs/schemes.md, "pipemare", as AsyncPP's `adjust_learning_rate`
 /// implements it): at a stage with forward delay `tau`, the k-th step (1-based) uses the base LR
 /// times tau^-(1 - min(k/K, 1)); stages with tau < 1 are unaffected.
 inline double lr_factor(int tau, int64_t k, int64_t K) {
@@ -15,7 +15,7 @@ inline double lr_factor(int tau, int64_t k, int64_t K) {
   return std::pow(static_cast<double>(tau), -p);
 }
 
-/// T2's velocity (docs/schemes.md §3.13): an exponential average of the applied weight deltas,
+/// T2's velocity (docs/schemes.md, "pipemare"): an exponential average of the applied weight deltas,
 /// delta <- decay * delta + (1 - decay) * (W_new - W_old). Returns the new delta for scalars;
 /// the policy applies the same formula tensor-wise.
 inline double velocity(double delta, double decay, double applied) { return decay * delta + (1 - decay) * applied; }

@@ -1,5 +1,5 @@
 // AQ-SGD's quantizer and its per-example history (core/compress/fixpoint.h, aq_sgd.cpp): the
-// derived oracle of docs/schemes.md §5.7 (direct 4-bit codes, then the epochs that
+// derived oracle of docs/schemes.md, "Numbered oracles" (direct 4-bit codes, then the epochs that
 // compress the change), its equivalences (the warm-up is exact; the two ends' histories stay
 // bitwise equal; an identity-like quantizer is plain training), bit packing, the state a
 // checkpoint keeps, and its refusals.
@@ -35,7 +35,7 @@ CodecCall train(const std::vector<int64_t>& ids) { return {0, false, 0, true, at
 TEST(Fixpoint, TheDerivedOracleDirect) {
   // The oracle, direct 4-bit: x = (0.75, -1, 0.25, 1.25) of shape [1, 4, 1]: s = 1.25, codes
   // (13, 2, 10, 15), x̂ = (0.78125, -0.9375, 0.3125, 1.09375) (+s decodes below s: AQ-SGD's
-  // asymmetric grid, docs/schemes.md §7).
+  // asymmetric grid, docs/schemes.md, "Quirks").
   const at::Tensor x = at::tensor({0.75, -1.0, 0.25, 1.25}, at::kDouble).reshape({1, 4, 1});
   auto c = make("{type: fixpoint, bits: 4}");
   const std::vector<at::Tensor> parts = c->encode(x, train({0}));
@@ -170,7 +170,7 @@ TEST(AqSgd, ClearRefusals) {
   // Without example ids (a feed that does not know them) it cannot code.
   auto c = make("{type: aq_sgd}", 4);
   EXPECT_THROW(c->encode(at::ones({2, 3}), CodecCall{0, false, 0, true, {}}), c10::Error);
-  // An id beyond the training set (AQ-SGD's history size, docs/schemes.md §7).
+  // An id beyond the training set (AQ-SGD's history size, docs/schemes.md, "Quirks").
   EXPECT_THROW(c->encode(at::ones({1, 3}), train({4})), c10::Error);
 }
 

@@ -1,7 +1,7 @@
 // The boundary codecs (core/compress/): the hand-derived sort-quantization oracle and its
-// invariants (§5.2 item 11) over random tensors, gpipe_test's fast variant and its decoder bug
-// (docs/schemes.md §7) behind its flag, the plain quantizer's example (docs/compression.md
-// "Codecs"), top-k and its error feedback (docs/schemes.md §5.7), the cast, and a message's framing
+// invariants (docs/schemes.md, "Equivalences" item 11) over random tensors, gpipe_test's fast variant and its decoder
+// bug (docs/schemes.md, "Quirks") behind its flag, the plain quantizer's example (docs/compression.md
+// "Codecs"), top-k and its error feedback (docs/schemes.md, "Numbered oracles"), the cast, and a message's framing
 // (integer tensors untouched, bytes as the formulas say).
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ int64_t bytes(const std::vector<at::Tensor>& parts) {
 }
 
 TEST(SortQuant, TheDerivedOracle) {
-  // §5.7: Q = 2, S = 1 (3 bits, unshifted).
+  // docs/schemes.md, "Numbered oracles": Q = 2, S = 1 (3 bits, unshifted).
   const at::Tensor x = at::tensor({3.0, 1.3, 2.0, 1.0, 3.5, 1.1, 2.5, 1.2}, at::kFloat);
   auto c = make("{type: sort_quant, q: 2, s: 1}");
   std::vector<at::Tensor> parts;
@@ -123,7 +123,7 @@ TEST(SortQuant, InvariantsOverRandomTensors) {
       EXPECT_LE(count[g] - count[groups - 1], 1);
       if (count[g] && count[g + 1]) EXPECT_LE(hi[g], lo[g + 1]) << "groups ordered";
     }
-    EXPECT_EQ(bytes(parts), n * (q + s <= 8 ? 1 : 2) + groups * 2 * 8);  // §5.2-11 (float64 side)
+    EXPECT_EQ(bytes(parts), n * (q + s <= 8 ? 1 : 2) + groups * 2 * 8);  // "Equivalences", item 11 (float64 side)
   }
 }
 
@@ -258,7 +258,7 @@ TEST(Uniform, TheDerivedExample) {
 }
 
 TEST(Topk, TheDerivedExampleAndErrorFeedback) {
-  // The top-k oracle (docs/schemes.md §5.7): v = (0.3, -2, 0.5, 1.4, -0.1), K = 0.4, so k = 2.
+  // The top-k oracle (docs/schemes.md, "Numbered oracles"): v = (0.3, -2, 0.5, 1.4, -0.1), K = 0.4, so k = 2.
   const at::Tensor v = at::tensor({0.3, -2.0, 0.5, 1.4, -0.1}, at::kFloat);
   auto plain = make("{type: topk, fraction: 0.4}");
   std::vector<at::Tensor> parts;
@@ -344,7 +344,7 @@ TEST(Compression, AMessagesFloatsAreEncodedItsIntegersAndHolesTravelAsTheyAre) {
   EXPECT_EQ(codecs.encode(0, 1, 'F', 0, true, m).values.size(), 3u);
   const Message sent = codecs.encode(1, 2, 'F', 0, true, m);
   ASSERT_EQ(sent.values.size(), 3u + 2 + 1);  // [meta, codes, side], [meta, mask], [hole]
-  EXPECT_EQ(sent.bytes(), 24 * 1 + 4 * 8 + mask.nbytes());  // §5.2-11 for x; the mask whole
+  EXPECT_EQ(sent.bytes(), 24 * 1 + 4 * 8 + mask.nbytes());  // "Equivalences", item 11, for x; the mask whole
   const Message got = codecs.decode(1, 2, 'F', 0, true, sent);
   ASSERT_EQ(got.values.size(), 3u);
   EXPECT_TRUE(got.values[1].equal(mask));

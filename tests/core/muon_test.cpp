@@ -1,6 +1,6 @@
 // `optimizer: {type: muon}` against torch.optim.Muon run by the installed Python torch (bit
 // for bit, float32, CPU: every adjust_lr, Nesterov on and off, eight shapes, four steps),
-// against the Muon oracles of docs/schemes.md §1 (Newton-Schulz gains, a 2 x 2 case; three
+// against the Muon oracles of docs/schemes.md, "Notation and optimizers" (Newton-Schulz gains, a 2 x 2 case; three
 // steps of a 1 x 1 weight), and its routing: what is not a matrix goes to `fallback`.
 #include <gtest/gtest.h>
 
@@ -136,7 +136,8 @@ TEST(Muon, WhatIsNotAMatrixGoesToTheFallback) {
 }
 
 // Muon acts on each matrix alone, so per-stage optimizers are one Muon (docs/schemes.md
-// §1, after Muon's formulas): two stages of one micro-batch give single's bits, on either executor.
+// docs/schemes.md, "Notation and optimizers", after Muon's formulas): two stages of one micro-batch give single's bits,
+// on either executor.
 TEST(Muon, TwoStagesAreOneMuon) {
   const char* yaml = R"(
 model:     {type: mlp, sizes: [12, 32, 32, 4], dropout: 0.0}

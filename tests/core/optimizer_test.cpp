@@ -1,4 +1,4 @@
-// Optimizers against values computed by hand from docs/schemes.md §1's SGD and Adam (scalar
+// Optimizers against values computed by hand from docs/schemes.md, "Notation and optimizers"'s SGD and Adam (scalar
 // double arithmetic in the test, not the implementation), against LibTorch's own
 // optimizers, and the LR schedules against their formulas.
 #include <gtest/gtest.h>
@@ -39,8 +39,8 @@ std::vector<double> trajectory(const std::string& yaml, const std::vector<double
 }
 
 TEST(Optimizer, SgdMomentumWeightDecayByHand) {
-  // SGD (docs/schemes.md §1) with mu = 0.9, lambda = 0.1, lr = 0.5: G1 = 0.2 + 0.1 = 0.3, v1 = 0.3,
-  // W1 = 0.85; G2 = -0.4 + 0.085 = -0.315, v2 = 0.27 - 0.315 = -0.045, W2 = 0.8725.
+  // SGD (docs/schemes.md, "Notation and optimizers") with mu = 0.9, lambda = 0.1, lr = 0.5: G1 = 0.2 + 0.1 = 0.3, v1 =
+  // 0.3, W1 = 0.85; G2 = -0.4 + 0.085 = -0.315, v2 = 0.27 - 0.315 = -0.045, W2 = 0.8725.
   std::vector<double> d;
   const auto w = trajectory("{type: sgd, lr: 0.5, momentum: 0.9, weight_decay: 0.1}", {0.2, -0.4}, &d);
   EXPECT_NEAR(w[0], 0.85, 1e-15);
@@ -95,8 +95,8 @@ TEST(Optimizer, SgdUpdatesManyParametersAtOnceAsF1DoesEachAlone) {
   }
 }
 
-/// Adam (docs/schemes.md §1) in scalar arithmetic (torch semantics: eps after the bias-corrected
-/// square root).
+/// Adam (docs/schemes.md, "Notation and optimizers") in scalar arithmetic (torch semantics: eps after the
+/// bias-corrected square root).
 std::vector<double> adam_by_hand(const std::vector<double>& grads, double lr, double wd, bool decoupled) {
   const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
   double w = 1, m = 0, u = 0;
@@ -175,9 +175,9 @@ TEST(Optimizer, MatchesLibTorchOptimizers) {
 }
 
 TEST(Optimizer, NadamMatchesTorchAndTheOracle) {
-  // The NAdam oracle of docs/schemes.md §5.7 (torch's NAdam, §3.14): constant gradient 1 on W0 = 1,
-  // lr 0.1, betas (0.99, 0.999), psi 0.004; torch.optim.NAdam 2.15 in float64 gives the same digits
-  // (its mu-product is float32, so 1e-8).
+  // The NAdam oracle of docs/schemes.md, "Numbered oracles" (torch's NAdam, docs/schemes.md, "nesterov_async"):
+  // constant gradient 1 on W0 = 1, lr 0.1, betas (0.99, 0.999), psi 0.004; torch.optim.NAdam 2.15 in float64 gives the
+  // same digits (its mu-product is float32, so 1e-8).
   const auto plain = trajectory("{type: nadam, lr: 0.1, betas: [0.99, 0.999]}", {1, 1});
   EXPECT_NEAR(plain[0], 0.89934403, 1e-8);
   EXPECT_NEAR(plain[1], 0.83134346, 1e-8);
@@ -233,7 +233,7 @@ double lr_factor(const std::string& yaml, double epoch, int total = 4) {
 }
 
 TEST(LrSchedule, Formulas) {
-  // SpecTrain's LR schedule (docs/schemes.md §2.1): (1 - e/E)^2, e 0-based; the last epoch uses
+  // SpecTrain's LR schedule (docs/schemes.md, "1F1B"): (1 - e/E)^2, e 0-based; the last epoch uses
   // 1/E^2.
   EXPECT_DOUBLE_EQ(lr_factor("{type: polynomial, power: 2}", 0), 1);
   EXPECT_DOUBLE_EQ(lr_factor("{type: polynomial, power: 2}", 1), 0.5625);

@@ -1,4 +1,4 @@
-// Schedules as data: golden tables (hand-written from docs/schemes.md §2), the text
+// Schedules as data: golden tables (hand-written from docs/schemes.md, "Schedules"), the text
 // form, the validator's rejections, and the timeline's clock cycles and bubble fraction.
 #include <gtest/gtest.h>
 
@@ -49,7 +49,7 @@ TEST(Schedule, GeneratedSchedulesAreValid) {
       EXPECT_NO_THROW(validate_schedule(schedules::naive(d, m), {std::vector<int>(static_cast<size_t>(d), 1)}));
       EXPECT_NO_THROW(validate_schedule(schedules::gpipe(d, m)));
       std::vector<int> bound;
-      for (int r = 0; r < d; ++r) bound.push_back(d - r);  // at most D - r in flight (§2.1)
+      for (int r = 0; r < d; ++r) bound.push_back(d - r);  // at most D - r in flight (docs/schemes.md, "1F1B")
       EXPECT_NO_THROW(validate_schedule(schedules::one_f_one_b(d, m), {bound}));
       EXPECT_NO_THROW(validate_schedule(schedules::forward_only(d, m)));
     }

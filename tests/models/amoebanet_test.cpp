@@ -1,4 +1,4 @@
-// amoebanet_d: GPipe's Table 1 parameter counts (via torchgpipe, docs/schemes.md §6.6),
+// amoebanet_d: GPipe's Table 1 parameter counts (via torchgpipe, docs/schemes.md, "torchgpipe benchmarks"),
 // the pair of states between cells, shapes and torchgpipe's balances.
 #include <gtest/gtest.h>
 
@@ -39,7 +39,8 @@ int64_t extrapolated_count(int layers, int64_t filters) {
 TEST(ZooAmoebanet, ParameterCountsMatchGpipeTable1) {
   // The extrapolation is exact: check it against a direct count first.
   EXPECT_EQ(extrapolated_count(12, 64), count(12, 64));
-  // §6.6's table (torchgpipe's counts, which reproduce GPipe's Table 1): 81.5M, 319.0M,
+  // docs/schemes.md, "torchgpipe benchmarks"'s table (torchgpipe's counts, which reproduce GPipe's Table 1): 81.5M,
+  // 319.0M,
   // 542.7M, 1.06B, 1.84B.
   auto millions = [](int64_t n) { return std::round(static_cast<double>(n) / 1e5) / 10; };
   auto billions = [](int64_t n) { return std::round(static_cast<double>(n) / 1e7) / 100; };

@@ -41,7 +41,7 @@ TEST(ZooDensenet, OneBlockPerLayerAndSpectrainSplits) {
   ASSERT_EQ(def.blocks.size(), 63u);
   EXPECT_EQ(def.named_balances.at("spectrain_2"), (V{8, 55}));
   EXPECT_EQ(def.named_balances.at("spectrain_4"), (V{8, 13, 25, 17}));
-  // §6.3: dense+transition x 3, then dense4 + head.
+  // docs/schemes.md, "SpecTrain: models and module-to-stage maps": dense+transition x 3, then dense4 + head.
   EXPECT_EQ(testing::stage_starts(def, def.named_balances.at("spectrain_4")),
             (std::vector<std::string>{"stem", "dense2_1", "dense3_1", "dense4_1"}));
   EXPECT_EQ(def.blocks[7].name, "trans1");

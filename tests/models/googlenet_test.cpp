@@ -28,7 +28,7 @@ TEST(ZooGooglenet, CountAndShapes) {
 TEST(ZooGooglenet, SpectrainSplits) {
   const ModelDef def = testing::define_model("{type: googlenet}", testing::images(3, 32, 32, 10));
   ASSERT_EQ(def.blocks.size(), 11u);
-  // §6.3: pre+a3 | b3+pool | a4+b4 | c4...b5+head.
+  // docs/schemes.md, "SpecTrain: models and module-to-stage maps": pre+a3 | b3+pool | a4+b4 | c4...b5+head.
   EXPECT_EQ(testing::stage_starts(def, def.named_balances.at("spectrain_4")),
             (std::vector<std::string>{"pre", "b3", "a4", "c4"}));
   EXPECT_EQ(def.named_balances.at("spectrain_2"), (V{3, 8}));

@@ -27,7 +27,7 @@ TEST(ZooInceptionV3, SmallestInputAndSplit) {
   const std::string msg =
       testing::user_error([] { testing::define_model("{type: inception_v3}", testing::images(3, 74, 74, 10)); });
   EXPECT_NE(msg.find("at least 75x75"), std::string::npos) << msg;
-  // §6.5: stem | 5b-6a | 6b-6d | 6e-7c + fc.
+  // docs/schemes.md, "PipeOptim scripts": stem | 5b-6a | 6b-6d | 6e-7c + fc.
   EXPECT_EQ(testing::stage_starts(def, def.named_balances.at("pipeoptim_4")),
             (std::vector<std::string>{"Conv2d_1a_3x3", "Mixed_5b", "Mixed_6b", "Mixed_6e"}));
   EXPECT_EQ(testing::total(def.named_balances.at("pipeoptim_4")), 17);

@@ -1,5 +1,5 @@
 // The transformer as a causal language model (`head: lm`) with its output projection tied
-// to the word embedding (`tie_embeddings`, docs/schemes.md §1): causality, a tied step
+// to the word embedding (`tie_embeddings`, docs/schemes.md, "Notation and optimizers"): causality, a tied step
 // against autograd on one shared weight, pipelines and replicas against `single`, accuracy
 // over every position, and the clear errors.
 #include <gtest/gtest.h>
@@ -130,7 +130,7 @@ TEST(LanguageModel, ATiedStepIsTheStepOfOneSharedWeight) {
     EXPECT_LT(testing::max_difference(got, expected), 1e-10);
   }
   // The fidelity flag of PipeDream-2BW's code (its skipped tied-weight all-reduce,
-  // docs/schemes.md §7): each copy steps alone, so they part.
+  // docs/schemes.md, "Quirks"): each copy steps alone, so they part.
   const TensorDict apart = testing::train(yaml, {"optimizer.tied_gradients=separate"});
   EXPECT_GT((named(apart, "embed.embeddings.weight") - named(apart, "head.output.weight")).abs().max().item<double>(),
             1e-6);

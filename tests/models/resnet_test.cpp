@@ -89,10 +89,11 @@ TEST(ZooResnet, NamedSplits) {
   const ModelDef r101 =
       testing::define_model("{type: resnet, depth: 101, stem: imagenet}", testing::images(3, 224, 224, 1000));
   ASSERT_EQ(r101.blocks.size(), 35u);
-  // §6.5: stem+layer1 | layer2 + 3 units of layer3 | 10 units | 10 units + layer4 + fc.
+  // docs/schemes.md, "PipeOptim scripts": stem+layer1 | layer2 + 3 units of layer3 | 10 units | 10 units + layer4 + fc.
   EXPECT_EQ(testing::stage_starts(r101, r101.named_balances.at("pipeoptim_4")),
             (std::vector<std::string>{"stem", "layer2_0", "layer3_3", "layer3_13"}));
-  // §6.6: pipeline-8 cuts only between bottlenecks; pipeline-4 and [140, 230] do not.
+  // docs/schemes.md, "torchgpipe benchmarks": pipeline-8 cuts only between bottlenecks; pipeline-4 and [140, 230] do
+  // not.
   EXPECT_EQ(r101.named_balances.at("torchgpipe_8"), torchgpipe_to_blocks({26, 22, 33, 44, 44, 66, 66, 69}));
   EXPECT_EQ(r101.named_balances.at("torchgpipe_8"), (V{3, 2, 3, 4, 4, 6, 6, 7}));
   EXPECT_TRUE(torchgpipe_to_blocks({44, 92, 124, 110}).empty());

@@ -120,8 +120,8 @@ TEST(ZooText, ResidualQuirkChangesOutputsNotParameters) {
 }
 
 TEST(ZooText, SpectrainSplits) {
-  // §6.3: modules [0,0,1,1,1] and [0,1,2,3,3]; SpecTrain's stage3 holds the last layer and
-  // the head, and the LSTM's stage0 the embedding and the first block.
+  // docs/schemes.md, "SpecTrain: models and module-to-stage maps": modules [0,0,1,1,1] and [0,1,2,3,3]; SpecTrain's
+  // stage3 holds the last layer and the head, and the LSTM's stage0 the embedding and the first block.
   const ModelDef t = testing::define_model("{type: transformer}", imdb_spec());
   EXPECT_EQ(t.named_balances.at("spectrain_2"), (V{2, 3}));
   EXPECT_EQ(t.named_balances.at("spectrain_4"), (V{1, 1, 1, 2}));

@@ -44,7 +44,7 @@ TEST(ZooVgg, SixteenBlocksAndSpectrainSplits) {
     EXPECT_EQ(def.blocks.front().name, "conv1");
     EXPECT_EQ(def.blocks[12].name, "conv13");
     EXPECT_EQ(def.blocks.back().name, "fc3");
-    // §6.3: modules 0-3 | 4-15 and 0-1 | 2-4 | 5-9 | 10-15.
+    // docs/schemes.md, "SpecTrain: models and module-to-stage maps": modules 0-3 | 4-15 and 0-1 | 2-4 | 5-9 | 10-15.
     EXPECT_EQ(def.named_balances.at("spectrain_2"), (V{4, 12}));
     EXPECT_EQ(def.named_balances.at("spectrain_4"), (V{2, 3, 5, 6}));
     EXPECT_EQ(testing::stage_starts(def, def.named_balances.at("spectrain_4")),

@@ -1,7 +1,7 @@
-// The asynchronous schemes against docs/schemes.md §5.4: the toy pipeline's weights
+// The asynchronous schemes against docs/schemes.md, "Toy pipeline": the toy pipeline's weights
 // and losses after one epoch for every scheme and variant (configs A, B, C, derived there
 // by an independent float64 scalar simulation), and the ring quirk (PipeDream's never-reset
-// ring, docs/schemes.md §7) over two epochs.
+// ring, docs/schemes.md, "Quirks") over two epochs.
 #include <gtest/gtest.h>
 
 #include "tests/schemes/toy_pipeline.h"
@@ -48,9 +48,9 @@ TEST(AsyncOracle, ConfigA) {
 }
 
 TEST(AsyncOracle, HandTraceOfConfigA) {
-  // §5.4's hand trace, after two mini-batches (two updates per stage): stage 0's second
+  // docs/schemes.md, "Toy pipeline"'s hand trace, after two mini-batches (two updates per stage): stage 0's second
   // backward reads b0 = 0.292 (vanilla: the storage has moved on) or the stashed b0 = 0.5
-  // (PipeDream). b0's own gradient u_f * delta reads no weight, so it agrees (§5.2.5).
+  // (PipeDream). b0's own gradient u_f * delta reads no weight, so it agrees (docs/schemes.md, "Equivalences").
   ToyConfig two = kA;
   two.examples = 2;
   expect_near(run_toy("{type: async}", two).weights, {0.87274029, 0.21234347, 1.92755428, -0.61055483}, "vanilla", 6e-9);

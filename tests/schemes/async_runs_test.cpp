@@ -30,7 +30,8 @@ TEST(AsyncRuns, OneStageEqualsSingleExactly) {
                              "{type: pipeoptim, flush: never}"}) {
     EXPECT_TRUE(testing::identical(single, testing::train(kMlp, {std::string("scheme=") + scheme}))) << scheme;
   }
-  // The released PipeOptim predicts one step even at D = 1 (s = D - r), so it differs (§5.2.2).
+  // The released PipeOptim predicts one step even at D = 1 (s = D - r), so it differs (docs/schemes.md,
+  // "Equivalences").
   EXPECT_FALSE(testing::identical(single, testing::train(kMlp, {"scheme={type: pipeoptim, variant: reference}"})));
 }
 

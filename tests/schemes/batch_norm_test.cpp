@@ -1,4 +1,4 @@
-// Batch norm under GPipe against the hand-computed oracle of docs/schemes.md §5.5:
+// Batch norm under GPipe against the hand-computed oracle of docs/schemes.md, "Batch norm and loss averaging":
 // one channel, mini-batch (0, 2, 4, 6) in chunks (0, 2) and (4, 6), momentum 0.1, initial
 // running statistics (0, 1).
 #include <gtest/gtest.h>
@@ -45,7 +45,7 @@ TEST(BatchNorm, DeferredMatchesWholeBatchStatistics) {
   auto [single_mean, single_var] = after_one_step("{type: gpipe, chunks: 1}");
   EXPECT_NEAR(single_mean, mean, 1e-15);
   EXPECT_NEAR(single_var, var, 1e-15);
-  // torchgpipe's biased variance (5): running_var 1.4 (fidelity option, docs/schemes.md §7).
+  // torchgpipe's biased variance (5): running_var 1.4 (fidelity option, docs/schemes.md, "Quirks").
   std::tie(mean, var) = after_one_step("{type: gpipe, chunks: 2, deferred_batch_norm: true, unbiased_running_var: false}");
   EXPECT_NEAR(mean, 0.3, 1e-15);
   EXPECT_NEAR(var, 1.4, 1e-15);
@@ -56,7 +56,7 @@ TEST(BatchNorm, DeferredMatchesWholeBatchStatistics) {
 
 TEST(BatchNorm, PlainBatchNormCountsEachMicroBatchOnce) {
   // Chunk 0 then chunk 1: (0.59, 1.19). torchgpipe would count recomputed chunks again
-  // (0.631 / 1.271 for except_last); pipelab skips the recomputation pass (docs/schemes.md §7).
+  // (0.631 / 1.271 for except_last); pipelab skips the recomputation pass (docs/schemes.md, "Quirks").
   for (const char* mode : {"never", "except_last", "always"}) {
     const auto [mean, var] = after_one_step(fmt::format("{{type: gpipe, chunks: 2, checkpoint: {}}}", mode));
     EXPECT_NEAR(mean, 0.59, 1e-15) << mode;

@@ -1,7 +1,7 @@
-// The one-step-delayed pipeline with Muon (docs/schemes.md §1) is pipedream_2bw with
-// `optimizer: muon`: its oracle in §1 on two stages, h = W0 x and y = W1 (h, 1), against the torch
-// float32 figures the doc gives for step 3, synchronous (gpipe) and delayed; and 2BW's delay is the
-// only difference in step 1.
+// The one-step-delayed pipeline with Muon (docs/schemes.md, "Notation and optimizers") is pipedream_2bw with
+// `optimizer: muon`: its oracle in docs/schemes.md, "Notation and optimizers" on two stages, h = W0 x and y = W1 (h,
+// 1), against the torch float32 figures the doc gives for step 3, synchronous (gpipe) and delayed; and 2BW's delay is
+// the only difference in step 1.
 #include <gtest/gtest.h>
 
 #include "core/schedule/lower.h"
@@ -33,7 +33,7 @@ class HalfSquaredError : public Loss {
   at::Tensor correct(const at::Tensor&, const at::Tensor&) const override { return at::zeros({}, at::kLong); }
 };
 
-/// The three samples of the delayed-Muon oracle (docs/schemes.md §1), one per mini-batch.
+/// The three samples of the delayed-Muon oracle (docs/schemes.md, "Notation and optimizers"), one per mini-batch.
 class Samples : public Feed {
  public:
   explicit Samples(int offset) : offset_(offset) {}
@@ -138,9 +138,9 @@ double one_stage(const std::string& scheme_yaml, const std::string& optimizer_ya
   return copy_weights(stage).at(0).item<double>();
 }
 
-// pipelab's error-feedback form (docs/schemes.md §1 and §7), by hand at D = 1 (2BW is still one
-// step delayed there): g_k is taken at W_{k-1}, d_k = g_k for plain SGD, W_{k+1} = W_k - lr (d_k +
-// c (d_k - d_{k-1})), d_{-1} = d_0. On plain SGD both places of the correction give the same
+// pipelab's error-feedback form (docs/schemes.md, "Notation and optimizers" and docs/schemes.md, "Quirks"), by hand at
+// D = 1 (2BW is still one step delayed there): g_k is taken at W_{k-1}, d_k = g_k for plain SGD, W_{k+1} = W_k - lr
+// (d_k + c (d_k - d_{k-1})), d_{-1} = d_0. On plain SGD both places of the correction give the same
 // weights.
 TEST(DelayedMuon, ErrorFeedbackByHandOnOneStage) {
   const double lr = 0.1, c = 0.5;

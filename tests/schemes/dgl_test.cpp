@@ -1,7 +1,7 @@
-// Decoupled greedy learning (docs/schemes.md §3.20): synchronous — its oracle in §5.7, its
-// identity with interlocking's local mode, what it sends — and asynchronous with replay
+// Decoupled greedy learning (docs/schemes.md, "dgl"): synchronous — its oracle in "Numbered oracles",
+// its identity with interlocking's local mode, what it sends — and asynchronous with replay
 // buffers: the oracle's asynchronous rows, the pick sequence, the buffer's ranking (and the
-// reference code's, §7).
+// reference code's, docs/schemes.md, "Quirks").
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,7 +24,8 @@ testing::ToyConfig o22() {
 
 TEST(Dgl, SynchronousOracleO22) {
   // Two scalar modules h_k = a_k h_{k-1} with auxiliary z = c_k h_k and loss (z - t)^2 / 2,
-  // SGD 0.1, the four samples of §5.4. Module 1 reads h computed with module 0's pre-step a0.
+  // SGD 0.1, the four samples of docs/schemes.md, "Toy pipeline". Module 1 reads h computed with module 0's pre-step
+  // a0.
   const std::vector<double> want{0.803704956, 0.132065394, 1.787263276, -0.105750879};
   for (const char* scheme : {"{type: dgl}", "{type: interlocking, mode: local}"}) {
     const testing::ToyResult r = testing::run_toy(scheme, o22());
@@ -92,7 +93,7 @@ TEST(Dgl, ReplayScheduleReadsWhatTheBufferGives) {
   rule.buffer = 2;
   const Schedule s = dgl::replay_schedule(rule, 2, {0, 0, 1, 1, 0, 1, 1, 1});
   ASSERT_TRUE(s.replays());
-  // Stage 0's outputs 0, 1, 2 are h = 1, 2, -0.8 in the oracle of docs/schemes.md §5.7.
+  // Stage 0's outputs 0, 1, 2 are h = 1, 2, -0.8 in the oracle of docs/schemes.md, "Numbered oracles".
   std::vector<int> reads;
   for (int mb = 0; mb < 5; ++mb) reads.push_back(s.reads(1, mb));
   EXPECT_EQ(reads, (std::vector<int>{1, 0, 2, 2, 1}));
@@ -117,8 +118,8 @@ TEST(Dgl, ReplayScheduleReadsWhatTheBufferGives) {
 }
 
 TEST(Dgl, TheBufferRanksLeastReadThenFreshestAndTheReferenceQuirk) {
-  // The reference code's ranking quirk (docs/schemes.md §3.20, §7), its example: three slots, write
-  // pointer 1, nothing read. The freshest is slot 0 (the fourth output); the reference code ranks
+  // The reference code's ranking quirk (docs/schemes.md, "dgl", docs/schemes.md, "Quirks"), its example: three slots,
+  // write pointer 1, nothing read. The freshest is slot 0 (the fourth output); the reference code ranks
   // slot 1, the oldest, freshest.
   const auto fill = [](dgl::Ranking r) {
     dgl::RingBuffer b(3, r, 0);

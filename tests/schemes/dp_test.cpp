@@ -1,5 +1,5 @@
 // The data-parallel baseline: N replicas equal single-device training on the whole batch
-// without batch norm (docs/schemes.md §3.10), and keep their own batch-norm statistics with it.
+// without batch norm (docs/schemes.md, "data parallelism"), and keep their own batch-norm statistics with it.
 #include <gtest/gtest.h>
 
 #include "core/schedule/validate.h"

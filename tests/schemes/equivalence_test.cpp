@@ -1,6 +1,7 @@
-// The equivalences of docs/schemes.md §5.2 for the synchronous schemes: naive model
+// The equivalences of docs/schemes.md, "Equivalences" for the synchronous schemes: naive model
 // parallelism == single device (bit for bit), GPipe over m micro-batches == single device
-// on the whole mini-batch (for every checkpoint mode), and the loss-scaling oracle (§5.5).
+// on the whole mini-batch (for every checkpoint mode), and the loss-scaling oracle (docs/schemes.md, "Batch norm and
+// loss averaging").
 #include <gtest/gtest.h>
 
 #include "core/exec/actions.h"
@@ -52,7 +53,7 @@ TEST(Equivalence, GpipeEqualsSingleOnTheWholeMiniBatch) {
 }
 
 TEST(Equivalence, GpipeTestsForwardOrderBackwardEqualsSingle) {
-  // gpipe_test's fill-drain (docs/schemes.md §6.7): B0..B(m-1) on every stage.
+  // gpipe_test's fill-drain (docs/schemes.md, "gpipe_test"): B0..B(m-1) on every stage.
   const auto s = Registry<Scheme>::get().create(
       ConfigNode(YAML::Load("{type: gpipe, backward_order: forward}"), std::make_shared<ConfigSource>("t"), "scheme"));
   const Schedule schedule = s->schedule(2, 3);
@@ -80,7 +81,7 @@ TEST(Equivalence, CheckpointingChangesNothingButMemory) {
   }
 }
 
-/// y = w x with w = 1 (one stage), loss = mean(y^2 / 2) (docs/schemes.md §5.5).
+/// y = w x with w = 1 (one stage), loss = mean(y^2 / 2) (docs/schemes.md, "Batch norm and loss averaging").
 class HalfSquare : public Loss {
  public:
   at::Tensor compute(const at::Tensor& out, const at::Tensor&) const override { return (out * out / 2).mean(); }

@@ -1,8 +1,8 @@
 // The `ftpipe` scheme (schemes/ftpipe.cpp): FTPipe's predictors against their oracles
-// (float64, docs/schemes.md §5.7), Gap-Aware inside it against Gap-Aware's oracles there,
+// (float64, docs/schemes.md, "Numbered oracles"), Gap-Aware inside it against Gap-Aware's oracles there,
 // and its equivalences: one stage is `single`; no predictor with the stash is `pipedream`;
 // msnag without momentum predicts nothing; the reference code's aliased stash (docs/schemes.md
-// §7) is no stash.
+// docs/schemes.md, "Quirks") is no stash.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -24,7 +24,7 @@ double sgd_prediction(double decay, int n, double momentum = 0.9) {
 }
 
 TEST(Ftpipe, MsnagMatchesO10) {
-  // msnag (docs/schemes.md §3.16): W = 1, v = 0.5, lr 0.1, mu 0.9: W - lr c_n v with
+  // msnag (docs/schemes.md, "ftpipe"): W = 1, v = 0.5, lr 0.1, mu 0.9: W - lr c_n v with
   // c_n = 0.9, 1.71, 2.439.
   const double c[] = {0.9, 1.71, 2.439}, w[] = {0.955, 0.9145, 0.87805};
   for (int n = 1; n <= 3; ++n) {
@@ -37,9 +37,9 @@ TEST(Ftpipe, MsnagMatchesO10) {
 }
 
 TEST(Ftpipe, AggmsnagWithDecayMatchesO11) {
-  // aggmsnag (docs/schemes.md §3.16), lambda = 0.01, phi = 0: n simulated torch-SGD steps; n = 1 is
-  // W (1 - lr lambda) - lr mu v. (The oracle of §5.7 prints n = 3 rounded to 0.87261575; unrounded
-  // it is 0.872615754.)
+  // aggmsnag (docs/schemes.md, "ftpipe"), lambda = 0.01, phi = 0: n simulated torch-SGD steps; n = 1 is
+  // W (1 - lr lambda) - lr mu v. (The oracle of docs/schemes.md, "Numbered oracles" prints n = 3 rounded to 0.87261575;
+  // unrounded it is 0.872615754.)
   const double w[] = {0.954, 0.911646, 0.872615754};
   for (int n = 1; n <= 3; ++n) EXPECT_NEAR(sgd_prediction(0.01, n), w[n - 1], 1e-12) << n;
   // The accumulated gradient enters the first step: phi = 0.2 adds lr (1 - tau) phi = 0.02.
@@ -50,7 +50,7 @@ TEST(Ftpipe, AggmsnagWithDecayMatchesO11) {
 }
 
 TEST(Ftpipe, AdamAndAdamWMatchO12) {
-  // Adam's and AdamW's predictions (docs/schemes.md §3.16): W = 1, m = 0.1, u = 0.01, t = 1, lr
+  // Adam's and AdamW's predictions (docs/schemes.md, "ftpipe"): W = 1, m = 0.1, u = 0.01, t = 1, lr
   // 1e-3, betas (0.9, 0.999), eps 1e-8.
   Optimizer::AdamSettings adam;
   const double expected[] = {0.999788215, 0.999624586, 0.999490619};
@@ -90,7 +90,7 @@ testing::ToyConfig constant_gradient(const std::string& optimizer = "") {
 }
 
 TEST(Ftpipe, GapAwareMatchesO13AndO14) {
-  // Gap-Aware's SGD oracle (docs/schemes.md §5.7): W_2 = 0.768572576 on stage 0 with the stash,
+  // Gap-Aware's SGD oracle (docs/schemes.md, "Numbered oracles"): W_2 = 0.768572576 on stage 0 with the stash,
   // and the same from the gradient (apply_from_grad, lr |g| = 0.1 = the Gap here); the last stage
   // never applies it.
   for (const char* scheme :
@@ -99,8 +99,8 @@ TEST(Ftpipe, GapAwareMatchesO13AndO14) {
     EXPECT_NEAR(r.weights[0], 0.768572576, 1e-9) << scheme;
     EXPECT_NEAR(r.weights[2], 0.71, 1e-12) << scheme;
   }
-  // Gap-Aware's Adam oracle (docs/schemes.md §5.7, with the fidelity flag for FTPipe's
-  // uncorrected normaliser, §7) and the bias-corrected default (gap_aware_test.cpp).
+  // Gap-Aware's Adam oracle (docs/schemes.md, "Numbered oracles", with the fidelity flag for FTPipe's
+  // uncorrected normaliser, docs/schemes.md, "Quirks") and the bias-corrected default (gap_aware_test.cpp).
   const testing::ToyConfig adam = constant_gradient("{type: adam, lr: 0.001}");
   EXPECT_NEAR(
       testing::run_toy("{type: ftpipe, stash: true, gap_aware: all_except_last, gap_aware_raw_normaliser: true}", adam)
@@ -178,7 +178,7 @@ TEST(Ftpipe, MsnagWithoutMomentumPredictsNothing) {
 }
 
 TEST(Ftpipe, AliasedStashIsNoStash) {
-  // FTPipe's aliased stash (docs/schemes.md §7): with the fidelity flag the backward reads the live
+  // FTPipe's aliased stash (docs/schemes.md, "Quirks"): with the fidelity flag the backward reads the live
   // weights and every Gap is 0.
   const TensorDict msnag = train("{type: ftpipe, predictor: msnag}");
   EXPECT_TRUE(
@@ -203,7 +203,7 @@ TEST(Ftpipe, AdamPredictorsAndTheGradientSideEffect) {
   EXPECT_GT(testing::max_difference(none, msnag), 1e-7);
   // The accumulated gradient is empty at every forward (one update per mini-batch), so
   // aggmsnag predicts as msnag does; the fidelity flag for Adam aggmsnag's write into the
-  // gradient (docs/schemes.md §7) then changes the gradients.
+  // gradient (docs/schemes.md, "Quirks") then changes the gradients.
   EXPECT_TRUE(testing::identical(msnag, agg));
   EXPECT_GT(testing::max_difference(
                 agg, train("{type: ftpipe, predictor: aggmsnag, prediction_writes_grad: true}", {adam_l2})),
@@ -219,7 +219,7 @@ TEST(Ftpipe, AdamPredictorsAndTheGradientSideEffect) {
 TEST(Ftpipe, NagWithPredictorLooksAheadOnTheLastStage) {
   // One stage descending f(w) = w^2 / 2 (gradient w), lr 0.5, mu 0.9: each forward after the
   // first update reads W_hat = W - lr mu v and its backward the same W_hat (Sutskever's NAG):
-  //   step 1: no state yet (docs/schemes.md §1, "Update directions"): g = 1, v = 1, W = 0.5;
+  //   step 1: no state yet (docs/schemes.md, "Update directions"): g = 1, v = 1, W = 0.5;
   //   step 2: W_hat = 0.5 - 0.45 = 0.05 = g, v = 0.95, W = 0.025;
   //   step 3: W_hat = 0.025 - 0.4275 = -0.4025 = g, v = 0.4525, W = -0.20125.
   testing::ToyConfig c;
@@ -241,7 +241,7 @@ TEST(Ftpipe, StalenessAndPenaltyAreRecorded) {
       testing::run_toy("{type: ftpipe, predictor: msnag, stash: true, gap_aware: all_except_last}", c);
   // Stage 0 (w_0 = 2): predicted forwards stand for the version their update produces, so
   // after the first update their gap is 0 (before it there is nothing to predict from,
-  // docs/schemes.md §1).
+  // docs/schemes.md, "Notation and optimizers").
   std::vector<double> forward_gaps, penalties;
   for (const StageMetric& m : r.metrics[0]) {
     if (m.name == "forward_gap") forward_gaps.push_back(m.value);

@@ -1,7 +1,7 @@
 // Gap-Aware (core/weights/gap_aware.h) inside PipeDream's weight stashing, against its oracles
-// in docs/schemes.md §5.7 (SGD with momentum; Adam): one stage with delay 1, constant gradient 1.
+// in docs/schemes.md, "Numbered oracles" (SGD with momentum; Adam): one stage with delay 1, constant gradient 1.
 // Adam with L2 decay and AdamW against hand-computed float64 values of Gap-Aware's Adam rule
-// (docs/schemes.md §3.15).
+// (docs/schemes.md, "Gap-Aware on pipedream").
 #include <gtest/gtest.h>
 
 #include "tests/schemes/toy_pipeline.h"
@@ -54,8 +54,8 @@ testing::ToyConfig adam_constant_gradient(const std::string& optimizer) {
 }
 
 TEST(GapAware, AdamMatchesO14WithFtpipesRawNormaliser) {
-  // The Adam oracle of docs/schemes.md §5.7 (the fidelity flag for FTPipe's uncorrected
-  // normaliser, §7: C = sqrt(S) + eps): eta = 1e-3, betas (0.9, 0.999), eps 1e-8.
+  // The Adam oracle of docs/schemes.md, "Numbered oracles" (the fidelity flag for FTPipe's uncorrected
+  // normaliser, docs/schemes.md, "Quirks": C = sqrt(S) + eps): eta = 1e-3, betas (0.9, 0.999), eps 1e-8.
   // Step 1: W_1 = 0.99900000001, S = 9.9999998e-10. Step 2: C = 3.16327763e-5, Gap = 0.001,
   // P = 32.6127798, g' = 0.0306628263, W_2 = 0.998307438836.
   const testing::ToyResult r =
@@ -69,7 +69,7 @@ TEST(GapAware, AdamMatchesO14WithFtpipesRawNormaliser) {
 }
 
 TEST(GapAware, AdamDefaultCorrectsTheBiasOfS) {
-  // pipelab's bias-corrected normaliser (docs/schemes.md §7, FTPipe's Adam Gap-Aware),
+  // pipelab's bias-corrected normaliser (docs/schemes.md, "Quirks", FTPipe's Adam Gap-Aware),
   // C = sqrt(S / (1 - beta2^t)) + eps, by hand (float64):
   //   step 1: d_1 = m_hat / (sqrt(u_hat) + eps) = 1 / (1 + 1e-8), W_1 = 0.99900000001,
   //           S = (1 - 0.999) (1e-3 d_1)^2 = 9.9999998e-10;

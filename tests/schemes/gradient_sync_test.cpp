@@ -1,6 +1,6 @@
-/// Cross-stage collectives (docs/schemes.md §1): the global gradient-norm clip and tied
-/// weights across stages, against the hand-computed clip-and-tie oracle of §1 and against
-/// `single` on the whole model.
+/// Cross-stage collectives (docs/schemes.md, "Notation and optimizers"): the global gradient-norm clip and tied
+/// weights across stages, against the hand-computed clip-and-tie oracle of docs/schemes.md, "Notation and optimizers"
+/// and against `single` on the whole model.
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
 
@@ -31,8 +31,8 @@ GradientPlan two_stages() {
 }
 
 TEST(FinishGradients, GlobalClipIsTorchsClipOverTheWholeModel) {
-  // The clip-and-tie oracle (docs/schemes.md §1): stage 0's gradient (3, 0), stage 1's (4); T = 5,
-  // c = 1 / (5 + 1e-6).
+  // The clip-and-tie oracle (docs/schemes.md, "Notation and optimizers"): stage 0's gradient (3, 0), stage 1's (4); T =
+  // 5, c = 1 / (5 + 1e-6).
   const auto out = finish_gradients({{vec({3, 0})}, {vec({4})}}, two_stages());
   const double c = 1 / (5 + 1e-6);
   EXPECT_NEAR(c, 0.19999996, 1e-8);
@@ -45,7 +45,7 @@ TEST(FinishGradients, GlobalClipIsTorchsClipOverTheWholeModel) {
   EXPECT_NEAR(at0(each[0][0], 0) / 3, 0.333333222, 1e-9);
   EXPECT_NEAR(at0(each[1][0], 0) / 4, 0.2499999375, 1e-10);
   GradientPlan per_tensor = two_stages();
-  // Chimera's per-tensor clip (docs/schemes.md §7): stage 0's two tensors (3, 0) and (4) each by its own
+  // Chimera's per-tensor clip (docs/schemes.md, "Quirks"): stage 0's two tensors (3, 0) and (4) each by its own
   per_tensor.clip_per_tensor = true;
   const auto tensors = finish_gradients({{vec({3, 0}), vec({4})}, {vec({0.5})}}, per_tensor);
   EXPECT_DOUBLE_EQ(at0(tensors[0][0], 0), 3 / (3 + 1e-6));
@@ -60,8 +60,8 @@ TEST(FinishGradients, GlobalClipIsTorchsClipOverTheWholeModel) {
 }
 
 TEST(FinishGradients, TiedCopiesSumAndCountOnceInTheNorm) {
-  // The oracle's split (docs/schemes.md §1): first copy dE = (1.5, 0) with dw = 0.375 on stage 0,
-  // last copy (-0.5, -1).
+  // The oracle's split (docs/schemes.md, "Notation and optimizers"): first copy dE = (1.5, 0) with dw = 0.375 on stage
+  // 0, last copy (-0.5, -1).
   GradientPlan plan = two_stages();
   plan.ties = {{0, 0, 1, 0}};
   plan.clip_max_norm = 0;
@@ -76,7 +76,7 @@ TEST(FinishGradients, TiedCopiesSumAndCountOnceInTheNorm) {
   EXPECT_NEAR(at0(clipped[0][0], 0), 0.68348565902, 1e-10);
   EXPECT_NEAR(at0(clipped[1][0], 1), -0.68348565902, 1e-10);
   EXPECT_NEAR(at0(clipped[0][1], 0), 0.375 * 0.68348565902, 1e-10);
-  plan.sum_ties = false;  // PipeDream-2BW's code (docs/schemes.md §7): each copy keeps its own gradient
+  plan.sum_ties = false;  // PipeDream-2BW's code (docs/schemes.md, "Quirks"): each copy keeps its own gradient
   plan.clip_max_norm = 0;
   const auto separate = finish_gradients(grads, plan);
   EXPECT_DOUBLE_EQ(at0(separate[0][0], 0), 1.5);
@@ -92,8 +92,8 @@ TEST(FinishGradients, ReplicasSumBeforeTheClip) {
   EXPECT_DOUBLE_EQ(at0(out[0][0], 1), 4 / (5 + 1e-6));
 }
 
-// The clip-and-tie oracle of docs/schemes.md §1 as a model: stage 0 ("embed") looks up E[0] of the
-// embedding E = (0.5, -1) and multiplies by w = 2; stage 1 ("project") is z = E u with its copy of
+// The clip-and-tie oracle of docs/schemes.md, "Notation and optimizers" as a model: stage 0 ("embed") looks up E[0] of
+// the embedding E = (0.5, -1) and multiplies by w = 2; stage 1 ("project") is z = E u with its copy of
 // E; the loss is 1/2 |z - (1, 0)|^2 (the target is fixed: every example is token 0 with target
 // (1, 0)).
 struct EmbedImpl : torch::nn::Module {
@@ -170,7 +170,7 @@ void expect_weights(const TensorDict& w, std::vector<double> first, std::vector<
 }
 
 TEST(TiedWeights, AcrossStagesTheCopiesStepAsOneParameter) {
-  // The oracle (docs/schemes.md §1) with SGD eta = 0.1: both copies (0.4, -0.9);
+  // The oracle (docs/schemes.md, "Notation and optimizers") with SGD eta = 0.1: both copies (0.4, -0.9);
   // w = 2 - 0.1 x 0.375.
   for (const std::vector<std::string> o : std::vector<std::vector<std::string>>{
            {}, {"scheme={type: single}"}, {"run.executor={type: threaded, intra_op_threads: 1}"},
@@ -178,7 +178,7 @@ TEST(TiedWeights, AcrossStagesTheCopiesStepAsOneParameter) {
     SCOPED_TRACE(o.empty() ? "gpipe" : o.front());
     expect_weights(testing::train(kTied, o), {0.4, -0.9}, {0.4, -0.9}, 2 - 0.1 * 0.375);
   }
-  // PipeDream-2BW's code (its skipped tied-weight all-reduce, docs/schemes.md §7): the copies step
+  // PipeDream-2BW's code (its skipped tied-weight all-reduce, docs/schemes.md, "Quirks"): the copies step
   // apart.
   expect_weights(testing::train(kTied, {"optimizer.tied_gradients=separate"}), {0.35, -1.0}, {0.55, -0.9},
                  2 - 0.1 * 0.375);
@@ -215,7 +215,7 @@ TEST(TiedWeights, AcrossTwoProcessesTheCopiesStepAsOneParameter) {
 }
 
 TEST(TiedWeights, TheClipCountsTheTieOnce) {
-  // The oracle (docs/schemes.md §1): c = 0.68348565902, E = (0.431651434098, -0.931651434098),
+  // The oracle (docs/schemes.md, "Notation and optimizers"): c = 0.68348565902, E = (0.431651434098, -0.931651434098),
   // w = 1.974369287787.
   for (const std::string scheme : {"{type: gpipe, chunks: 2}", "{type: single}"}) {
     expect_weights(testing::train(kTied, {"scheme=" + scheme, "optimizer.clip_grad_norm=1"}),

@@ -1,5 +1,5 @@
-// Interlocking backprop against docs/schemes.md §5.6 (the repository tests' one-step
-// tables), its equivalences (§5.2.10), its traffic, and the head grammar.
+// Interlocking backprop against docs/schemes.md, "Interlocking, one step" (the repository tests' one-step
+// tables), its equivalences (docs/schemes.md, "Equivalences"), its traffic, and the head grammar.
 #include <gtest/gtest.h>
 
 #include <torch/nn/module.h>
@@ -21,7 +21,7 @@ struct ElementwiseImpl : torch::nn::Module {
 };
 TORCH_MODULE(Elementwise);
 
-/// The true loss of §5.6: dl/dlogits = 0.1 for every logit.
+/// The true loss of docs/schemes.md, "Interlocking, one step": dl/dlogits = 0.1 for every logit.
 class TenthOfSum : public Loss {
  public:
   at::Tensor compute(const at::Tensor& out, const at::Tensor&) const override { return out.sum() * 0.1; }

@@ -134,7 +134,7 @@ TEST(ModernSchedules, PreconditionsSayHowToFix) {
 }
 
 TEST(ModernSchedules, InterleavedBubbleAndWarmup) {
-  // Narayanan et al. (SC'21), §2.2.2: with v chunks per device (each 1/v of a 1F1B stage), the
+  // Narayanan et al. (SC'21), section 2.2.2: with v chunks per device (each 1/v of a 1F1B stage), the
   // bubble shrinks v-fold: idle (p-1)(F+B) chunk-times against v*m(F+B) of work, so the
   // fraction is (p-1)/(v*m + p-1). Megatron's warm-up (forward_backward_pipelining_with_
   // interleaving), which torch's ScheduleInterleaved1F1B keeps: 2(p-1-d) + (v-1)p forwards on
@@ -186,7 +186,7 @@ TEST(ModernSchedules, LoopedBfsBubble) {
 }
 
 TEST(ModernSchedules, ZbH1IdlesAThirdOf1F1B) {
-  // Qi et al. §3.1: ZB-H1 idles (p-1)(F+I-W) per device, against 1F1B's (p-1)(F+I+W): p-1
+  // Qi et al. section 3.1: ZB-H1 idles (p-1)(F+I-W) per device, against 1F1B's (p-1)(F+I+W): p-1
   // units, a third, under unit costs. Memory: device d holds p micro-batches, not 1F1B's p-d
   // (the paper has every worker keep the same number in flight); the peak over the devices is
   // 1F1B's. Holding p-d cannot reach this bubble: see zb_h1 in zero_bubble.cpp.
@@ -223,7 +223,7 @@ TEST(ModernSchedules, ZbH1IdlesAThirdOf1F1B) {
 }
 
 TEST(ModernSchedules, ZbH2HasNoBubbleInsideTheSpan) {
-  // Qi et al. §3.1, ZB-H2: with 2p-1 micro-batches in flight the schedule is a parallelogram:
+  // Qi et al. section 3.1, ZB-H2: with 2p-1 micro-batches in flight the schedule is a parallelogram:
   // device d is busy from d to d + 3m without a break (m >= 2p-1). The only idle time is the
   // ramp, d before and p-1-d after, which the paper removes by overlapping iterations
   // (post-update validation); with our synchronous flush it stays: idle p-1 per device.
@@ -250,7 +250,7 @@ TEST(ModernSchedules, ZbH2HasNoBubbleInsideTheSpan) {
 }
 
 TEST(ModernSchedules, ZbvHasNoBubbleAt1F1BMemory) {
-  // Qi et al. §6, ZB-V: zero bubble (inside each device's span; idle p-1 per device for the
+  // Qi et al. section 6, ZB-V: zero bubble (inside each device's span; idle p-1 per device for the
   // ramp, as ZB-H2) at 1F1B's activation memory: each device holds 2p stage-micro-batches of
   // half-size stages, which is p of 1F1B's, and 1F1B over the same 2p stages holds 2p on its
   // first device. Holds from m >= 2p-1.

@@ -1,8 +1,9 @@
 // The Nesterov asynchronous scheme (schemes/nesterov_async.cpp) as AsyncPP's code runs it: adaptive
-// momentum against its D = 8 oracle (docs/schemes.md §5.7), one stage equal to single-device NAdam,
+// momentum against its D = 8 oracle (docs/schemes.md, "Numbered oracles"), one stage equal to single-device NAdam,
 // and with AdamW exactly PipeDream's weight stashing with the ring reset at every epoch (an
 // equivalence); clipping and the LR correction change the run. Variant paper (the delayed Nesterov
-// update, docs/schemes.md §3.14) against its oracle in §5.7 on f(w) = w^2 / 2.
+// update, docs/schemes.md, "nesterov_async") against its oracle in docs/schemes.md, "Numbered oracles" on f(w) = w^2 /
+// 2.
 #include <gtest/gtest.h>
 
 #include "schemes/nesterov_async.h"
@@ -65,7 +66,7 @@ TEST(NesterovAsync, PaperVariantMatchesO6) {
   c.lr = 0.5;
   c.quadratic = true;
   const testing::ToyResult r = testing::run_toy("{type: nesterov_async, variant: paper, gamma: 0.9}", c);
-  // The oracle (docs/schemes.md §5.7, tau = 1): w_0..w_4 = 1, 0.95, 0.855, 0.72425, 0.5681.
+  // The oracle (docs/schemes.md, "Numbered oracles", tau = 1): w_0..w_4 = 1, 0.95, 0.855, 0.72425, 0.5681.
   // Step 3 by hand: d_2 = 0.9 (0.855 - 0.95) = -0.0855, the gradient at the look-ahead
   // w_1 + d_1 = 0.905, w_3 = 0.855 - 0.0855 - 0.05 * 0.905 = 0.72425.
   EXPECT_NEAR(r.weights[0], 0.5681, 1e-12);

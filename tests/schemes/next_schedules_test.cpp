@@ -1,10 +1,10 @@
 // The next schedules (docs/schedules.md): torch's ScheduleInterleavedZeroBubble as
-// `zb_h1` with virtual_stages — the golden order of docs/schemes.md §5.7 (checked there against
+// `zb_h1` with virtual_stages — the golden order of docs/schemes.md, "Numbered oracles" (checked there against
 // torch 2.15), its rounds rule for flexible micro-batch counts (PR 129597; torch's refusal,
-// docs/schemes.md §7), well-formed orders over (p, v, n), each device running n·v of each
-// pass — and V-Half and V-Min: the golden orders of §5.7, the peak memory and spans of
+// docs/schemes.md, "Quirks"), well-formed orders over (p, v, n), each device running n·v of each
+// pass — and V-Half and V-Min: the golden orders of docs/schemes.md, "Numbered oracles", the peak memory and spans of
 // docs/schedules.md "Built-in schedules", well-formed orders. All of them give the numbers of
-// `single` on the whole mini-batch (synchronous schedules, docs/schemes.md §3.1).
+// `single` on the whole mini-batch (synchronous schedules, docs/schemes.md, "single").
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 namespace pipelab::next_schedules_test {
 namespace {
 
-/// Device d's actions, written as the golden order of docs/schemes.md §5.7 writes them (stage,
+/// Device d's actions, written as the golden order of docs/schemes.md, "Numbered oracles" writes them (stage,
 /// kind, micro-batch), U left out.
 std::string order(const Schedule& s, int d) {
   std::string out;
@@ -29,8 +29,8 @@ std::string order(const Schedule& s, int d) {
 }
 
 TEST(InterleavedZeroBubble, TheGoldenOrderOfTorch) {
-  // The golden order (docs/schemes.md §5.7): P = 2, L = 2, n = 4 (R = 2 rounds of 2); torch's
-  // idle slots carry no meaning (docs/schemes.md §7).
+  // The golden order (docs/schemes.md, "Numbered oracles"): P = 2, L = 2, n = 4 (R = 2 rounds of 2); torch's
+  // idle slots carry no meaning (docs/schemes.md, "Quirks").
   const Schedule s = schedules::interleaved_zero_bubble(2, 2, 4);
   EXPECT_EQ(order(s, 0),
             "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 2I3 2W3 0I2 0W2 0I3 0W3");
@@ -45,7 +45,7 @@ TEST(InterleavedZeroBubble, WellFormedForFlexibleMicroBatchCounts) {
       for (int n = 1; n <= 3 * p + 2; ++n) {
         const int rounds = std::max(1, n / p);
         if (n % rounds != 0) {
-          // torch refuses it (docs/schemes.md §7; P = 4: n = 10 and 3 are accepted, 9 is refused).
+          // torch refuses it (docs/schemes.md, "Quirks"; P = 4: n = 10 and 3 are accepted, 9 is refused).
           EXPECT_NE(testing::user_error([&] { schedules::interleaved_zero_bubble(p, v, n); }).find("Fix:"),
                     std::string::npos);
           continue;
@@ -68,7 +68,7 @@ TEST(InterleavedZeroBubble, WellFormedForFlexibleMicroBatchCounts) {
             std::string::npos);
 }
 
-/// The notation of docs/schemes.md §5.7's V-Half and V-Min oracle for a V device's order:
+/// The notation of docs/schemes.md, "Numbered oracles"'s V-Half and V-Min oracle for a V device's order:
 /// F0a = forward of micro-batch 0 on chunk a (stage d),
 /// B = the input gradient (pipelab's I).
 std::string v_order(const Schedule& s, int d) {
@@ -84,7 +84,7 @@ std::string v_order(const Schedule& s, int d) {
 }
 
 TEST(VShapes, TheGoldenOrdersOfTheReferenceGenerator) {
-  // The V-Half and V-Min oracle of docs/schemes.md §5.7, p = 4, m = 4 (checked there against
+  // The V-Half and V-Min oracle of docs/schemes.md, "Numbered oracles", p = 4, m = 4 (checked there against
   // zbv_greedy.py).
   const Schedule half = schedules::v_half(4, 4);
   EXPECT_EQ(v_order(half, 0), "F0a F1a F2a F3a F0b B0b W0b F1b B1b W1b F2b B0a B2b W2b F3b W0a B1a B3b W3b W1a B2a W2a B3a W3a");
@@ -143,7 +143,7 @@ TEST(VShapes, WellFormed) {
   }
 }
 
-/// The notation of Chimera's oracle (docs/schemes.md §5.7) for a Chimera worker: F0d = forward of
+/// The notation of Chimera's oracle (docs/schemes.md, "Numbered oracles") for a Chimera worker: F0d = forward of
 /// the down pipeline's micro-batch 0, B1u = backward of the up pipeline's micro-batch 1
 /// (per-pipeline indices).
 std::string chimera_order(const Schedule& s, int d) {
@@ -159,16 +159,16 @@ std::string chimera_order(const Schedule& s, int d) {
 }
 
 TEST(Chimera, TheGoldenOrdersOfTheReferenceCode) {
-  // Chimera's oracle (docs/schemes.md §5.7; the orders of §3.18 at D = 4, m = D: 2 micro-batches
-  // per pipeline).
+  // Chimera's oracle (docs/schemes.md, "Numbered oracles"; the orders of docs/schemes.md, "chimera" at D = 4, m = D: 2
+  // micro-batches per pipeline).
   const Schedule s = schedules::chimera(4, 2, false);
   EXPECT_EQ(chimera_order(s, 0), "F0d F1d F0u B0u F1u B1u B0d B1d");
   EXPECT_EQ(chimera_order(s, 1), "F0d F0u F1d F1u B0u B0d B1u B1d");
   EXPECT_EQ(chimera_order(s, 2), "F0u F0d F1u F1d B0d B0u B1d B1u");
   EXPECT_EQ(chimera_order(s, 3), "F0u F1u F0d B0d F1d B1d B0u B1u");
   EXPECT_EQ(chimera_order(schedules::chimera(6, 3, false), 1), "F0d F1d F0u F2d F1u B0u F2u B1u B0d B2u B1d B2d");
-  // The oracle's m = 2D orders on worker 0 (docs/schemes.md §5.7): direct concatenation and
-  // forward doubling (§3.18).
+  // The oracle's m = 2D orders on worker 0 (docs/schemes.md, "Numbered oracles"): direct concatenation and
+  // forward doubling (docs/schemes.md, "chimera").
   EXPECT_EQ(chimera_order(schedules::chimera(4, 4, false), 0), "F0d F1d F0u B0u F1u B1u B0d F2d B1d F3d F2u B2u F3u B3u B2d B3d");
   EXPECT_EQ(chimera_order(schedules::chimera(4, 4, true), 0), "F0d F1d F2d F3d F0u F1u B0u F2u F3u B1u B0d B2u B1d B3u B2d B3d");
   EXPECT_EQ(s.placement(), (std::vector<int>{0, 1, 2, 3, 3, 2, 1, 0}));
@@ -181,8 +181,8 @@ TEST(Chimera, TheGoldenOrdersOfTheReferenceCode) {
 }
 
 TEST(Chimera, BubbleAndMemoryAsDerived) {
-  // The derived figures of docs/schemes.md §3.18 (unit-cost replay; makespan and idle time per worker) and the peak
-  // activations h + 1 + min(p, D-1-p), in stage-micro-batches.
+  // The derived figures of docs/schemes.md, "chimera" (unit-cost replay; makespan and idle time per worker) and the
+  // peak activations h + 1 + min(p, D-1-p), in stage-micro-batches.
   const auto replay = [](int D, int n, bool doubling, double backward) {
     const Schedule s = schedules::chimera(D, n, doubling);
     return simulate_timeline(s, CostModel::uniform(s.stages(), 1, backward));
@@ -220,8 +220,8 @@ run:       {epochs: 2, batch_size: 12, seed: 5, threads: 1, dtype: float64}
 )";
 
 TEST(Chimera, TheReferenceCodesGradientScaleIsALargerStep) {
-  // Equivalence 3 (the reference code's gradient scale, docs/schemes.md §3.18 and §7): (m/2) x the
-  // mean gradient = the mean with lr x m/2, for plain SGD.
+  // Equivalence 3 (the reference code's gradient scale, docs/schemes.md, "chimera" and docs/schemes.md, "Quirks"):
+  // (m/2) x the mean gradient = the mean with lr x m/2, for plain SGD.
   const std::vector<std::string> plain{"optimizer={type: sgd, lr: 0.05}", "run.epochs=1", "run.batch_size=16"};
   std::vector<std::string> reference = plain, scaled = plain;
   reference.push_back("scheme={type: chimera, chunks: 8, gradient_scale: reference}");
@@ -234,7 +234,7 @@ TEST(Chimera, TheReferenceCodesGradientScaleIsALargerStep) {
 }
 
 TEST(Chimera, TheReferenceRuntimesReplicaInitDrawsTheUpPipelineApart) {
-  // The fidelity flag for Chimera's unbroadcast replicas (docs/schemes.md §7): the up pipeline's
+  // The fidelity flag for Chimera's unbroadcast replicas (docs/schemes.md, "Quirks"): the up pipeline's
   // copies start from other draws, so the all-reduced gradient mixes two models and the run leaves
   // the default's path (which equals `single`: NextSchedules.EqualSingleOnTheWholeMiniBatch). The
   // dropout masks are the same in both.

@@ -1,7 +1,8 @@
-// `paci` against docs/schemes.md §1 (PACI): the schedule (1F1B, U after every a-th backward and the
-// last), the versions each F and B reads (its versions oracle in §1), the §5.4 toy's weights after
-// one epoch for every backward mode and a = 1, 2, 4 at D = 2 and a = 2 at D = 3 (its toy oracle in
-// §1), a = 1 bit for bit as `async`, and its refusals.
+// `paci` against docs/schemes.md, "Notation and optimizers" (PACI): the schedule (1F1B, U after every a-th backward and
+// the last), the versions each F and B reads (its versions oracle in docs/schemes.md, "Notation and optimizers"), the
+// docs/schemes.md, "Toy pipeline" toy's weights after one epoch for every backward mode and a = 1, 2, 4 at D = 2 and a
+// = 2 at D = 3 (its toy oracle in docs/schemes.md, "Notation and optimizers"), a = 1 bit for bit as `async`, and its
+// refusals.
 #include <gtest/gtest.h>
 
 #include "core/scheme/scheme.h"

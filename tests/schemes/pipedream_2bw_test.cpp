@@ -1,6 +1,6 @@
-// pipedream_2bw against docs/schemes.md §3.12 (the versions read, the one-step-delayed update)
-// and its oracles in §5.7 (version tags at D = 2, one scalar stage): golden schedules written
-// by hand from the reference code, the weight version every F and B reads, one-step-delayed
+// pipedream_2bw against docs/schemes.md, "pipedream_2bw" (the versions read, the one-step-delayed update)
+// and its oracles in docs/schemes.md, "Numbered oracles" (version tags at D = 2, one scalar stage): golden schedules
+// written by hand from the reference code, the weight version every F and B reads, one-step-delayed
 // updates equal to a hand-written single-device loop in float64 at D = 1, 2 and 4, the flush:
 // epoch restart, the LR of each update, and whole runs.
 #include <gtest/gtest.h>
@@ -199,7 +199,7 @@ void reference_loop(Pipe& p, int units, int m, bool delayed) {
   }
 }
 
-// docs/schemes.md §3.12: every micro-batch of B_k reads W_{max(k-1,0)} on every stage, so at any
+// docs/schemes.md, "pipedream_2bw": every micro-batch of B_k reads W_{max(k-1,0)} on every stage, so at any
 // depth 2BW is the single-device loop that applies the previous step's gradient (at D = 1
 // too: it never equals plain training). 10 micro-batches, m = 3: the last mini-batch has one.
 TEST(Pipedream2bw, EqualsTheOneStepDelayedSingleDeviceLoop) {
@@ -307,9 +307,9 @@ void expect_distinct(const std::vector<double>& versions) {
   }
 }
 
-// Version tags for D = 2, m = 2 over iterations 0-2, as docs/schemes.md §5.7's oracle states them
-// (iteration 3, the cool-down, follows §3.12's versions). Read from the weights each action really
-// saw.
+// Version tags for D = 2, m = 2 over iterations 0-2, as docs/schemes.md, "Numbered oracles"'s oracle states them
+// (iteration 3, the cool-down, follows docs/schemes.md, "pipedream_2bw"'s versions). Read from the weights each action
+// really saw.
 TEST(Pipedream2bw, OracleO1VersionTagsAtTwoStages) {
   Traced t("{type: pipedream_2bw, micro_batches: 2}", {1.0, 0.5}, 2, 8);
   for (const auto& tr : t.tracers) expect_distinct(tr->versions());
@@ -325,9 +325,9 @@ TEST(Pipedream2bw, OracleO1VersionTagsAtTwoStages) {
             "F3.0@W2 B3.0@W2 F3.1@W2 B3.1@W2 |");
 }
 
-// §3.12's versions at 4 stages (derived; §5.7's version-tag oracle is for D = 2 only): every
-// forward and backward of mini-batch k reads W_{max(k-1,0)} on every stage, with the warm-up
-// clamped to m = 2. The staleness metrics say the same: gaps of 1 from the second mini-batch on,
+// docs/schemes.md, "pipedream_2bw"'s versions at 4 stages (derived; docs/schemes.md, "Numbered oracles"'s version-tag
+// oracle is for D = 2 only): every forward and backward of mini-batch k reads W_{max(k-1,0)} on every stage, with the
+// warm-up clamped to m = 2. The staleness metrics say the same: gaps of 1 from the second mini-batch on,
 // 2 versions held.
 TEST(Pipedream2bw, EveryActionOfMiniBatchKReadsVersionKMinusOneAtFourStages) {
   const int m = 2, units = 10;
@@ -361,7 +361,7 @@ TEST(Pipedream2bw, EveryActionOfMiniBatchKReadsVersionKMinusOneAtFourStages) {
 }
 
 /// One scalar stage, loss (w - y_i)^2 / 2 with y = (0, 1) per mini-batch of m = 2 (docs/schemes.md
-/// §5.7's one-scalar-stage oracle).
+/// docs/schemes.md, "Numbered oracles"'s one-scalar-stage oracle).
 std::vector<double> o2(const std::string& scheme_yaml, std::function<void(Pipe&, Tracer&)> train) {
   Pipe p = make_pipe(scheme_yaml, "{type: sgd, lr: 0.1}", scalars({1.0}));
   Tracer tracer(*p.policies[0], 2);
@@ -386,7 +386,7 @@ void expect_weights(const std::vector<double>& got, const std::vector<double>& w
   for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-12) << what << " W" << k;
 }
 
-// The one-scalar-stage oracle (docs/schemes.md §5.7): W_k for k = 0..4. 2BW's second step
+// The one-scalar-stage oracle (docs/schemes.md, "Numbered oracles"): W_k for k = 0..4. 2BW's second step
 // already uses W_0's gradient (0.90, not Flush's 0.905).
 TEST(Pipedream2bw, OracleO2OneScalarStage) {
   expect_weights(o2("{type: pipedream_2bw, micro_batches: 2}",
@@ -395,7 +395,7 @@ TEST(Pipedream2bw, OracleO2OneScalarStage) {
                       run(p, 8, d);
                     }),
                  {1, 0.95, 0.90, 0.855, 0.815}, "2BW (F22)");
-  // Flush / GPipe (docs/schemes.md §3.11): one run per mini-batch of two micro-batches, each loss
+  // Flush / GPipe (docs/schemes.md, "pipedream_flush"): one run per mini-batch of two micro-batches, each loss
   // halved.
   expect_weights(o2("{type: pipedream_flush, chunks: 2}",
                     [](Pipe& p, Tracer&) {

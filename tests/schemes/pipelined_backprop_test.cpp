@@ -1,6 +1,6 @@
-// Pipelined Backpropagation (schemes/pipelined_backprop.cpp; docs/schemes.md §3.19): the derived
-// oracle of §5.7 for every combination of its UNVERIFIED options (f(w) = w^2 / 2 with each gradient
-// taken at the forward's weights, tau = 2), its equivalences (tau = 0 is SGD with momentum;
+// Pipelined Backpropagation (schemes/pipelined_backprop.cpp; docs/schemes.md, "pipelined_backprop"): the derived
+// oracle of docs/schemes.md, "Numbered oracles" for every combination of its UNVERIFIED options (f(w) = w^2 / 2 with
+// each gradient taken at the forward's weights, tau = 2), its equivalences (tau = 0 is SGD with momentum;
 // without momentum spike compensation changes nothing; one stage is `single`), and the
 // refusal of spike compensation without SGD momentum.
 #include <gtest/gtest.h>
@@ -26,7 +26,7 @@ std::pair<double, double> after(const std::string& options, int updates) {
 }
 
 TEST(PipelinedBackprop, TheDerivedOracle) {
-  // The oracle (docs/schemes.md §5.7): W_1 .. W_6 with tau = 2 (stage 0), and SGD with momentum
+  // The oracle (docs/schemes.md, "Numbered oracles"): W_1 .. W_6 with tau = 2 (stage 0), and SGD with momentum
   // (tau = 0: stage 1).
   const std::vector<std::pair<std::string, std::vector<double>>> runs{
       {"", {0.9, 0.71, 0.439, 0.1051, -0.26641, -0.644669}},
@@ -45,7 +45,7 @@ TEST(PipelinedBackprop, TheDerivedOracle) {
     }
   }
   // The weight-difference prediction is the velocity one without spike compensation
-  // (docs/schemes.md §3.19).
+  // (docs/schemes.md, "pipelined_backprop").
   EXPECT_NEAR(after(", prediction: weight_difference", 6).first, -0.464069, 1e-12);
 }
 

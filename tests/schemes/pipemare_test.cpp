@@ -1,5 +1,5 @@
 // PipeMare (schemes/pipemare.cpp): its LR rescheduling and its velocity recurrence against their
-// oracles in docs/schemes.md §5.7, and its runs: one stage equals `single`, and with both
+// oracles in docs/schemes.md, "Numbered oracles", and its runs: one stage equals `single`, and with both
 // techniques off it is exactly vanilla asynchronous 1F1B.
 #include <gtest/gtest.h>
 
@@ -23,8 +23,8 @@ TEST(Pipemare, LrReschedulingMatchesO3) {
     EXPECT_DOUBLE_EQ(lr(1, k), 0.1);
     EXPECT_DOUBLE_EQ(lr(0, k), 0.1);
   }
-  // The LR rescheduling (docs/schemes.md §3.13) at D = 8, r = 0 (tau 7), K = 7000, as §5.7's
-  // oracle for nesterov_async's options gives it.
+  // The LR rescheduling (docs/schemes.md, "pipemare") at D = 8, r = 0 (tau 7), K = 7000, as docs/schemes.md, "Numbered
+  // oracles"'s oracle for nesterov_async's options gives it.
   EXPECT_NEAR(pipemare::lr_factor(7, 1, 7000), 0.142897, 1e-6);
   EXPECT_NEAR(pipemare::lr_factor(7, 3500, 7000), 0.377964, 1e-6);
   EXPECT_DOUBLE_EQ(pipemare::lr_factor(7, 7000, 7000), 1.0);

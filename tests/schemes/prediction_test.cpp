@@ -1,5 +1,6 @@
-// Weight predictors against docs/schemes.md §5.3 (one-step values derived from the
-// predictor formulas of SpecTrain, §3.6, and PipeOptim, §3.8) and the swap mechanism they rely on.
+// Weight predictors against docs/schemes.md, "One-step predictions" (one-step values derived from the
+// predictor formulas of SpecTrain, docs/schemes.md, "spectrain version 1", and PipeOptim, docs/schemes.md, "pipeoptim")
+// and the swap mechanism they rely on.
 #include <gtest/gtest.h>
 
 #include <torch/nn/module.h>
@@ -82,14 +83,16 @@ TEST(Prediction, AdamTableF15AndTheHardCodedEpsilon) {
 
 TEST(Prediction, NothingBeforeTheFirstGradientAndSwapsRestore) {
   auto stage = one_weight_stage("{type: sgd, lr: 0.1, momentum: 0.9}");
-  EXPECT_EQ(predicted(*stage, 3, {}), 1.0);  // no update yet, so no prediction (docs/schemes.md §1)
+  // No update yet, so no prediction (docs/schemes.md, "Notation and optimizers").
+  EXPECT_EQ(predicted(*stage, 3, {}), 1.0);
   WeightSwap swap(*stage);
   swap.swap_in({at::full({1}, 7.0, at::kDouble)});
   EXPECT_EQ(stage->parameters()[0].item<double>(), 7.0);
   const int64_t version = stage->parameters()[0]._version();
   swap.restore();
   EXPECT_EQ(stage->parameters()[0].item<double>(), 1.0);
-  EXPECT_EQ(stage->parameters()[0]._version(), version);  // no autograd version bump (docs/schemes.md §1)
+  // No autograd version bump (docs/schemes.md, "Notation and optimizers").
+  EXPECT_EQ(stage->parameters()[0]._version(), version);
 }
 
 }  // namespace

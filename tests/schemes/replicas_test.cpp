@@ -222,7 +222,7 @@ TEST_P(AsyncReplicas, TwoReplicasEqualOnePipelineOnTheWholeMiniBatch) {
   if (scheme->span() == Span::MiniBatch) GTEST_SKIP() << "flushes every mini-batch: SynchronousSchemesTimesTwoReplicasEqualSingle";
   if (!replicas_refused(*scheme, 2).empty()) GTEST_SKIP() << "refused: InterlockingsHeadsAreRefusedClearly";
   std::vector<std::string> o{"scheme=" + c.scheme};
-  // FTPipe refuses its msnag predictor with weight decay (its formula in docs/schemes.md §3.16 has
+  // FTPipe refuses its msnag predictor with weight decay (its formula in docs/schemes.md, "ftpipe" has
   // no decay term).
   if (c.scheme.find("predictor: msnag") != std::string::npos) o.push_back("optimizer.weight_decay=0");
   const TensorDict one = testing::train(kMlp, o);

@@ -1,4 +1,4 @@
-// PipeDream's replicated stages (`partition.replicas: [2, 1, 1]`, its 1F1B-RR; SOSP'19 §3.2):
+// PipeDream's replicated stages (`partition.replicas: [2, 1, 1]`, its 1F1B-RR; SOSP'19 section 3.2):
 // the schedule as data (golden order from the runtime's warm-up rule, peers of the messages
 // that cross to another replica), a hand-computed float64 oracle of the training it defines,
 // sequential == threaded bit for bit, and clear refusals where the combination is undefined.

@@ -1,7 +1,7 @@
 // Sequence-level pipelines (Seq1F1B, TeraPipe; docs/schedules.md, "Sequence-level pipelines"): the
 // causal language model computed segment by segment gives the whole sequence's gradients; the
-// schedules are the reference's order (docs/schemes.md §1, Seq1F1B's golden order) and validate for
-// every shape; every scheme that splits sequences equals `single` on whole sequences (float64),
+// schedules are the reference's order (docs/schemes.md, "Notation and optimizers", Seq1F1B's golden order) and validate
+// for every shape; every scheme that splits sequences equals `single` on whole sequences (float64),
 // threaded equals sequential and `launch` equals one process bit for bit, one segment is
 // pipedream_flush (or GPipe) bit for bit; and what cannot be cut is a clear error.
 #include <gtest/gtest.h>
@@ -126,8 +126,8 @@ TEST(SequenceSegments, ABackwardBeforeALaterSegmentsIsRefused) {
 // --- Schedules ---------------------------------------------------------------------------
 
 TEST(SequenceSchedules, Seq1f1bIsTheReferenceOrder) {
-  // Seq1F1B's golden order (docs/schemes.md §1): p = 4, m = 2, k = 2; unit u = (micro-batch u / 2,
-  // segment u % 2).
+  // Seq1F1B's golden order (docs/schemes.md, "Notation and optimizers"): p = 4, m = 2, k = 2; unit u = (micro-batch u /
+  // 2, segment u % 2).
   const Schedule s = schedules::one_f_one_b(4, 2, 2);
   EXPECT_EQ(s.segments(), 2);
   EXPECT_EQ(s.to_text(),
@@ -232,7 +232,7 @@ TEST(SequenceSimulator, TheBubbleIsThePapersFormula) {
   // Equal units (equal_compute makes every segment's work equal up to a token, nothing on a
   // 2^20-token sequence): 1F1B over k m units of (F + B) / k
   // takes (k m + p - 1) (F + B) / k, a bubble of (p - 1) / (k m + p - 1) (docs/schemes.md
-  // §1, Seq1F1B), against 1F1B's (p - 1) / (m + p - 1).
+  // docs/schemes.md, "Notation and optimizers", Seq1F1B), against 1F1B's (p - 1) / (m + p - 1).
   for (const int p : {2, 4}) {
     for (const int k : {1, 2, 4}) {
       const int m = 4;

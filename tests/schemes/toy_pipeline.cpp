@@ -42,7 +42,7 @@ class HalfSquaredError : public Loss {
   at::Tensor correct(const at::Tensor&, const at::Tensor&) const override { return at::zeros({}, at::kLong); }
 };
 
-/// The four (x, t) pairs of §5.4, one per micro-batch; losses collected in order.
+/// The four (x, t) pairs of docs/schemes.md, "Toy pipeline", one per micro-batch; losses collected in order.
 class ToyFeed : public Feed {
  public:
   explicit ToyFeed(std::vector<double>& losses) : losses_(losses) {}

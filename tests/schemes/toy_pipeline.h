@@ -1,5 +1,5 @@
 #pragma once
-/// The toy pipeline of docs/schemes.md §5.4, run through real Stages, scheme policies
+/// The toy pipeline of docs/schemes.md, "Toy pipeline", run through real Stages, scheme policies
 /// and the sequential executor: stage r holds scalars (a_r, b_r) and computes u = a_r h,
 /// out = b_r u; the last stage's loss is (y - t)^2 / 2; batch size 1; float64.
 #include <string>
@@ -18,15 +18,15 @@ struct ToyConfig {
   bool constant_gradient = false;
   /// Blocks y = x + w^2 / 2 and the loss mean(out): every weight's gradient is the weight
   /// itself, i.e. each weight descends f(w) = w^2 / 2 on its own (the delayed-Nesterov
-  /// oracle of docs/schemes.md §5.7).
+  /// oracle of docs/schemes.md, "Numbered oracles").
   bool quadratic = false;
   /// As `quadratic`, but each gradient is the weight the forward read, whatever the backward
-  /// reads: the delayed-gradient model g_j = grad f(W_(j - tau)) of docs/schemes.md §5.7's
+  /// reads: the delayed-gradient model g_j = grad f(W_(j - tau)) of docs/schemes.md, "Numbered oracles"'s
   /// pipelined-backprop oracle.
   bool quadratic_at_forward = false;
   /// Every stage but the last computes h = a_r x only and has the auxiliary head z = b_r h
   /// with the loss (z - t)^2 / 2: the scalar modules of decoupled greedy learning's oracle
-  /// (docs/schemes.md §5.7). The last stage is unchanged: its b is the classifier.
+  /// (docs/schemes.md, "Numbered oracles"). The last stage is unchanged: its b is the classifier.
   bool greedy_heads = false;
   /// The optimizer section (default: SGD with the fields above).
   std::string optimizer;

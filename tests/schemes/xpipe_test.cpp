@@ -1,8 +1,8 @@
-// xpipe (schemes/xpipe.cpp) against docs/schemes.md §3.17: the version difference held to its
-// oracle in §5.7 (and its flagged readings), the predictor through the scheme's own policy to its
-// §5.7 oracle in float64, the schedule (one update per mini-batch of T micro-batches), one stage
-// equal to a hand-written Adam loop with gradient accumulation and prediction (and to `single` at
-// T = 1), T = 1 equal to SpecTrain v1, a two-stage pipeline whose every forward and backward is
+// xpipe (schemes/xpipe.cpp) against docs/schemes.md, "xpipe": the version difference held to its
+// oracle in docs/schemes.md, "Numbered oracles" (and its flagged readings), the predictor through the scheme's own
+// policy to its docs/schemes.md, "Numbered oracles" oracle in float64, the schedule (one update per mini-batch of T
+// micro-batches), one stage equal to a hand-written Adam loop with gradient accumulation and prediction (and to
+// `single` at T = 1), T = 1 equal to SpecTrain v1, a two-stage pipeline whose every forward and backward is
 // checked against the predictor computed by hand from the stage's Adam state, with the staleness it
 // records, and the Adam requirement.
 #include <gtest/gtest.h>
@@ -33,7 +33,7 @@ std::unique_ptr<OptimizerFactory> optimizer(const std::string& yaml) {
       ConfigNode(YAML::Load(yaml), std::make_shared<ConfigSource>("t"), "optimizer"));
 }
 
-// --- The version difference (docs/schemes.md §3.17, its oracle in §5.7) ---
+// --- The version difference (docs/schemes.md, "xpipe", its oracle in docs/schemes.md, "Numbered oracles") ---
 
 std::vector<int> forward_s(int n, int t, HalfStage h = HalfStage::Ceil, Rounding ro = Rounding::HalfUp) {
   std::vector<int> out;
@@ -86,7 +86,8 @@ TEST(Xpipe, VersionDifferenceOtherReadings) {
   EXPECT_EQ(xpipe::round_quotient(7, 2, Rounding::HalfEven), 4);
 }
 
-// --- The predictor (docs/schemes.md §3.17, its oracle in §5.7) through the policy ---
+// --- The predictor (docs/schemes.md, "xpipe", its oracle in docs/schemes.md, "Numbered oracles") through the policy
+// ---
 
 struct OneWeightImpl : torch::nn::Module {
   explicit OneWeightImpl(double value = 1) { w = register_parameter("w", at::full({1}, value, at::kDouble)); }
@@ -128,7 +129,7 @@ TEST(Xpipe, PredictorMatchesO9InFloat64) {
     policy->begin(*stage, 1);
     const auto w = [&] { return stage->parameters()[0].item<double>(); };
     Message in;
-    // The version-difference oracle (docs/schemes.md §5.7) at T = 1: s_fwd = 3, 2, 2, 1 and
+    // The version-difference oracle (docs/schemes.md, "Numbered oracles") at T = 1: s_fwd = 3, 2, 2, 1 and
     // s_bwd = 0, 0, 1, 1.
     policy->before_forward(*stage, 0, in);
     EXPECT_NEAR(w(), o9.at(3 - (r + 1) / 2), 1e-9) << "forward, stage " << r;
@@ -229,7 +230,7 @@ void run(Pipe& p, const std::vector<int>& runs) {
 const double kLr0 = 0.05, kLr1 = 0.02, kB1 = 0.9, kB2 = 0.999, kEps = 1e-8;
 double lr_of(int64_t unit) { return unit < 4 ? kLr0 : kLr1; }
 
-/// The single-device loop of XPipe at D = 1, written from its predictor (docs/schemes.md §3.17) and
+/// The single-device loop of XPipe at D = 1, written from its predictor (docs/schemes.md, "xpipe") and
 /// torch's Adam without the scheme: per run, mini-batches of t units (the last possibly fewer);
 /// each mini-batch's mean gradient of (w x - y)^2 / 2 is taken at
 /// W_hat = W - lr s m_hat / (sqrt(u_hat) + eps) (W itself before the first update), with lr the LR
@@ -282,8 +283,8 @@ TEST(Xpipe, OneStageEqualsAHandWrittenAdamLoop) {
 }
 
 /// Wraps a policy and checks, at every forward and backward, the weight the pass reads against the
-/// predictor (docs/schemes.md §3.17) computed here from the stage's live weight and Adam state
-/// (before the first update: the live weight, as docs/schemes.md §1 "Update directions" says).
+/// predictor (docs/schemes.md, "xpipe") computed here from the stage's live weight and Adam state
+/// (before the first update: the live weight, as docs/schemes.md, "Notation and optimizers" "Update directions" says).
 class Probe : public StagePolicy {
  public:
   Probe(StagePolicy& inner, int s_fwd, int s_bwd) : inner_(inner), s_fwd_(s_fwd), s_bwd_(s_bwd) {}
@@ -336,7 +337,7 @@ std::pair<std::vector<double>, std::vector<double>> gaps(StagePolicy& policy) {
   return {forward, backward};
 }
 
-// D = 2, T = 2: the version difference (docs/schemes.md §3.17) gives s_fwd = s_bwd = 1 on both
+// D = 2, T = 2: the version difference (docs/schemes.md, "xpipe") gives s_fwd = s_bwd = 1 on both
 // stages. Every pass after a stage's first update reads the predictor's W_hat (checked against the
 // Adam state by hand), none before. Stage 0 (F0 F1 B0 F2 B1 U F3 B2 F4 B3 U ...) runs F2 before its
 // first update and F3 after it: the forwards of a mini-batch straddle an update, so the forward gap

@@ -1,6 +1,6 @@
 // Compressed boundaries in whole runs: the sequential, threaded and multi-process executors
-// give the same bits with compression on, the traffic figures count the codes (§5.2 item 11's
-// formula), compression changes the training, and a listed boundary that does not exist is a
+// give the same bits with compression on, the traffic figures count the codes (docs/schemes.md, "Equivalences" item
+// 11's formula), compression changes the training, and a listed boundary that does not exist is a
 // clear error.
 #include <gtest/gtest.h>
 

@@ -8,6 +8,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/check_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/describe_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/docs_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/doc_sections_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/eval_dump_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/experiments_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hardening_test.cpp

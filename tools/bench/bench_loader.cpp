@@ -1,5 +1,5 @@
 /// CIFAR-10 loader throughput with SpecTrain's augmentation (random crop 32 with padding 4,
-/// flip, normalise; docs/schemes.md §6.1), measured in one run:
+/// flip, normalise; docs/schemes.md, "SpecTrain: common settings"), measured in one run:
 ///   1. the loader alone: images/s delivered with 0 (build on demand), 1 and 2 worker threads;
 ///   2. the loader feeding a small CNN's training steps: samples/s and the share of time the
 ///      training thread waited for data, per worker count.

@@ -225,7 +225,7 @@ ResultTable build_table(const std::vector<RunInfo>& runs, const TableOptions& op
                     t.row_labels[rc.first], t.col_labels[rc.second], join(mixed, ", ")));
   }
   // One seed per cell: float32 runs of schedules equal in exact arithmetic drift apart by
-  // summation order (docs/schemes.md, "What equal means"), so a lone run is no estimate.
+  // summation order (docs/schemes.md, 'What "equal" means'), so a lone run is no estimate.
   // Simulated figures (simulated.samples_per_second) replay a plan: the same for any seed.
   size_t single = 0;
   for (const auto& [rc, cell] : t.cells) single += cell.values.size() == 1;

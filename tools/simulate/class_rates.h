@@ -1,5 +1,5 @@
 #pragma once
-/// A cost model per operator class (docs/simulate.md, "Derived costs"): each class of
+/// A cost model per operator class (docs/simulate.md, "Costs: measured, given or derived"): each class of
 /// operators (core/model/flop_counter.h's OpClass: a layer's GEMMs, attention's products of
 /// two activations, convolutions dense, depthwise and 1 x 1, recurrent steps) computes at
 /// its own fraction of the device's rate, and the kernels that count no FLOPs (element-wise,

@@ -16,7 +16,7 @@ namespace pipelab::sim {
 /// What one unit of the schedule costs against one unit of the costs. Units are micro-batches
 /// unless the plan cuts sequences into segments (core/scheme/sequence_split.h): segment j then
 /// does its share of the micro-batch's work and carries its share of the tokens (messages).
-/// The work's share is the cost model's (the computation-wise partition, docs/schemes.md §1)
+/// The work's share is the cost model's (the computation-wise partition, docs/schemes.md, "Notation and optimizers")
 /// for the activations a segment keeps, which grow with the keys its queries read as the work
 /// does, and for its seconds unless the costs were measured in as many segments (then each
 /// stage's measured shares, StageCosts::segment_shares) or derived from blocks timed at
