@@ -1,7 +1,7 @@
 #pragma once
 /// Observers of a stage's actions (docs/design.md, "Observers"): what watches a run without
-/// being part of its scheme — the flush-never epoch snapshots (core/train/epoch_snapshots.h)
-/// and the shadow synchronous run (core/train/shadow_sync.h). The one action interpreter
+/// being part of its scheme — the flush-never epoch snapshots (core/records/epoch_snapshots.h)
+/// and the shadow synchronous run (core/feed/shadow_sync.h). The one action interpreter
 /// (core/exec/actions.cpp) notifies every observer of a stage on that stage's thread (or
 /// process), right where the scheme's policy hooks run, so an observer sees the weights the
 /// policy chose and cannot change which hooks of the scheme run: it is not a wrapper around

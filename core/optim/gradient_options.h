@@ -3,7 +3,7 @@
 /// optimizer: a gradient-norm clip and the treatment of tied weights (docs/schemes.md
 /// docs/schemes.md, "Notation and optimizers"). Written in the `optimizer:` section next to the optimizer's own keys
 /// (`optimizer: {type: sgd, lr: 0.1, clip_grad_norm: 1.0}`), read in one place
-/// (core/train/experiment.cpp) and run by the ALLREDUCE before each update
+/// (core/experiment/experiment.cpp) and run by the ALLREDUCE before each update
 /// (core/comm/gradient_finish.h).
 #include <cmath>
 #include <limits>
@@ -22,7 +22,7 @@ struct GradientOptions {
   ClipScope clip_scope = ClipScope::Auto;
   Tied tied_gradients = Tied::Sum;
   /// Whether the file gave tied_gradients: a model without tied weights refuses it
-  /// (core/train/run_builder.cpp), since it would do nothing.
+  /// (core/assembly/run_builder.cpp), since it would do nothing.
   bool tied_gradients_given = false;
 
   /// The keys this struct reads (the optimizer's own options do not know them).

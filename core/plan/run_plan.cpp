@@ -150,7 +150,7 @@ std::vector<bool> offload_of(const PlanRequest& r, const std::vector<bool>& reco
 SequenceSplit sequence_split_of(const PlanRequest& r) {
   SequenceSplit split = r.scheme->sequence_split();
   if (!split.active()) return split;
-  // Only the feed of a flush per mini-batch cuts them (plan_feed, core/train/run_feeds.h).
+  // Only the feed of a flush per mini-batch cuts them (plan_feed, core/feed/run_feeds.h).
   PIPELAB_ASSERT(r.scheme->span() == Span::MiniBatch, "scheme {} cuts sequences but is not flushed per mini-batch",
                  r.scheme->type());
   const auto fail = [&](const char* key, const std::string& what, const std::string& fix) {

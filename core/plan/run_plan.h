@@ -2,7 +2,7 @@
 /// The run plan: what a run of a scheme is, compiled once from the scheme, the topology
 /// (stages, copies of the whole pipeline or PipeDream's replicated stages, their devices),
 /// the gradient sync (replicas' sums, a global clip, tied weights) and what one step is
-/// (StepShape). A value with no data in it: core/train feeds a run by it. `pipelab run`
+/// (StepShape). A value with no data in it: core/feed feeds a run by it. `pipelab run`
 /// trains by it, and `schedule`, `simulate` and `plan` print and replay its schedules, so
 /// what they show is what runs. The refusals a topology meets (a scheme that cannot take replicas,
 /// replicated stages with a clip, a codec on a boundary no message crosses) are here too,

@@ -4,7 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "core/data/loader.h"
-#include "core/train/feeds.h"
+#include "core/feed/feeds.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::data_test {

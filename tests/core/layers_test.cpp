@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 /// Bottom first: each folder may include its own and those listed before it.
 const std::vector<std::string> kLayers{"util",    "device", "io",   "config", "schedule", "model",
                                        "comm",    "nn",     "optim", "compress", "data",   "processes",
-                                       "stage",   "scheme", "exec", "plan",     "weights", "train"};
+                                       "stage",   "scheme", "exec", "plan",     "weights", "feed",
+                                       "records", "experiment", "assembly", "run"};
 
 /// Calls `seen(line number, match)` for each line of `file` that `include` matches.
 void for_each_include(const fs::path& file, const std::regex& include,

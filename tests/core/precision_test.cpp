@@ -7,7 +7,7 @@
 
 #include "core/io/pt_file.h"
 #include "core/stage/precision.h"
-#include "core/train/run_record.h"
+#include "core/records/run_record.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::precision_test {

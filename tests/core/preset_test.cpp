@@ -3,7 +3,7 @@
 // the file's line and the preset.
 #include <gtest/gtest.h>
 
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::preset_test {

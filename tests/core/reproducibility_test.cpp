@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "core/train/state_dict.h"
+#include "core/records/state_dict.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::reproducibility_test {

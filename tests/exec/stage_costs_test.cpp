@@ -1,4 +1,4 @@
-// metrics/costs.json (core/train/stage_costs.h): the measured per-stage costs a run writes
+// metrics/costs.json (core/records/stage_costs.h): the measured per-stage costs a run writes
 // next to its trace, checked against figures computed by hand from the model's sizes.
 #include <gtest/gtest.h>
 

@@ -5,8 +5,8 @@
 
 #include "core/data/loader.h"
 #include "core/io/pt_file.h"
-#include "core/train/run_record.h"
-#include "core/train/state_dict.h"
+#include "core/records/run_record.h"
+#include "core/records/state_dict.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/helpers.h"
 

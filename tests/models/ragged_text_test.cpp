@@ -14,7 +14,7 @@
 
 #include "core/processes/process_group.h"
 #include "core/nn/document_layout.h"
-#include "core/train/feeds.h"
+#include "core/feed/feeds.h"
 #include "datasets/text/ragged_text.h"
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"

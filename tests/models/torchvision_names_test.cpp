@@ -7,7 +7,7 @@
 #include <map>
 
 #include "core/model/tensor_names.h"
-#include "core/train/runner.h"
+#include "core/run/runner.h"
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 

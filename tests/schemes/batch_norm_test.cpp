@@ -5,7 +5,7 @@
 
 #include "core/exec/actions.h"
 #include "core/nn/batch_norm.h"
-#include "core/train/feeds.h"
+#include "core/feed/feeds.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::batch_norm_test {

@@ -4,7 +4,7 @@
 
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
-#include "core/train/state_dict.h"
+#include "core/records/state_dict.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::dp_test {

@@ -6,7 +6,7 @@
 
 #include "core/exec/actions.h"
 #include "core/schedule/validate.h"
-#include "core/train/feeds.h"
+#include "core/feed/feeds.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::equivalence_test {

@@ -12,7 +12,7 @@
 #include "core/comm/gradient_finish.h"
 #include "core/io/pt_file.h"
 #include "core/model/model.h"
-#include "core/train/runner.h"
+#include "core/run/runner.h"
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 

@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "core/schedule/generators.h"
-#include "core/train/epoch_snapshots.h"
+#include "core/records/epoch_snapshots.h"
 #include "tests/support/helpers.h"
 #include "tests/support/linear_pipeline.h"
 

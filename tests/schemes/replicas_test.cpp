@@ -12,7 +12,7 @@
 #include "core/schedule/replicate.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
-#include "core/train/feeds.h"
+#include "core/feed/feeds.h"
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 

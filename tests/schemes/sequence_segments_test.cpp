@@ -15,7 +15,7 @@
 #include "core/schedule/validate.h"
 #include "core/scheme/sequence_split.h"
 #include "core/plan/run_plan.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/plan_request.h"
 #include "schemes/schedules/modern.h"
 #include "tools/simulate/simulate.h"
 #include "tests/models/zoo.h"

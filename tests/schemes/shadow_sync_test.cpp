@@ -1,4 +1,4 @@
-// run.shadow: sync (core/train/shadow_sync.h). A synchronous scheme must match its shadow
+// run.shadow: sync (core/feed/shadow_sync.h). A synchronous scheme must match its shadow
 // exactly, at every update of every stage (float64, dropout on): that holds the bookkeeping
 // (micro-batches per update, versions, dropout states, loss shares) to the definition. An
 // asynchronous run must be bitwise the same with the shadow on, and its measurements must

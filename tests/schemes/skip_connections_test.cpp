@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/processes/process_group.h"
-#include "core/train/runner.h"
+#include "core/run/runner.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::skip_connections_test {

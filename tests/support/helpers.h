@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/io/pt_file.h"
-#include "core/train/runner.h"
+#include "core/run/runner.h"
 
 namespace pipelab::testing {
 

@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "core/train/run_recorder.h"
+#include "core/run/run_recorder.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 

@@ -15,7 +15,7 @@
 
 #include "core/processes/process_group.h"
 #include "core/io/pt_file.h"
-#include "core/train/run_record.h"
+#include "core/records/run_record.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::hardening_test {

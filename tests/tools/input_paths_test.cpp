@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "core/train/experiment.h"
-#include "core/train/input_paths.h"
+#include "core/experiment/experiment.h"
+#include "core/experiment/input_paths.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 #include "tools/sweep/plan.h"

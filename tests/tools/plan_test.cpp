@@ -16,7 +16,7 @@
 #include "core/io/pt_file.h"
 #include "core/model/block_costs.h"
 #include "core/plan/run_plan.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/plan_request.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 #include "tools/cli/cost_flags.h"

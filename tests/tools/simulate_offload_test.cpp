@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "core/plan/run_plan.h"
-#include "core/train/experiment.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/experiment.h"
+#include "core/experiment/plan_request.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 #include "tools/simulate/simulate.h"

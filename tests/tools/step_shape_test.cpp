@@ -9,11 +9,11 @@
 #include <sstream>
 
 #include "core/config/registry.h"
-#include "core/train/experiment.h"
-#include "core/train/feeds.h"
+#include "core/experiment/experiment.h"
+#include "core/feed/feeds.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/plan_request.h"
 
 namespace pipelab::step_shape_test {
 namespace {

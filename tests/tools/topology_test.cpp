@@ -9,7 +9,7 @@
 
 #include "core/plan/run_plan.h"
 #include "core/plan/topology.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/plan_request.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 

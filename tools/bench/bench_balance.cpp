@@ -26,7 +26,7 @@
 
 #include "core/io/pt_file.h"
 #include "core/model/block_costs.h"
-#include "core/train/runner.h"
+#include "core/run/runner.h"
 #include "core/util/error.h"
 #include "tools/bench/bench_cli.h"
 

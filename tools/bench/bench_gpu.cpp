@@ -40,7 +40,7 @@
 #include <fmt/format.h>
 
 #include "core/device/device.h"
-#include "core/train/runner.h"
+#include "core/run/runner.h"
 #include "tools/bench/bench_cli.h"
 
 namespace {

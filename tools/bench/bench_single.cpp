@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "core/train/runner.h"
+#include "core/run/runner.h"
 #include "core/util/allocator.h"
 #include "tools/bench/bench_cli.h"
 

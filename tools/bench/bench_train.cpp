@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include <filesystem>
 
 #include "core/plan/run_plan.h"
-#include "core/train/plan_request.h"
-#include "core/train/runner.h"
+#include "core/experiment/plan_request.h"
+#include "core/run/runner.h"
 #include "core/util/error.h"
 #include "core/util/names.h"
 #include "tools/cli/checker.h"

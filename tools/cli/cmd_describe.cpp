@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include "core/model/block_costs.h"
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 #include "core/plan/run_plan.h"
 #include "core/plan/topology.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/plan_request.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "core/io/input_file.h"
-#include "core/train/runner.h"
+#include "core/run/runner.h"
 #include "tools/cli/options.h"
 
 namespace fs = std::filesystem;

@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 
 #include "core/processes/process_group.h"
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 #include "core/plan/run_plan.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/plan_request.h"
 #include "tools/cli/options.h"
 #include "tools/cli/stop_signals.h"
 #include "tools/sweep/subprocess.h"

@@ -7,7 +7,7 @@
 
 #include "core/config/yaml_file.h"
 #include "core/processes/launch_env.h"
-#include "core/train/runner.h"
+#include "core/run/runner.h"
 #include "tools/cli/options.h"
 #include "tools/cli/simulated_clock.h"
 

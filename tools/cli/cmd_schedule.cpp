@@ -19,10 +19,10 @@
 #include "core/schedule/validate.h"
 #include "core/scheme/placed_scheme.h"
 #include "core/scheme/replicas.h"
-#include "core/train/optimizer_section.h"
+#include "core/experiment/optimizer_section.h"
 #include "core/plan/run_plan.h"
 #include "core/plan/topology.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/plan_request.h"
 #include "tools/cli/options.h"
 
 namespace pipelab::cli {

@@ -18,7 +18,7 @@
 #include "core/model/block_costs.h"
 #include "core/scheme/placed_scheme.h"
 #include "core/plan/run_plan.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/plan_request.h"
 #include "tools/cli/cost_flags.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/model/model.h"
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"
 #include "tools/simulate/cluster.h"

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/config/yaml_file.h"
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 #include "core/util/error.h"
 #include "tools/sweep/plan.h"
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 #include "tools/cli/options.h"
 
 namespace pipelab::cli {
@@ -56,7 +56,7 @@ inline void check_input_flags(const po::variables_map& vm) {
 }
 
 /// The data the model is defined for: from the command line, or from loading the dataset
-/// as `pipelab run` would (the same data folder rules, core/train/run_builder.cpp).
+/// as `pipelab run` would (the same data folder rules, core/assembly/run_builder.cpp).
 inline DataSpec data_spec(const Experiment& e, const po::variables_map& vm) {
   check_input_flags(vm);
   if (vm.count("input-shape")) {

@@ -14,7 +14,7 @@
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
 #include "core/scheme/scheme.h"
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 #include "tools/cli/commands.h"
 
 namespace pipelab::cli {

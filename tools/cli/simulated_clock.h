@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/train/runner.h"
-#include "core/train/simulated_clock.h"
+#include "core/run/runner.h"
+#include "core/run/simulated_clock.h"
 #include "tools/cli/cost_flags.h"
 #include "tools/simulate/simulate.h"
 

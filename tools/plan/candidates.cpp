@@ -14,7 +14,7 @@
 #include "core/model/partition.h"
 #include "core/optim/optimizer.h"
 #include "core/schedule/update_gaps.h"
-#include "core/train/plan_request.h"
+#include "core/experiment/plan_request.h"
 
 namespace pipelab::plan {
 namespace {

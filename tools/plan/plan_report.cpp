@@ -14,7 +14,7 @@
 #include "core/util/provenance.h"
 #include "core/config/yaml_file.h"
 #include "core/model/model.h"
-#include "core/train/input_paths.h"
+#include "core/experiment/input_paths.h"
 #include "tools/report/svg_plot.h"
 
 namespace pipelab::plan {

@@ -15,7 +15,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/plan/topology.h"
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 #include "tools/simulate/simulate.h"
 
 namespace pipelab::plan {

@@ -17,8 +17,8 @@
 
 #include "core/config/config_node.h"
 #include "core/scheme/scheme.h"
-#include "core/train/run_record.h"
-#include "core/train/runner.h"
+#include "core/records/run_record.h"
+#include "core/run/runner.h"
 #include "core/util/error.h"
 #include "core/util/memory_size.h"
 #include "core/model/meta_device.h"

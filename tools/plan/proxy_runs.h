@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/train/targets.h"
+#include "core/experiment/targets.h"
 #include "tools/plan/planner.h"
 
 namespace pipelab::plan {

@@ -4,7 +4,7 @@
 /// boundary's messages become what its codec encodes a tensor of their size to, and the
 /// codec's encode and decode times, measured here on this host's CPU (where codecs run), join
 /// the sender's and the receiver's forward or backward. Costs measured with compression carry
-/// both already (core/train/stage_costs.h).
+/// both already (core/records/stage_costs.h).
 #include "core/compress/compression.h"
 #include "tools/simulate/costs.h"
 

@@ -9,7 +9,7 @@
 
 #include "core/model/block_costs.h"
 #include "core/plan/run_plan.h"
-#include "core/train/experiment.h"
+#include "core/experiment/experiment.h"
 #include "tools/simulate/block_times.h"
 #include "tools/simulate/costs.h"
 #include "tools/simulate/cost_validation.h"

@@ -1,7 +1,7 @@
 #pragma once
 /// What `pipelab simulate` replays a schedule with: per stage, the seconds of each action and
 /// the bytes it moves and holds. Three sources, one format:
-/// - measured: the metrics/costs.json a `pipelab run` writes (core/train/stage_costs.h);
+/// - measured: the metrics/costs.json a `pipelab run` writes (core/records/stage_costs.h);
 /// - given: the same keys in a YAML file written by hand (docs/simulate.md);
 /// - derived: from the model's FLOPs and a device spec (derive.h).
 #include <algorithm>
@@ -11,13 +11,13 @@
 
 #include "core/config/fields.h"
 #include "core/schedule/action_kinds.h"
-#include "core/train/cost_record.h"
+#include "core/records/cost_record.h"
 #include "tools/simulate/size_curve.h"
 
 namespace pipelab::sim {
 
 /// One pipeline stage, for one micro-batch of `SimCosts::micro_batch_size` examples: a costs
-/// file's entry (its keys: core/train/cost_record.h) and what only derived costs set.
+/// file's entry (its keys: core/records/cost_record.h) and what only derived costs set.
 struct StageCosts : StageCostRecord {
   /// Held, on top, by every forward action whatever its share of a micro-batch (a sequence
   /// segment's too): under autocast, the compute-dtype copies of the weights its matrix
@@ -109,7 +109,7 @@ struct LinkSpec {
   double latency_seconds() const { return latency_us * 1e-6; }
 };
 
-/// A costs file's scalar keys (core/train/cost_record.h), its link and its stages.
+/// A costs file's scalar keys (core/records/cost_record.h), its link and its stages.
 struct SimCosts : CostRecord {
   std::vector<StageCosts> stages;
   LinkSpec link;

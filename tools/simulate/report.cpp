@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/train/trace.h"
+#include "core/records/trace.h"
 
 namespace pipelab::sim {
 namespace {

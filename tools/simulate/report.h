@@ -25,7 +25,7 @@ std::string memory_lines(const std::vector<SchemeRow>& rows);
 /// replaced) when several schemes share the path.
 std::string per_scheme_path(const std::string& path, const std::string& scheme, bool several);
 
-/// The replay's actions as the Chrome trace `pipelab run` writes (core/train/trace.h).
+/// The replay's actions as the Chrome trace `pipelab run` writes (core/records/trace.h).
 std::string simulated_trace(const SimResult& r);
 
 }  // namespace pipelab::sim

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <set>
 
-#include "core/train/experiment.h"
-#include "core/train/input_paths.h"
+#include "core/experiment/experiment.h"
+#include "core/experiment/input_paths.h"
 #include "core/util/names.h"
 #include "tools/sweep/grid.h"
 #include "tools/sweep/key_paths.h"

@@ -326,7 +326,7 @@ SweepResult run_sweep(const SweepPlan& plan, const SweepRunOptions& options, std
   std::deque<size_t> queue = prepare_cells(plan, status, result);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   // Half the cores shared among the jobs, as run.threads: 0 takes half the cores alone: a
-  // run with every core collapses beside another busy process (core/train/run_builder.cpp).
+  // run with every core collapses beside another busy process (core/assembly/run_builder.cpp).
   const int threads = options.threads > 0 ? options.threads : std::max(1, cores / (2 * options.jobs));
   Reporter report(out, options.bar, plan.runs.size());
   // What a run's threads are is its executor's to say (device threads x intra-op threads);
