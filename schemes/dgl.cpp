@@ -53,18 +53,16 @@ struct DglOptions {
              Choices<dgl::Ranking>{{"lifo", dgl::Ranking::Lifo}, {"reference", dgl::Ranking::Reference}},
              "among the least-read entries: lifo (the freshest, default) or reference (the reference code's ranking, "
              "where a full ring's oldest slot counts as freshest; fidelity flag)");
+    // Synchronous DGL (buffer 0) replays nothing: the replay's keys are refused there, and
+    // left out of the options it records, so a run's config.yaml reads back.
+    for (const char* key : {"order", "slow_stage", "slowdown", "max_reuse", "seed", "buffer_ranking"}) {
+      v.unused_unless(key, replay.buffer > 0, "buffer > 0 (asynchronous DGL; buffer 0 is synchronous)");
+    }
+    v.unused_unless("picks", replay.buffer > 0 && replay.order == dgl::Order::List,
+                    "buffer > 0 and order: list (picks is the list's order)");
   }
   void check(const ConfigNode& node) const {
     greedy::check_heads(node, heads);
-    for (const char* key : {"order", "picks", "slow_stage", "slowdown", "max_reuse", "seed", "buffer_ranking"}) {
-      if (replay.buffer == 0 && node.has(key)) {
-        node.child(key).fail("it applies to asynchronous DGL, and buffer is 0 (synchronous)",
-                             "set buffer: M (entries per boundary), or remove it");
-      }
-    }
-    if (node.has("picks") && replay.order != dgl::Order::List) {
-      node.child("picks").fail("picks is read with order: list only", "add order: list, or remove picks");
-    }
     if (replay.order == dgl::Order::List && replay.picks.empty()) {
       node.fail("order: list needs the modules to pick", "add picks, e.g. picks: [0, 1]");
     }

@@ -13,6 +13,7 @@
 /// ConfigErrors with line:column and the fix), FieldWriter emits the resolved values, and
 /// FieldDoc lists the fields for `pipelab list --options`.
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -157,6 +158,12 @@ class FieldReader {
   const ConfigNode& node() const { return node_; }
 
  private:
+  /// An optional that is not set (absent, or null as a resolved configuration writes it)
+  /// has nothing to check; a set one is checked as its value.
+  template <class T, class... C>
+  void run_checks(const ConfigNode& n, const std::optional<T>& value, C&&... checks) {
+    if (value) run_checks(n, *value, checks...);
+  }
   template <class T, class... C>
   void run_checks(const ConfigNode& n, const T& value, C&&... checks) {
     std::string problem;

@@ -4,6 +4,7 @@ list(APPEND PIPELAB_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/block_io_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/layers_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/resolved_options_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/data_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/error_text_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/input_files_test.cpp

@@ -179,8 +179,8 @@ TEST(Dgl, AsynchronousTrainsAndItsOptionsAreChecked) {
   const auto refused = [](const std::string& scheme) {
     return testing::user_error([&] { testing::experiment(kMlp, "", {"scheme=" + scheme}); });
   };
-  EXPECT_NE(refused("{type: dgl, order: round_robin}").find("buffer is 0"), std::string::npos);
-  EXPECT_NE(refused("{type: dgl, buffer: 2, picks: [0, 1]}").find("order: list only"), std::string::npos);
+  EXPECT_NE(refused("{type: dgl, order: round_robin}").find("buffer 0 is synchronous"), std::string::npos);
+  EXPECT_NE(refused("{type: dgl, buffer: 2, picks: [0, 1]}").find("and order: list"), std::string::npos);
   EXPECT_NE(refused("{type: dgl, buffer: 2, order: list}").find("needs the modules to pick"), std::string::npos);
   EXPECT_NE(refused("{type: dgl, buffer: 2, slowdown: 1}").find("scheme.slowdown"), std::string::npos);
 }
