@@ -187,6 +187,21 @@ class MuonFactory : public Configured<OptimizerFactory, MuonOptions> {
     return std::make_unique<Muon>(std::move(params), options_, *this);
   }
   double base_lr() const override { return options_.lr; }
+  /// A matrix keeps its momentum buffer; each step orthogonalises it by Newton-Schulz
+  /// (newton_schulz above), whose products the simulator prices: per iteration, on the wide
+  /// way round (m <= n), the Gram matrix X X^T (2 m^2 n), the polynomial gram (b + c gram)
+  /// (2 m^3) and its product with X (2 m^2 n); its kernels are the bf16 copy, the norm, its
+  /// clamp and the division, and three products per iteration. The rest goes to `fallback`.
+  StepCost step_cost(const std::string& name, const std::vector<int64_t>& shape) const override {
+    if (shape.size() != 2) {
+      return options_.fallback ? options_.fallback->factory->step_cost(name, shape)
+                               : StepCost{};  // refused when the stage's optimizer is made
+    }
+    const double m = static_cast<double>(std::min(shape[0], shape[1]));
+    const double n = static_cast<double>(std::max(shape[0], shape[1]));
+    const auto steps = static_cast<double>(options_.ns_steps);
+    return {m * n, steps * (4 * m * m * n + 2 * m * m * m), 4 + 3 * steps};
+  }
 };
 
 }  // namespace

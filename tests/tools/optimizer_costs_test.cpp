@@ -1,5 +1,6 @@
 // What the simulator knows of an optimizer (OptimizerFactory::step_cost, derive.h's
-// optimizer_step_costs): basis rotation's covariances, bases and products by hand, the
+// optimizer_step_costs): basis rotation's covariances, bases and products by hand, Muon's
+// Newton-Schulz products and its momentum, the
 // parameters it does not rotate at its fallback's price, an element-wise optimizer as copies
 // of the weights; and a stage's state bytes and update time from them (its products at the
 // device's rate, its kernels at the launch cost).
@@ -44,6 +45,23 @@ TEST(OptimizerCosts, BasisRotationByHand) {
   }
   EXPECT_DOUBLE_EQ(factory("{type: sgd, lr: 0.1, momentum: 0.9}")->step_cost("w", {6, 4}).state_elements, 24);
   EXPECT_DOUBLE_EQ(factory("{type: sgd, lr: 0.1}")->step_cost("w", {6, 4}).state_elements, 0);
+}
+
+TEST(OptimizerCosts, MuonByHand) {
+  const auto muon = factory("{type: muon, lr: 0.02, ns_steps: 5, fallback: {type: adamw, lr: 3.0e-4}}");
+  // A 6 x 4 matrix: its momentum buffer (24), and five Newton-Schulz iterations on the wide
+  // way round (m = 4, n = 6): 2 m^2 n for X X^T, 2 m^3 for the polynomial, 2 m^2 n for its
+  // product with X; the copy, norm, clamp and division, then three products an iteration.
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{6, 4}, std::vector<int64_t>{4, 6}}) {
+    const StepCost c = muon->step_cost("layer0.ff.0.weight", shape);
+    EXPECT_DOUBLE_EQ(c.state_elements, 24);
+    EXPECT_DOUBLE_EQ(c.flops, 5 * (2 * 16 * 6 + 2 * 64 + 2 * 16 * 6));
+    EXPECT_DOUBLE_EQ(c.kernels, 4 + 3 * 5);
+  }
+  // A vector goes to the fallback (AdamW: two copies, no products).
+  const StepCost bias = muon->step_cost("layer0.ff.0.bias", {6});
+  EXPECT_DOUBLE_EQ(bias.state_elements, 12);
+  EXPECT_EQ(bias.flops, 0);
 }
 
 TEST(OptimizerCosts, AStagesStateAndUpdateComeFromItsParameters) {

@@ -15,14 +15,20 @@ micro-batch's loss per update, too noisy to cross a target once). The target def
 loss AdamW reaches at P = 1 half-way through its run, so that the P = 1 baseline reaches it
 with room left and deeper ones may still. Time to target is steps.csv's simulated_time of the
 step that reached it: the run's plan replayed on the cluster the sweep was timed on
-(`pipelab sweep ... --cluster NAME`); "-" when the sweep had no clock. A run that never
+(`pipelab sweep ... --cluster NAME`); "-" when the sweep had no clock. `--resimulate PIPELAB
+--cluster NAME` prices the runs again with today's simulator instead (each run's own
+config.yaml through `pipelab simulate --json`: every step of a run is one mini-batch, so one
+step time serves them all), for runs timed before a cost the simulator now prices. A run that never
 reaches the target shows "> N" (its updates) and counts as N in the ratios, a lower bound.
 """
 import argparse
 import csv
 import math
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -55,6 +61,26 @@ def read_runs(root):
             "folder": folder,
         })
     return runs
+
+
+def resimulate(runs, pipelab, cluster):
+    """Each run's step priced again: its config.yaml through `pipelab simulate --cluster`
+    (runs of one configuration share one call); its time column becomes step x updates."""
+    steps = {}
+    for run in runs:
+        config = os.path.join(run["folder"], "config.yaml")
+        with open(config) as f:
+            key = f.read().split("\nrun:", 1)[0]  # model, data, scheme, optimizer, partition
+        if key not in steps:
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "sim.json")
+                subprocess.run([pipelab, "simulate", config, "--cluster", cluster, "--json", out],
+                               check=True, stdout=subprocess.DEVNULL)
+                with open(out) as f:
+                    figures = json.load(f)
+            entries = figures if isinstance(figures, list) else figures.get("schemes", [figures])
+            steps[key] = float(entries[0]["step_seconds"])
+        run["time"] = [steps[key] * (i + 1) for i in range(len(run["loss"]))]
 
 
 def smoothed(losses, window):
@@ -220,10 +246,14 @@ def main():
     ap.add_argument("--target", type=float, help="training loss to reach (default: AdamW's at P = 1 half-way)")
     ap.add_argument("--window", type=int, default=50, help="steps in the trailing mean of the loss")
     ap.add_argument("--svg", help="write the updates-against-depth plot here")
+    ap.add_argument("--resimulate", metavar="PIPELAB", help="price each run's step again with this pipelab binary")
+    ap.add_argument("--cluster", default="h100_sxm", help="the cluster --resimulate prices for (default h100_sxm)")
     a = ap.parse_args()
     runs = [r for folder in a.runs for r in read_runs(folder)]
     if not runs:
         sys.exit(f"{', '.join(a.runs)}: no finished runs (experiment.yaml, summary.json, metrics/steps.csv)")
+    if a.resimulate:
+        resimulate(runs, a.resimulate, a.cluster)
     target = a.target if a.target is not None else default_target(runs, a.window)
     depths, keys, cells = table(runs, target, a.window)
     print(markdown(depths, keys, cells, target, a.window))
