@@ -5,9 +5,10 @@ rotation refreshing every T steps, and basis rotation refreshing once (T longer 
 in interleaved rounds; each run's update time is its metrics/costs.json `update` (the traced
 epoch's mean over its updates, refreshes included). The model is the depth study's cpu-mini
 one (docs/basis-rotation-depth.md: a 14-layer causal Transformer of width 32, 84 rotated
-matrices) on synthetic words, so no data is needed; `--file` takes another experiment.
+matrices) on synthetic words, so no data is needed; `--model llama` the Llama of
+experiments/text/imdb_llama.yaml on synthetic words; `--file` takes another experiment.
 
-    tools/bench/bench_optimizer_step.py [--pipelab build/pipelab] [--file F] [--steps 40]
+    tools/bench/bench_optimizer_step.py [--pipelab build/pipelab] [--model transformer|llama] [--file F] [--steps 40]
                                         [--rounds 3] [--every 10] [--cluster CALIBRATED.yaml]
 
 Printed: each optimizer's median update (ms) and training step, the update's ratio to
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-MODEL = """
+MODELS = {"transformer": """
 model:     {type: transformer, head: lm, num_words: 2000, d_model: 32, heads: 2, ff: 64, layers: 14, dropout: 0.0,
             ff_residual: attention, embedding_std: 0.02}
 dataset:   {type: synthetic, samples: 4096, test_samples: 64, tokens: {vocabulary: 2000, length: 32}}
@@ -32,7 +33,17 @@ partition: {stages: 1}
 scheme:    {type: single}
 optimizer: {type: adamw, lr: 0.003}
 run:       {epochs: 1, batch_size: 32, seed: 0, threads: 1, progress: false}
-"""
+""",
+    # The Llama of experiments/text/imdb_llama.yaml (wider matrices: 64 x 176 MLPs) on synthetic words.
+    "llama": """
+model:      {type: llama, vocab: 2000, hidden: 64, intermediate: 176, layers: 6, heads: 4, kv_heads: 2,
+             rope_theta: 10000, norm_eps: 1.0e-5}
+dataset:    {type: synthetic, samples: 4096, test_samples: 64, tokens: {vocabulary: 2000, length: 64}}
+partition:  {stages: 1}
+scheme:     {type: single}
+optimizer:  {type: adamw, lr: 0.003, weight_decay: 0.01}
+run:        {epochs: 1, batch_size: 32, seed: 0, threads: 1, progress: false}
+"""}
 
 OPTIMIZERS = {
     "adamw": "{type: adamw, lr: 0.003, betas: [0.9, 0.999], weight_decay: 0.01}",
@@ -71,7 +82,9 @@ def simulated_step(a, optimizer, tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pipelab", default="build/pipelab")
-    ap.add_argument("--file", help="an experiment (not a sweep); default: the depth study's model")
+    ap.add_argument("--file", help="an experiment (not a sweep); default: --model's")
+    ap.add_argument("--model", choices=sorted(MODELS), default="transformer",
+                    help="transformer: the depth study's cpu-mini model (default); llama: imdb_llama.yaml's Llama")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--every", type=int, default=10, help="basis rotation's precondition_frequency")
@@ -84,7 +97,7 @@ def main():
         if not a.file:
             a.file = os.path.join(tmp, "model.yaml")
             with open(a.file, "w") as f:
-                f.write(MODEL)
+                f.write(MODELS[a.model])
         for r in range(a.rounds):
             for name, optimizer in OPTIMIZERS.items():
                 u, s = run_once(a, optimizer.replace("EVERY", str(a.every)), os.path.join(tmp, f"{r}"))
