@@ -54,8 +54,8 @@
 #include <limits>
 
 #include "core/config/bounds.h"
-#include "core/nn/dropout.h"
 #include "core/nn/document_layout.h"
+#include "core/nn/dropout.h"
 #include "core/nn/sequence_segment.h"
 #include "models/blocks/containers.h"
 #include "models/blocks/init.h"

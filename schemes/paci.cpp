@@ -21,9 +21,9 @@
 /// - Quirks (docs/schemes.md, "Quirks"): the code's workers drain every queued gradient before a forward, so its
 ///   per-stage order depends on timing; the order here is 1F1B's, the largest gap the cap
 ///   allows. Its stage boundaries come from timing measurements; here `partition.balance`.
+#include "core/schedule/weight_copies.h"
 #include "core/scheme/one_f_one_b.h"
 #include "core/scheme/staleness.h"
-#include "core/schedule/weight_copies.h"
 #include "core/weights/stashing_policy.h"
 #include "core/weights/weights.h"
 

@@ -70,9 +70,9 @@
 
 #include <algorithm>
 
+#include "core/schedule/weight_copies.h"
 #include "core/scheme/lr_at_unit.h"
 #include "core/scheme/one_f_one_b.h"
-#include "core/schedule/weight_copies.h"
 #include "core/scheme/scheme.h"
 #include "core/scheme/staleness.h"
 #include "core/util/error.h"

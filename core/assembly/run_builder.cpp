@@ -11,23 +11,23 @@
 
 #include <fmt/ranges.h>
 
+#include "core/assembly/run_builder.h"
+#include "core/assembly/run_checks.h"
+#include "core/assembly/run_config.h"
 #include "core/config/yaml_file.h"
 #include "core/data/subset.h"
-#include "core/util/names.h"
 #include "core/device/device.h"
+#include "core/experiment/plan_request.h"
+#include "core/feed/feeds.h"
+#include "core/feed/shadow_sync.h"
 #include "core/io/safetensors.h"
 #include "core/model/block_costs.h"
+#include "core/records/state_dict.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
-#include "core/feed/feeds.h"
-#include "core/assembly/run_builder.h"
-#include "core/assembly/run_checks.h"
-#include "core/assembly/run_config.h"
-#include "core/feed/shadow_sync.h"
-#include "core/records/state_dict.h"
-#include "core/experiment/plan_request.h"
+#include "core/util/names.h"
 
 namespace pipelab {
 

@@ -8,9 +8,9 @@
 #include <optional>
 #include <vector>
 
-#include "core/model/tensor_names.h"
-#include "core/experiment/experiment.h"
 #include "core/assembly/run_parts.h"
+#include "core/experiment/experiment.h"
+#include "core/model/tensor_names.h"
 
 namespace pipelab {
 

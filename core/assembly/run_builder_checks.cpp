@@ -7,8 +7,8 @@
 
 #include <fmt/ranges.h>
 
-#include "core/model/meta_device.h"
 #include "core/assembly/run_builder.h"
+#include "core/model/meta_device.h"
 #include "core/util/memory_size.h"
 #include "core/util/names.h"
 

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <optional>
 
-#include "core/scheme/replicas.h"
 #include "core/assembly/run_builder.h"
-#include "core/records/stage_costs.h"
 #include "core/experiment/plan_request.h"
+#include "core/records/stage_costs.h"
+#include "core/scheme/replicas.h"
 
 namespace pipelab {
 

@@ -8,9 +8,9 @@
 
 #include <fmt/ranges.h>
 
-#include "core/io/safetensors.h"
 #include "core/assembly/run_builder.h"
 #include "core/feed/shadow_sync.h"
+#include "core/io/safetensors.h"
 #include "core/records/state_dict.h"
 
 namespace pipelab {

@@ -6,10 +6,10 @@
 
 #include <fmt/ranges.h>
 
+#include "core/assembly/run_parts.h"
 #include "core/nn/document_layout.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/validate.h"
-#include "core/assembly/run_parts.h"
 
 namespace pipelab {
 namespace {

@@ -2,11 +2,11 @@
 /// config.yaml (and compared by --resume and across processes).
 #include <fmt/format.h>
 
-#include "core/device/device.h"
 #include "core/assembly/run_config.h"
 #include "core/assembly/run_parts.h"
-#include "core/util/names.h"
 #include "core/config/plugins.h"
+#include "core/device/device.h"
+#include "core/util/names.h"
 #include "core/util/provenance.h"
 
 namespace pipelab {

@@ -5,8 +5,8 @@
 #include <map>
 #include <numeric>
 
-#include "core/model/model.h"
 #include "core/feed/shadow_sync.h"
+#include "core/model/model.h"
 #include "core/records/stage_costs.h"
 
 namespace pipelab {

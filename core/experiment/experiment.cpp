@@ -3,12 +3,12 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/config/plugins.h"
 #include "core/config/yaml_file.h"
-#include "core/scheme/placed_scheme.h"
 #include "core/experiment/input_paths.h"
 #include "core/experiment/optimizer_section.h"
 #include "core/experiment/plan_request.h"
-#include "core/config/plugins.h"
+#include "core/scheme/placed_scheme.h"
 
 namespace pipelab {
 namespace {

@@ -11,6 +11,7 @@
 #include "core/data/dataset.h"
 #include "core/data/loader.h"
 #include "core/exec/executor.h"
+#include "core/experiment/targets.h"
 #include "core/model/model.h"
 #include "core/model/partition.h"
 #include "core/model/tensor_names.h"
@@ -20,7 +21,6 @@
 #include "core/plan/run_plan.h"
 #include "core/scheme/scheme.h"
 #include "core/stage/precision.h"
-#include "core/experiment/targets.h"
 
 namespace pipelab {
 

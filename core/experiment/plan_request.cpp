@@ -1,9 +1,9 @@
 #include "core/experiment/plan_request.h"
 
 #include "core/config/registry.h"
-#include "core/model/model.h"
 #include "core/experiment/experiment.h"
 #include "core/experiment/optimizer_section.h"
+#include "core/model/model.h"
 
 namespace pipelab {
 namespace {

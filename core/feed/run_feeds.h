@@ -5,9 +5,9 @@
 #include <functional>
 #include <memory>
 
-#include "core/plan/run_plan.h"
 #include "core/feed/feeds.h"
 #include "core/feed/segment_feed.h"
+#include "core/plan/run_plan.h"
 
 namespace pipelab {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/compress/compression.h"
-#include "core/scheme/scheme.h"
 #include "core/records/run_record.h"
+#include "core/scheme/scheme.h"
 
 namespace pipelab {
 

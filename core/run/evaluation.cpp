@@ -1,10 +1,10 @@
 /// A model's evaluation (core/run/evaluation.h).
 #include "core/run/evaluation.h"
 
-#include "core/schedule/generators.h"
-#include "core/run/classification_metrics.h"
-#include "core/feed/feeds.h"
 #include "core/assembly/run_parts.h"
+#include "core/feed/feeds.h"
+#include "core/run/classification_metrics.h"
+#include "core/schedule/generators.h"
 #include "core/util/memory_meter.h"
 
 namespace pipelab {

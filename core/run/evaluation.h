@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "core/data/loader.h"
-#include "core/schedule/schedule.h"
 #include "core/experiment/experiment.h"
+#include "core/schedule/schedule.h"
 
 namespace pipelab {
 

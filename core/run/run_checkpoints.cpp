@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "core/assembly/run_parts.h"
 #include "core/io/safetensors.h"
 #include "core/records/resume_point.h"
-#include "core/assembly/run_parts.h"
 #include "core/records/state_dict.h"
 
 namespace pipelab {

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "core/records/epoch_snapshots.h"
 #include "core/experiment/experiment.h"
+#include "core/records/epoch_snapshots.h"
 #include "core/records/run_record.h"
 #include "core/records/training_state.h"
 

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "core/exec/executor.h"
-#include "core/plan/topology.h"
 #include "core/experiment/experiment.h"
+#include "core/experiment/targets.h"
+#include "core/plan/topology.h"
 #include "core/records/run_record.h"
 #include "core/run/simulated_clock.h"
-#include "core/experiment/targets.h"
 
 namespace pipelab {
 

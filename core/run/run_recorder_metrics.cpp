@@ -7,10 +7,10 @@
 #include <map>
 #include <sstream>
 
-#include "core/scheme/gradient_route.h"
 #include "core/assembly/run_parts.h"
-#include "core/run/run_recorder.h"
 #include "core/feed/shadow_sync.h"
+#include "core/run/run_recorder.h"
+#include "core/scheme/gradient_route.h"
 
 namespace pipelab {
 

@@ -8,12 +8,12 @@
 #include <numeric>
 #include <set>
 
+#include "core/assembly/run_parts.h"
+#include "core/feed/feeds.h"
 #include "core/io/json.h"
+#include "core/run/run_recorder.h"
 #include "core/schedule/timeline.h"
 #include "core/scheme/replicas.h"
-#include "core/feed/feeds.h"
-#include "core/assembly/run_parts.h"
-#include "core/run/run_recorder.h"
 #include "core/util/progress.h"
 #include "core/util/provenance.h"
 

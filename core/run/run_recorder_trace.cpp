@@ -4,13 +4,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/assembly/run_parts.h"
 #include "core/device/device.h"
 #include "core/exec/world.h"
 #include "core/plan/topology.h"
-#include "core/assembly/run_parts.h"
-#include "core/run/run_recorder.h"
 #include "core/records/stage_costs.h"
 #include "core/records/trace.h"
+#include "core/run/run_recorder.h"
 
 namespace pipelab {
 

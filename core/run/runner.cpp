@@ -8,11 +8,11 @@
 
 #include <fmt/ranges.h>
 
+#include "core/assembly/run_config.h"
+#include "core/feed/batch_dump.h"
 #include "core/io/safetensors.h"
 #include "core/plan/topology.h"
-#include "core/feed/batch_dump.h"
 #include "core/records/state_dict.h"
-#include "core/assembly/run_config.h"
 #include "core/run/step_loop.h"
 #include "core/util/clock.h"
 

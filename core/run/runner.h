@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/run/evaluation.h"
-#include "core/experiment/experiment.h"
 #include "core/assembly/run_builder.h"
 #include "core/assembly/run_parts.h"
+#include "core/experiment/experiment.h"
+#include "core/run/evaluation.h"
 #include "core/run/run_recorder.h"
 #include "core/run/simulated_clock.h"
 

@@ -5,14 +5,14 @@
 #include <cmath>
 #include <optional>
 
-#include "core/schedule/generators.h"
+#include "core/assembly/run_parts.h"
 #include "core/feed/batch_dump.h"
-#include "core/run/classification_metrics.h"
-#include "core/run/evaluation.h"
 #include "core/feed/feeds.h"
 #include "core/feed/run_feeds.h"
-#include "core/assembly/run_parts.h"
 #include "core/feed/shadow_sync.h"
+#include "core/run/classification_metrics.h"
+#include "core/run/evaluation.h"
+#include "core/schedule/generators.h"
 #include "core/util/clock.h"
 #include "core/util/memory_meter.h"
 #include "core/util/progress.h"

@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "core/processes/process_group.h"
-#include "core/run/classification_metrics.h"
 #include "core/records/metrics_files.h"
+#include "core/run/classification_metrics.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 

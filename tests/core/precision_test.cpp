@@ -6,8 +6,8 @@
 #include <ATen/ATen.h>
 
 #include "core/io/pt_file.h"
-#include "core/stage/precision.h"
 #include "core/records/run_record.h"
+#include "core/stage/precision.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::precision_test {

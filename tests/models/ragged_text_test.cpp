@@ -12,9 +12,9 @@
 
 #include <fmt/ranges.h>
 
-#include "core/processes/process_group.h"
-#include "core/nn/document_layout.h"
 #include "core/feed/feeds.h"
+#include "core/nn/document_layout.h"
+#include "core/processes/process_group.h"
 #include "datasets/text/ragged_text.h"
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"

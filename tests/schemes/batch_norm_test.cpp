@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "core/exec/actions.h"
-#include "core/nn/batch_norm.h"
 #include "core/feed/feeds.h"
+#include "core/nn/batch_norm.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::batch_norm_test {

@@ -2,9 +2,9 @@
 // without batch norm (docs/schemes.md, "data parallelism"), and keep their own batch-norm statistics with it.
 #include <gtest/gtest.h>
 
+#include "core/records/state_dict.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
-#include "core/records/state_dict.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::dp_test {

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "core/exec/actions.h"
-#include "core/schedule/validate.h"
 #include "core/feed/feeds.h"
+#include "core/schedule/validate.h"
 #include "tests/support/helpers.h"
 
 namespace pipelab::equivalence_test {

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <future>
 
-#include "core/config/registry.h"
-#include "core/processes/process_group.h"
 #include "core/comm/gradient_finish.h"
+#include "core/config/registry.h"
 #include "core/io/pt_file.h"
 #include "core/model/model.h"
+#include "core/processes/process_group.h"
 #include "core/run/runner.h"
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"

@@ -10,8 +10,8 @@
 #include <map>
 #include <mutex>
 
-#include "core/schedule/generators.h"
 #include "core/records/epoch_snapshots.h"
+#include "core/schedule/generators.h"
 #include "tests/support/helpers.h"
 #include "tests/support/linear_pipeline.h"
 

@@ -9,10 +9,10 @@
 #include <map>
 
 #include "core/config/config_node.h"
+#include "core/experiment/plan_request.h"
+#include "core/plan/run_plan.h"
 #include "core/schedule/action_kinds.h"
 #include "core/scheme/replicas.h"
-#include "core/plan/run_plan.h"
-#include "core/experiment/plan_request.h"
 #include "core/util/error.h"
 #include "tests/support/action_lists.h"
 #include "tests/support/helpers.h"

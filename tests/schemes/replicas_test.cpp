@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "core/exec/actions.h"
+#include "core/feed/feeds.h"
 #include "core/schedule/dataflow.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/lower.h"
 #include "core/schedule/replicate.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/replicas.h"
-#include "core/feed/feeds.h"
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 

@@ -9,19 +9,19 @@
 #include <torch/torch.h>
 
 #include "core/config/config_node.h"
-#include "core/processes/process_group.h"
+#include "core/experiment/plan_request.h"
 #include "core/nn/sequence_segment.h"
+#include "core/plan/run_plan.h"
+#include "core/processes/process_group.h"
 #include "core/schedule/generators.h"
 #include "core/schedule/validate.h"
 #include "core/scheme/sequence_split.h"
-#include "core/plan/run_plan.h"
-#include "core/experiment/plan_request.h"
 #include "schemes/schedules/modern.h"
-#include "tools/simulate/simulate.h"
 #include "tests/models/zoo.h"
 #include "tests/support/helpers.h"
 #include "tests/support/scheme_cases.h"
 #include "tests/tools/launch_support.h"
+#include "tools/simulate/simulate.h"
 
 namespace pipelab::sequence_segments_test {
 namespace {

@@ -3,8 +3,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 
-#include "core/scheme/scheme.h"
 #include "core/schedule/validate.h"
+#include "core/scheme/scheme.h"
 
 namespace pipelab::testing {
 namespace {

@@ -13,8 +13,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "core/processes/process_group.h"
 #include "core/io/pt_file.h"
+#include "core/processes/process_group.h"
 #include "core/records/run_record.h"
 #include "tests/support/helpers.h"
 

@@ -13,10 +13,10 @@
 #include <set>
 
 #include "core/config/registry.h"
+#include "core/experiment/plan_request.h"
 #include "core/io/pt_file.h"
 #include "core/model/block_costs.h"
 #include "core/plan/run_plan.h"
-#include "core/experiment/plan_request.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 #include "tools/cli/cost_flags.h"

@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "core/config/yaml_file.h"
-#include "core/io/pt_file.h"
 #include "core/experiment/experiment.h"
-#include "core/plan/run_plan.h"
 #include "core/experiment/plan_request.h"
+#include "core/io/pt_file.h"
+#include "core/plan/run_plan.h"
 #include "tests/support/action_lists.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"

@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "core/plan/run_plan.h"
 #include "core/experiment/experiment.h"
 #include "core/experiment/plan_request.h"
+#include "core/plan/run_plan.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
 #include "tools/simulate/simulate.h"

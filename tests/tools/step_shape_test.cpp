@@ -10,10 +10,10 @@
 
 #include "core/config/registry.h"
 #include "core/experiment/experiment.h"
+#include "core/experiment/plan_request.h"
 #include "core/feed/feeds.h"
 #include "tests/support/helpers.h"
 #include "tests/tools/launch_support.h"
-#include "core/experiment/plan_request.h"
 
 namespace pipelab::step_shape_test {
 namespace {

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "core/records/run_record.h"
 #include "core/experiment/targets.h"
+#include "core/records/run_record.h"
 #include "tests/support/helpers.h"
 #include "tools/report/csv.h"
 #include "tools/report/curves.h"

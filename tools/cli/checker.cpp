@@ -11,9 +11,9 @@
 
 #include "core/config/registry.h"
 #include "core/io/atomic_file.h"
-#include "core/schedule/update_gaps.h"
 #include "core/records/run_record.h"
 #include "core/run/runner.h"
+#include "core/schedule/update_gaps.h"
 #include "core/util/error.h"
 
 namespace fs = std::filesystem;

@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/plan/run_plan.h"
 #include "core/experiment/plan_request.h"
+#include "core/plan/run_plan.h"
 #include "core/run/runner.h"
 #include "core/util/error.h"
 #include "core/util/names.h"

@@ -3,15 +3,15 @@
 /// example) and its stages under the file's `partition`, without training anything.
 #include <fmt/format.h>
 
-#include "core/model/block_costs.h"
 #include "core/experiment/experiment.h"
+#include "core/experiment/plan_request.h"
+#include "core/model/block_costs.h"
+#include "core/model/meta_device.h"
 #include "core/plan/run_plan.h"
 #include "core/plan/topology.h"
-#include "core/experiment/plan_request.h"
 #include "tools/cli/load_experiment.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"
-#include "core/model/meta_device.h"
 #include "tools/describe/model_profile.h"
 
 namespace pipelab::cli {

@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "core/processes/process_group.h"
 #include "core/experiment/experiment.h"
-#include "core/plan/run_plan.h"
 #include "core/experiment/plan_request.h"
+#include "core/plan/run_plan.h"
+#include "core/processes/process_group.h"
 #include "tools/cli/options.h"
 #include "tools/cli/stop_signals.h"
 #include "tools/sweep/subprocess.h"

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "core/model/model.h"
 #include "core/experiment/experiment.h"
+#include "core/model/model.h"
 #include "tools/cli/model_input.h"
 #include "tools/cli/options.h"
 #include "tools/simulate/cluster.h"

@@ -8,13 +8,13 @@
 #include "core/compress/codec.h"
 #include "core/data/dataset.h"
 #include "core/exec/executor.h"
+#include "core/experiment/experiment.h"
 #include "core/model/model.h"
 #include "core/model/partition.h"
 #include "core/optim/gradient_options.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
 #include "core/scheme/scheme.h"
-#include "core/experiment/experiment.h"
 #include "tools/cli/commands.h"
 
 namespace pipelab::cli {

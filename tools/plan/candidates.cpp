@@ -10,11 +10,11 @@
 #include <fmt/format.h>
 
 #include "core/config/registry.h"
+#include "core/experiment/plan_request.h"
 #include "core/model/block_costs.h"
 #include "core/model/partition.h"
 #include "core/optim/optimizer.h"
 #include "core/schedule/update_gaps.h"
-#include "core/experiment/plan_request.h"
 
 namespace pipelab::plan {
 namespace {

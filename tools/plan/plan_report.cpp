@@ -11,10 +11,10 @@
 #include <fmt/ranges.h>
 
 #include "core/config/registry.h"
-#include "core/util/provenance.h"
 #include "core/config/yaml_file.h"
-#include "core/model/model.h"
 #include "core/experiment/input_paths.h"
+#include "core/model/model.h"
+#include "core/util/provenance.h"
 #include "tools/report/svg_plot.h"
 
 namespace pipelab::plan {

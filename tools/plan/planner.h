@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "core/plan/topology.h"
 #include "core/experiment/experiment.h"
+#include "core/plan/topology.h"
 #include "tools/simulate/simulate.h"
 
 namespace pipelab::plan {

@@ -16,15 +16,15 @@
 #include <sstream>
 
 #include "core/config/config_node.h"
-#include "core/scheme/scheme.h"
+#include "core/model/meta_device.h"
 #include "core/records/run_record.h"
 #include "core/run/runner.h"
+#include "core/scheme/scheme.h"
 #include "core/util/error.h"
 #include "core/util/memory_size.h"
-#include "core/model/meta_device.h"
-#include "tools/simulate/block_memory.h"
 #include "tools/plan/plan_report.h"
 #include "tools/report/csv.h"
+#include "tools/simulate/block_memory.h"
 #include "tools/simulate/cache_key.h"
 
 namespace pipelab::plan {

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "core/experiment/experiment.h"
 #include "core/model/block_costs.h"
 #include "core/plan/run_plan.h"
-#include "core/experiment/experiment.h"
 #include "tools/simulate/block_times.h"
-#include "tools/simulate/costs.h"
 #include "tools/simulate/cost_validation.h"
+#include "tools/simulate/costs.h"
 #include "tools/simulate/derive.h"
 #include "tools/simulate/profile_source.h"
 #include "tools/simulate/shape_autocast.h"

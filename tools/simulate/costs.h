@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/config/fields.h"
-#include "core/schedule/action_kinds.h"
 #include "core/records/cost_record.h"
+#include "core/schedule/action_kinds.h"
 #include "tools/simulate/size_curve.h"
 
 namespace pipelab::sim {
