@@ -1,35 +1,33 @@
 #include "core/nn/context.h"
 
+#include "core/nn/forward_scope.h"
+
 namespace pipelab::nn {
-namespace {
-thread_local bool t_recomputing = false;
-thread_local at::Generator* t_generator = nullptr;
-thread_local bool* t_drew = nullptr;
-thread_local bool t_graphed = false;
-}  // namespace
 
-bool is_graphed() { return t_graphed; }
+bool is_graphed() { return forward_scope().graphed; }
 
-GraphedGuard::GraphedGuard(bool on) : previous_(t_graphed) { t_graphed = t_graphed || on; }
-GraphedGuard::~GraphedGuard() { t_graphed = previous_; }
+GraphedGuard::GraphedGuard(bool on) : previous_(forward_scope().graphed) { forward_scope().graphed = previous_ || on; }
+GraphedGuard::~GraphedGuard() { forward_scope().graphed = previous_; }
 
-bool is_recomputing() { return t_recomputing; }
+bool is_recomputing() { return forward_scope().recomputing; }
 
-RecomputeGuard::RecomputeGuard() : previous_(t_recomputing) { t_recomputing = true; }
-RecomputeGuard::~RecomputeGuard() { t_recomputing = previous_; }
+RecomputeGuard::RecomputeGuard() : previous_(forward_scope().recomputing) { forward_scope().recomputing = true; }
+RecomputeGuard::~RecomputeGuard() { forward_scope().recomputing = previous_; }
 
 at::Generator* current_generator() {
-  if (t_drew) *t_drew = true;
-  return t_generator;
+  ForwardScope& s = forward_scope();
+  if (s.drew) *s.drew = true;
+  return s.generator;
 }
 
-GeneratorScope::GeneratorScope(at::Generator* gen, bool* drew) : previous_(t_generator), previous_drew_(t_drew) {
-  t_generator = gen;
-  t_drew = drew;
+GeneratorScope::GeneratorScope(at::Generator* gen, bool* drew)
+    : previous_(forward_scope().generator), previous_drew_(forward_scope().drew) {
+  forward_scope().generator = gen;
+  forward_scope().drew = drew;
 }
 GeneratorScope::~GeneratorScope() {
-  t_generator = previous_;
-  t_drew = previous_drew_;
+  forward_scope().generator = previous_;
+  forward_scope().drew = previous_drew_;
 }
 
 }  // namespace pipelab::nn

@@ -1,5 +1,5 @@
 #pragma once
-/// Thread-local state of the action a stage is running, scoped with RAII guards
+/// Thread-local state of the action a stage is running (one value: forward_scope.h), scoped with RAII guards
 /// (docs/contributing.md, habit 12). Each stage runs on one thread at a time, so thread-local
 /// state keeps concurrent stages apart under the threaded executor.
 #include <ATen/core/Generator.h>

@@ -1,30 +1,30 @@
 #include "core/nn/document_layout.h"
 
 #include <ATen/ATen.h>
+#include <fmt/ranges.h>  // formats a layout's sizes
 
+#include "core/nn/forward_scope.h"
 #include "core/util/error.h"
 
 namespace pipelab::nn {
 namespace {
-thread_local const at::Tensor* t_documents = nullptr;
-
 const at::Tensor& layout(int64_t end) {
-  const at::Tensor& d = *t_documents;
+  const at::Tensor& d = *forward_scope().documents;
   PIPELAB_ASSERT(d.dim() == 2 && d.size(1) >= end, "a document layout of shape {} for tokens up to {}",
                  d.sizes(), end);
   return d;
 }
 }  // namespace
 
-const at::Tensor* current_documents() { return t_documents; }
+const at::Tensor* current_documents() { return forward_scope().documents; }
 
-DocumentScope::DocumentScope(const at::Tensor& documents) : previous_(t_documents) {
-  if (documents.defined()) t_documents = &documents;
+DocumentScope::DocumentScope(const at::Tensor& documents) : previous_(forward_scope().documents) {
+  if (documents.defined()) forward_scope().documents = &documents;
 }
-DocumentScope::~DocumentScope() { t_documents = previous_; }
+DocumentScope::~DocumentScope() { forward_scope().documents = previous_; }
 
 at::Tensor document_positions(int64_t offset, int64_t length) {
-  if (!t_documents) return {};
+  if (!forward_scope().documents) return {};
   const at::Tensor d = layout(offset + length).narrow(1, 0, offset + length);
   // A document starts where the number changes; each token's position counts from the last
   // start at or before it (a running maximum of the starts' indices).
@@ -36,7 +36,7 @@ at::Tensor document_positions(int64_t offset, int64_t length) {
 }
 
 at::Tensor blocked_keys(int64_t offset, int64_t length) {
-  if (!t_documents) return {};
+  if (!forward_scope().documents) return {};
   const int64_t keys = offset + length;
   const at::Tensor& d = layout(keys);
   const at::Tensor queries = d.narrow(1, offset, length).unsqueeze(2), of_keys = d.narrow(1, 0, keys).unsqueeze(1);

@@ -3,19 +3,17 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include "core/nn/forward_scope.h"
 #include "core/util/error.h"
 
 namespace pipelab::nn {
-namespace {
-thread_local const SequenceSegment* t_segment = nullptr;
-}  // namespace
 
-const SequenceSegment* current_segment() { return t_segment; }
+const SequenceSegment* current_segment() { return forward_scope().segment; }
 
-SegmentScope::SegmentScope(const SequenceSegment* segment) : previous_(t_segment) {
-  if (segment && segment->active()) t_segment = segment;
+SegmentScope::SegmentScope(const SequenceSegment* segment) : previous_(forward_scope().segment) {
+  if (segment && segment->active()) forward_scope().segment = segment;
 }
-SegmentScope::~SegmentScope() { t_segment = previous_; }
+SegmentScope::~SegmentScope() { forward_scope().segment = previous_; }
 
 std::vector<at::Tensor> SegmentCache::extend(const std::vector<at::Tensor>& mine, int64_t dim) {
   const SequenceSegment* segment = current_segment();

@@ -1,0 +1,10 @@
+#include "core/nn/forward_scope.h"
+
+namespace pipelab::nn {
+
+ForwardScope& forward_scope() {
+  thread_local ForwardScope scope;
+  return scope;
+}
+
+}  // namespace pipelab::nn
