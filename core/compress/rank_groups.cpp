@@ -191,6 +191,8 @@ void rank_groups(const float* x, int64_t n, const std::vector<int64_t>& first, u
   // The second histograms take 256 KiB each: beyond 16 groups, select instead (and beyond
   // 32-bit counts).
   if (first.size() > 17 || n >= (int64_t{1} << 32)) return select_groups(x, n, first, group, lo, hi);
+  // Reused across calls, per thread: the codecs of every stage run at once on their threads,
+  // and allocating the histograms each message would cost more than ranking it.
   thread_local Scratch s;
   uint32_t min_key = 0, max_key = 0;
   count_bins(x, n, s, min_key, max_key);

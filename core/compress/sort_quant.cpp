@@ -101,6 +101,7 @@ void encode_exact(const T* x, int64_t n, const SortQuantOptions& o, Code* codes,
   // The first (n mod G) groups take one more element.
   std::vector<int64_t> first(static_cast<size_t>(groups) + 1);
   for (int g = 0; g <= groups; ++g) first[g] = g * (n / groups) + std::min<int64_t>(g, n % groups);
+  // Reused across calls, per thread (every stage's codec runs on its own thread at once).
   thread_local std::vector<uint8_t> group;
   if (group.size() < static_cast<size_t>(n)) group.resize(static_cast<size_t>(n));
   std::vector<T> lo(static_cast<size_t>(groups)), hi(static_cast<size_t>(groups));

@@ -27,6 +27,7 @@ namespace {
 c10::cuda::CUDAStream copy_stream(const c10::Device& device) {
   // LibTorch's pool hands streams out round-robin; one fetched per call would spread the
   // copies over many streams.
+  // Per thread, so that the threads of several devices look theirs up without a lock.
   static thread_local std::map<int, c10::cuda::CUDAStream> streams;
   const int index = device.index();
   auto it = streams.find(index);

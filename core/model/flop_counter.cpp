@@ -12,8 +12,6 @@
 namespace pipelab {
 namespace {
 
-thread_local FlopCounter* active = nullptr;
-
 std::vector<int64_t> shape_of(const c10::IValue& v) {
   return v.isTensor() ? v.toTensor().sizes().vec() : std::vector<int64_t>{};
 }
@@ -125,17 +123,29 @@ struct OpenOp {
   bool kernel = false;
   int64_t flops_before = 0, input_bytes = 0;
 };
-thread_local std::vector<OpenOp> open_ops;
-thread_local int counted_open = 0;
+
+/// What the callbacks of this thread's counter keep between an operator's start and its
+/// end. Thread-local because the RecordFunction callbacks are (at::addThreadLocalCallback):
+/// a block profiled on one thread never sees another's operators.
+struct Counting {
+  FlopCounter* active = nullptr;  ///< this thread's counter, if one is counting
+  std::vector<OpenOp> open_ops;
+  int counted_open = 0;
+};
+Counting& counting() {
+  thread_local Counting c;
+  return c;
+}
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  FlopCounter* counter = active;
+  Counting& t = counting();
+  FlopCounter* counter = t.active;
   if (counter == nullptr) return nullptr;
   const std::string op = fn.name();
-  const bool kernel = counted_open == 0 && !launches_nothing(op);
-  open_ops.push_back({kernel, counter->flops(), kernel ? counter->activation_bytes(fn.inputs()) : 0});
+  const bool kernel = t.counted_open == 0 && !launches_nothing(op);
+  t.open_ops.push_back({kernel, counter->flops(), kernel ? counter->activation_bytes(fn.inputs()) : 0});
   if (kernel) {
-    ++counted_open;
+    ++t.counted_open;
     ++counter->kernels;
   }
   const int64_t macs = macs_of(op, fn.inputs());
@@ -157,27 +167,29 @@ int64_t output_bytes(const FlopCounter& counter, const at::RecordFunction& fn) {
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
+  Counting& t = counting();
+  FlopCounter* active = t.active;
   if (active == nullptr) return;
   if (context != nullptr && static_cast<Opened*>(context)->counted) {
     --active->depth;
     const Opened& o = *static_cast<Opened*>(context);
     if (o.cls >= 0) active->add_operand_bytes(static_cast<OpClass>(o.cls), o.input_bytes + output_bytes(*active, fn));
   }
-  if (open_ops.empty()) return;
-  const OpenOp& open = open_ops.back();
+  if (t.open_ops.empty()) return;
+  const OpenOp& open = t.open_ops.back();
   if (open.kernel) {
-    --counted_open;
+    --t.counted_open;
     // A kernel that counted no FLOPs (nor any inside it) is priced by its bytes.
     if (active->flops() == open.flops_before) active->add_memory_bytes(open.input_bytes + output_bytes(*active, fn));
   }
-  open_ops.pop_back();
+  t.open_ops.pop_back();
 }
 
 }  // namespace
 
 FlopCounter::FlopCounter() {
-  PIPELAB_ASSERT(active == nullptr, "one FlopCounter per thread at a time");
-  active = this;
+  PIPELAB_ASSERT(counting().active == nullptr, "one FlopCounter per thread at a time");
+  counting().active = this;
   handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
                                            .needsInputs(true)
                                            .needsOutputs(true)
@@ -186,9 +198,7 @@ FlopCounter::FlopCounter() {
 
 FlopCounter::~FlopCounter() {
   at::removeCallback(handle_);
-  active = nullptr;
-  open_ops.clear();
-  counted_open = 0;
+  counting() = Counting{};
 }
 
 const char* op_class_name(OpClass c) {

@@ -24,6 +24,8 @@ struct SavedTensors::Entry {
 
 namespace {
 
+// The saved tensors the action running on this thread packs into: autograd calls the pack
+// hooks with no context of ours, and each stage's actions run on one thread at a time.
 thread_local SavedTensors* t_packing = nullptr;
 
 /// One SavedVariable's hooks. Packing keeps an alias, not the variable: an output saved as

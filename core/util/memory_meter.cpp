@@ -7,10 +7,14 @@
 namespace pipelab {
 namespace {
 
-// The tag and scope of this thread's allocations. Plain thread-locals rather than state in
-// the meter: a thread runs one action at a time, whichever meter is installed.
-thread_local int t_tag = MemoryMeter::kNoTag;
-thread_local uint64_t t_scope = 0;
+// The tag and scope of this thread's allocations, one thread-local value rather than state
+// in the meter: a thread runs one action at a time, whichever meter is installed, and the
+// allocator reports each allocation on the thread that made it.
+struct Charging {
+  int tag = MemoryMeter::kNoTag;
+  uint64_t scope = 0;
+};
+thread_local Charging t_charging;
 
 }  // namespace
 
@@ -25,16 +29,14 @@ MemoryMeter::Scope::Scope(MemoryMeter* meter, int tag) : meter_(meter) {
     start_ = u.current;
   }
   tag_ = tag;
-  previous_tag_ = t_tag;
-  previous_scope_ = t_scope;
-  t_tag = tag;
-  t_scope = id_;
+  previous_tag_ = t_charging.tag;
+  previous_scope_ = t_charging.scope;
+  t_charging = {tag, id_};
 }
 
 MemoryMeter::Scope::~Scope() {
   if (!meter_) return;
-  t_tag = previous_tag_;
-  t_scope = previous_scope_;
+  t_charging = {previous_tag_, previous_scope_};
   std::lock_guard<std::mutex> lock(meter_->mutex_);
   meter_->open_scopes_.erase(id_);
 }
@@ -97,7 +99,7 @@ void MemoryMeter::reportMemoryUsage(void* ptr, int64_t alloc_size, size_t /*tota
   // thread without the meter): settle it now.
   const auto stale = blocks_.find(key);
   if (stale != blocks_.end()) release(stale->second);
-  const Block b{alloc_size, t_tag, t_scope};
+  const Block b{alloc_size, t_charging.tag, t_charging.scope};
   blocks_[key] = b;
   Usage& u = tags_[b.tag];
   u.current += b.bytes;
