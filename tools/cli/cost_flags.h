@@ -1,10 +1,8 @@
 #pragma once
 /// The flags that say where `simulate`, `plan`, `run --cluster` and `sweep` take their costs
 /// from, and the CostSource they choose (tools/simulate/cost_source.h).
-#include <cmath>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include <fmt/format.h>
 
